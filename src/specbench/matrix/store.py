@@ -1,0 +1,241 @@
+"""The results store: one SQLite file per run, written ahead (schema in docs/structures.md).
+
+A cell row is `running` (committed) before the cell starts and `done` / `failed` / `skipped` after.
+A re-run of the same matrix keeps `done` cells, re-runs `running` ones (a crash interrupted them) and
+`failed` ones only when asked (`--retry-failed`). WAL mode, autocommit: every write is on disk when the
+call returns, so a SIGKILL loses at most the cell in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
+
+from specbench.errors import UserError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta    (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS servers (server_id TEXT PRIMARY KEY, phase INTEGER, tp INTEGER, engine TEXT,
+                      settings_json TEXT,
+                      command_json TEXT,
+                      env_json TEXT, verdict TEXT,
+                      plan_json TEXT,
+                      server_info_json TEXT,
+                      status TEXT,
+                      log_path TEXT, log_text TEXT, diagnosis_json TEXT,
+                      started_at REAL, ended_at REAL);
+CREATE TABLE IF NOT EXISTS cells   (cell_id TEXT PRIMARY KEY, server_id TEXT, phase INTEGER, tp INTEGER,
+                      algorithm TEXT,
+                      label TEXT,
+                      server_json TEXT, client_json TEXT,
+                      status TEXT,
+                      reason TEXT, attempts INTEGER DEFAULT 0,
+                      started_at REAL, ended_at REAL,
+                      metrics_json TEXT,
+                      clamp_json TEXT,
+                      log_text TEXT, diagnosis_json TEXT);
+CREATE TABLE IF NOT EXISTS requests(cell_id TEXT, idx INTEGER, prompt_tokens INTEGER, output_tokens INTEGER,
+                      ttft_s REAL, e2e_s REAL, itl_json TEXT, error TEXT,
+                      accept_len REAL, spec_verify_ct INTEGER, PRIMARY KEY (cell_id, idx));
+"""
+
+CELL_STATUSES = ("pending", "running", "done", "failed", "skipped")
+SERVER_STATUSES = ("pending", "running", "ready", "stopped", "failed", "skipped")
+
+
+def _j(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str)
+
+
+def _unj(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    idx: int
+    prompt_tokens: int | None
+    output_tokens: int | None
+    ttft_s: float | None
+    e2e_s: float | None
+    itl: list[float] | None
+    error: str | None
+    accept_len: float | None = None
+    spec_verify_ct: int | None = None
+
+
+class Store:
+    """A thin wrapper over one SQLite connection; every method commits before it returns."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{self.path}: not a specbench results store ({exc})") from None
+        self.conn.row_factory = sqlite3.Row
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One transaction (the connection is in autocommit mode otherwise)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta
+    def set_meta(self, items: dict[str, Any]) -> None:
+        with self._tx():
+            for k, v in items.items():
+                self.conn.execute(
+                    "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                    (k, v if isinstance(v, str) else json.dumps(v)),
+                )
+
+    def meta(self) -> dict[str, str]:
+        return {r["key"]: r["value"] for r in self.conn.execute("SELECT key, value FROM meta")}
+
+    # -- servers
+    def put_server(self, *, server_id: str, phase: int, tp: int, engine: str, settings: dict[str, Any],
+                   command: list[str], env: dict[str, str], verdict: str, plan: dict[str, Any] | None,
+                   status: str) -> None:
+        """Insert or refresh a server tuple before it is launched (or skipped)."""
+        assert status in SERVER_STATUSES, status
+        self.conn.execute(
+            """INSERT INTO servers(server_id, phase, tp, engine, settings_json, command_json, env_json, verdict,
+                                   plan_json, status)
+               VALUES(?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(server_id) DO UPDATE SET phase=excluded.phase, tp=excluded.tp, engine=excluded.engine,
+                 settings_json=excluded.settings_json, command_json=excluded.command_json, env_json=excluded.env_json,
+                 verdict=excluded.verdict, plan_json=excluded.plan_json, status=excluded.status""",
+            (server_id, phase, tp, engine, _j(settings), _j(command), _j(env), verdict, _j(plan), status),
+        )
+
+    def update_server(self, server_id: str, **fields: Any) -> None:
+        """Set columns of a server row; `*_json` columns take Python values."""
+        if not fields:
+            return
+        cols, vals = [], []
+        for k, v in fields.items():
+            if k == "status":
+                assert v in SERVER_STATUSES, v
+            cols.append(f"{k}=?")
+            vals.append(_j(v) if k.endswith("_json") else v)
+        self.conn.execute(f"UPDATE servers SET {', '.join(cols)} WHERE server_id=?", (*vals, server_id))
+
+    def server(self, server_id: str) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT * FROM servers WHERE server_id=?", (server_id,)).fetchone()
+        return _decode(row) if row else None
+
+    def servers(self) -> list[dict[str, Any]]:
+        return [_decode(r) for r in self.conn.execute("SELECT * FROM servers ORDER BY phase, rowid")]
+
+    # -- cells
+    def ensure_cell(self, *, cell_id: str, server_id: str, phase: int, tp: int, algorithm: str, label: str,
+                    server: dict[str, Any], client: dict[str, Any]) -> None:
+        """Create a `pending` row for a cell not seen before; an existing row keeps its status."""
+        self.conn.execute(
+            """INSERT OR IGNORE INTO cells(cell_id, server_id, phase, tp, algorithm, label, server_json, client_json,
+                                           status, attempts)
+               VALUES(?,?,?,?,?,?,?,?, 'pending', 0)""",
+            (cell_id, server_id, phase, tp, algorithm, label, _j(server), _j(client)),
+        )
+
+    def cell_status(self, cell_id: str) -> str | None:
+        row = self.conn.execute("SELECT status FROM cells WHERE cell_id=?", (cell_id,)).fetchone()
+        return row["status"] if row else None
+
+    def needs_run(self, cell_id: str, retry_failed: bool) -> bool:
+        """Resume rule: done is kept; failed re-runs only with retry_failed; anything else (re)runs."""
+        status = self.cell_status(cell_id)
+        if status == "done":
+            return False
+        if status == "failed":
+            return retry_failed
+        return True
+
+    def start_cell(self, cell_id: str, *, server_json: dict[str, Any] | None = None) -> None:
+        """Write-ahead: the row says `running` (and counts the attempt) before any request is sent."""
+        with self._tx():
+            self.conn.execute(
+                """UPDATE cells SET status='running', attempts=attempts+1, started_at=?, ended_at=NULL, reason=NULL,
+                                    metrics_json=NULL, log_text=NULL, diagnosis_json=NULL
+                   WHERE cell_id=?""",
+                (time.time(), cell_id),
+            )
+            if server_json is not None:
+                self.conn.execute("UPDATE cells SET server_json=? WHERE cell_id=?", (_j(server_json), cell_id))
+            self.conn.execute("DELETE FROM requests WHERE cell_id=?", (cell_id,))
+
+    def finish_cell(self, cell_id: str, status: str, *, reason: str | None = None,
+                    metrics: dict[str, Any] | None = None, clamp: dict[str, Any] | None = None,
+                    requests: Iterable[RequestRow] = (), log_text: str | None = None,
+                    diagnosis: dict[str, Any] | None = None) -> None:
+        """The cell's outcome and its requests, in one transaction."""
+        assert status in ("done", "failed", "skipped", "pending"), status
+        with self._tx():
+            self.conn.execute(
+                """UPDATE cells SET status=?, reason=?, ended_at=?, metrics_json=?, clamp_json=COALESCE(?, clamp_json),
+                                    log_text=?, diagnosis_json=? WHERE cell_id=?""",
+                (status, reason, time.time(), _j(metrics), _j(clamp), log_text, _j(diagnosis), cell_id),
+            )
+            self.conn.executemany(
+                """INSERT OR REPLACE INTO requests(cell_id, idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json,
+                                                   error, accept_len, spec_verify_ct) VALUES(?,?,?,?,?,?,?,?,?,?)""",
+                [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), r.error,
+                  r.accept_len, r.spec_verify_ct) for r in requests],
+            )
+
+    def skip_cell(self, cell_id: str, reason: str) -> None:
+        self.conn.execute(
+            "UPDATE cells SET status='skipped', reason=?, ended_at=? WHERE cell_id=?", (reason, time.time(), cell_id)
+        )
+
+    def set_clamp(self, cell_id: str, clamp: dict[str, Any]) -> None:
+        self.conn.execute("UPDATE cells SET clamp_json=? WHERE cell_id=?", (_j(clamp), cell_id))
+
+    def set_metrics(self, cell_id: str, metrics: dict[str, Any]) -> None:
+        self.conn.execute("UPDATE cells SET metrics_json=? WHERE cell_id=?", (_j(metrics), cell_id))
+
+    def cell(self, cell_id: str) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT * FROM cells WHERE cell_id=?", (cell_id,)).fetchone()
+        return _decode(row) if row else None
+
+    def cells(self) -> list[dict[str, Any]]:
+        return [_decode(r) for r in self.conn.execute("SELECT * FROM cells ORDER BY phase, rowid")]
+
+    def requests(self, cell_id: str) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT * FROM requests WHERE cell_id=? ORDER BY idx", (cell_id,))
+        return [_decode(r) for r in rows]
+
+
+def _decode(row: sqlite3.Row) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in row.keys():
+        v = row[k]
+        if k.endswith("_json"):
+            out[k[: -len("_json")]] = _unj(v)
+        else:
+            out[k] = v
+    return out
