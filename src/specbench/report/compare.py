@@ -1,0 +1,109 @@
+"""Several stores in one report: each store is one set of series, labelled by file / engine / version.
+
+With one store a series is the cell label ("ar", "dflash", "ddtree-b8"); with several it is
+"<store>: <label>", so every table and plot draws one line per store and configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Sequence
+
+from specbench.report.load import CellRecord, Store, load_store
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A cell with the store it came from and its series name in this report."""
+
+    store: Store
+    cell: CellRecord
+    series: str
+    workload: str = ""
+    config: str = ""  # the series name without the store prefix: same config, same colour across stores
+
+
+def unique_labels(paths: Sequence[Path]) -> list[str]:
+    """File stems; where two stems collide, parent/stem; where those collide too, a #n suffix."""
+    labels = [p.stem for p in paths]
+    for i, p in enumerate(paths):
+        if labels.count(p.stem) > 1:
+            labels[i] = f"{p.parent.name}/{p.stem}" if p.parent.name else p.stem
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if labels.count(label) == 1 else f"{label}#{seen[label]}")
+    return out
+
+
+def load_stores(paths: Sequence[str | Path]) -> tuple[Store, ...]:
+    """Read every store (UserError on the first unreadable one), each with a unique label."""
+    resolved = [Path(p) for p in paths]
+    labels = unique_labels(resolved)
+    return tuple(load_store(p, label) for p, label in zip(resolved, labels))
+
+
+def describe(store: Store) -> str:
+    """'<label> (<engine> <version>)' from the store's meta table, as far as it says."""
+    extra = " ".join(x for x in (store.engine, store.engine_version) if x)
+    return f"{store.label} ({extra})" if extra else store.label
+
+
+# Settings that may tell two cells of one label apart, with their short names in a series label.
+# server_json keys come from matrix/spec.py ServerTuple.settings, client_json keys from its client axes.
+SERVER_KEYS = (("mem_fraction_static", "mem"), ("max_running_requests", "mrr"), ("context_length", "ctx"),
+               ("draft_model", "draft"), ("num_draft_tokens", "d"), ("num_steps", "steps"),
+               ("eagle_topk", "topk"), ("ddtree_budget", "b"), ("flags", "flags"), ("env", "env"))
+CLIENT_KEYS = (("prompt_tokens", "in"), ("output_tokens", "out"), ("request_rate", "rate"),
+               ("dataset", "data"), ("num_requests", "n"))
+
+
+def _value(v: object) -> str:
+    if isinstance(v, dict):
+        return ",".join(f"{k}={_value(x)}" for k, x in sorted(v.items())) or "{}"
+    return str(v)
+
+
+def varying_keys(stores: Sequence[Store]) -> tuple[tuple[str, str, str], ...]:
+    """(where, key, short) of the settings that differ between cells of the same store, TP and label:
+    those must appear in the series name or two different lines would merge."""
+    groups: dict[tuple[str, int | None, str], list[CellRecord]] = {}
+    for s in stores:
+        for c in s.cells:
+            groups.setdefault((s.label, c.tp, c.label), []).append(c)
+    out = []
+    for where, keys in (("server", SERVER_KEYS), ("client", CLIENT_KEYS)):
+        for key, short in keys:
+            for cells in groups.values():
+                values = {_value(getattr(c, where).get(key)) for c in cells}
+                if len(values) > 1:
+                    out.append((where, key, short))
+                    break
+    return tuple(out)
+
+
+def series_name(store: Store, cell: CellRecord, multi: bool,
+                varying: Sequence[tuple[str, str, str]] = ()) -> str:
+    """'<label>' or '<store>: <label>', plus ' [k=v ...]' for the settings that vary within a label."""
+    name = f"{store.label}: {cell.label}" if multi else cell.label
+    extra = " ".join(f"{short}={_value(getattr(cell, where).get(key))}" for where, key, short in varying)
+    return f"{name} [{extra}]" if extra else name
+
+
+def workload_name(cell: CellRecord, varying: Sequence[tuple[str, str, str]]) -> str:
+    """The client-side part of the series suffix ('in=1024 out=256'): cells compare only within one."""
+    return " ".join(f"{short}={_value(cell.client.get(key))}" for where, key, short in varying if where == "client")
+
+
+def entries(stores: Sequence[Store]) -> tuple[Entry, ...]:
+    multi = len(stores) > 1
+    varying = varying_keys(stores)
+    return tuple(Entry(store=s, cell=c, series=series_name(s, c, multi, varying), workload=workload_name(c, varying),
+                       config=series_name(s, c, False, varying))
+                 for s in stores for c in s.cells)
+
+
+def relabel(store: Store, label: str) -> Store:
+    return replace(store, label=label)

@@ -1,0 +1,313 @@
+"""Read a results store (SQLite, schema in docs/structures.md) into frozen records.
+
+Read-only and tolerant: a store written by an older or interrupted `specbench run` may lack tables,
+columns or metric keys; those read as None / empty and are listed in `Store.warnings`. Only a path
+that is not a file or not SQLite at all is a user error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from specbench.errors import UserError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Columns read per table (docs/structures.md "Results store"); absent ones read as None.
+SERVER_COLUMNS = (
+    "server_id", "phase", "tp", "engine", "settings_json", "command_json", "env_json", "verdict",
+    "plan_json", "server_info_json", "status", "log_path", "log_text", "diagnosis_json",
+    "started_at", "ended_at",
+)
+CELL_COLUMNS = (
+    "cell_id", "server_id", "phase", "tp", "algorithm", "label", "server_json", "client_json",
+    "status", "reason", "attempts", "started_at", "ended_at", "metrics_json", "clamp_json",
+    "log_text", "diagnosis_json",
+)
+REQUEST_COLUMNS = (
+    "cell_id", "idx", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "error", "accept_len",
+    "spec_verify_ct",
+)
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """One row of `servers`: a launched (or skipped) server tuple."""
+
+    server_id: str
+    phase: int | None
+    tp: int | None
+    engine: str | None
+    settings: Mapping[str, Any]
+    command: tuple[str, ...]
+    verdict: str | None
+    plan: Mapping[str, Any] | None
+    status: str | None
+    log_path: str | None
+    log_text: str | None
+    diagnosis: Any
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """One row of `cells` plus the per-request accept lengths of that cell."""
+
+    cell_id: str
+    server_id: str | None
+    phase: int | None
+    tp: int | None
+    algorithm: str | None
+    label: str
+    status: str
+    reason: str | None
+    attempts: int
+    started_at: float | None
+    ended_at: float | None
+    metrics: Mapping[str, Any]
+    server: Mapping[str, Any]
+    client: Mapping[str, Any]
+    clamp: Mapping[str, Any]
+    log_text: str | None
+    diagnosis: Any
+    accept_lengths: tuple[float, ...] = ()
+
+    @property
+    def is_ar(self) -> bool:
+        """Autoregressive baseline: `cells.algorithm == "ar"` (docs/structures.md)."""
+        algorithm = (self.algorithm or "").lower()
+        return algorithm == "ar" or (not algorithm and self.label.lower() == "ar")
+
+    @property
+    def concurrency(self) -> int | None:
+        """metrics_json.concurrency, else client_json.concurrency / max_concurrency."""
+        for src in (self.metrics, self.client):
+            for key in ("concurrency", "max_concurrency"):
+                value = src.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return int(value)
+        return None
+
+    @property
+    def budget(self) -> int | None:
+        """Draft budget of a tree/block algorithm: server_json keys, else the `-b<N>` suffix of the label."""
+        for key in ("ddtree_budget", "budget", "num_draft_tokens", "speculative_num_draft_tokens",
+                    "num_speculative_tokens"):
+            value = self.server.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        match = re.search(r"-b(\d+)$", self.label)
+        return int(match.group(1)) if match else None
+
+    @property
+    def baseline_key(self) -> tuple[Any, ...]:
+        """Cells with equal keys compare against the same AR cell (matrix/spec.py Cell.baseline_key):
+        TP, concurrency, and client_json prompt_tokens, output_tokens, request_rate, dataset."""
+        c = self.client
+        return (self.tp, self.concurrency, c.get("prompt_tokens"), c.get("output_tokens"),
+                str(c.get("request_rate")) if c.get("request_rate") is not None else None, c.get("dataset"))
+
+    def metric(self, key: str) -> float | None:
+        """A numeric metrics_json value, or None when absent or not a number."""
+        value = self.metrics.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value)
+
+
+@dataclass(frozen=True)
+class Store:
+    """A whole results store, read once."""
+
+    path: Path
+    label: str
+    meta: Mapping[str, str]
+    servers: tuple[ServerRecord, ...]
+    cells: tuple[CellRecord, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def engine(self) -> str | None:
+        return self.meta.get("engine") or next((s.engine for s in self.servers if s.engine), None)
+
+    @property
+    def engine_version(self) -> str | None:
+        return self.meta.get("engine_version") or self.meta.get("version")
+
+    def server(self, server_id: str | None) -> ServerRecord | None:
+        return next((s for s in self.servers if s.server_id == server_id), None)
+
+
+def _json(text: Any, what: str, warnings: list[str], default: Any) -> Any:
+    if text is None or text == "":
+        return default
+    if not isinstance(text, (str, bytes)):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        warnings.append(f"{what}: not JSON, ignored")
+        return default
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _argv(value: Any) -> tuple[str, ...]:
+    return tuple(str(a) for a in value) if isinstance(value, list) else ()
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+
+
+def _select(con: sqlite3.Connection, table: str, wanted: tuple[str, ...], warnings: list[str]) -> list[dict[str, Any]]:
+    have = _columns(con, table)
+    if not have:
+        warnings.append(f"table {table!r} missing")
+        return []
+    missing = [c for c in wanted if c not in have]
+    if missing:
+        warnings.append(f"table {table!r} lacks columns: {', '.join(missing)}")
+    cols = [c for c in wanted if c in have]
+    rows = con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
+    return [{**dict.fromkeys(wanted), **dict(zip(cols, row))} for row in rows]
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise UserError(f"{path}: no such results store")
+    if not path.is_file():
+        raise UserError(f"{path}: not a file (expected the SQLite results store of `specbench run`)")
+    with path.open("rb") as fh:
+        head = fh.read(16)
+    if head and head != SQLITE_MAGIC:
+        raise UserError(f"{path}: not an SQLite results store")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        con.execute("PRAGMA query_only = 1")
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
+    return con
+
+
+def load_store(path: str | Path, label: str | None = None) -> Store:
+    """Read one store. Raises UserError when the file is missing or not SQLite."""
+    path = Path(path)
+    con = _open(path)
+    warnings: list[str] = []
+    try:
+        try:
+            meta_rows = _select(con, "meta", ("key", "value"), warnings)
+            server_rows = _select(con, "servers", SERVER_COLUMNS, warnings)
+            cell_rows = _select(con, "cells", CELL_COLUMNS, warnings)
+            request_rows = _select(con, "requests", REQUEST_COLUMNS, warnings)
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
+    finally:
+        con.close()
+
+    meta = {str(r["key"]): "" if r["value"] is None else str(r["value"]) for r in meta_rows if r["key"] is not None}
+
+    servers = tuple(
+        ServerRecord(
+            server_id=str(r["server_id"]),
+            phase=_int(r["phase"]),
+            tp=_int(r["tp"]),
+            engine=r["engine"],
+            settings=_mapping(_json(r["settings_json"], f"servers[{r['server_id']}].settings_json", warnings, {})),
+            command=_argv(_json(r["command_json"], f"servers[{r['server_id']}].command_json", warnings, [])),
+            verdict=r["verdict"],
+            plan=_json(r["plan_json"], f"servers[{r['server_id']}].plan_json", warnings, None),
+            status=r["status"],
+            log_path=r["log_path"],
+            log_text=r["log_text"],
+            diagnosis=_json(r["diagnosis_json"], f"servers[{r['server_id']}].diagnosis_json", warnings, None),
+        )
+        for r in server_rows
+        if r["server_id"] is not None
+    )
+
+    # requests.accept_len: one value per request; used when metrics_json.accept_lengths is absent.
+    req_accept: dict[str, list[tuple[int, float]]] = {}
+    for r in request_rows:
+        acc = _float(r["accept_len"])
+        if r["cell_id"] is not None and acc is not None and not r["error"]:
+            req_accept.setdefault(str(r["cell_id"]), []).append((_int(r["idx"]) or 0, acc))
+
+    cells = []
+    for r in cell_rows:
+        if r["cell_id"] is None:
+            continue
+        cid = str(r["cell_id"])
+        metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
+        listed = metrics.get("accept_lengths")
+        if isinstance(listed, list) and listed:
+            accepts = tuple(float(a) for a in listed if isinstance(a, (int, float)) and not isinstance(a, bool))
+        else:
+            accepts = tuple(a for _, a in sorted(req_accept.get(cid, [])))
+        cells.append(
+            CellRecord(
+                cell_id=cid,
+                server_id=r["server_id"],
+                phase=_int(r["phase"]),
+                tp=_int(r["tp"]),
+                algorithm=r["algorithm"],
+                label=str(r["label"] or r["algorithm"] or cid),
+                status=str(r["status"] or "pending"),
+                reason=r["reason"],
+                attempts=_int(r["attempts"]) or 0,
+                started_at=_float(r["started_at"]),
+                ended_at=_float(r["ended_at"]),
+                metrics=metrics,
+                server=_mapping(_json(r["server_json"], f"cells[{cid}].server_json", warnings, {})),
+                client=_mapping(_json(r["client_json"], f"cells[{cid}].client_json", warnings, {})),
+                clamp=_mapping(_json(r["clamp_json"], f"cells[{cid}].clamp_json", warnings, {})),
+                log_text=r["log_text"],
+                diagnosis=_json(r["diagnosis_json"], f"cells[{cid}].diagnosis_json", warnings, None),
+                accept_lengths=accepts,
+            )
+        )
+    cells.sort(key=cell_sort_key)
+    return Store(
+        path=path,
+        label=label or path.stem,
+        meta=meta,
+        servers=tuple(sorted(servers, key=lambda s: (s.phase or 0, s.tp or 0, natural_key(s.server_id)))),
+        cells=tuple(cells),
+        warnings=tuple(warnings),
+    )
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """'ddtree-b4' < 'ddtree-b16': digits compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text.lower()))
+
+
+def label_key(label: str) -> tuple[Any, ...]:
+    """AR first, then the speculative labels in natural order."""
+    return (0 if label.lower() == "ar" else 1, natural_key(label))
+
+
+def cell_sort_key(cell: CellRecord) -> tuple[Any, ...]:
+    return (cell.phase or 0, cell.tp or 0, label_key(cell.label), cell.concurrency or 0, natural_key(cell.cell_id))

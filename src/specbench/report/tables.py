@@ -1,0 +1,435 @@
+"""What the report says, as frozen rows: pure functions from stores to tables.
+
+Every number comes from the store (docs/structures.md):
+- throughput, TTFT/TPOT/ITL percentiles, accept length: `cells.metrics_json` keys
+  `output_throughput`, `ttft_ms_p50`, `ttft_ms_p99`, `tpot_ms_*`, `itl_ms_*`, `accept_length_mean`;
+- speedup: `metrics_json.speedup` when the runner stored it, else computed here as
+  `output_throughput / output_throughput of the "ar" cell at the same store, TP and concurrency`;
+- memory plan: `servers.plan_json` (planner keys of ARCHITECTURE.md: `weights_gib`,
+  `draft_weights_gib`, `conv_state_gib` + `ssm_state_gib` + `intermediate_ssm_state_gib`,
+  `k_size_gib` + `v_size_gib`), headroom = GPU total - those parts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from specbench.report.compare import Entry, entries
+from specbench.report.load import CellRecord, ServerRecord, Store, label_key, natural_key
+
+DONE = "done"
+FAILED_STATES = ("failed", "skipped")
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One line of a phase table."""
+
+    store: str
+    cell_id: str
+    series: str
+    config: str
+    label: str
+    phase: int | None
+    tp: int | None
+    concurrency: int | None
+    workload: str
+    status: str
+    output_throughput: float | None
+    ttft_p50: float | None
+    ttft_p99: float | None
+    tpot_p50: float | None
+    tpot_p99: float | None
+    tpot_mean: float | None
+    itl_p50: float | None
+    itl_p99: float | None
+    accept_length: float | None
+    speedup: float | None
+    speedup_source: str  # "store" | "computed" | "baseline" | "no-baseline" | ""
+    ar_throughput: float | None  # the AR cell's output_throughput at the same baseline key
+    note: str
+
+
+@dataclass(frozen=True)
+class PhaseTable:
+    phase: int | None
+    tp: int | None
+    rows: tuple[CellRow, ...]
+
+    @property
+    def title(self) -> str:
+        tp = f"TP{self.tp}" if self.tp is not None else "TP ?"
+        return f"Phase {self.phase} · {tp}" if self.phase is not None else tp
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed or skipped cell, or a failed server, with a one-line diagnosis and its log file."""
+
+    store: str
+    kind: str  # "cell" | "server"
+    ident: str
+    series: str
+    tp: int | None
+    concurrency: int | None
+    status: str
+    diagnosis: str
+    log_file: str | None  # relative to the report folder
+
+
+@dataclass(frozen=True)
+class LogFile:
+    relpath: str
+    text: str
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """The planner's memory plan of one server tuple, GiB per GPU (servers.plan_json)."""
+
+    store: str
+    server_id: str
+    series: str
+    tp: int | None
+    status: str
+    plan_status: str | None
+    weights: float | None
+    draft: float | None
+    mamba: float | None
+    kv: float | None
+    headroom: float | None
+    total: float | None
+    kv_tokens: int | None
+    max_running_requests: int | None
+    mem_fraction_static: float | None
+
+    @property
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        named = (("weights", self.weights), ("draft", self.draft), ("Mamba", self.mamba), ("KV", self.kv),
+                 ("headroom", self.headroom))
+        return tuple((name, v) for name, v in named if v is not None and v > 0)
+
+
+@dataclass(frozen=True)
+class Best:
+    """The fastest configuration at one TP, workload and concurrency (highest output_throughput, done cells)."""
+
+    tp: int | None
+    workload: str
+    concurrency: int | None
+    series: str
+    output_throughput: float
+    speedup: float | None
+    ar_throughput: float | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    state: str  # "empty" | "all-failed" | "partial" | "complete"
+    headline: str
+    counts: Mapping[str, int]
+    n_cells: int
+
+
+@dataclass(frozen=True)
+class Tables:
+    summary: Summary
+    phases: tuple[PhaseTable, ...]
+    best: tuple[Best, ...]
+    failures: tuple[Failure, ...]
+    memory: tuple[MemoryRow, ...]
+    logs: tuple[LogFile, ...]
+    warnings: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- speedup
+
+
+ArIndex = Mapping[tuple[Any, ...], float]
+
+
+def ar_throughputs(stores: Sequence[Store]) -> dict[tuple[Any, ...], float]:
+    """(store label, *CellRecord.baseline_key) -> output_throughput of the done AR cell there."""
+    out: dict[tuple[Any, ...], float] = {}
+    for store in stores:
+        for cell in store.cells:
+            tput = cell.metric("output_throughput")
+            if cell.is_ar and cell.status == DONE and tput:
+                out[(store.label, *cell.baseline_key)] = tput
+    return out
+
+
+def speedup_of(store: Store, cell: CellRecord, ar: ArIndex) -> tuple[float | None, str, float | None]:
+    """Speedup over AR at the same TP, concurrency and workload; where it came from; the AR throughput."""
+    base = ar.get((store.label, *cell.baseline_key))
+    if cell.is_ar:
+        return None, "baseline", base
+    stored = cell.metric("speedup")
+    if stored is not None:
+        return stored, "store", base
+    tput = cell.metric("output_throughput")
+    if tput is None or cell.status != DONE:
+        return None, "", base
+    if not base:
+        return None, "no-baseline", None
+    return tput / base, "computed", base
+
+
+# ---------------------------------------------------------------- diagnosis and logs
+
+
+def _first_line(text: str) -> str:
+    for line in str(text).splitlines():
+        if line.strip():
+            return re.sub(r"\s+", " ", line.strip())
+    return ""
+
+
+def one_line(diagnosis: Any, reason: str | None = None, limit: int = 240) -> str:
+    """The diagnosis as one line: '<kind>: <engine's message> — <explanation>', else the reason."""
+    parts: list[str] = []
+    if isinstance(diagnosis, Mapping):
+        failure = diagnosis.get("failure")
+        if isinstance(failure, Mapping):
+            kind = failure.get("kind")
+            message = _first_line(failure.get("message") or "")
+            parts.append(": ".join(str(x) for x in (kind, message) if x))
+        elif isinstance(failure, str):
+            parts.append(_first_line(failure))
+        for key in ("explanation", "summary", "message", "diagnosis"):
+            if diagnosis.get(key):
+                parts.append(_first_line(diagnosis[key]))
+                break
+    elif isinstance(diagnosis, str):
+        parts.append(_first_line(diagnosis))
+    parts = [p for p in parts if p]
+    if not parts and reason:
+        parts.append(_first_line(reason))
+    elif reason and _first_line(reason) not in " ".join(parts):
+        parts.insert(0, _first_line(reason))
+    text = " — ".join(parts) or "no diagnosis recorded"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def safe_name(text: str) -> str:
+    """A file name from a cell or server id: letters, digits, '.', '_', '-' only."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "unnamed"
+
+
+def _log_rel(store: Store, ident: str, multi: bool, prefix: str = "") -> str:
+    name = safe_name(f"{store.label}__{prefix}{ident}" if multi else f"{prefix}{ident}")
+    return f"logs/{name}.log"
+
+
+# ---------------------------------------------------------------- builders
+
+
+def _row(e: Entry, ar: ArIndex) -> CellRow:
+    c = e.cell
+    speedup, source, base = speedup_of(e.store, c, ar)
+    notes = []
+    if c.clamp.get("clamped"):
+        notes.append(f"prompt clamped {c.clamp.get('requested_prompt_tokens')}→{c.clamp.get('prompt_tokens')}")
+    failed = c.metric("failed")
+    if failed:
+        notes.append(f"{int(failed)} requests failed")
+    if c.status in FAILED_STATES and c.reason:
+        notes.append(_first_line(c.reason))
+    return CellRow(
+        store=e.store.label, cell_id=c.cell_id, series=e.series, config=e.config, label=c.label, phase=c.phase, tp=c.tp,
+        concurrency=c.concurrency, workload=e.workload, status=c.status,
+        output_throughput=c.metric("output_throughput"),
+        ttft_p50=c.metric("ttft_ms_p50"), ttft_p99=c.metric("ttft_ms_p99"),
+        tpot_p50=c.metric("tpot_ms_p50"), tpot_p99=c.metric("tpot_ms_p99"), tpot_mean=c.metric("tpot_ms_mean"),
+        itl_p50=c.metric("itl_ms_p50"), itl_p99=c.metric("itl_ms_p99"),
+        accept_length=c.metric("accept_length_mean"),
+        speedup=speedup, speedup_source=source, ar_throughput=base, note="; ".join(notes),
+    )
+
+
+def phase_tables(stores: Sequence[Store]) -> tuple[PhaseTable, ...]:
+    """One table per (phase, TP), every cell of every store, AR first then labels in natural order."""
+    ar = ar_throughputs(stores)
+    groups: dict[tuple[int | None, int | None], list[CellRow]] = {}
+    for e in entries(stores):
+        groups.setdefault((e.cell.phase, e.cell.tp), []).append(_row(e, ar))
+    tables = []
+    for (phase, tp), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
+        rows.sort(key=lambda r: (label_key(r.label), natural_key(r.store), r.concurrency or 0, natural_key(r.cell_id)))
+        tables.append(PhaseTable(phase=phase, tp=tp, rows=tuple(rows)))
+    return tuple(tables)
+
+
+def best_per_point(phases: Sequence[PhaseTable]) -> tuple[Best, ...]:
+    """For each (TP, workload, concurrency): the done cell with the highest output throughput."""
+    points: dict[tuple[int, str, int], list[CellRow]] = {}
+    for table in phases:
+        for r in table.rows:
+            if r.status == DONE and r.output_throughput is not None:
+                points.setdefault((r.tp or 0, r.workload, r.concurrency or 0), []).append(r)
+    out = []
+    for _, rows in sorted(points.items(), key=lambda kv: (kv[0][0], natural_key(kv[0][1]), kv[0][2])):
+        top = max(rows, key=lambda r: r.output_throughput or 0.0)
+        out.append(Best(tp=top.tp, workload=top.workload, concurrency=top.concurrency, series=top.series,
+                        output_throughput=top.output_throughput or 0.0, speedup=top.speedup,
+                        ar_throughput=top.ar_throughput))
+    return tuple(out)
+
+
+def failures_and_logs(stores: Sequence[Store]) -> tuple[tuple[Failure, ...], tuple[LogFile, ...]]:
+    """Failed servers and failed/skipped cells; every stored log is written whole (not only the failures')."""
+    multi = len(stores) > 1
+    failures: list[Failure] = []
+    logs: list[LogFile] = []
+    for store in stores:
+        server_log: dict[str, str] = {}
+        for s in store.servers:
+            if s.log_text:
+                rel = _log_rel(store, s.server_id, multi, prefix="server-")
+                logs.append(LogFile(rel, s.log_text))
+                server_log[s.server_id] = rel
+            if s.status == "failed":
+                failures.append(Failure(
+                    store=store.label, kind="server", ident=s.server_id, series=_server_series(store, s, multi),
+                    tp=s.tp, concurrency=None, status="failed", diagnosis=one_line(s.diagnosis),
+                    log_file=server_log.get(s.server_id)))
+        series = {e.cell.cell_id: e.series for e in entries([store])}
+        for c in store.cells:
+            rel = None
+            if c.log_text:
+                rel = _log_rel(store, c.cell_id, multi)
+                logs.append(LogFile(rel, c.log_text))
+            if c.status in FAILED_STATES:
+                failures.append(Failure(
+                    store=store.label, kind="cell", ident=c.cell_id,
+                    series=f"{store.label}: {series[c.cell_id]}" if multi else series[c.cell_id],
+                    tp=c.tp, concurrency=c.concurrency,
+                    status=c.status, diagnosis=one_line(c.diagnosis, c.reason),
+                    log_file=rel or server_log.get(c.server_id or "")))
+    return tuple(failures), tuple(logs)
+
+
+def _server_series(store: Store, server: ServerRecord, multi: bool) -> str:
+    labels = sorted({c.label for c in store.cells if c.server_id == server.server_id}, key=label_key)
+    name = ", ".join(labels) or str(server.settings.get("label") or server.settings.get("algorithm") or server.server_id)
+    return f"{store.label}: {name}" if multi else name
+
+
+def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
+    """Sum of the numeric keys present; None when none is."""
+    vals = [plan.get(k) for k in keys]
+    nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return sum(nums) if nums else None
+
+
+def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
+    """GPU memory per device in GiB: plan_json `gpu_mem_gib` (or `total_gpu_gib` / `gpu_total_gib`),
+    else the server settings' `gpu_mem_gib`."""
+    for src in (plan, plan.get("gpu") if isinstance(plan.get("gpu"), Mapping) else {}, server.settings):
+        total = _num(src, "gpu_mem_gib") or _num(src, "total_gpu_gib") or _num(src, "gpu_total_gib") or _num(src, "mem_gib")
+        if total:
+            return total
+    return None
+
+
+def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
+    multi = len(stores) > 1
+    rows = []
+    for store in stores:
+        for s in store.servers:
+            plan = s.plan if isinstance(s.plan, Mapping) else None
+            if plan is None:
+                continue
+            weights = _num(plan, "weights_gib")
+            draft = _num(plan, "draft_weights_gib")
+            mamba = _num(plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib")
+            kv = _num(plan, "k_size_gib", "v_size_gib")
+            if kv is None:
+                kv = _num(plan, "kv_cache_gib")
+            total = _gpu_total(s, plan)
+            used = sum(v for v in (weights, draft, mamba, kv) if v is not None)
+            headroom = total - used if total is not None else None
+            kv_tokens = plan.get("kv_tokens")
+            mrr = plan.get("max_running_requests")
+            mfs = plan.get("mem_fraction_static")
+            rows.append(MemoryRow(
+                store=store.label, server_id=s.server_id, series=_server_series(store, s, multi), tp=s.tp,
+                status=s.status or "", plan_status=plan.get("status"),
+                weights=weights, draft=draft, mamba=mamba, kv=kv, headroom=headroom, total=total,
+                kv_tokens=kv_tokens if isinstance(kv_tokens, int) else None,
+                max_running_requests=mrr if isinstance(mrr, int) else None,
+                mem_fraction_static=float(mfs) if isinstance(mfs, (int, float)) else None,
+            ))
+    return tuple(rows)
+
+
+def summarize(stores: Sequence[Store]) -> Summary:
+    """Empty, all-failed, partial or complete, in one sentence."""
+    cells = [c for s in stores for c in s.cells]
+    counts = Counter(c.status for c in cells)
+    n = len(cells)
+    where = "these stores" if len(stores) > 1 else "this store"
+    if n == 0:
+        servers_failed = sum(1 for s in stores for srv in s.servers if srv.status == "failed")
+        extra = f" ({servers_failed} server(s) failed to start)" if servers_failed else ""
+        return Summary("empty", f"Empty: {where} holds no cells yet{extra}; nothing was measured.", dict(counts), 0)
+    done = counts.get(DONE, 0)
+    status_list = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    if done == 0 and (counts.get("failed", 0) + counts.get("skipped", 0)) == n:
+        return Summary("all-failed", f"All {n} cells failed or were skipped ({status_list}); nothing was measured.",
+                       dict(counts), n)
+    if done < n:
+        return Summary("partial", f"Partial: {done} of {n} cells done ({status_list}).", dict(counts), n)
+    return Summary("complete", f"Complete: all {n} cells done.", dict(counts), n)
+
+
+def build_tables(stores: Sequence[Store]) -> Tables:
+    phases = phase_tables(stores)
+    failures, logs = failures_and_logs(stores)
+    warnings = tuple(f"{s.label}: {w}" for s in stores for w in s.warnings)
+    return Tables(summary=summarize(stores), phases=phases, best=best_per_point(phases), failures=failures,
+                  memory=memory_rows(stores), logs=logs, warnings=warnings)
+
+
+# ---------------------------------------------------------------- formatting shared by markdown and html
+
+
+def fmt(value: float | int | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:,.{digits}f}"
+
+
+def fmt_speedup(row: CellRow) -> str:
+    if row.speedup_source == "baseline":
+        return "base"
+    if row.speedup is None:
+        return "n/a" if row.speedup_source == "no-baseline" else "–"
+    return f"{row.speedup:.2f}×"
+
+
+CELL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("config", "series"), ("c", "concurrency"), ("status", "status"), ("out tok/s", "output_throughput"),
+    ("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("TPOT p50 ms", "tpot_p50"),
+    ("TPOT p99 ms", "tpot_p99"), ("ITL p50 ms", "itl_p50"), ("ITL p99 ms", "itl_p99"),
+    ("accept len", "accept_length"), ("speedup vs AR", "speedup"), ("cell", "cell_id"), ("note", "note"),
+)
+
+
+def cell_values(row: CellRow) -> list[str]:
+    """The CELL_COLUMNS of one row as display strings."""
+    out = []
+    for _, attr in CELL_COLUMNS:
+        if attr == "speedup":
+            out.append(fmt_speedup(row))
+        elif attr == "accept_length":
+            out.append(fmt(row.accept_length, 2))
+        else:
+            value = getattr(row, attr)
+            out.append(value if isinstance(value, str) else fmt(value))
+    return out
