@@ -1,0 +1,131 @@
+"""Name the failure in a log: a stable `kind` plus the engine's own message text. Pure, never raises.
+
+Each known failure is a regex over the cleaned lines and the engine place that raises it (research notes
+`../shared/research/sglang-memory.md` §3, §5.2, §6, §8; `vllm-memory.md` §4.6, §6.4, §6.5). The first known failure
+in the boot wins (later ones are usually consequences: "scheduler died", "capture_bs=[]" ...); with none known, the
+last exception line of a traceback is reported as kind `exception`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from specbench.logs.normalize import Line
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    kind: str
+    message: str  # the engine's own text, one line
+    line: int
+    boot_failure: bool  # True: the engine did not start; False: a request was refused at run time
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    where: str  # engine file::function that raises it (shown by `doctor`)
+    boot: bool = True
+
+
+RULES: tuple[_Rule, ...] = (
+    _Rule("max_running_requests_zero", re.compile(r"max_running_request is zero"),
+          "sglang managers/tp_worker.py::TpModelWorker (assert max_running_requests > 0)"),
+    _Rule("mamba_state_cache_too_small",
+          re.compile(r"state cache is too small to serve any requests", re.I),
+          "sglang mem_cache/kv_cache_configurator.py::resolve_max_num_reqs (>= 0.5.13)"),
+    _Rule("mamba_state_cache_no_memory",
+          re.compile(r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache", re.I),
+          "sglang KVCacheConfigurator._handle_max_mamba_cache"),
+    _Rule("weights_leave_no_kv_memory", re.compile(r"Loaded weights leave no GPU memory", re.I),
+          "sglang KVCacheConfigurator._profile_available_bytes (R <= 0)"),
+    _Rule("kv_pool_empty", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static", re.I),
+          "sglang MemoryPoolConfig.__post_init__ (max_total_num_tokens <= 0)"),
+    _Rule("memory_pool_too_small", re.compile(r"Memory pool size is too small"),
+          "sglang tp_worker.py (max_req_len <= 0)"),
+    _Rule("mamba_ping_pong", re.compile(r"Not enough space for mamba ping pong idx", re.I),
+          "sglang mamba radix cache (extra_buffer ping-pong slots exhausted)"),
+    _Rule("vllm_mamba_blocks", re.compile(r"max_num_seqs \(\d+\) exceeds available Mamba cache blocks"),
+          "vllm config/compilation.py::resolve_cudagraph_mode_and_sizes (>= 0.20)"),
+    _Rule("vllm_no_kv_memory", re.compile(r"No available memory for the cache blocks"),
+          "vllm kv_cache_utils.py::get_kv_cache_configs"),
+    _Rule("vllm_max_model_len", re.compile(
+        r"To serve at least one request with the models?'s max seq len|"
+        r"is larger than the maximum number of tokens that can be stored in KV cache"),
+          "vllm kv_cache_utils.py::check_enough_kv_cache_memory"),
+    _Rule("context_length_exceeds_model", re.compile(
+        r"(?:User-specified|specified) context_length \(?\d+\)? is greater than the derived", re.I),
+          "sglang configs/model_config.py (context_length above the model's max_position_embeddings)"),
+    _Rule("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", re.I),
+          "torch allocator"),
+    _Rule("empty_capture_bs", re.compile(r"capture_bs=\[\]"),
+          "sglang cuda_graph_runner (no batch size left to capture)"),
+    _Rule("context_too_long", re.compile(
+        r"is longer than the model's context length|longer than the model's context length|"
+        r"This model's maximum context length is|exceeds the max(?:imum)? (?:context|model) length|"
+        r"Requested token count exceeds|is greater than the maximum context length", re.I),
+          "request validation (prompt + max_new_tokens above context_len)", boot=False),
+)
+
+_WHERE = {r.kind: r.where for r in RULES}
+_EXC = re.compile(r"^(?:[\w]+\.)*(?:\w*Error|\w*Exception)\b(?::|$)")
+_CAPTURE_BEGIN = re.compile(r"Capture [\w \-]*cuda graph begin|Capturing CUDA graph|Capturing batches", re.I)
+_CAPTURE_END = re.compile(r"Capture [\w \-]*cuda graph end|Graph capturing finished", re.I)
+
+
+def where(kind: str) -> str:
+    return _WHERE.get(kind, "")
+
+
+def _message_for(lines: list[Line], idx: int) -> str:
+    """The engine's text: the matched line itself when it is an exception line; else the nearest exception line
+    after it (tracebacks print the context first); else the matched line."""
+    text = lines[idx].text.strip()
+    if _EXC.match(text):
+        return text[:1000]
+    for later in lines[idx + 1: idx + 40]:
+        if _EXC.match(later.text) and len(later.text) < 1000:
+            return later.text.strip()
+    return text[:1000]
+
+
+def classify(lines: list[Line]) -> Failure | None:
+    """First known failure of the boot, else the last exception of a traceback, else None."""
+    for idx, line in enumerate(lines):
+        for rule in RULES:
+            if rule.pattern.search(line.text):
+                kind = rule.kind
+                if kind == "cuda_oom":
+                    kind = _oom_kind(lines, idx)
+                return Failure(kind=kind, message=_message_for(lines, idx), line=line.no, boot_failure=rule.boot)
+    traceback_seen = any("Traceback (most recent call last)" in ln.text for ln in lines)
+    if traceback_seen:
+        for line in reversed(lines):
+            if _EXC.match(line.text):
+                return Failure(kind="exception", message=line.text.strip()[:1000], line=line.no, boot_failure=True)
+    return None
+
+
+def _oom_kind(lines: list[Line], idx: int) -> str:
+    """An OOM while a graph capture is open is `cuda_graph_oom`; before any pool, `cuda_oom_load`."""
+    began = ended = pool = False
+    for line in lines[:idx]:
+        t = line.text
+        if _CAPTURE_BEGIN.search(t):
+            began, ended = True, False
+        elif _CAPTURE_END.search(t):
+            ended = True
+        if "KV Cache is allocated" in t or "KV cache size" in t or "Memory pool end" in t:
+            pool = True
+    tb_start = max((i for i in range(idx + 1) if "Traceback (most recent call last)" in lines[i].text), default=idx)
+    stack = " ".join(ln.text for ln in lines[tb_start: idx + 1]).lower()
+    if (began and not ended) or "cuda_graph" in stack or "capture" in stack:
+        return "cuda_graph_oom"
+    if not pool:
+        return "cuda_oom_load"
+    return "cuda_oom"
