@@ -1,0 +1,169 @@
+"""report.html: one self-contained page (inline CSS, PNGs as base64 data URIs, no script, no network).
+
+Pure: `render_html(report, images)` where `images` maps a plot's file name to its PNG bytes.
+Logs stay separate files (`logs/<cell>.log`), linked relatively, so a whole log is one click away.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from typing import Mapping
+
+from specbench.report.model import Report
+from specbench.report.plots import MEMORY_COLORS
+from specbench.report.tables import CELL_COLUMNS, CellRow, MemoryRow, cell_values, fmt
+
+CSS = """
+:root { --fg:#1d2126; --muted:#5f6b7a; --line:#dde3ea; --bg:#ffffff; --head:#f4f6f9; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--fg);
+       background: var(--bg); margin: 0; padding: 24px 32px 64px; max-width: 1680px; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 32px 0 8px; border-bottom: 1px solid var(--line);
+     padding-bottom: 4px; } h3 { font-size: 15px; margin: 20px 0 6px; }
+.muted { color: var(--muted); } code { font: 12px ui-monospace, "DejaVu Sans Mono", monospace; }
+.state { display: inline-block; padding: 8px 12px; border-radius: 6px; font-weight: 600; margin: 8px 0; }
+.state.complete { background:#e6f4ea; color:#1e6b34; } .state.partial { background:#fff4e0; color:#8a5300; }
+.state.empty, .state.all-failed { background:#fde8e8; color:#9b1c1c; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; white-space: nowrap; }
+th { background: var(--head); position: sticky; top: 0; }
+td.text, th.text { text-align: left; } td.wrap { white-space: normal; min-width: 320px; max-width: 640px; text-align: left; }
+tr.ar td { background: #fafbfc; font-weight: 500; }
+.st { display:inline-block; padding: 0 6px; border-radius: 4px; font-size: 12px; }
+.st-done { background:#e6f4ea; color:#1e6b34; } .st-failed { background:#fde8e8; color:#9b1c1c; }
+.st-skipped { background:#eef0f3; color:#5f6b7a; } .st-pending, .st-running { background:#fff4e0; color:#8a5300; }
+.sp-good { color:#1e6b34; font-weight:600; } .sp-bad { color:#9b1c1c; font-weight:600; }
+figure { margin: 12px 0 24px; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
+figcaption { color: var(--muted); font-size: 13px; }
+.bar { display: flex; width: 360px; height: 16px; border-radius: 3px; overflow: hidden; background: #f0f0f0; }
+.bar span { display: block; height: 100%; }
+.legend span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; border-radius: 2px; }
+nav a { margin-right: 12px; }
+"""
+
+
+def _status(status: str) -> str:
+    return f'<span class="st st-{escape(status)}">{escape(status)}</span>'
+
+
+def _speedup_class(row: CellRow) -> str:
+    if row.speedup is None:
+        return ""
+    return "sp-good" if row.speedup >= 1.0 else "sp-bad"
+
+
+def _cell_table(rows: tuple[CellRow, ...]) -> str:
+    head = "".join(f'<th class="{"text" if h in ("config", "status", "cell", "note") else ""}">{escape(h)}</th>'
+                   for h, _ in CELL_COLUMNS)
+    body = []
+    for r in rows:
+        tds = []
+        for (h, attr), text in zip(CELL_COLUMNS, cell_values(r)):
+            if attr == "status":
+                tds.append(f'<td class="text">{_status(r.status)}</td>')
+            elif attr == "cell_id":
+                tds.append(f'<td class="text"><code id="{escape(r.store)}--{escape(r.cell_id)}">{escape(text)}</code></td>')
+            elif attr == "speedup":
+                tds.append(f'<td class="{_speedup_class(r)}">{escape(text)}</td>')
+            elif attr in ("series", "note"):
+                tds.append(f'<td class="text{" wrap" if attr == "note" and text else ""}">{escape(text)}</td>')
+            else:
+                tds.append(f"<td>{escape(text)}</td>")
+        cls = ' class="ar"' if r.speedup_source == "baseline" else ""
+        body.append(f"<tr{cls}>{''.join(tds)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _bar(m: MemoryRow, scale: float) -> str:
+    spans = "".join(
+        f'<span style="width:{100 * v / scale:.2f}%;background:{MEMORY_COLORS[name]}" '
+        f'title="{escape(name)} {v:.2f} GiB"></span>' for name, v in m.parts) if scale else ""
+    return f'<div class="bar">{spans}</div>'
+
+
+def _simple_table(header: list[str], rows: list[list[str]], text_cols: set[int]) -> str:
+    head = "".join(f'<th class="{"text" if i in text_cols else ""}">{escape(h)}</th>' for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(f'<td class="{"text" if i in text_cols else ""}">{c}</td>' for i, c in enumerate(row))
+                   + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: Report, images: Mapping[str, bytes]) -> str:
+    t = report.tables
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{escape(report.title)}</title><style>{CSS}</style></head><body>",
+           f"<h1>{escape(report.title)}</h1>", f'<div class="muted">Generated {escape(report.generated_at)}</div>']
+    nav = [("stores", "Stores"), ("best", "Fastest"), ("figures", "Figures")]
+    nav += [(f"phase-{i}", p.title) for i, p in enumerate(t.phases)]
+    nav += [("failures", "Failures"), ("memory", "Memory")]
+    out.append("<nav>" + "".join(f'<a href="#{a}">{escape(n)}</a>' for a, n in nav) + "</nav>")
+    out.append(f'<div class="state {escape(t.summary.state)}" id="state">{escape(t.summary.headline)}</div>')
+
+    out.append('<h2 id="stores">Stores</h2>')
+    out.append(_simple_table(
+        ["store", "file", "engine", "version", "servers", "cells", "meta"],
+        [[escape(s.label), f"<code>{escape(s.path)}</code>", escape(s.engine or "–"), escape(s.engine_version or "–"),
+          str(s.n_servers), str(s.n_cells), escape("; ".join(f"{k}={v}" for k, v in s.meta))] for s in report.stores],
+        {0, 1, 2, 3, 6}))
+
+    out.append('<h2 id="best">Fastest configuration per TP and concurrency</h2>')
+    if t.best:
+        out.append(_simple_table(
+            ["TP", "workload", "c", "fastest", "out tok/s", "AR tok/s", "speedup vs AR"],
+            [[fmt(b.tp), escape(b.workload or "–"), fmt(b.concurrency), escape(b.series), fmt(b.output_throughput),
+              fmt(b.ar_throughput), f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best],
+            {1, 3}))
+    else:
+        out.append('<p class="muted">No cell finished with measurements.</p>')
+
+    out.append('<h2 id="figures">Figures</h2>')
+    if not report.plots:
+        out.append('<p class="muted">No figures: nothing was measured.</p>')
+    for p in report.plots:
+        data = images.get(p.name)
+        if data is None:
+            continue
+        uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        out.append(f'<figure id="fig-{escape(p.name.rsplit(".", 1)[0])}"><h3>{escape(p.title)}</h3>'
+                   f'<img alt="{escape(p.title)}" src="{uri}"><figcaption>{escape(p.caption)}</figcaption></figure>')
+
+    for i, table in enumerate(t.phases):
+        out.append(f'<h2 id="phase-{i}">{escape(table.title)}</h2>')
+        out.append(_cell_table(table.rows))
+    if not t.phases:
+        out.append('<p class="muted">No cells in the store.</p>')
+
+    out.append('<h2 id="failures">Failures</h2>')
+    if t.failures:
+        out.append(_simple_table(
+            ["store", "what", "id", "config", "TP", "c", "status", "diagnosis", "log"],
+            [[escape(f.store), f.kind, f"<code>{escape(f.ident)}</code>", escape(f.series), fmt(f.tp),
+              fmt(f.concurrency), _status(f.status), escape(f.diagnosis),
+              f'<a href="{escape(f.log_file)}">{escape(f.log_file)}</a>' if f.log_file else "–"] for f in t.failures],
+            {0, 1, 2, 3, 6, 7, 8}))
+    else:
+        out.append("<p>None.</p>")
+
+    out.append('<h2 id="memory">Memory plan per server tuple</h2>')
+    if t.memory:
+        scale = max((m.total or sum(v for _, v in m.parts)) for m in t.memory) or 0.0
+        legend = "".join(f'<span style="background:{c}"></span>{escape(n)}' for n, c in MEMORY_COLORS.items())
+        out.append(f'<p class="legend muted">GiB per GPU from the planner (servers.plan_json):{legend}</p>')
+        out.append(_simple_table(
+            ["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom", "GPU total",
+             "KV tokens", "max running", "mem frac", "split"],
+            [[escape(m.store), f"<code>{escape(m.server_id)}</code>", escape(m.series), fmt(m.tp),
+              escape(m.plan_status or "–"), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
+              fmt(m.headroom, 2), fmt(m.total, 2), fmt(m.kv_tokens), fmt(m.max_running_requests),
+              fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in t.memory],
+            {0, 1, 2, 4, 14}))
+    else:
+        out.append('<p class="muted">No server in the store has a memory plan.</p>')
+
+    if t.warnings:
+        out.append('<h2 id="warnings">Store warnings</h2><ul>' +
+                   "".join(f"<li>{escape(w)}</li>" for w in t.warnings) + "</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,79 @@
+"""report.md: the report as GitHub-flavoured Markdown (pure: Report -> str). Images and logs are relative links."""
+
+from __future__ import annotations
+
+from specbench.report.model import Report
+from specbench.report.tables import CELL_COLUMNS, MemoryRow, cell_values, fmt
+
+BAR_WIDTH = 40
+BAR_CHARS = {"weights": "█", "draft": "▓", "Mamba": "▒", "KV": "░", "headroom": "·"}
+
+
+def _esc(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(_esc(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(_esc(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def text_bar(m: MemoryRow, scale: float) -> str:
+    """A stacked bar in characters: █ weights ▓ draft ▒ Mamba ░ KV · headroom, BAR_WIDTH chars = scale GiB."""
+    return "".join(BAR_CHARS[name] * round(value / scale * BAR_WIDTH) for name, value in m.parts) if scale else ""
+
+
+def render_markdown(report: Report) -> str:
+    t = report.tables
+    lines = [f"# {report.title}", "", f"Generated {report.generated_at}.", ""]
+    lines += ["## Stores", ""]
+    lines += _table(["store", "file", "engine", "version", "servers", "cells"],
+                    [[s.label, f"`{s.path}`", s.engine or "–", s.engine_version or "–", str(s.n_servers), str(s.n_cells)]
+                     for s in report.stores])
+    lines += ["", f"**{t.summary.headline}**", ""]
+
+    if t.best:
+        lines += ["## Fastest configuration per TP and concurrency", ""]
+        lines += _table(["TP", "workload", "c", "fastest", "out tok/s", "AR tok/s", "speedup vs AR"],
+                        [[fmt(b.tp), b.workload or "–", fmt(b.concurrency), b.series, fmt(b.output_throughput),
+                          fmt(b.ar_throughput), f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best])
+        lines.append("")
+
+    if report.plots:
+        lines += ["## Figures", ""]
+        for p in report.plots:
+            lines += [f"### {p.title}", "", f"![{p.title}]({p.name})", "", p.caption, ""]
+    elif t.summary.n_cells:
+        lines += ["No figures: no cell finished with measurements.", ""]
+
+    for table in t.phases:
+        lines += [f"## {table.title}", ""]
+        lines += _table([h for h, _ in CELL_COLUMNS], [cell_values(r) for r in table.rows])
+        lines.append("")
+
+    lines += ["## Failures", ""]
+    if t.failures:
+        lines += _table(["store", "what", "id", "config", "TP", "c", "status", "diagnosis", "log"],
+                        [[f.store, f.kind, f"`{f.ident}`", f.series, fmt(f.tp), fmt(f.concurrency), f.status,
+                          f.diagnosis, f"[log]({f.log_file})" if f.log_file else "–"] for f in t.failures])
+    else:
+        lines.append("None.")
+    lines.append("")
+
+    lines += ["## Memory plan per server tuple (GiB per GPU, from the planner)", ""]
+    if t.memory:
+        scale = max((m.total or sum(v for _, v in m.parts)) for m in t.memory) or 0.0
+        lines += _table(["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom",
+                         "GPU total", "KV tokens", "max running", "mem frac", "bar"],
+                        [[m.store, f"`{m.server_id}`", m.series, fmt(m.tp), m.plan_status or "–", fmt(m.weights, 2),
+                          fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2), fmt(m.headroom, 2), fmt(m.total, 2),
+                          fmt(m.kv_tokens), fmt(m.max_running_requests), fmt(m.mem_fraction_static, 2),
+                          f"`{text_bar(m, scale)}`"] for m in t.memory])
+        lines += ["", "Bar: █ weights ▓ draft ▒ Mamba ░ KV · headroom.", ""]
+    else:
+        lines += ["No server in the store has a memory plan.", ""]
+
+    if t.warnings:
+        lines += ["## Store warnings", ""] + [f"- {w}" for w in t.warnings] + [""]
+    return "\n".join(lines).rstrip() + "\n"
