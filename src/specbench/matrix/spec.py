@@ -234,7 +234,7 @@ class PlanSettings(_Strict):
 
 class MatrixSpec(_Strict):
     name: str = "matrix"
-    engine: Literal["sglang", "vllm", "local"]
+    engine: Literal["sglang", "vllm", "local", "openai"]  # openai: any OpenAI-compatible server
     command: list[str] = Field(default_factory=list)  # base launch command (argv), without the axes' flags
     model: str | None = None  # local engine: a model name under SPECBENCH_MODELS (default tiny-target)
     served_model_name: str | None = None  # the "model" field of requests; default: what /v1/models answers
@@ -267,7 +267,7 @@ class MatrixSpec(_Strict):
 
     @model_validator(mode="after")
     def _command(self) -> "MatrixSpec":
-        if self.engine in ("sglang", "vllm") and not self.command:
+        if self.engine in ("sglang", "vllm", "openai") and not self.command:
             raise ValueError(f"engine {self.engine!r} needs `command`, the base launch command as a list")
         return self
 

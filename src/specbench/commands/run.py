@@ -1,0 +1,139 @@
+"""`specbench run MATRIX`: run (or resume) a benchmark matrix; `--dry-run` shows cells, verdicts, commands."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specbench.matrix.runner import RunOptions, default_store_path, dry_run, iter_phases, run_matrix
+from specbench.matrix.spec import load_matrix
+from specbench.matrix.store import Store
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def summary_rows(store_path: Path) -> list[dict[str, Any]]:
+    with Store(store_path) as store:
+        cells = store.cells()
+    rows = []
+    for c in cells:
+        m = c.get("metrics") or {}
+        cl = c.get("client") or {}
+        rows.append({
+            "cell": c["cell_id"], "phase": c["phase"], "tp": c["tp"], "label": c["label"],
+            "concurrency": cl.get("concurrency"), "prompt_tokens": (c.get("clamp") or {}).get("prompt_tokens",
+                                                                                           cl.get("prompt_tokens")),
+            "output_tokens": (c.get("clamp") or {}).get("output_tokens", cl.get("output_tokens")),
+            "status": c["status"], "attempts": c["attempts"],
+            "output_throughput": m.get("output_throughput"),
+            "ttft_ms_p50": m.get("ttft_ms_p50"), "ttft_ms_p99": m.get("ttft_ms_p99"),
+            "tpot_ms_p50": m.get("tpot_ms_p50"), "tpot_ms_p99": m.get("tpot_ms_p99"),
+            "accept_length_mean": m.get("accept_length_mean"), "speedup": m.get("speedup"),
+            "reason": c.get("reason"),
+        })
+    return rows
+
+
+def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+    t = Table(title=title, show_lines=False)
+    for col, just in (("phase", "right"), ("tp", "right"), ("cell", "left"), ("conc", "right"),
+                      ("in+out", "right"), ("status", "left"), ("out tok/s", "right"), ("TTFT p50", "right"),
+                      ("TTFT p99", "right"), ("TPOT p50", "right"), ("TPOT p99", "right"), ("accept", "right"),
+                      ("speedup", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows:
+        status = r["status"]
+        style = {"done": "green", "failed": "red", "skipped": "yellow"}.get(status, "")
+        t.add_row(
+            _fmt(r["phase"]), _fmt(r["tp"]), r["label"], _fmt(r["concurrency"]),
+            f"{r['prompt_tokens']}+{r['output_tokens']}", f"[{style}]{status}[/]" if style else status,
+            _fmt(r["output_throughput"]), _fmt(r["ttft_ms_p50"]), _fmt(r["ttft_ms_p99"]),
+            _fmt(r["tpot_ms_p50"], 2), _fmt(r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
+            (_fmt(r["speedup"], 2) + "x") if r["speedup"] is not None else "-",
+        )
+    return t
+
+
+def _print_dry(rows: list[dict[str, Any]], console: Console) -> None:
+    seen: set[str] = set()
+    counts = {"launch": 0, "fixed": 0, "skipped": 0}
+    for phase, group in iter_phases(rows):
+        console.print(f"[bold]phase {phase}[/] (tp={group[0]['server']['tp']})")
+        for r in group:
+            sid = r["server_id"]
+            if sid not in seen:
+                seen.add(sid)
+                counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+                colour = {"launch": "green", "fixed": "cyan", "skipped": "yellow"}[r["verdict"]]
+                console.print(f"  [{colour}]{r['verdict']:<7}[/] {r['label']:<14} plan={r['plan_status'] or '-'}"
+                              f" mrr={r['max_running_requests_planned'] if r['max_running_requests_planned'] is not None else '-'}"
+                              f"  {sid}", highlight=False)
+                if r["reason"]:
+                    console.print(f"           reason: {r['reason']}", highlight=False, markup=False)
+                for note in r["notes"]:
+                    console.print(f"           note: {note}", highlight=False, markup=False)
+                env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in r["env"].items())
+                console.print(f"           $ {env + ' ' if env else ''}{shlex.join(r['command'])}",
+                              highlight=False, markup=False, soft_wrap=True)
+            c = r["client"]
+            console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
+                          f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}",
+                          highlight=False, markup=False)
+    console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
+                  f" {counts['skipped']} skipped; nothing was launched (dry run)")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_cmd(
+        matrix: Path = typer.Argument(..., help="the matrix TOML file"),
+        store: Optional[Path] = typer.Option(None, "--store", help="results store (SQLite); default runs/<matrix>.sqlite"),
+        retry_failed: bool = typer.Option(False, "--retry-failed", help="re-run cells that failed before"),
+        dry: bool = typer.Option(False, "--dry-run", help="print cells, planner verdicts and exact commands; launch nothing"),
+        as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+        no_progress: bool = typer.Option(False, "--no-progress", help="no progress bars"),
+    ) -> None:
+        """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
+        spec, text = load_matrix(matrix)
+        console = Console()
+        if dry:
+            rows = dry_run(spec)
+            if as_json:
+                sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            else:
+                _print_dry(rows, console)
+            return
+        store_path = store or default_store_path(matrix)
+        opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
+                          progress=not no_progress and not as_json and sys.stderr.isatty())
+        err = Console(stderr=True)
+        report = run_matrix(spec, text, str(matrix), opts, console=err)
+        for msg in report.messages:
+            err.print(f"specbench: {msg}", highlight=False, markup=False)
+        rows = summary_rows(store_path)
+        if as_json:
+            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        else:
+            console.print(summary_table(rows, f"{spec.name}: {store_path}"))
+            console.print(f"ran {report.ran} cells ({report.done} done, {report.failed} failed), "
+                          f"{report.skipped} skipped by the planner, {report.kept} kept from earlier runs; "
+                          f"store: {store_path}", highlight=False)
+        if report.interrupted:
+            err.print(f"specbench: interrupted; finished cells are kept in {store_path}; run again to resume",
+                      highlight=False, markup=False)
+            raise typer.Exit(130)
+        if report.failed:
+            raise typer.Exit(1)

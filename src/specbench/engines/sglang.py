@@ -1,0 +1,204 @@
+"""SGLang as a benchmark target: launch argv per version, readiness, server-info read-back, client mode.
+
+Flag spellings come from SGLang's `server_args.py` / `arg_groups` (see ../shared/research/sglang-memory.md
+§7 and §9): `--tp-size` (alias `--tp`), `--speculative-*`, and the mamba strategy flag, which is
+`--mamba-scheduler-strategy` up to 0.5.13 and `--mamba-radix-cache-strategy` from 0.5.14.
+DDTREE is not upstream (an open PR adds `--speculative-ddtree-budget`); forks spell it that way.
+
+`SGLANG_ENABLE_SPEC_V2` is never set for an autoregressive server (the incident set it everywhere);
+from 0.5.14 it only logs "has been removed", so it is dropped there too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import httpx
+
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+HEALTH_PATHS = ("/health_generate", "/health")
+SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
+
+# canonical flag -> spellings the engine also accepts (server_args.py aliases)
+ALIASES: dict[str, tuple[str, ...]] = {
+    "--tp-size": ("--tp-size", "--tp", "--tensor-parallel-size"),
+    "--model-path": ("--model-path", "--model"),
+    "--mem-fraction-static": ("--mem-fraction-static",),
+    "--max-running-requests": ("--max-running-requests",),
+    "--context-length": ("--context-length",),
+    "--speculative-num-draft-tokens": ("--speculative-num-draft-tokens", "--speculative-dflash-block-size"),
+}
+
+
+def parse_version(version: str | None) -> tuple[int, ...] | None:
+    """"0.5.12", "v0.5.17-cu130", "0.5.15.post1" -> (0, 5, 12) ...; None when absent or unreadable."""
+    if not version:
+        return None
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def mamba_strategy_flag(version: str | None) -> str:
+    """`--mamba-scheduler-strategy` (<= 0.5.13) or `--mamba-radix-cache-strategy` (0.5.14+; the default)."""
+    v = parse_version(version)
+    if v is not None and v <= (0, 5, 13):
+        return "--mamba-scheduler-strategy"
+    return "--mamba-radix-cache-strategy"
+
+
+def spell_flag(flag: str, version: str | None) -> str:
+    """A user-written flag in this version's spelling (only the renamed mamba strategy differs)."""
+    if flag in ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"):
+        return mamba_strategy_flag(version)
+    return flag
+
+
+def _spellings(flag: str) -> tuple[str, ...]:
+    for canon, names in ALIASES.items():
+        if flag == canon or flag in names:
+            return names
+    return (flag,)
+
+
+def set_flag(argv: list[str], flag: str, value: Any) -> list[str]:
+    """argv with `flag` set to `value`: replaces an existing spelling (`--x v` or `--x=v`) or appends.
+
+    `True` gives a bare switch, `False`/None removes the flag, a list gives several words.
+    """
+    names = _spellings(flag)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        head = word.split("=", 1)[0]
+        if head in names:
+            if "=" in word:
+                i += 1
+            else:
+                i += 1
+                while i < len(argv) and not argv[i].startswith("--"):
+                    i += 1
+            continue
+        out.append(word)
+        i += 1
+    if value is None or value is False:
+        return out
+    if value is True:
+        return out + [flag]
+    if isinstance(value, (list, tuple)):
+        return out + [flag, *[str(v) for v in value]]
+    return out + [flag, _word(value)]
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() is False:
+        return repr(value)
+    return str(value)
+
+
+def build_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int,
+               version: str | None = None) -> list[str]:
+    """The launch argv for one server tuple: base command + the axes' flags; never a shell string."""
+    argv = list(base)
+    argv = set_flag(argv, "--tp-size", int(settings["tp"]))
+    for key, flag in (("mem_fraction_static", "--mem-fraction-static"),
+                      ("max_running_requests", "--max-running-requests"),
+                      ("context_length", "--context-length")):
+        if settings.get(key) is not None:
+            argv = set_flag(argv, flag, settings[key])
+    algo = str(settings.get("algorithm") or "ar")
+    if algo.lower() != "ar":
+        argv = set_flag(argv, "--speculative-algorithm", algo.upper())
+        if settings.get("draft_model"):
+            argv = set_flag(argv, "--speculative-draft-model-path", settings["draft_model"])
+        for key, flag in (("num_steps", "--speculative-num-steps"),
+                          ("eagle_topk", "--speculative-eagle-topk"),
+                          ("num_draft_tokens", "--speculative-num-draft-tokens"),
+                          ("ddtree_budget", "--speculative-ddtree-budget")):
+            if settings.get(key) is not None:
+                argv = set_flag(argv, flag, settings[key])
+    else:  # an autoregressive server carries no speculative flag from the base command
+        argv = [w for w in _strip_speculative(argv)]
+    for flag, value in (settings.get("flags") or {}).items():
+        argv = set_flag(argv, spell_flag(flag, version), value)
+    argv = set_flag(argv, "--host", host)
+    argv = set_flag(argv, "--port", port)
+    return argv
+
+
+def _strip_speculative(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skipping = False
+    for word in argv:
+        if word.startswith("--"):
+            skipping = word.split("=", 1)[0].startswith("--speculative-")
+            if skipping:
+                continue
+        elif skipping:
+            continue
+        out.append(word)
+    return out
+
+
+def launch_env(env: dict[str, str], algorithm: str, version: str | None = None) -> tuple[dict[str, str], list[str]]:
+    """The tuple's environment variables and notes on what was dropped."""
+    notes: list[str] = []
+    out = dict(env)
+    if SPEC_V2_ENV in out:
+        v = parse_version(version)
+        if algorithm.lower() == "ar":
+            del out[SPEC_V2_ENV]
+            notes.append(f"{SPEC_V2_ENV} dropped: never set for an autoregressive server")
+        elif v is not None and v >= (0, 5, 14):
+            del out[SPEC_V2_ENV]
+            notes.append(f"{SPEC_V2_ENV} dropped: removed in SGLang 0.5.14 (only logs a warning)")
+    return out, notes
+
+
+def env_to_drop(algorithm: str) -> tuple[str, ...]:
+    """Variables removed from the inherited environment (an exported SPEC_V2 must not leak into AR)."""
+    return (SPEC_V2_ENV,) if algorithm.lower() == "ar" else ()
+
+
+def skips_tokenizer(argv: Sequence[str]) -> bool:
+    return "--skip-tokenizer-init" in argv
+
+
+def client_mode(argv: Sequence[str]) -> str:
+    """`generate-ids` (native /generate with input_ids) for --skip-tokenizer-init servers, else `openai`."""
+    return "generate-ids" if skips_tokenizer(argv) else "openai"
+
+
+def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
+    """One short generation through the native /generate endpoint; raises on any failure."""
+    body: dict[str, Any] = {"sampling_params": {"max_new_tokens": 2, "temperature": 0}}
+    if token_ids:
+        body["input_ids"] = [1, 2, 3, 4]
+    else:
+        body["text"] = "Hello"
+    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+        r = c.post(base_url + "/generate", json=body)
+        r.raise_for_status()
+        data = r.json()
+    if isinstance(data, list):
+        data = data[0]
+    if "meta_info" not in data:
+        raise RuntimeError(f"/generate answered without meta_info: {str(data)[:200]}")
+
+
+def read_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
+    """The effective server arguments as the running server reports them (`GET /get_server_info`)."""
+    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+        for path in SERVER_INFO_PATHS:
+            try:
+                r = c.get(base_url + path)
+            except httpx.HTTPError:
+                continue
+            if r.status_code == 200:
+                try:
+                    info = r.json()
+                except ValueError:
+                    continue
+                return {"source": path, "info": info}
+    return None

