@@ -40,6 +40,8 @@ figcaption { color: var(--muted); font-size: 13px; }
 .bar span { display: block; height: 100%; }
 .legend span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; border-radius: 2px; }
 nav a { margin-right: 12px; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.fails { color:#9b1c1c; font-weight:600; }
 """
 
 
@@ -72,7 +74,7 @@ def _cell_table(rows: tuple[CellRow, ...]) -> str:
                 tds.append(f"<td>{escape(text)}</td>")
         cls = ' class="ar"' if r.speedup_source == "baseline" else ""
         body.append(f"<tr{cls}>{''.join(tds)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _bar(m: MemoryRow, scale: float) -> str:
@@ -86,7 +88,7 @@ def _simple_table(header: list[str], rows: list[list[str]], text_cols: set[int])
     head = "".join(f'<th class="{"text" if i in text_cols else ""}">{escape(h)}</th>' for i, h in enumerate(header))
     body = "".join("<tr>" + "".join(f'<td class="{"text" if i in text_cols else ""}">{c}</td>' for i, c in enumerate(row))
                    + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def render_html(report: Report, images: Mapping[str, bytes]) -> str:
@@ -110,11 +112,13 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
 
     out.append('<h2 id="best">Fastest configuration per TP and concurrency</h2>')
     if t.best:
+        workloads = any(b.workload for b in t.best)
         out.append(_simple_table(
-            ["TP", "workload", "c", "fastest", "out tok/s", "AR tok/s", "speedup vs AR"],
-            [[fmt(b.tp), escape(b.workload or "–"), fmt(b.concurrency), escape(b.series), fmt(b.output_throughput),
-              fmt(b.ar_throughput), f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best],
-            {1, 3}))
+            ["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s", "speedup vs AR"],
+            [[fmt(b.tp)] + ([escape(b.workload or "–")] if workloads else []) +
+             [fmt(b.concurrency), escape(b.series), fmt(b.output_throughput), fmt(b.ar_throughput),
+              f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best],
+            {1, 2, 3} if workloads else {2}))
     else:
         out.append('<p class="muted">No cell finished with measurements.</p>')
 
@@ -126,7 +130,7 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
         if data is None:
             continue
         uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        out.append(f'<figure id="fig-{escape(p.name.rsplit(".", 1)[0])}"><h3>{escape(p.title)}</h3>'
+        out.append(f'<figure id="fig-{escape(p.name.rsplit(".", 1)[0])}">'
                    f'<img alt="{escape(p.title)}" src="{uri}"><figcaption>{escape(p.caption)}</figcaption></figure>')
 
     for i, table in enumerate(t.phases):
@@ -155,7 +159,8 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
             ["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom", "GPU total",
              "KV tokens", "max running", "mem frac", "split"],
             [[escape(m.store), f"<code>{escape(m.server_id)}</code>", escape(m.series), fmt(m.tp),
-              escape(m.plan_status or "–"), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
+              f'<span class="fails">{escape(m.plan_status)}</span>' if m.plan_status == "fails"
+              else escape(m.plan_status or "–"), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
               fmt(m.headroom, 2), fmt(m.total, 2), fmt(m.kv_tokens), fmt(m.max_running_requests),
               fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in t.memory],
             {0, 1, 2, 4, 14}))

@@ -35,9 +35,12 @@ def render_markdown(report: Report) -> str:
 
     if t.best:
         lines += ["## Fastest configuration per TP and concurrency", ""]
-        lines += _table(["TP", "workload", "c", "fastest", "out tok/s", "AR tok/s", "speedup vs AR"],
-                        [[fmt(b.tp), b.workload or "–", fmt(b.concurrency), b.series, fmt(b.output_throughput),
-                          fmt(b.ar_throughput), f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best])
+        workloads = any(b.workload for b in t.best)
+        lines += _table(["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s",
+                                                                         "speedup vs AR"],
+                        [[fmt(b.tp)] + ([b.workload or "–"] if workloads else []) +
+                         [fmt(b.concurrency), b.series, fmt(b.output_throughput), fmt(b.ar_throughput),
+                          f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best])
         lines.append("")
 
     if report.plots:

@@ -1,0 +1,74 @@
+"""`specbench report STORE [STORE ...]` and `specbench export STORE --format csv|json`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specbench.errors import UserError
+from specbench.report.build import Written, report_paths
+from specbench.report.compare import load_stores
+from specbench.report.export import FORMATS, export
+from specbench.report.tables import fmt
+
+
+def _summary(written: Written) -> Table:
+    """The fastest configuration per TP and concurrency, as a short rich table."""
+    t = Table(title="fastest per TP and concurrency", title_justify="left")
+    for col in ("TP", "c", "fastest", "out tok/s", "speedup vs AR"):
+        t.add_column(col, justify="left" if col == "fastest" else "right")
+    for b in written.report.tables.best:
+        t.add_row(fmt(b.tp), fmt(b.concurrency), b.series + (f" [{b.workload}]" if b.workload and b.workload not in b.series else ""),
+                  fmt(b.output_throughput), f"{b.speedup:.2f}×" if b.speedup is not None else "–")
+    return t
+
+
+def report_command(
+    stores: List[Path] = typer.Argument(..., help="Results store(s) of `specbench run`; several are compared."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: <first store dir>/report)."),
+) -> None:
+    """Write report.md, report.html (self-contained) and PNG plots from one or more results stores."""
+    written = report_paths(stores, out)
+    console = Console(stderr=False, soft_wrap=True)
+    summary = written.report.tables.summary
+    style = {"complete": "green", "partial": "yellow"}.get(summary.state, "red")
+    console.print(f"[{style}]{summary.headline}[/{style}]")
+    if written.report.tables.best:
+        console.print(_summary(written))
+    n_fail = len(written.report.tables.failures)
+    if n_fail:
+        console.print(f"[red]{n_fail} failure(s)[/red]: see the Failures section; logs in {written.out_dir / 'logs'}")
+    console.print(f"report: {written.html}")
+    console.print(f"        {written.markdown}")
+    if written.pngs:
+        console.print(f"plots:  {', '.join(p.name for p in written.pngs)} in {written.out_dir}")
+
+
+def export_command(
+    store: Path = typer.Argument(..., help="Results store of `specbench run`."),
+    format: str = typer.Option("csv", "--format", "-f", help="csv or json."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (default: stdout)."),
+) -> None:
+    """Export every cell with flattened metrics as CSV or JSON."""
+    if format.lower() not in FORMATS:
+        raise UserError(f"--format {format!r}: use one of {', '.join(FORMATS)}")
+    text = export(load_stores([store]), format)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write ({exc.strerror})") from None
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)
+    app.command("export")(export_command)
