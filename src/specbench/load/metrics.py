@@ -1,0 +1,212 @@
+"""Per-cell aggregation of request results (pure functions) and Prometheus counter helpers.
+
+Definitions follow vLLM's bench client (vllm/benchmarks/serve.py::calculate_metrics) so numbers are
+comparable: throughputs divide by the measured wall time; TPOT per request is
+(E2E - TTFT) / (output tokens - 1); ITL is pooled over all requests; percentiles are numpy's linear
+interpolation; goodput counts requests that meet every SLO given.
+
+Mean accept length (tokens per verify step, the bonus token included):
+- SGLang: per request `completion_tokens / spec_verify_ct` from `meta_info`
+  (python/sglang/bench_serving.py computes `accept_length` the same way);
+- vLLM: `1 + accepted / drafts` from the deltas of `vllm:spec_decode_num_accepted_tokens_total` and
+  `vllm:spec_decode_num_drafts_total` over the cell
+  (vllm/v1/spec_decode/metrics.py::SpecDecodingLogging.log prints "Mean acceptance length" so).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specbench.load.client import RequestResult
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Service-level objectives for goodput, in ms; None = not constrained."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def met_by(self, r: RequestResult) -> bool:
+        if not r.ok:
+            return False
+        checks = ((self.ttft_ms, r.ttft_s), (self.tpot_ms, r.tpot_s), (self.e2e_ms, r.e2e_s))
+        return all(lim is None or (v is not None and v * 1000.0 <= lim) for lim, v in checks)
+
+    @property
+    def empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
+
+
+def summary_ms(values_s: Sequence[float], name: str) -> dict[str, float | None]:
+    """`{name}_ms_mean`, `_p50`, `_p90`, `_p99` of values given in seconds; None when empty."""
+    if len(values_s) == 0:
+        return {f"{name}_ms_mean": None, **{f"{name}_ms_p{p}": None for p in PERCENTILES}}
+    a = np.asarray(values_s, dtype=float) * 1000.0
+    out: dict[str, float | None] = {f"{name}_ms_mean": float(a.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(a, PERCENTILES)):
+        out[f"{name}_ms_p{p}"] = float(v)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SpecCounters:
+    """vLLM spec-decode counters (one /metrics scrape, or a delta of two)."""
+
+    drafts: float = 0.0
+    draft_tokens: float = 0.0
+    accepted: float = 0.0
+
+    @property
+    def accept_length(self) -> float | None:
+        """1 + accepted / drafts; None when nothing was drafted."""
+        return 1.0 + self.accepted / self.drafts if self.drafts > 0 else None
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.draft_tokens > 0 else None
+
+    def minus(self, before: SpecCounters) -> SpecCounters:
+        return SpecCounters(self.drafts - before.drafts, self.draft_tokens - before.draft_tokens,
+                            self.accepted - before.accepted)
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> {metric name: value summed over its label sets}.
+
+    `_created` samples (timestamps, not counts) are skipped.
+    """
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        name, value = m.group(1), m.group(3)
+        if name.endswith("_created"):
+            continue
+        try:
+            v = float(value)
+        except ValueError:
+            continue
+        if math.isnan(v):
+            continue
+        out[name] = out.get(name, 0.0) + v
+    return out
+
+
+def _counter(samples: Mapping[str, float], base: str) -> float:
+    # prometheus_client exports counter `x` as `x_total`; older vLLM names lacked the suffix
+    return samples.get(base + "_total", samples.get(base, 0.0))
+
+
+def vllm_spec_counters(samples: Mapping[str, float]) -> SpecCounters:
+    """The spec-decode counters vLLM exports on /metrics (vllm/v1/metrics/loggers.py)."""
+    return SpecCounters(
+        drafts=_counter(samples, "vllm:spec_decode_num_drafts"),
+        draft_tokens=_counter(samples, "vllm:spec_decode_num_draft_tokens"),
+        accepted=_counter(samples, "vllm:spec_decode_num_accepted_tokens"),
+    )
+
+
+def spec_delta(before_text: str, after_text: str) -> SpecCounters:
+    """Spec-decode counters accumulated between two /metrics scrapes (one cell)."""
+    return vllm_spec_counters(parse_prometheus(after_text)).minus(vllm_spec_counters(parse_prometheus(before_text)))
+
+
+def aggregate(
+    results: Sequence[RequestResult],
+    duration_s: float,
+    *,
+    concurrency: int | None,
+    request_rate: float | None = None,
+    slo: Slo | None = None,
+    spec: SpecCounters | None = None,
+) -> dict[str, Any]:
+    """One cell's `metrics_json` (keys as in docs/structures.md). `speedup` is left None: see `with_speedup`."""
+    ok = [r for r in results if r.ok]
+    dur = duration_s if duration_s > 0 else math.inf  # nothing ran: throughputs 0, never NaN in metrics_json
+    out_tokens = sum(r.output_tokens for r in ok)
+    in_tokens = sum(r.prompt_tokens or 0 for r in ok)
+    m: dict[str, Any] = {
+        "completed": len(ok),
+        "failed": len(results) - len(ok),
+        "duration_s": duration_s,
+        "concurrency": concurrency,
+        "request_rate": request_rate,
+        "request_throughput": len(ok) / dur,
+        "output_throughput": out_tokens / dur,
+        "total_token_throughput": (in_tokens + out_tokens) / dur,
+        "total_input_tokens": in_tokens,
+        "total_output_tokens": out_tokens,
+    }
+    m.update(summary_ms([r.ttft_s for r in ok if r.ttft_s is not None], "ttft"))
+    m.update(summary_ms([t for r in ok if (t := r.tpot_s) is not None], "tpot"))
+    m.update(summary_ms([g for r in ok for g in r.itl_s], "itl"))
+    m.update(summary_ms([r.e2e_s for r in ok if r.e2e_s is not None], "e2e"))
+    per_request = [r.accept_len for r in ok if r.accept_len is not None]
+    if per_request:
+        m["accept_lengths"] = per_request
+        # token-weighted over the cell: sum(completion_tokens) / sum(spec_verify_ct)
+        steps = sum(r.spec_verify_ct for r in ok if r.spec_verify_ct)
+        toks = sum(r.output_tokens for r in ok if r.spec_verify_ct)
+        m["accept_length_mean"] = toks / steps if steps else float(np.mean(per_request))
+        m["accept_length_source"] = "sglang_meta_info"
+    elif spec is not None and spec.accept_length is not None:
+        m["accept_lengths"] = []
+        m["accept_length_mean"] = spec.accept_length
+        m["accept_length_source"] = "vllm_metrics"
+        m["spec_counters"] = {"drafts": spec.drafts, "draft_tokens": spec.draft_tokens, "accepted": spec.accepted}
+    else:
+        m["accept_lengths"] = []
+        m["accept_length_mean"] = None
+        m["accept_length_source"] = None
+    if slo is not None and not slo.empty:
+        m["goodput"] = sum(1 for r in ok if slo.met_by(r)) / dur
+        m["slo"] = {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms}
+    else:
+        m["goodput"] = None
+    m["speedup"] = None
+    errors: dict[str, int] = {}
+    for r in results:
+        if r.error is not None:
+            key = r.error[:120]
+            errors[key] = errors.get(key, 0) + 1
+    m["errors"] = errors
+    return m
+
+
+def speedup(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> float | None:
+    """output_throughput / the autoregressive baseline's; None without a usable baseline."""
+    if baseline is None:
+        return None
+    base = baseline.get("output_throughput")
+    mine = metrics.get("output_throughput")
+    if not base or mine is None or not math.isfinite(base) or not math.isfinite(mine):
+        return None
+    return float(mine) / float(base)
+
+
+def with_speedup(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Fill `speedup` for cells given as {"tp", "concurrency", "algorithm", "metrics"}: each spec cell
+    against the "ar" cell of the same tp and concurrency (AR cells keep None)."""
+    cells = [dict(c) for c in cells]
+    base = {(c.get("tp"), c.get("concurrency")): c.get("metrics") for c in cells if c.get("algorithm") == "ar"}
+    for c in cells:
+        m = dict(c.get("metrics") or {})
+        m["speedup"] = None if c.get("algorithm") == "ar" else speedup(m, base.get((c.get("tp"), c.get("concurrency"))))
+        c["metrics"] = m
+    return cells
