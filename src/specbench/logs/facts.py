@@ -64,6 +64,7 @@ class LogFacts:
     draft_kv_tokens: int | None = None
     draft_k_size_gib: float | None = None
     draft_v_size_gib: float | None = None
+    draft_loaded_before_pools: bool | None = None  # 0.5.14+: draft weights resident when the pool is sized
     memory_pool_end_gib: float | None = None  # target `Memory pool end. avail mem=`
     draft_memory_pool_end_gib: float | None = None
     # --- final summary line `max_total_num_tokens=..., ... available_gpu_mem=` ---

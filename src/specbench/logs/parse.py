@@ -132,9 +132,11 @@ _V_NONDEFAULT = re.compile(r"non-default args: (\{.*)")
 _V_INIT = re.compile(r"Initializing a V\d LLM engine \(v([\w.+\-]+)\) with config: (.*)")
 _V_VERSION = re.compile(r"vLLM API server version ([\w.+\-]+)")
 _V_READY = re.compile(r"Starting vLLM API server|init engine \(profile, create kv cache, warmup model\) took", re.I)
-_VLLM_MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gpu_memory_utilization")
+_VLLM_MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gpu_memory_utilization|"
+                        r"Mamba cache blocks|max_num_seqs|GPU blocks:")
 _SGL_MARK = re.compile(r"sglang|Load weight (?:begin|end)|KV Cache is allocated|Mamba Cache is allocated|"
-                       r"max_total_num_tokens=|ServerArgs\(|Decode batch|TP\d")
+                       r"max_total_num_tokens=|ServerArgs\(|Decode batch|TP\d|max_running_request is zero|"
+                       r"Loaded weights leave no GPU memory|mem-fraction-static|max_mamba_cache_size|Mamba slots")
 
 # ---------------------------------------------------------------- errors
 _EXC = re.compile(r"^(?:[\w]+\.)*(?:\w*Error|\w*Exception|KeyboardInterrupt|SystemExit)\b(?::|$) ?(.*)")
@@ -201,6 +203,8 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
         low = t.lower()
         is_draft = acc.kv_lines > 0 or "<- eagle draft" in low or "draft" in low.split("allocated", 1)[-1][-40:]
         prefix = "draft_" if is_draft else ""
+        if not is_draft:
+            acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
         acc.first(prefix + "kv_tokens", _search(_KV_TOKENS, t, _i))
         kv = _search(_KV_SIZE, t)
         if kv is not None and not is_draft:

@@ -1,0 +1,244 @@
+"""Diagnose one engine log: status, failure, facts, budget, explanation, fixes (from the planner).
+
+The JSON shape is the contract of `../shared/design/ARCHITECTURE.md` (`status`, `failure`, `facts`, `explanation`,
+`fixes`) plus extra keys (`budget`, `notes`, `engine`, `engine_version`, `plan`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specbench.errors import UserError
+from specbench.logs import engine_rules as er
+from specbench.logs.budget import BudgetRow, budget_rows
+from specbench.logs.explain import failure_sentences, started_sentences
+from specbench.logs.facts import LogFacts
+from specbench.logs.failures import Failure, classify
+from specbench.logs.normalize import decode, looks_binary, normalize
+from specbench.logs.parse import facts_from_lines, split_boots
+from specbench.logs.serverargs import to_flag
+
+# Server arguments that shape memory; the launch argv rebuilt for the planner carries only these.
+_SGLANG_PLAN_KEYS = (
+    "model_path", "tp_size", "dp_size", "pp_size", "mem_fraction_static", "max_running_requests", "context_length",
+    "chunked_prefill_size", "max_prefill_tokens", "max_total_tokens", "page_size", "kv_cache_dtype", "dtype",
+    "quantization", "load_format", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+    "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_dflash_block_size",
+    "speculative_draft_kv_cache_dtype", "mamba_scheduler_strategy", "mamba_radix_cache_strategy",
+    "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "cuda_graph_max_bs", "attention_backend",
+    "linear_attn_backend", "enable_dp_attention", "disable_radix_cache", "disable_overlap_schedule",
+    "disable_cuda_graph", "enable_linear_replayssm_spec",
+)
+_VLLM_PLAN_KEYS = (
+    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
+    "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization", "enforce_eager",
+    "enable_prefix_caching", "kv_cache_memory_bytes", "mamba_cache_mode", "mamba_block_size",
+)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    status: str  # "started" | "failed" | "unknown"
+    failure: Failure | None
+    facts: LogFacts
+    explanation: str
+    budget: tuple[BudgetRow, ...] = ()
+    fixes: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    plan: dict[str, Any] | None = None  # the planner's own result for the logged launch, when available
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "failure": self.failure.to_dict() if self.failure else None,
+            "facts": self.facts.to_dict(),
+            "explanation": self.explanation,
+            "fixes": list(self.fixes),
+            "engine": self.facts.engine,
+            "engine_version": self.facts.engine_version,
+            "budget": [r.to_dict() for r in self.budget],
+            "notes": list(self.notes),
+            "plan": self.plan,
+        }
+
+
+# ------------------------------------------------------------------------------------------------ reading input
+def read_log(path: str | Path) -> bytes:
+    """The log's bytes; UserError (one line) for a missing file, a folder, or an unreadable file."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"log file not found: {p}")
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, not a log file")
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {p}: {exc.strerror or exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------ planner link
+def launch_argv(facts: LogFacts) -> list[str]:
+    """The launch command rebuilt from the engine's own argument dump (memory-relevant flags only)."""
+    args = facts.server_args
+    if facts.engine == "vllm":
+        model = args.get("model") or args.get("model_tag") or "model"
+        argv = ["vllm", "serve", str(model)]
+        keys: tuple[str, ...] = _VLLM_PLAN_KEYS
+    else:
+        argv = ["python", "-m", "sglang.launch_server"]
+        keys = _SGLANG_PLAN_KEYS
+    for key in keys:
+        if key not in args:
+            continue
+        val = args[key]
+        if val is None or val is False or val == "None":
+            continue
+        if val is True:
+            argv.append(to_flag(key))
+        elif isinstance(val, (int, float, str)):
+            argv += [to_flag(key), str(val)]
+    return argv
+
+
+def facts_for_plan(path: str | Path) -> dict[str, Any]:
+    """Measured overrides and the rebuilt launch argv for `specbench plan --from-log FILE`:
+    `{"argv": [...], "engine": ..., "engine_version": ..., "avail_before_load_gib": ..., "weights_gib": ...,
+    "draft_weights_gib": ...}` (None where the log does not say). UserError when the file is unusable."""
+    raw = read_log(path)
+    if looks_binary(raw):
+        raise UserError(f"{path}: not a text log")
+    facts = parse_raw(raw)[0]
+    if not facts.server_args:
+        raise UserError(f"{path}: the log has no argument dump (server_args=ServerArgs(...) / non-default args), "
+                        "so the launch cannot be rebuilt; pass the launch command after -- instead")
+    return {
+        "argv": launch_argv(facts),
+        "engine": facts.engine,
+        "engine_version": infer_version(facts),
+        "avail_before_load_gib": facts.avail_before_load_gib,
+        "weights_gib": facts.weights_gib,
+        "draft_weights_gib": facts.draft_weights_gib,
+    }
+
+
+def infer_version(facts: LogFacts) -> str | None:
+    """The printed version, else the SGLang rule-set era the argument names imply (0.5.12 for <=0.5.13 dumps)."""
+    if facts.engine_version:
+        return facts.engine_version
+    if facts.engine == "sglang" and er.sglang_era(facts.server_args) == "<=0.5.13":
+        return "0.5.12"
+    return None
+
+
+def planner_result(facts: LogFacts, engine_version: str | None,
+                   gpu: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """Call the planner with the log's measured numbers; (result, None) or (None, why not)."""
+    if not facts.server_args:
+        return None, "no argument dump in the log, so no launch to re-plan"
+    try:
+        from specbench.plan.api import PlanOptions, plan_command
+    except ImportError:
+        return None, "the planner (specbench.plan.api) is not available in this build"
+    opts = PlanOptions(
+        model_config=er.model_source(facts.server_args),
+        gpu=gpu,
+        engine=facts.engine,
+        engine_version=engine_version or infer_version(facts),
+        avail_before_load_gib=facts.avail_before_load_gib,
+        weights_gib=facts.weights_gib,
+        draft_weights_gib=facts.draft_weights_gib,
+        fixes=True,
+    )
+    try:
+        return plan_command(launch_argv(facts), opts), None
+    except UserError as exc:
+        return None, f"the planner cannot plan this launch: {exc}"
+
+
+# ------------------------------------------------------------------------------------------------ diagnosis
+def parse_raw(raw: bytes | str) -> tuple[LogFacts, Failure | None]:
+    """Facts and failure of the last boot in the text. Never raises."""
+    boots = split_boots(normalize(decode(raw)))
+    if not boots:
+        return LogFacts(boots=0), None
+    lines = boots[-1]
+    return facts_from_lines(lines, boots=len(boots)), classify(lines)
+
+
+def _status(facts: LogFacts, failure: Failure | None) -> str:
+    if failure is not None and failure.boot_failure:
+        return "failed"
+    if facts.ready or facts.accept_lengths or facts.gen_throughputs or facts.running_requests:
+        return "started"
+    if failure is not None:  # a request-level refusal implies the server was up
+        return "started"
+    return "unknown"
+
+
+def _notes(facts: LogFacts, claim: str | None) -> list[str]:
+    notes: list[str] = []
+    if facts.boots > 1:
+        notes.append(f"The file holds {facts.boots} boots; this diagnosis is of the last one.")
+    if len(facts.ranks) > 1:
+        notes.append(f"Ranks {', '.join(map(str, facts.ranks))} are interleaved; numbers are rank {facts.ranks[0]}'s.")
+    check = er.weight_check(facts, er.claimed_quant(facts, claim))
+    if check is not None and not check.consistent:
+        notes.append(
+            f"Inconsistent weights: the target weighs {check.measured_gib:.2f} GiB on this GPU, but a "
+            f"{check.claimed} checkpoint of this model would weigh about {check.expected_gib:.2f} GiB "
+            f"(bf16 would be {check.dense_gib:.2f} GiB). The engine did not load the weights you think it did.")
+    if facts.weights_gib is not None and facts.avail_after_load_gib is not None \
+            and facts.avail_before_load_gib is not None:
+        gap = facts.avail_before_load_gib - facts.avail_after_load_gib - facts.weights_gib
+        if abs(gap) > 0.05:
+            notes.append(f"Load weight lines disagree by {gap:.2f} GiB (begin − end − usage).")
+    return notes
+
+
+def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_version: str | None = None,
+                  gpu: str | None = None, with_fixes: bool = True) -> Diagnosis:
+    """Diagnose log text. Never raises on any input (binary, empty, cut off)."""
+    if looks_binary(raw):
+        return Diagnosis("unknown", None, LogFacts(boots=0), "This is not a text log (binary content).")
+    facts, failure = parse_raw(raw)
+    if facts.lines == 0:
+        return Diagnosis("unknown", None, facts, "The log is empty.")
+    status = _status(facts, failure)
+    sentences: list[str] = []
+    if failure is not None:
+        head = "The engine stopped during start-up" if failure.boot_failure else "The engine was running but"
+        msg = failure.message.rstrip()
+        sentences.append(f"{head}: {msg}" + ("" if msg.endswith((".", "!", "?")) else "."))
+        sentences += failure_sentences(facts, failure)
+    if status == "started":
+        sentences += started_sentences(facts)
+    if status == "unknown":
+        sentences.append("The log shows neither a finished start-up nor a failure (cut off, or still starting).")
+    notes = _notes(facts, claimed_quant)
+    plan, fixes, why = None, (), None
+    if with_fixes and facts.engine is not None:
+        plan, why = planner_result(facts, engine_version, gpu)
+        if plan is not None:
+            fixes = tuple(plan.get("fixes") or ())
+            notes += _plan_vs_log(plan, facts)
+    if why:
+        notes.append(f"No fixes: {why}.")
+    return Diagnosis(status, failure, facts, " ".join(sentences), tuple(budget_rows(facts)), fixes, tuple(notes),
+                     plan)
+
+
+def _plan_vs_log(plan: dict[str, Any], facts: LogFacts) -> list[str]:
+    """Calibration: where the planner's prediction for the logged launch differs from what the log measured."""
+    out = []
+    for key in ("kv_tokens", "max_mamba_cache_size", "max_running_requests"):
+        want, got = plan.get(key), getattr(facts, key)
+        if isinstance(want, (int, float)) and isinstance(got, (int, float)) and want != got:
+            out.append(f"Planner ({plan.get('engine_version')}) predicts {key}={want}, the log has {got}.")
+    return out
+
+
+def diagnose_file(path: str | Path, **kw: Any) -> Diagnosis:
+    return diagnose_text(read_log(path), **kw)

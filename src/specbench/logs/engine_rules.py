@@ -1,0 +1,196 @@
+"""Small engine rules the doctor needs to read a log: speculative depth D, Mamba slots per request ρ, the era of
+an SGLang build, the model behind a launch (for the exact per-slot state size and expected weight bytes).
+
+Everything here reads the engine's own argument dump; the model-dependent parts reuse `specbench.specs` and
+`specbench.plan.sglang_common` (the planner's formulas) so the doctor and the planner cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.errors import UserError
+from specbench.logs.facts import LogFacts
+
+MIB = 2**20
+GIB = 2**30
+
+
+def spec_algorithm(args: dict[str, Any]) -> str | None:
+    algo = args.get("speculative_algorithm")
+    return str(algo).upper() if algo not in (None, "", "None") else None
+
+
+def draft_tokens(args: dict[str, Any]) -> int | None:
+    """D = speculative_num_draft_tokens (DFLASH: also `speculative_dflash_block_size`); EAGLE topk 1: steps + 1.
+    sglang arg_groups/speculative_hook.py (research sglang-memory.md §7.2)."""
+    if spec_algorithm(args) is None:
+        return None
+    for key in ("speculative_num_draft_tokens", "speculative_dflash_block_size"):
+        val = args.get(key)
+        if isinstance(val, int) and val > 0:
+            return val
+    steps, topk = args.get("speculative_num_steps"), args.get("speculative_eagle_topk")
+    if isinstance(steps, int) and topk in (1, None):
+        return steps + 1
+    return None
+
+
+def sglang_era(args: dict[str, Any]) -> str | None:
+    """`<=0.5.13` when the dump still has `mamba_scheduler_strategy` (renamed `mamba_radix_cache_strategy` in
+    0.5.14, research §5.1/§9); `>=0.5.14` with the new name; None when neither appears."""
+    if "mamba_scheduler_strategy" in args:
+        return "<=0.5.13"
+    if "mamba_radix_cache_strategy" in args:
+        return ">=0.5.14"
+    return None
+
+
+def slots_per_request(facts: LogFacts) -> tuple[int | None, str]:
+    """ρ, the Mamba slots one running request holds (`_calculate_mamba_ratio`, research §5.1), and where it came from.
+    Printed by the engine's cap warning when present; else derived from the dumped strategy and overlap."""
+    if facts.state_slots_per_request:
+        return facts.state_slots_per_request, "the engine's cap warning"
+    args = facts.server_args
+    if not args:
+        return None, ""
+    if args.get("disable_radix_cache") is True:
+        return 1, "disable_radix_cache=True"
+    strategy = args.get("mamba_radix_cache_strategy", args.get("mamba_scheduler_strategy"))
+    era = sglang_era(args)
+    overlap = args.get("disable_overlap_schedule") is not True
+    if era == "<=0.5.13" and spec_algorithm(args) == "DFLASH":
+        overlap = False  # DFLASH always ran without overlap up to 0.5.13 (research §7.1)
+    if strategy == "extra_buffer":
+        return (5 if overlap else 4), f"mamba strategy extra_buffer, overlap {'on' if overlap else 'off'}"
+    if strategy == "extra_buffer_lazy":
+        return 4, "mamba strategy extra_buffer_lazy"
+    if strategy == "no_buffer" or (strategy == "auto" and era == "<=0.5.13"):
+        return 3, "mamba strategy no_buffer"
+    return None, ""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSize:
+    """Per-slot Mamba state p (conv + ssm, all linear layers on one GPU) and its source."""
+
+    bytes: float
+    source: str
+
+    @property
+    def mib(self) -> float:
+        return self.bytes / MIB
+
+
+def model_source(args: dict[str, Any]) -> str | None:
+    """A config source that `specbench.specs.resolve` can load for the dumped model_path: the path itself (file,
+    folder, HF cache, bundled name), else a unique bundled config named after it (e.g. `Qwen__Qwen3.6-27B-bf16-derived`
+    for `Qwen/Qwen3.6-27B`). None when nothing matches."""
+    path = args.get("model_path") or args.get("model")
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        from specbench.specs.resolve import bundled_names, resolve_config_path
+    except ImportError:
+        return None
+    org, _, tail = path.replace("__", "/").rpartition("/")
+    same = [n for n in bundled_names() if n.lower().startswith(f"{org}__{tail}".lower() + "-")]
+    for cand in [path] + (same if len(same) == 1 else []):
+        try:
+            resolve_config_path(cand)
+            return cand
+        except (UserError, ValueError, OSError):
+            continue
+    return None
+
+
+def _model_spec(args: dict[str, Any]) -> Any | None:
+    """The ModelSpec of the dumped model_path; None when unknown."""
+    src = model_source(args)
+    if src is None:
+        return None
+    try:
+        from specbench.specs.resolve import load_model_spec
+
+        return load_model_spec(src, name=str(args.get("model_path") or args.get("model")))
+    except (ImportError, UserError, ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def slot_size(facts: LogFacts) -> SlotSize | None:
+    """p from the model config and the dumped TP / ssm dtype (exact, `plan/sglang_common.py::mamba_state`); else
+    estimated from the log as (conv_state + ssm_state) / (max_mamba_cache_size + 1) (the pool has K+1 slots)."""
+    args = facts.server_args
+    spec = _model_spec(args)
+    if spec is not None:
+        try:
+            from specbench.plan.sglang_common import mamba_state
+
+            tp = args.get("tp_size") or args.get("tensor_parallel_size") or 1
+            ssm = args.get("mamba_ssm_dtype")
+            st = mamba_state(spec, int(tp), ssm if isinstance(ssm, str) else None)
+            if st is not None:
+                return SlotSize(float(st.per_slot), f"{args.get('model_path')} config, TP{tp}, "
+                                                    f"{ssm or 'default'} ssm")
+        except (ImportError, UserError, ValueError, TypeError, AttributeError):
+            pass
+    k, conv, ssm_g = facts.max_mamba_cache_size, facts.conv_state_gib, facts.ssm_state_gib
+    if k is not None and conv is not None and ssm_g is not None and k >= 0:
+        return SlotSize((conv + ssm_g) * GIB / (k + 1), "log: (conv_state + ssm_state) / (max_mamba_cache_size + 1)")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class WeightCheck:
+    claimed: str
+    expected_gib: float
+    measured_gib: float
+    consistent: bool
+    dense_gib: float | None
+
+
+_CLAIMS = ("nvfp4", "mxfp4", "fp8", "int8", "int4", "awq", "gptq", "bf16", "fp16")
+
+
+def claimed_quant(facts: LogFacts, explicit: str | None) -> str | None:
+    """The quantization the user says they run: --claimed-quant, else the dumped `quantization`, else a token in
+    the model path (e.g. `...-NVFP4`)."""
+    if explicit:
+        return explicit.lower()
+    q = facts.server_args.get("quantization")
+    if isinstance(q, str) and q and q != "None":
+        return q.lower()
+    path = str(facts.server_args.get("model_path") or "").lower()
+    for token in _CLAIMS:
+        if token in path.replace("_", "-").split("/")[-1]:
+            return token
+    return None
+
+
+def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
+    """Compare the measured target weights with what the claimed scheme would weigh for this model (specs.weights)."""
+    if claim is None or facts.weights_gib is None:
+        return None
+    spec = _model_spec(facts.server_args)
+    if spec is None:
+        return None
+    try:
+        from specbench.specs import quant as q
+        from specbench.specs.weights import weight_bytes
+
+        schemes = {"nvfp4": q.NVFP4, "mxfp4": q.MXFP4, "fp8": q.FP8, "int8": q.INT8, "int4": q.int4_group(128),
+                   "awq": q.int4_group(128), "gptq": q.int4_group(128)}
+        tp = int(facts.server_args.get("tp_size") or 1)
+        key = next((k for k in schemes if k in claim), None)
+        dense = weight_bytes(spec, tp, scheme_override=q.Scheme.dense("bfloat16")) / GIB
+        if key is None and claim in ("bf16", "fp16", "bfloat16", "float16"):
+            expected = dense
+        elif key is None:
+            return None
+        else:
+            expected = weight_bytes(spec, tp, scheme_override=schemes[key]) / GIB
+    except (ImportError, UserError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+    ratio = facts.weights_gib / expected if expected else 0.0
+    return WeightCheck(claim, round(expected, 2), facts.weights_gib, 0.85 <= ratio <= 1.2, round(dense, 2))
