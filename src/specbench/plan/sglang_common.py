@@ -1,0 +1,295 @@
+"""SGLang memory formulas shared by every rule set. Pure functions; each names the engine source it mirrors.
+
+Paths are inside the `sglang` package (wheels 0.5.12.post1, 0.5.15.post1 and 0.5.23 read for this module).
+"GB" in SGLang's logs is GiB (memory_pool.py: GB = 1024**3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specbench.engines.sglang_args import SglangArgs
+from specbench.errors import FlagError
+from specbench.specs.gpu import GpuSpec
+from specbench.specs.model import ModelSpec
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+Version = tuple[int, int, int]
+
+
+def parse_version(v: str) -> Version:
+    """"0.5.12.post1" -> (0, 5, 12). Unknown text is a FlagError."""
+    parts = v.strip().lstrip("v").split(".")
+    try:
+        nums = [int("".join(ch for ch in p if ch.isdigit()) or "0") for p in parts[:3]]
+    except ValueError:
+        raise FlagError(f"--engine-version: cannot read {v!r} (expected X.Y.Z)") from None
+    while len(nums) < 3:
+        nums.append(0)
+    return (nums[0], nums[1], nums[2])
+
+
+NEWEST_SGLANG = "0.5.23"
+
+
+# --------------------------------------------------------------------------------------------- dtypes
+def dtype_bytes(name: str) -> float:
+    n = name.lower().replace("torch.", "")
+    if n in ("float32", "fp32", "float"):
+        return 4
+    if n in ("bfloat16", "bf16", "float16", "fp16", "half", "auto"):
+        return 2
+    if n.startswith(("fp8", "float8", "mxfp8")):
+        return 1
+    if n.startswith(("fp4", "nvfp4", "float4")):
+        return 1  # torch.float4_e2m1fn_x2: one byte per packed pair (sglang-memory.md §3.1)
+    raise FlagError(f"unknown dtype {name!r}")
+
+
+def kv_dtype(args: SglangArgs, m: ModelSpec) -> str:
+    """--kv-cache-dtype; `auto` is the model dtype, or fp8_e4m3 when the checkpoint's kv_cache_quant_algo is FP8
+    (sglang/srt/mem_cache/kv_cache_dtype.py; ModelOpt exports)."""
+    d = (args.kv_cache_dtype or "auto").lower()
+    if d == "auto":
+        if (m.quant.kv_cache_quant_algo or "").upper() == "FP8":
+            return "fp8_e4m3"
+        return "bfloat16" if m.dtype in ("bfloat16", "bf16", "auto") else m.dtype
+    if d in ("fp8", "fp8_e4m3", "fp8_e5m2", "mxfp8", "fp4_e2m1", "nvfp4", "bf16", "bfloat16", "fp16", "float16"):
+        return d
+    raise FlagError(f"--kv-cache-dtype: unknown value {args.kv_cache_dtype!r}")
+
+
+# --------------------------------------------------------------------------------------------- defaults
+@dataclass(frozen=True)
+class Defaults:
+    chunked_prefill_size: int
+    decode_max_bs: int
+    prefill_buckets: int
+    mem_fraction_static: float
+    reserved_mb: float
+    graph_reserve_mb: float
+
+
+def _decode_bs_list(max_bs: int, spec: bool) -> list[int]:
+    """arg_groups/cuda_graph_hook.py::generate_decode_cuda_graph_batch_sizes."""
+    if spec:
+        base = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)) \
+            + list(range(272, 4097, 16))
+    else:
+        base = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, 4097, 32))
+    out = [b for b in base if b <= max_bs]
+    if max_bs not in out:
+        out.append(max_bs)
+    return out
+
+
+def _prefill_buckets(cps: int) -> int:
+    """generate_prefill_cuda_graph_batch_sizes: 42 at 2048, 50 at 4096, 58 at 8192, 74 at 16384
+    (sglang-memory.md §2). Log-spaced between; interpolated in log2."""
+    table = {2048: 42, 4096: 50, 8192: 58, 16384: 74}
+    if cps in table:
+        return table[cps]
+    if cps <= 2048:
+        return 42
+    lo = 2 ** int(math.log2(cps))
+    return table.get(lo, 58) + int((table.get(lo * 2, 74) - table.get(lo, 58)) * (math.log2(cps) - math.log2(lo)))
+
+
+def resolve_defaults(args: SglangArgs, m: ModelSpec, gpu: GpuSpec, version: Version) -> Defaults:
+    """arg_groups/memory_hook.py::handle_gpu_memory_settings (0.5.14+; server_args.py before).
+
+    Chunked prefill and decode cuda-graph max_bs by GPU memory (MiB); then, if mem_fraction_static is unset,
+    reserved = 512 + 1.5·max(cps,2048) + tp·pp/8·1024 + graph reserve, floored at 10 GiB above 60 GiB cards,
+    f = round((gpu_mem − reserved)/gpu_mem, 3). Up to 0.5.13 a speculative server also reserved 4096 MB
+    (EAGLE family, DFLASH) or 6144 MB (STANDALONE) because the draft was loaded after sizing.
+    """
+    g = gpu.total_mib
+    tp, pp = args.tp, args.pp
+    if g < 20 * 1024:
+        cps, bs = 2048, (8, 8)
+    elif g < 35 * 1024:
+        cps, bs = 4096, (48, 160)
+    elif g < 60 * 1024:
+        cps, bs = 4096, (32, 160)
+    elif g < 160 * 1024:
+        cps, bs = 8192, (256, 512)
+    else:
+        cps, bs = 16384, (512, 512)
+    if args.chunked_prefill_size is not None:
+        cps = args.chunked_prefill_size
+    max_bs = bs[0] if tp < 4 else bs[1]
+    if args.cuda_graph_max_bs is not None:
+        max_bs = args.cuda_graph_max_bs
+    elif args.max_running_requests is not None:
+        max_bs = min(max_bs, args.max_running_requests)
+    spec = args.spec_algorithm is not None
+    prefill_bs = 0 if (m.is_multimodal and not args.language_only and False) else _prefill_buckets(max(cps, 1))
+    graph = 0.0
+    if not args.disable_cuda_graph:
+        graph += 2 * max_bs
+    if args.enable_dp_attention:
+        graph += 3 * max_bs * args.dp + (1.5 * max_bs * args.dp if max_bs > 300 else 0)
+    if not args.disable_piecewise_cuda_graph and version >= (0, 5, 14):
+        graph += 1536 if m.is_mla else 8 * prefill_bs
+    reserved = 512 + 1.5 * max(cps if cps > 0 else 2048, 2048) + tp * pp / 8 * 1024 + graph
+    if g > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if version <= (0, 5, 13) and spec:
+        reserved += 6144 if args.spec_algorithm == "STANDALONE" else 4096
+    f = round((g - reserved) / g, 3)
+    if m.is_multimodal and not args.language_only:
+        v = m.raw.get("vision_config") or {}
+        lv = int(v.get("depth", v.get("num_hidden_layers", 24)))
+        hv = int(v.get("hidden_size", 1024))
+        factor = min(max(1 - 0.1 * (lv * hv * hv / (24 * 1024 * 1024) - 1), 0.8), 1.05)
+        f = f * 0.95 * factor  # arg_groups/memory_hook.py::adjust_mem_fraction_for_vlm
+    return Defaults(cps, max_bs, prefill_bs, f, reserved, graph)
+
+
+# --------------------------------------------------------------------------------------------- speculative
+@dataclass(frozen=True)
+class SpecSetup:
+    algorithm: str | None        # EAGLE, EAGLE3, NEXTN->EAGLE, DFLASH, DDTREE, STANDALONE, NGRAM
+    num_draft_tokens: int        # D (0 without spec)
+    steps: int
+    topk: int
+    draft_layers: int            # Ld for the KV cell
+    unreleased: bool = False     # DDTREE follows an open upstream PR
+
+
+def resolve_spec(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> SpecSetup:
+    """arg_groups/speculative_hook.py (0.5.14+) / server_args.py::_handle_speculative_decoding (<= 0.5.13)."""
+    algo = args.spec_algorithm
+    if algo is None:
+        return SpecSetup(None, 0, 0, 0, 0)
+    if algo == "NEXTN":
+        algo = "EAGLE"
+    if algo in ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"):
+        steps, topk, d = args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens
+        if steps is None:
+            # _auto_choose_speculative_params: (5,4,8) for Llama/Grok EAGLE, else (3,1,4)
+            steps, topk, d = (5, 4, 8) if m.architecture.startswith(("Llama", "Grok")) and algo != "STANDALONE" \
+                else (3, 1, 4)
+        topk = topk or 1
+        if topk == 1:
+            d = steps + 1
+        d = d or steps + 1
+        if draft is not None:
+            ld = max(draft.num_layers, len(draft.attention_layers))
+        else:  # MTP: the target's own NextN layers (spec_aux_hidden_state.py: num_nextn_predict_layers)
+            ld = max(1, m.mtp_layers)
+        return SpecSetup(algo, d, steps, topk, ld)
+    if algo in ("DFLASH", "DDTREE"):
+        if algo == "DDTREE":
+            if args.speculative_ddtree_budget is None:
+                raise FlagError("--speculative-algorithm DDTREE needs --speculative-ddtree-budget B")
+            d = args.speculative_ddtree_budget + 1  # verify width = budget + 1 (SGLang PR #29907)
+        else:
+            a, b = args.speculative_dflash_block_size, args.speculative_num_draft_tokens
+            if a is not None and b is not None and a != b:
+                raise FlagError("--speculative-dflash-block-size and --speculative-num-draft-tokens must match")
+            d = a or b or (draft.draft.block_size if draft is not None and draft.draft and draft.draft.block_size
+                           else None) or 16
+        if draft is None:
+            raise FlagError(f"{algo} needs --speculative-draft-model-path (or --draft-config PATH)")
+        return SpecSetup(algo, d, 1, 1, draft.num_layers, unreleased=(algo == "DDTREE"))
+    if algo == "NGRAM":
+        d = args.speculative_num_draft_tokens or 12
+        return SpecSetup(algo, d, 1, 10, 0)
+    raise FlagError(f"unknown --speculative-algorithm {args.speculative_algorithm!r} "
+                    "(known: EAGLE, EAGLE3, NEXTN, STANDALONE, DFLASH, DDTREE, NGRAM)")
+
+
+# --------------------------------------------------------------------------------------------- KV cell
+def kv_heads_per_rank(m: ModelSpec, attn_tp: int) -> int:
+    """configs/model_config.py::get_num_kv_heads: max(1, H_kv // attn_tp) — replicated when H_kv < tp."""
+    return max(1, m.num_kv_heads // attn_tp)
+
+
+def kv_cell_bytes(m: ModelSpec, attn_tp: int, kv_dt: str) -> int:
+    """pool_configurator.py::DefaultPoolConfigurator._compute_cell_size (target only).
+
+    Hybrid models count only full-attention layers; MLA stores the latent (kv_lora_rank + rope) replicated.
+    """
+    L = len(m.attention_layers)
+    size = dtype_bytes(kv_dt)
+    if m.mla is not None:
+        c = (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * L * int(size)
+        if kv_dt.startswith(("fp4", "nvfp4")):
+            c = c // 2 + ((m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) // 16) * L * int(size)
+        return c
+    n = kv_heads_per_rank(m, attn_tp)
+    c = n * (m.head_dim + m.v_head_dim) * L * int(size)
+    if kv_dt.startswith(("fp4", "nvfp4")):
+        c = c // 2 + (n * m.head_dim * L * 2 * int(size)) // 16
+    return c
+
+
+def draft_kv_cell_bytes(d: ModelSpec, attn_tp: int, kv_dt: str) -> int:
+    """speculative/dflash_utils.py::dflash_draft_cell_size_per_token: n_draft·(hd+vd)·Ld·sizeof(kv dtype)."""
+    n = max(1, d.num_kv_heads // attn_tp)
+    return n * (d.head_dim + d.v_head_dim) * d.num_layers * int(dtype_bytes(kv_dt))
+
+
+# --------------------------------------------------------------------------------------------- mamba state
+@dataclass(frozen=True)
+class MambaState:
+    conv_elems: int       # per slot per layer (sum over conv shapes)
+    ssm_elems: int        # per slot per layer (temporal)
+    conv_dim_rank: int    # conv_dim / t (for the intermediate conv window)
+    conv_kernel: int
+    layers: int           # mamba layers (this PP stage)
+    conv_bytes: int       # itemsize
+    ssm_bytes: int
+
+    @property
+    def per_slot(self) -> int:
+        """configs/mamba_utils.py::Mamba2CacheParams.mamba_cache_per_req = (conv·conv_size + ssm·ssm_size)·layers."""
+        return (self.conv_elems * self.conv_bytes + self.ssm_elems * self.ssm_bytes) * self.layers
+
+
+def mamba_state(m: ModelSpec, tp: int, ssm_dtype_flag: str | None) -> MambaState | None:
+    """configs/mamba_utils.py::Mamba2StateShape.create (GDN via Qwen3NextConfig.mamba2_cache_params)."""
+    if not m.linear_layers:
+        return None
+    t = max(1, tp)
+    ssm_dt = ssm_dtype_flag or m.mamba_ssm_dtype or "float32"
+    conv_b = 2  # SGLANG_MAMBA_CONV_DTYPE default bf16
+    ssm_b = int(dtype_bytes(ssm_dt))
+    if m.gdn is not None:
+        g = m.gdn
+        inter, ngroups, heads, hd, state, k = g.value_dim, g.num_key_heads, g.num_value_heads, g.value_head_dim, \
+            g.key_head_dim, g.conv_kernel
+        version = 2
+    else:
+        mb = m.mamba
+        assert mb is not None
+        inter, ngroups, heads, hd, state, k, version = mb.intermediate, mb.n_groups, mb.num_heads, mb.head_dim, \
+            mb.state_size, mb.conv_kernel, mb.version
+    if version == 1:
+        if inter % t:
+            raise FlagError(f"TP {t} does not divide the Mamba intermediate size {inter}")
+        cd = inter // t
+        return MambaState(cd * (k - 1), cd * state, cd, k, len(m.linear_layers), conv_b, ssm_b)
+    if ngroups % t:
+        ngroups += t - ngroups % t  # n_groups padded to tp when not divisible
+    conv_dim = inter + 2 * ngroups * state
+    if conv_dim % t or heads % t:
+        raise FlagError(f"TP {t} does not divide the linear-attention heads ({heads}) of {m.name}")
+    cd = conv_dim // t
+    return MambaState(cd * (k - 1), (heads // t) * hd * state, cd, k, len(m.linear_layers), conv_b, ssm_b)
+
+
+def mamba_ratio(args: SglangArgs, strategy: str, overlap: bool) -> int:
+    """_calculate_mamba_ratio: 1 without radix cache; else 3 + (2 extra_buffer+overlap | 1 extra_buffer |
+    1 extra_buffer_lazy | 0 no_buffer)."""
+    if args.disable_radix_cache:
+        return 1
+    if strategy == "extra_buffer":
+        return 3 + (2 if overlap else 1)
+    if strategy == "extra_buffer_lazy":
+        return 4
+    return 3

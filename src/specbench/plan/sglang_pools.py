@@ -1,0 +1,160 @@
+"""SGLang's pool sizing, per rule set: Mamba slots K, KV tokens N, max_running_requests. Pure functions.
+
+Three eras, read from the wheels:
+- `v0512` (<= 0.5.12.post1): model_executor/model_runner_kv_cache_mixin.py::handle_max_mamba_cache — the
+  speculative scratch `p·mrr·D` is taken off the rest BEFORE the Mamba/KV split; K = floor(R'·r/(1+r)/p);
+  `_resolve_max_num_reqs` = min(mrr//dp, estimated, K//ρ); 0 trips
+  managers/tp_worker.py `assert self.max_running_requests > 0, "max_running_request is zero"`.
+- `v0515` (0.5.13 .. 0.5.17, checked in 0.5.15.post1): joint solve K = Bm // (p·(1+D/ρ)); scratch
+  p·min(M', K//ρ)·D; main state K·p; mrr = min(mrr//dp, N//2, K//ρ); <= 0 raises RuntimeError
+  "Hybrid (mamba/linear-attention) state cache is too small to serve any requests."
+- `v0523` (0.5.18 .. 0.5.23): mem_cache/kv_cache_configurator.py::_handle_max_mamba_cache — the same joint
+  solve with the pools' +1 padding slot: K = (Bm − p(1+D) − e) // (p(1+D/ρ) + e); scratch p·(capped+1)·D;
+  main state (K+1)·p.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class PoolInputs:
+    era: str                 # "v0512" | "v0515" | "v0523"
+    rest_gib: float          # R: free after weights minus the runtime slack B·(1−f)
+    per_slot: int            # p, bytes of conv+ssm state per Mamba slot (0 for non-hybrid)
+    draft_tokens: int        # D (0 without speculative decoding)
+    ratio: int               # ρ, Mamba slots per running request
+    mamba_full_memory_ratio: float
+    mrr: int | None          # requested max_running_requests per attention-DP rank (spec default applied)
+    max_mamba_cache_size: int | None
+    disable_radix_cache: bool
+    cell: int                # c, KV bytes per token slot (target + draft)
+    page: int
+    max_total_tokens: int | None
+    context_len: int
+    dp: int
+    reserves_spec_state: bool
+
+
+@dataclass(frozen=True)
+class Pools:
+    mamba_slots: int | None          # K
+    kv_tokens: int                   # N (may be <= 0 when failing)
+    max_running_requests: int        # final per DP rank
+    scratch_reqs: int                # requests the spec scratch was reserved for
+    scratch_gib: float
+    mamba_main_gib: float
+    kv_gib: float
+    error: str | None                # the engine's own error text, or None
+    error_kind: str | None
+    mrr_capped_by_mamba: bool = False
+
+
+def _mrr_v0512(i: PoolInputs, n: int, k: int | None) -> int:
+    """model_runner_kv_cache_mixin.py::_resolve_max_num_reqs (0.5.12): user value is capped by `estimated` only."""
+    est = max(min(int(n / i.context_len * 512), 4096), 2048)
+    mrr = min(i.mrr // i.dp, est) if i.mrr is not None else min(est, n // 2)
+    if k is not None:
+        mrr = min(mrr, k // i.ratio)
+    return mrr
+
+
+def _mrr_v0515(i: PoolInputs, n: int, k: int | None) -> int:
+    """_resolve_max_num_reqs (0.5.15) / KVCacheConfigurator.resolve_max_num_reqs (0.5.23)."""
+    est = max(min(int(n / i.context_len * 512), 4096), 2048)
+    mrr = min(max(1, i.mrr // i.dp) if i.era == "v0523" else i.mrr // i.dp, n // 2) if i.mrr is not None \
+        else min(est, n // 2)
+    if k is not None:
+        mrr = min(mrr, k // i.ratio)
+    return mrr
+
+
+def size_pools(i: PoolInputs) -> Pools:
+    p, D, rho, r = i.per_slot, i.draft_tokens, i.ratio, i.mamba_full_memory_ratio
+    R = i.rest_gib
+    k: int | None = None
+    scratch_reqs = 0
+    scratch_gib = 0.0
+    main_gib = 0.0
+    hybrid = p > 0
+    mrr_req = i.mrr
+    if hybrid:
+        m_prime = max(1, (mrr_req or 0) // i.dp) if mrr_req is not None else None
+        if i.era == "v0512":
+            if i.reserves_spec_state and D:
+                scratch_reqs = (mrr_req or 0) // i.dp
+                scratch_gib = p * scratch_reqs * D / GIB
+                R -= scratch_gib
+            if i.max_mamba_cache_size is not None:
+                k = i.max_mamba_cache_size // i.dp
+            elif i.disable_radix_cache and mrr_req is not None:
+                k = mrr_req // i.dp
+            else:
+                k = int((R * r / (1 + r) * GIB) // p)
+            main_gib = k * p / GIB
+            R -= main_gib
+        else:
+            pad = 1 if i.era == "v0523" else 0
+            if i.max_mamba_cache_size is not None:
+                k = i.max_mamba_cache_size // i.dp
+                if i.reserves_spec_state and D:
+                    scratch_reqs = min(m_prime or 1, k // rho)
+                    scratch_gib = p * (scratch_reqs + pad) * D / GIB
+                    R -= scratch_gib
+            elif i.disable_radix_cache and mrr_req is not None:
+                k = max(1, mrr_req // i.dp) if pad else mrr_req // i.dp
+                if i.reserves_spec_state and D:
+                    scratch_reqs = k
+                    scratch_gib = p * (k + pad) * D / GIB
+                    R -= scratch_gib
+            else:
+                bm = R * r / (1 + r) * GIB
+                if i.reserves_spec_state and D:
+                    if pad:
+                        k = int((bm - p * (1 + D)) // (p * (1 + D / rho)))
+                    else:
+                        k = int(bm // (p * (1 + D / rho)))
+                    scratch_reqs = min(m_prime or 1, k // rho)
+                    scratch_gib = p * (scratch_reqs + pad) * D / GIB
+                    R -= scratch_gib
+                else:
+                    k = int((bm - p) // p) if pad else int(bm // p)
+            if k <= 0:
+                return Pools(k, 0, 0, scratch_reqs, scratch_gib, 0.0, 0.0,
+                             f"RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+                             f"Computed max_mamba_cache_size={k} (total_rest_memory={R:.2f} GB, "
+                             f"mamba_cache_per_req={p / (1 << 20):.2f} MB). Try: (1) reduce --max-running-requests, "
+                             f"(2) increase --mem-fraction-static, (3) reduce --speculative-num-draft-tokens, or "
+                             f"(4) use GPUs with more memory.", "mamba_state_too_small")
+            main_gib = (k + pad) * p / GIB
+            R -= main_gib
+    n = int((R * GIB) // i.cell) if R > 0 else int(R * GIB // i.cell)
+    n = n // i.page * i.page
+    if i.max_total_tokens is not None:
+        n = min(n, i.max_total_tokens // i.page * i.page)
+    kv_gib = max(n, 0) * i.cell / GIB
+    if n <= 0:
+        err = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+        return Pools(k, n, 0, scratch_reqs, scratch_gib, main_gib, 0.0, err, "not_enough_memory")
+    if i.era == "v0512":
+        mrr = _mrr_v0512(i, n, k)
+        if mrr <= 0:
+            return Pools(k, n, mrr, scratch_reqs, scratch_gib, main_gib, kv_gib,
+                         "AssertionError: max_running_request is zero", "max_running_request_zero",
+                         mrr_capped_by_mamba=k is not None)
+    else:
+        mrr = _mrr_v0515(i, n, k)
+        if k is not None and mrr <= 0:
+            return Pools(k, n, mrr, scratch_reqs, scratch_gib, main_gib, kv_gib,
+                         f"RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
+                         f"requests. max_mamba_cache_size={k}, mamba_ratio={rho}, resulting max_num_reqs={mrr}. "
+                         f"Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, or "
+                         f"(3) use GPUs with more memory.", "mamba_state_too_small")
+        if mrr <= 0:
+            return Pools(k, n, mrr, scratch_reqs, scratch_gib, main_gib, kv_gib,
+                         "AssertionError: max_running_request is zero", "max_running_request_zero")
+    capped = k is not None and mrr == k // i.ratio and (i.mrr is None or k // i.ratio < (i.mrr // i.dp))
+    return Pools(k, n, mrr, scratch_reqs, scratch_gib, main_gib, kv_gib, None, None, capped)

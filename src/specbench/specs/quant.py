@@ -1,0 +1,238 @@
+"""Quantization schemes of a checkpoint and the bytes each weight costs.
+
+Sources:
+- `quantization_config` in config.json (HF transformers convention; quant_method fp8 / mxfp4 / modelopt /
+  compressed-tensors / awq / gptq) and ModelOpt's `hf_quant_config.json` (`quantization.quant_algo`,
+  `exclude_modules`, `quantized_layers`, `kv_cache_quant_algo`).
+- Storage layouts: FP8 block quant keeps one fp32 scale per 128x128 block (DeepSeek-V3 / Qwen3-FP8
+  `weight_block_size`); NVFP4 packs two e2m1 values per byte plus one fp8-e4m3 scale per 16 values and a
+  per-tensor fp32 global scale (ModelOpt NVFP4); MXFP4 packs two e2m1 per byte plus one e8m0 scale per 32
+  values (OCP MX spec, gpt-oss); int4 group quant (AWQ/GPTQ/compressed-tensors pack-quantized) packs eight
+  int4 per int32, with an fp16 scale and a 4-bit zero point per group.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+DTYPE_BYTES = {
+    "float32": 4.0, "fp32": 4.0, "float": 4.0,
+    "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
+    "float8_e4m3fn": 1.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How one linear weight is stored."""
+
+    name: str  # "bf16", "fp8", "fp8-block128", "nvfp4", "mxfp4", "int4-g128", "int8"
+    bytes_per_param: float
+
+    @staticmethod
+    def dense(dtype: str) -> "Scheme":
+        return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype), DTYPE_BYTES.get(dtype, 2.0))
+
+
+def _short(dtype: str) -> str:
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype)
+
+
+FP8 = Scheme("fp8", 1.0)
+FP8_BLOCK128 = Scheme("fp8-block128", 1.0 + 4.0 / (128 * 128))
+NVFP4 = Scheme("nvfp4", 0.5 + 1.0 / 16)
+MXFP4 = Scheme("mxfp4", 0.5 + 1.0 / 32)
+INT8 = Scheme("int8", 1.0)
+
+
+def int4_group(group: int) -> Scheme:
+    group = group if group and group > 0 else 128
+    return Scheme(f"int4-g{group}", 0.5 + 2.0 / group + 0.5 / group)
+
+
+def _scheme_from_algo(algo: str, group: int | None = None) -> Scheme | None:
+    a = (algo or "").upper()
+    if "NVFP4" in a:
+        return NVFP4
+    if "MXFP4" in a:
+        return MXFP4
+    if "W4A16" in a or a in ("INT4", "W4A8_AWQ", "INT4_AWQ"):
+        return int4_group(group or 128)
+    if "FP8" in a:
+        return FP8
+    if "INT8" in a or "W8A8" in a:
+        return INT8
+    return None
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """The checkpoint's quantization: a default scheme for quantized linears, per-module exceptions."""
+
+    method: str | None = None                  # None = unquantized
+    default: Scheme | None = None              # scheme of linears that are quantized
+    excluded: tuple[str, ...] = ()             # fnmatch patterns of modules kept in model dtype
+    per_module: Mapping[str, Scheme] = field(default_factory=dict)  # normalised module name -> scheme
+    kv_cache_quant_algo: str | None = None     # "FP8" makes --kv-cache-dtype auto resolve to fp8_e4m3
+    quantize_only_experts: bool = False        # gpt-oss MXFP4: only MoE experts are quantized
+    source: str = "none"
+
+    @property
+    def label(self) -> str:
+        if self.method is None:
+            return "unquantized"
+        if self.per_module:
+            names = sorted({s.name for s in self.per_module.values()})
+            return f"{self.method} ({'+'.join(names)})"
+        return f"{self.method} ({self.default.name if self.default else '?'})"
+
+    def scheme_for(self, module: str, model_dtype: str, *, is_expert: bool = False) -> Scheme:
+        """Storage scheme of linear `module` (HF name, any prefix)."""
+        dense = Scheme.dense(model_dtype)
+        if self.method is None:
+            return dense
+        norm = normalise_module_name(module)
+        if self.per_module:
+            return self.per_module.get(norm, dense) if not self._excluded(module, norm) else dense
+        if self._excluded(module, norm):
+            return dense
+        if self.quantize_only_experts and not is_expert:
+            return dense
+        return self.default or dense
+
+    def excluded_any(self, prefix: str) -> bool:
+        """True when an exclude pattern covers modules under `prefix` (e.g. ModelOpt's `mtp*`)."""
+        return any(p.startswith(prefix) for p in self.excluded)
+
+    def _excluded(self, module: str, norm: str) -> bool:
+        for pat in self.excluded:
+            p = pat.rstrip(".")
+            if fnmatch.fnmatch(module, p) or fnmatch.fnmatch(norm, normalise_module_name(p)):
+                return True
+            # "lm_head" style plain names match the final component(s); patterns without '*' also prefix-match
+            if "*" not in p and (norm == normalise_module_name(p) or norm.startswith(normalise_module_name(p) + ".")):
+                return True
+            if norm.endswith("." + p) or norm == p:
+                return True
+        return False
+
+
+_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.", "backbone.")
+
+
+def normalise_module_name(name: str) -> str:
+    """`model.language_model.layers.3.mlp.up_proj` -> `layers.3.mlp.up_proj` (prefix conventions differ)."""
+    for p in _PREFIXES:
+        if name.startswith(p):
+            return name[len(p):]
+    return name
+
+
+def parse_quant(config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | None = None) -> QuantSpec:
+    """Read `quantization_config` (config.json) and/or ModelOpt's `hf_quant_config.json`.
+
+    `hf_quant_config.json` wins where both exist: SGLang's ModelOpt loader reads it first
+    (sglang/srt/configs/model_config.py::_parse_quant_hf_config).
+    """
+    if hf_quant_config:
+        q = hf_quant_config.get("quantization", hf_quant_config)
+        algo = str(q.get("quant_algo") or "")
+        per: dict[str, Scheme] = {}
+        for name, spec in (q.get("quantized_layers") or {}).items():
+            s = _scheme_from_algo(str(spec.get("quant_algo", "")), spec.get("group_size"))
+            if s is not None:
+                per[normalise_module_name(name)] = s
+        default = _scheme_from_algo(algo, q.get("group_size"))
+        if default is None and not per and algo.upper() not in ("MIXED_PRECISION", ""):
+            default = FP8
+        return QuantSpec(
+            method="modelopt",
+            default=default,
+            excluded=tuple(q.get("exclude_modules") or ()),
+            per_module=per,
+            kv_cache_quant_algo=q.get("kv_cache_quant_algo"),
+            source="hf_quant_config.json",
+        )
+    qc = config.get("quantization_config")
+    if not qc:
+        return QuantSpec()
+    method = str(qc.get("quant_method", "")).lower()
+    excluded = tuple(qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("exclude_modules") or ())
+    kv_algo = qc.get("kv_cache_quant_algo")
+    if method == "fp8":
+        block = qc.get("weight_block_size")
+        return QuantSpec("fp8", FP8_BLOCK128 if block else FP8, excluded, kv_cache_quant_algo=kv_algo,
+                         source="config.json quantization_config")
+    if method == "mxfp4":
+        return QuantSpec("mxfp4", MXFP4, excluded, quantize_only_experts=True, kv_cache_quant_algo=kv_algo,
+                         source="config.json quantization_config")
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round"):
+        bits = int(qc.get("bits", qc.get("w_bit", 4)))
+        group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 128)
+        scheme = int4_group(group) if bits == 4 else INT8
+        return QuantSpec(method, scheme, excluded, source="config.json quantization_config")
+    if method in ("modelopt", "modelopt_fp4", "modelopt_fp8", "compressed-tensors", "compressed_tensors"):
+        return _parse_config_groups(method, qc, excluded, kv_algo)
+    if method in ("bitsandbytes",):
+        return QuantSpec(method, Scheme("nf4", 0.5 + 4.0 / 64), excluded, source="config.json quantization_config")
+    # Unknown method: say so by name; treat linears as 1 byte (the common case) rather than failing.
+    return QuantSpec(method, FP8, excluded, kv_cache_quant_algo=kv_algo, source=f"config.json ({method}, assumed 1 B/param)")
+
+
+def _parse_config_groups(method: str, qc: Mapping[str, Any], excluded: tuple[str, ...], kv_algo: Any) -> QuantSpec:
+    """compressed-tensors style `config_groups` with explicit `targets` (ModelOpt exports use it too)."""
+    per: dict[str, Scheme] = {}
+    default: Scheme | None = None
+    algo = str(qc.get("quant_algo") or "")
+    for group in (qc.get("config_groups") or {}).values():
+        w = group.get("weights") or {}
+        bits = w.get("num_bits")
+        typ = str(w.get("type", ""))
+        gsize = w.get("group_size")
+        if bits == 4 and typ == "float":
+            scheme = NVFP4 if (gsize in (None, 16)) else MXFP4
+        elif bits == 4:
+            scheme = int4_group(int(gsize or 128))
+        elif bits == 8 and typ == "float":
+            scheme = FP8
+        elif bits == 8:
+            scheme = INT8
+        else:
+            continue
+        for t in group.get("targets") or ():
+            if t in ("Linear", "re:.*"):
+                default = scheme
+            elif t.startswith("re:"):
+                default = default or scheme
+            else:
+                per[normalise_module_name(t)] = scheme
+    if default is None and not per:
+        default = _scheme_from_algo(algo) or FP8
+    kv = kv_algo
+    if kv is None and qc.get("kv_cache_scheme"):
+        kvs = qc["kv_cache_scheme"]
+        if kvs.get("num_bits") == 8 and kvs.get("type") == "float":
+            kv = "FP8"
+    src = "config.json quantization_config" + (" (config_groups targets)" if per else "")
+    return QuantSpec(method, default, excluded, per_module=per if default is None else {},
+                     kv_cache_quant_algo=kv, source=src)
+
+
+_QUANT_FLAG = re.compile(r"^(fp8|modelopt_fp8|modelopt_fp4|modelopt|mxfp4|awq|gptq|w8a8_fp8|w8a8_int8|w4afp8)$")
+
+
+def scheme_for_flag(flag: str) -> QuantSpec | None:
+    """`--quantization X` given on the command line with an unquantized checkpoint (online quantization)."""
+    f = flag.lower()
+    if not _QUANT_FLAG.match(f):
+        return None
+    if "fp4" in f:
+        return QuantSpec(f, NVFP4, ("lm_head",), source="--quantization")
+    if "int8" in f:
+        return QuantSpec(f, INT8, ("lm_head",), source="--quantization")
+    if f in ("awq", "gptq"):
+        return QuantSpec(f, int4_group(128), ("lm_head",), source="--quantization")
+    return QuantSpec(f, FP8, ("lm_head",), source="--quantization")
