@@ -1,0 +1,126 @@
+"""`specbench doctor LOG [--json]` and `specbench doctor --diff WORKING.log FAILING.log [--json]`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from specbench.errors import UserError
+from specbench.logs.diff import LogDiff, diff
+from specbench.logs.doctor import Diagnosis, diagnose_file
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "doctor",
+        help="Read a real SGLang / vLLM log: name the failure, show the memory budget, explain the cause and propose "
+             "fixes. With --diff, compare a working log with a failing one.",
+    )(doctor_cmd)
+
+
+def doctor_cmd(
+    logs: List[str] = typer.Argument(..., help="LOG, or WORKING.log FAILING.log with --diff"),
+    diff_mode: bool = typer.Option(False, "--diff", help="compare two logs (left = working, right = failing)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object (the contract)"),
+    claimed_quant: Optional[str] = typer.Option(None, "--claimed-quant",
+                                                help="the quantization you believe you run (nvfp4, fp8, bf16 ...): "
+                                                     "flags weights that do not match"),
+    engine_version: Optional[str] = typer.Option(None, "--engine-version",
+                                                 help="rule set for the fixes (default: printed or inferred)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name for the planner's fixes (default H200)"),
+    no_fixes: bool = typer.Option(False, "--no-fixes", help="skip the planner"),
+) -> None:
+    kw: dict[str, Any] = {"claimed_quant": claimed_quant, "engine_version": engine_version, "gpu": gpu,
+                          "with_fixes": not no_fixes}
+    if diff_mode:
+        if len(logs) != 2:
+            raise UserError(f"--diff takes exactly two logs (working, failing), got {len(logs)}")
+        result = diff(diagnose_file(logs[0], **kw), diagnose_file(logs[1], **kw))
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2, default=str))
+        else:
+            render_diff(result, logs, Console())
+        return
+    if len(logs) != 1:
+        raise UserError(f"doctor takes one log (or two with --diff), got {len(logs)}")
+    d = diagnose_file(logs[0], **kw)
+    if as_json:
+        typer.echo(json.dumps(d.to_json(), indent=2, default=str))
+    else:
+        render_diagnosis(d, logs[0], Console())
+
+
+def _g(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.2f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+_STATUS = {"started": "[green]started[/]", "failed": "[red]failed[/]", "unknown": "[yellow]unknown[/]"}
+
+
+def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
+    f = d.facts
+    head = f"{escape(path)}: {_STATUS.get(d.status, d.status)}"
+    if f.engine:
+        head += f"  ({f.engine}{' ' + f.engine_version if f.engine_version else ''})"
+    console.print(head)
+    if d.failure:
+        console.print(f"[bold]failure[/]: {d.failure.kind}: {escape(d.failure.message)}")
+    if d.budget:
+        t = Table(title="memory budget (GiB, one GPU)", title_justify="left")
+        t.add_column("what")
+        t.add_column("GiB", justify="right")
+        t.add_column("from the log", overflow="fold")
+        for r in d.budget:
+            t.add_row(escape(r.label), _g(r.gib), escape(r.source))
+        console.print(t)
+    console.print(escape(d.explanation))
+    for n in d.notes:
+        console.print(f"[yellow]note[/]: {escape(n)}")
+    if d.fixes:
+        t = Table(title="fixes (planner, with the log's measured numbers)", title_justify="left")
+        for col in ("change", "status", "max_running_requests", "kv_tokens", "max_mamba_cache_size"):
+            t.add_column(col, justify="left" if col == "change" else "right")
+        for fix in d.fixes[:8]:
+            res = fix.get("result", {})
+            change = " ".join(f"{k} {v}" for k, v in (fix.get("change") or {}).items())
+            t.add_row(escape(change), _g(res.get("status")), _g(res.get("max_running_requests")),
+                      _g(res.get("kv_tokens")), _g(res.get("max_mamba_cache_size")))
+        console.print(t)
+
+
+def render_diff(r: LogDiff, paths: list[str], console: Console) -> None:
+    lf, rf = r.left.facts, r.right.facts
+    t = Table(title="budgets side by side (GiB, one GPU)", title_justify="left")
+    t.add_column("what")
+    t.add_column(escape(paths[0]), justify="right")
+    t.add_column(escape(paths[1]), justify="right")
+    left = {row.key: row for row in r.left.budget}
+    right = {row.key: row for row in r.right.budget}
+    keys = list(left) + [k for k in right if k not in left]
+    for k in keys:
+        label = (left.get(k) or right[k]).label.split(" (")[0]
+        t.add_row(escape(label), _g(left[k].gib if k in left else None), _g(right[k].gib if k in right else None))
+    t.add_row("status", _STATUS.get(r.left.status, r.left.status), _STATUS.get(r.right.status, r.right.status))
+    for key in ("max_mamba_cache_size", "kv_tokens", "max_running_requests", "context_len"):
+        t.add_row(key, _g(getattr(lf, key)), _g(getattr(rf, key)))
+    console.print(t)
+    if r.arg_changes:
+        a = Table(title="server arguments that differ", title_justify="left")
+        a.add_column("argument")
+        a.add_column(escape(paths[0]))
+        a.add_column(escape(paths[1]))
+        for k, (va, vb) in r.arg_changes.items():
+            a.add_row(k, escape(str(va)), escape(str(vb)))
+        console.print(a)
+    console.print(escape(r.explanation))
