@@ -26,9 +26,10 @@ class Entry:
 
 def unique_labels(paths: Sequence[Path]) -> list[str]:
     """File stems; where two stems collide, parent/stem; where those collide too, a #n suffix."""
-    labels = [p.stem for p in paths]
+    stems = [p.stem for p in paths]
+    labels = list(stems)
     for i, p in enumerate(paths):
-        if labels.count(p.stem) > 1:
+        if stems.count(p.stem) > 1:
             labels[i] = f"{p.parent.name}/{p.stem}" if p.parent.name else p.stem
     seen: dict[str, int] = {}
     out = []

@@ -1,0 +1,166 @@
+"""Pure parts of the report: loading tolerance, speedup, series names, summaries, Pareto frontier, diagnosis lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from specbench.errors import UserError
+from specbench.report.compare import load_stores, unique_labels
+from specbench.report.load import load_store
+from specbench.report.plots import pareto_front
+from specbench.report.synthetic import SCHEMA, write_store
+from specbench.report.tables import build_tables, one_line, safe_name, summarize
+
+
+def _columns(ddl: str) -> dict[str, list[str]]:
+    con = sqlite3.connect(":memory:")
+    con.executescript(ddl.replace("IF NOT EXISTS ", ""))
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")] for t in tables}
+
+
+def test_synthetic_schema_matches_docs_and_the_writer() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs" / "structures.md"
+    block = re.search(r"```sql\n(.*?)```", docs.read_text(), re.S)
+    assert block is not None
+    assert _columns(SCHEMA) == _columns(block.group(1))
+    store_mod = pytest.importorskip("specbench.matrix.store")
+    assert _columns(SCHEMA) == _columns(store_mod.SCHEMA)
+
+
+def test_speedup_is_throughput_over_ar_at_same_tp_and_concurrency(tmp_path: Path) -> None:
+    store = load_store(write_store(tmp_path / "s.db"))
+    tables = build_tables([store])
+    cells = {c.cell_id: c for c in store.cells}
+    rows = {r.cell_id: r for t in tables.phases for r in t.rows}
+    row = rows["cell-tp4-ddtree-b8-c2"]
+    want = (cells["cell-tp4-ddtree-b8-c2"].metrics["output_throughput"]
+            / cells["cell-tp4-ar-c2"].metrics["output_throughput"])
+    assert row.speedup == pytest.approx(want)
+    assert row.speedup_source == "computed"
+    assert rows["cell-tp4-ar-c2"].speedup_source == "baseline"
+    assert rows["cell-tp1-ddtree-b16-c1"].speedup is None  # skipped: its server failed
+
+
+def test_stored_speedup_wins_over_computed(tmp_path: Path) -> None:
+    path = write_store(tmp_path / "s.db")
+    con = sqlite3.connect(path)
+    m = json.loads(con.execute("SELECT metrics_json FROM cells WHERE cell_id='cell-tp1-dflash-c1'").fetchone()[0])
+    m["speedup"] = 9.5
+    con.execute("UPDATE cells SET metrics_json=? WHERE cell_id='cell-tp1-dflash-c1'", (json.dumps(m),))
+    con.commit()
+    con.close()
+    rows = {r.cell_id: r for t in build_tables([load_store(path)]).phases for r in t.rows}
+    assert rows["cell-tp1-dflash-c1"].speedup == 9.5
+    assert rows["cell-tp1-dflash-c1"].speedup_source == "store"
+
+
+def test_best_per_point_picks_the_fastest_done_cell(tmp_path: Path) -> None:
+    store = load_store(write_store(tmp_path / "s.db"))
+    tables = build_tables([store])
+    for b in tables.best:
+        done = [c for c in store.cells if c.tp == b.tp and c.concurrency == b.concurrency and c.status == "done"]
+        assert b.output_throughput == max(c.metrics["output_throughput"] for c in done)
+    assert {(b.tp, b.concurrency) for b in tables.best} == {(tp, c) for tp in (1, 4, 8) for c in (1, 2, 4, 8)}
+
+
+def test_summary_states(tmp_path: Path) -> None:
+    assert summarize([load_store(write_store(tmp_path / "p.db"))]).state == "partial"
+    full = write_store(tmp_path / "c.db", failing_server=None, failing_cell=None)
+    assert summarize([load_store(full)]).state == "complete"
+    empty = tmp_path / "e.db"
+    sqlite3.connect(empty).executescript(SCHEMA)
+    s = summarize([load_store(empty)])
+    assert s.state == "empty" and "no cells" in s.headline
+    failed = write_store(tmp_path / "f.db", tps=(1,), labels=("ddtree-b16",), failing_server=(1, "ddtree-b16"))
+    s = summarize([load_store(failed)])
+    assert s.state == "all-failed" and "nothing was measured" in s.headline
+
+
+def test_old_store_without_tables_or_columns_reads_with_warnings(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE cells (cell_id TEXT, tp INTEGER, label TEXT, status TEXT, metrics_json TEXT)")
+    con.execute("INSERT INTO cells VALUES ('c1', 1, 'ar', 'done', ?)", (json.dumps({"output_throughput": 10.0}),))
+    con.execute("INSERT INTO cells VALUES ('c2', 1, 'dflash', 'done', 'not json')")
+    con.commit()
+    con.close()
+    store = load_store(path)
+    assert [c.cell_id for c in store.cells] == ["c1", "c2"]
+    assert store.cells[1].metrics == {}
+    assert any("servers" in w for w in store.warnings)
+    assert any("not JSON" in w for w in store.warnings)
+    tables = build_tables([store])
+    assert tables.summary.state == "complete"
+
+
+def test_missing_and_non_sqlite_files_are_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such results store"):
+        load_store(tmp_path / "nope.db")
+    bad = tmp_path / "bad.db"
+    bad.write_text("this is a log, not a store\n")
+    with pytest.raises(UserError, match="not an SQLite"):
+        load_store(bad)
+    with pytest.raises(UserError, match="not a file"):
+        load_store(tmp_path)
+
+
+def test_series_name_shows_settings_that_vary_within_a_label(tmp_path: Path) -> None:
+    path = write_store(tmp_path / "s.db", tps=(1,), labels=("ar", "dflash"), failing_server=None, failing_cell=None)
+    con = sqlite3.connect(path)
+    for cid, client in con.execute("SELECT cell_id, client_json FROM cells WHERE cell_id LIKE '%-c1'").fetchall():
+        c = json.loads(client)
+        c["prompt_tokens"] = 8192
+        con.execute("UPDATE cells SET client_json=? WHERE cell_id=?", (json.dumps(c), cid))
+    con.commit()
+    con.close()
+    tables = build_tables([load_store(path)])
+    series = {r.cell_id: r.series for t in tables.phases for r in t.rows}
+    assert series["cell-tp1-dflash-c1"] == "dflash [in=8192]"
+    assert series["cell-tp1-dflash-c2"] == "dflash [in=1024]"
+    rows = {r.cell_id: r for t in tables.phases for r in t.rows}
+    # c1 now has its own workload; its AR baseline is the AR cell with the same prompt length
+    assert rows["cell-tp1-dflash-c1"].ar_throughput == rows["cell-tp1-ar-c1"].output_throughput
+
+
+def test_compare_labels_and_series(tmp_path: Path) -> None:
+    a = write_store(tmp_path / "x" / "run.db", tps=(1,), failing_server=None, failing_cell=None)
+    b = write_store(tmp_path / "y" / "run.db", tps=(1,), failing_server=None, failing_cell=None, engine="vllm",
+                    engine_version="0.11.0", seed=3)
+    assert unique_labels([a, b]) == ["x/run", "y/run"]
+    stores = load_stores([a, b])
+    tables = build_tables(stores)
+    names = {r.series for t in tables.phases for r in t.rows}
+    assert "x/run: dflash" in names and "y/run: dflash" in names
+    # speedups compare within a store only
+    rows = {(r.store, r.cell_id): r for t in tables.phases for r in t.rows}
+    r = rows[("y/run", "cell-tp1-dflash-c4")]
+    assert r.ar_throughput == rows[("y/run", "cell-tp1-ar-c4")].output_throughput
+
+
+def test_pareto_front() -> None:
+    pts = [(1.0, 10.0), (2.0, 8.0), (1.5, 7.0), (3.0, 2.0), (2.0, 9.0), (0.5, 10.0)]
+    front = pareto_front(pts)
+    assert sorted(pts[i] for i in front) == [(1.0, 10.0), (2.0, 9.0), (3.0, 2.0)]
+    for i, p in enumerate(pts):  # every point off the front is beaten on both axes by one on it
+        if i not in front:
+            assert any(pts[j][0] >= p[0] and pts[j][1] >= p[1] for j in front)
+
+
+def test_one_line_diagnosis() -> None:
+    diag = {"failure": {"kind": "no_request_slots", "message": "AssertionError: max_running_request is zero\nmore"},
+            "explanation": "max_mamba_cache_size is 2.\nSecond line."}
+    assert one_line(diag) == "no_request_slots: AssertionError: max_running_request is zero — max_mamba_cache_size is 2."
+    assert one_line(None, "server failed to start") == "server failed to start"
+    assert one_line(None, None) == "no diagnosis recorded"
+    assert "\n" not in one_line("x" * 1000) and len(one_line("x" * 1000)) == 240
+
+
+def test_safe_name() -> None:
+    assert safe_name("cell-abc123") == "cell-abc123"
+    assert safe_name("a/../b c:d") == "a_.._b_c_d"
