@@ -126,6 +126,12 @@ def explain(p) -> str:
         if p.max_mamba_cache_size is not None:
             s += f", {p.max_mamba_cache_size} Mamba state slots ({p.mamba_ratio} per request)"
         return s + "."
+    if p.error_kind == "max_running_request_zero" and p.mamba_per_slot_bytes is None:
+        return (f"max_running_requests={p.requested_max_running_requests} divided over the data-parallel attention "
+                f"ranks (or the KV pool of {p.kv_tokens:,} tokens) leaves 0 requests per rank.")
+    if p.error_kind == "max_running_request_zero" and not p.spec_scratch_requests:
+        return (f"The Mamba pool holds {p.max_mamba_cache_size} slots and each request needs {p.mamba_ratio}, "
+                f"so max_running_requests rounds to 0.")
     if p.error_kind == "max_running_request_zero":
         return (f"The speculative intermediate-state reservation ({p.spec_scratch_requests} requests x "
                 f"{p.draft_tokens} draft tokens x {p.mamba_per_slot_bytes / 2**20:.1f} MiB = "
