@@ -173,7 +173,7 @@ def test_partial_store_draws_what_is_done(tmp_path: Path) -> None:
 
 def test_rerender_removes_stale_plots(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    report_paths([write_store(tmp_path / "a.db")], out)
+    report_paths([write_store(tmp_path / "a.db", tps=(1,))], out)
     assert (out / "throughput.png").exists()
     empty = tmp_path / "e.db"
     sqlite3.connect(empty).executescript(SCHEMA)

@@ -36,7 +36,7 @@ class Report:
         return len(self.stores) > 1
 
 
-META_SHOWN = ("engine", "engine_version", "host", "gpu", "model", "matrix_path", "specbench_version", "started_at",
+META_SHOWN = ("name", "engine", "engine_version", "host", "gpu", "model", "matrix_path", "specbench_version", "started_at",
               "synthetic")
 
 

@@ -271,9 +271,12 @@ def pareto_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> P
     fig = _new_figure(8.6, 5.6)
     ax = fig.subplots()
     fig.suptitle("Pareto: tok/s per user vs tok/s per GPU", fontsize=11, fontweight="bold")
+    groups: dict[tuple[str, int | None], list[tuple[float, float]]] = {}
     for r, x, y in pts:
-        ax.scatter([x], [y], color=st[r.series].color, marker=tp_marker[r.tp], s=34, alpha=0.85,
-                   edgecolors="white", linewidths=0.5, zorder=3)
+        groups.setdefault((r.series, r.tp), []).append((x, y))
+    for (series, tp), xy in groups.items():
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], color=st[series].color, marker=tp_marker[tp], s=34,
+                   alpha=0.85, edgecolors="white", linewidths=0.5, zorder=3)
     front = pareto_front([(x, y) for _, x, y in pts])
     fx = [pts[i][1] for i in front]
     fy = [pts[i][2] for i in front]

@@ -99,7 +99,7 @@ def _plan(tp: int, label: str, fails: bool) -> dict[str, Any]:
         "v_size_gib": 0.36 if fails else 2.6 * tp ** 0.5,
         "max_mamba_cache_size": 2 if fails else 24, "conv_state_gib": 0.01 if fails else 0.07,
         "ssm_state_gib": 0.29 if fails else mamba * 0.24, "intermediate_ssm_state_gib": 0.94 if fails else mamba * 0.755,
-        "max_running_requests": 0 if fails else 4 * tp, "gpu_mem_gib": GPU_GIB, "fixes": [],
+        "max_running_requests": 0 if fails else 4 * tp, "gpu_total_gib": GPU_GIB, "fixes": [],
     }
 
 

@@ -7,7 +7,7 @@ Every number comes from the store (docs/structures.md):
   `output_throughput / output_throughput of the "ar" cell at the same store, TP and concurrency`;
 - memory plan: `servers.plan_json` (planner keys of ARCHITECTURE.md: `weights_gib`,
   `draft_weights_gib`, `conv_state_gib` + `ssm_state_gib` + `intermediate_ssm_state_gib`,
-  `k_size_gib` + `v_size_gib`), headroom = GPU total - those parts.
+  `k_size_gib` + `v_size_gib`), headroom = GPU total (`gpu_total_gib`) - those parts.
 """
 
 from __future__ import annotations
@@ -326,10 +326,10 @@ def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
 
 
 def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
-    """GPU memory per device in GiB: plan_json `gpu_mem_gib` (or `total_gpu_gib` / `gpu_total_gib`),
-    else the server settings' `gpu_mem_gib`."""
-    for src in (plan, plan.get("gpu") if isinstance(plan.get("gpu"), Mapping) else {}, server.settings):
-        total = _num(src, "gpu_mem_gib") or _num(src, "total_gpu_gib") or _num(src, "gpu_total_gib") or _num(src, "mem_gib")
+    """GPU memory per device in GiB: plan_json `gpu_total_gib` (plan/sglang.py SglangPlan.gpu_total_gib),
+    else `gpu_mem_gib` in the plan or the server settings (the matrix's [plan] gpu_mem_gib)."""
+    for src in (plan, server.settings):
+        total = _num(src, "gpu_total_gib") or _num(src, "gpu_mem_gib")
         if total:
             return total
     return None
@@ -345,10 +345,13 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
                 continue
             weights = _num(plan, "weights_gib")
             draft = _num(plan, "draft_weights_gib")
-            mamba = _num(plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib")
+            mamba = _num(plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib",
+                         "intermediate_conv_window_gib")
             kv = _num(plan, "k_size_gib", "v_size_gib")
             if kv is None:
                 kv = _num(plan, "kv_cache_gib")
+            if weights is None and draft is None and mamba is None and kv is None:
+                continue  # e.g. {"status": None, "planner_error": ...}: the planner did not size this server
             total = _gpu_total(s, plan)
             used = sum(v for v in (weights, draft, mamba, kv) if v is not None)
             headroom = total - used if total is not None else None
@@ -389,7 +392,10 @@ def summarize(stores: Sequence[Store]) -> Summary:
 def build_tables(stores: Sequence[Store]) -> Tables:
     phases = phase_tables(stores)
     failures, logs = failures_and_logs(stores)
-    warnings = tuple(f"{s.label}: {w}" for s in stores for w in s.warnings)
+    warnings = tuple(f"{s.label}: {w}" for s in stores for w in s.warnings) + tuple(
+        f"{s.label}: server {srv.server_id} has no memory plan: {one_line(srv.plan.get('planner_error'))}"
+        for s in stores for srv in s.servers
+        if isinstance(srv.plan, Mapping) and srv.plan.get("planner_error"))
     return Tables(summary=summarize(stores), phases=phases, best=best_per_point(phases), failures=failures,
                   memory=memory_rows(stores), logs=logs, warnings=warnings)
 
