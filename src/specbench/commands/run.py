@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         spec, text = load_matrix(matrix)
-        console = Console()
+        console = Console() if sys.stdout.isatty() else Console(width=200)
         if dry:
             rows = dry_run(spec)
             if as_json:

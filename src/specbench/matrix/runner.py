@@ -94,9 +94,11 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
     )
     try:
         return dict(plan_command(list(launch.argv), opts))
-    except UserError as exc:
+    except (UserError, ImportError, NotImplementedError) as exc:
         if adapter.engine == "local":  # the tiny CPU models may be outside what the planner models
-            return {"status": None, "error": None, "planner_error": str(exc)}
+            return {"status": None, "error": None, "planner_error": f"{type(exc).__name__}: {exc}"}
+        if not isinstance(exc, UserError):
+            raise
         raise UserError(f"planner cannot plan {launch.argv[:3]}...: {exc} (check the matrix's [plan] table)") from None
 
 
