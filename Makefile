@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 ENGINE_VENV := .venv-vllm
 MODELS := .cache/models
 
-.PHONY: demo test test-fast engine models clean bench
+.PHONY: demo test test-fast engine models clean bench browser venv
 
 $(BIN)/specbench: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,14 +26,23 @@ $(MODELS)/.ok: $(BIN)/specbench
 	$(BIN)/specbench models build --out $(MODELS)
 	touch $@
 
-test: venv engine models
+# Headless Chromium for the report's browser test (Debian package; apt needs root, as on CI).
+browser:
+	bash tools/ci/install_chromium.sh || echo "chromium not installed: browser tests will skip outside CI"
+
+test: venv engine models browser
 	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider
 
 test-fast: venv
 	$(BIN)/pytest -q -m "not engine"
 
 demo: venv engine models
+	bash examples/incident.sh
 	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) bash examples/demo.sh
+
+bench: venv
+	$(BIN)/python benchmarks/planner_speed.py
+	$(BIN)/python benchmarks/planner_accuracy.py
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .cache demo-out

@@ -175,6 +175,25 @@ def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list
                 continue
             if p.status == "ok":
                 out.append({"change": ch, "result": _result(p)})
+    # hybrid models at the user's TP: the state knobs the engine itself suggests (sglang-memory.md §10)
+    if solver.m.linear_layers:
+        extra: list[dict] = []
+        if (args.mamba_ssm_dtype or solver.m.mamba_ssm_dtype or "float32") in ("float32", "fp32"):
+            extra.append({"--mamba-ssm-dtype": "bfloat16"})
+        for r in (0.9, 1.5, 2.0, 3.0):
+            if args.mamba_full_memory_ratio is None or r > args.mamba_full_memory_ratio:
+                if not (args.mamba_full_memory_ratio is None and r == 0.9):
+                    extra.append({"--mamba-full-memory-ratio": r})
+        for ch in extra:
+            kw = {"mamba_ssm_dtype" if "--mamba-ssm-dtype" in ch else "mamba_full_memory_ratio": list(ch.values())[0]}
+            try:
+                p = solver.plan(**kw)
+            except UserError:
+                continue
+            if p.status == "ok" and (args.max_running_requests is None
+                                     or p.max_running_requests >= args.max_running_requests):
+                out.insert(0 if not out or out[0]["change"].get("--tp") else 1, {"change": ch, "result": _result(p)})
+                break
     # de-duplicate, keep order
     seen: set[str] = set()
     uniq = []

@@ -162,8 +162,30 @@ def _moe(m: ModelSpec, p: str, t: int) -> list[Tensor]:
     return res
 
 
+_CACHE: dict[tuple, tuple[ModelSpec, int]] = {}
+
+
+def _memo(kind: str, m: ModelSpec, *key, compute):
+    """Memoise per (ModelSpec object, args): a plan search asks for the same weights hundreds of times.
+    The spec is kept in the value so its id() cannot be reused while cached."""
+    k = (kind, id(m), *key)
+    hit = _CACHE.get(k)
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    v = compute()
+    if len(_CACHE) > 4096:
+        _CACHE.clear()
+    _CACHE[k] = (m, v)
+    return v
+
+
 def weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True, scheme_override: Scheme | None = None) -> int:
     """Bytes of weights on one GPU at tensor-parallel size `tp`."""
+    return _memo("w", m, tp, include_vision, scheme_override,
+                 compute=lambda: _weight_bytes(m, tp, include_vision=include_vision, scheme_override=scheme_override))
+
+
+def _weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool, scheme_override: Scheme | None) -> int:
     total = 0.0
     dense = Scheme.dense(m.dtype)
     for ten in tensors_per_rank(m, tp, include_vision=include_vision):
@@ -211,6 +233,10 @@ def mtp_draft_tensors(m: ModelSpec, tp: int) -> list[Tensor]:
 
 
 def mtp_draft_bytes(m: ModelSpec, tp: int) -> int:
+    return _memo("mtp", m, tp, compute=lambda: _mtp_draft_bytes(m, tp))
+
+
+def _mtp_draft_bytes(m: ModelSpec, tp: int) -> int:
     dense = Scheme.dense(m.dtype)
     total = 0.0
     for ten in mtp_draft_tensors(m, tp):
@@ -222,6 +248,10 @@ def mtp_draft_bytes(m: ModelSpec, tp: int) -> int:
 
 
 def draft_model_bytes(d: ModelSpec, tp: int) -> int:
+    return _memo("draft", d, tp, compute=lambda: _draft_model_bytes(d, tp))
+
+
+def _draft_model_bytes(d: ModelSpec, tp: int) -> int:
     """A separate drafter checkpoint (DFlash, EAGLE3): its own layers; DFlash borrows the target's embedding and
     lm_head (sglang/srt/models/dflash.py loads none), EAGLE3 has its own lm_head over draft_vocab_size and shares
     the target's embedding."""
