@@ -1,0 +1,155 @@
+"""The incident (../shared/scenario/), rebuilt as two SGLang 0.5.12-era logs, diagnosed and diffed through the real
+CLI process; JSON checked against the contract of ARCHITECTURE.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.logs.diff import diff
+from specbench.logs.doctor import diagnose_file, facts_for_plan
+
+INC = Path(__file__).parent / "data" / "incident"
+WORKING, FAILING = str(INC / "working.log"), str(INC / "failing.log")
+CONTRACT_FACTS = ("avail_before_load_gib", "weights_gib", "draft_weights_gib", "max_mamba_cache_size",
+                  "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib", "kv_tokens", "k_size_gib",
+                  "v_size_gib", "max_running_requests", "context_len", "server_args")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specbench", "doctor", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def failing_json() -> dict:
+    r = cli(FAILING, "--json", "--gpu", "RTX PRO 6000", "--claimed-quant", "nvfp4")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def diff_json() -> dict:
+    r = cli("--diff", WORKING, FAILING, "--json", "--no-fixes")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_failing_log_contract(failing_json: dict):
+    j = failing_json
+    assert j["status"] == "failed"
+    assert j["failure"] == {"kind": "max_running_requests_zero", "message": "AssertionError: max_running_request is zero"}
+    f = j["facts"]
+    for key in CONTRACT_FACTS:
+        assert key in f
+    assert (f["avail_before_load_gib"], f["weights_gib"], f["draft_weights_gib"]) == (94.24, 51.05, None)
+    assert (f["max_mamba_cache_size"], f["conv_state_gib"], f["ssm_state_gib"], f["intermediate_ssm_state_gib"]) == \
+        (2, 0.01, 0.42, 2.25)
+    assert (f["kv_tokens"], f["k_size_gib"], f["v_size_gib"]) == (11893, 0.36, 0.36)
+    assert f["server_args"]["max_running_requests"] == 8
+    assert isinstance(j["explanation"], str)
+    assert "8 × 16 draft tokens × 146.8 MiB = 18.35 GiB" in j["explanation"]
+    assert "min(8, 2 // 4) = 0" in j["explanation"]
+    assert isinstance(j["fixes"], list)
+
+
+def test_failing_log_fixes_come_from_the_planner_with_measured_numbers(failing_json: dict):
+    fixes = failing_json["fixes"]
+    assert fixes, failing_json["notes"]
+    assert fixes[0]["change"] == {"--max-running-requests": 4}
+    res = fixes[0]["result"]
+    assert res["status"] == "ok" and res["max_mamba_cache_size"] == 24
+    assert res["weights_gib"] == 51.05  # the log's number, not the model estimate
+    assert failing_json["plan"]["avail_before_load_gib"] == 94.24
+
+
+def test_claimed_nvfp4_is_flagged(failing_json: dict):
+    notes = " ".join(failing_json["notes"])
+    assert "Inconsistent weights" in notes and "51.05 GiB" in notes and "nvfp4" in notes
+
+
+def test_working_log_budget():
+    d = diagnose_file(WORKING, with_fixes=False)
+    assert d.status == "started" and d.failure is None
+    budget = {r.key: r.gib for r in d.budget}
+    assert budget == {"free_before_load": 94.24, "weights": 51.05, "draft_weights": 3.30, "rest": 43.19,
+                      "slack": 23.56, "mamba": 15.06, "kv": 6.98, "pool_end": 17.86, "graphs": 0.58,
+                      "free_end": 17.28}
+    assert "Started fine: 87,061 KV tokens, 24 Mamba slots, up to 4 running requests" in d.explanation
+    # no claim from the log itself (quantization=None, bf16 path): no weight warning
+    assert not any("Inconsistent" in n for n in d.notes)
+
+
+def test_diff_contract_and_cause(diff_json: dict):
+    j = diff_json
+    assert set(("left", "right", "arg_changes", "explanation")) <= set(j)
+    assert j["arg_changes"] == {"max_running_requests": [4, 8]}
+    assert j["left"]["status"] == "started" and j["right"]["status"] == "failed"
+    e = j["explanation"]
+    assert ("max_running_requests 4 -> 8 grew the speculative intermediate state reservation by "
+            "4 x 16 draft tokens x 146.8 MiB") in e
+    assert "starved the Mamba and KV pools: max_mamba_cache_size 24 -> 2, KV tokens 87,061 -> 11,893" in e
+    assert j["explained_by"] == "max_running_requests"
+    # the check is against the logs' own pool sizes, independent of the formula
+    assert j["observed_pool_change_gib"] == pytest.approx(-9.18, abs=0.05)
+    assert j["ignored_arg_changes"] == ["random_seed"]
+
+
+def test_diff_with_no_explaining_change_says_so():
+    d = diagnose_file(WORKING, with_fixes=False)
+    r = diff(d, d)
+    assert r.arg_changes == {} and r.explaining is None
+    assert "The server arguments are the same" in r.explanation
+
+
+def test_human_output_has_tables():
+    r = cli("--diff", WORKING, FAILING, "--no-fixes")
+    assert r.returncode == 0, r.stderr
+    assert "budgets side by side" in r.stdout and "max_running_requests" in r.stdout
+    r = cli(FAILING, "--no-fixes")
+    assert r.returncode == 0 and "memory budget" in r.stdout and "max_running_requests_zero" in r.stdout
+
+
+def test_facts_for_plan():
+    got = facts_for_plan(FAILING)
+    assert (got["avail_before_load_gib"], got["weights_gib"], got["draft_weights_gib"]) == (94.24, 51.05, None)
+    assert got["engine"] == "sglang" and got["engine_version"] == "0.5.12"
+    argv = got["argv"]
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+    pairs = dict(zip(argv[3::2], argv[4::2]))
+    assert pairs["--max-running-requests"] == "8" and pairs["--speculative-num-draft-tokens"] == "16"
+    assert pairs["--mamba-scheduler-strategy"] == "extra_buffer"
+
+
+@pytest.mark.parametrize("setup,expect", [
+    ("missing", "specbench: error: log file not found"),
+    ("folder", "is a folder"),
+])
+def test_bad_paths_give_one_line(tmp_path: Path, setup: str, expect: str):
+    target = tmp_path / "nope.log" if setup == "missing" else tmp_path
+    r = cli(str(target))
+    assert r.returncode == 2
+    assert r.stderr.startswith("specbench: error: ") and expect in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
+
+
+def test_binary_and_empty_files_are_unknown(tmp_path: Path):
+    b = tmp_path / "core.bin"
+    b.write_bytes(bytes(range(256)) * 20)
+    e = tmp_path / "empty.log"
+    e.write_text("")
+    for path, words in ((b, "not a text log"), (e, "empty")):
+        r = cli(str(path), "--json")
+        assert r.returncode == 0 and "Traceback" not in r.stderr
+        j = json.loads(r.stdout)
+        assert j["status"] == "unknown" and j["failure"] is None and words in j["explanation"]
+
+
+def test_diff_needs_two_logs():
+    r = cli("--diff", WORKING)
+    assert r.returncode == 2 and "exactly two logs" in r.stderr
