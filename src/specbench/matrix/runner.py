@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 from specbench.errors import UserError
 from specbench.matrix import lifecycle
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
-from specbench.matrix.cellrun import CellOutcome, CellContext, run_cell
+from specbench.matrix.cellrun import CellContext, run_cell
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
 from specbench.matrix.store import Store
 
@@ -242,10 +242,8 @@ def reap_orphan(store: Store, grace_s: float = 10.0) -> str | None:
         same = False
     msg = None
     if same:
-        ghost = lifecycle.ServerProcess(argv=argv, env={}, log_path=Path(os.devnull))
         _stop_group(pgid, grace_s)
         msg = f"stopped server {info.get('server_id')} (pgid {pgid}) left by an interrupted run"
-        del ghost
     _clear_active(store)
     return msg
 
