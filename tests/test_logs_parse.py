@@ -162,3 +162,24 @@ def test_several_boots_in_one_file_report_the_last():
     assert f.boots == 2 and f.max_mamba_cache_size == 24 and f.ready
     f = parse_text(working + failing)
     assert f.boots == 2 and f.max_mamba_cache_size == 2 and not f.ready
+
+
+def test_2026_load_lines_quant_keys_negative_draft_usage_and_swa_pool():
+    """Shapes seen in public 2026 SGLang logs: `quant=..., quant_algo=...` in the load line, an MTP draft whose
+    `mem usage` is negative (it shares the target's tensors), the SWA pool line, `DP0 TP0 EP0` prefixes."""
+    raw = "\n".join([
+        "[2026-08-28 21:19:30 DP0 TP0 EP0] Memory baseline taken. mem usage=0.62 GB",
+        "[2026-08-28 21:19:30 DP0 TP0 EP0] Load weight begin. avail mem=111.97 GB",
+        "[2026-08-28 21:32:38 DP0 TP0 EP0] Load weight end. elapsed=787.55 s, type=Qwen4ExpForConditionalGeneration, "
+        "quant=modelopt_fp4, quant_algo=NVFP4, avail mem=29.01 GB, mem usage=82.97 GB.",
+        "[2026-08-28 21:32:39 DP0 TP0 EP0] Load weight begin. avail mem=28.81 GB",
+        "[2026-08-28 21:34:13 DP0 TP0 EP0] Load weight end. elapsed=94.49 s, type=Qwen4ExpForCausalLMMTP, "
+        "quant=modelopt_fp4, quant_algo=NVFP4, avail mem=30.67 GB, mem usage=-1.86 GB.",
+        "[2026-08-28 21:34:15 DP0 TP0 EP0] SWAKVPool mem usage: 79.94 GB, swa size: 798276, full size: 997846",
+    ])
+    f = parse_text(raw)
+    assert f.memory_baseline_gib == 0.62
+    assert (f.avail_before_load_gib, f.weights_gib, f.weight_quant) == (111.97, 82.97, "NVFP4")
+    assert (f.draft_avail_before_load_gib, f.draft_weights_gib) == (28.81, -1.86)
+    assert (f.kv_size_gib, f.swa_kv_tokens, f.kv_tokens) == (79.94, 798276, 997846)
+    assert f.draft_loaded_before_pools is True

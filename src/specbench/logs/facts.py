@@ -60,7 +60,8 @@ class LogFacts:
     kv_tokens: int | None = None
     k_size_gib: float | None = None
     v_size_gib: float | None = None
-    kv_size_gib: float | None = None  # single-tensor pools (MLA) print `KV size:`
+    kv_size_gib: float | None = None  # single-tensor pools (MLA) print `KV size:`; SWA pools their total
+    swa_kv_tokens: int | None = None  # `SWAKVPool mem usage: X GB, swa size: S, full size: N`
     draft_kv_tokens: int | None = None
     draft_k_size_gib: float | None = None
     draft_v_size_gib: float | None = None

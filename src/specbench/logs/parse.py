@@ -66,7 +66,9 @@ def _search(pattern: re.Pattern[str], text: str, conv: Callable[[str | None], An
 
 # ---------------------------------------------------------------- SGLang
 _AVAIL = re.compile(r"avail(?:able)?[ _]mem(?:ory)?=" + _NUM + _GB, re.I)
-_MEM_USAGE = re.compile(r"mem usage=" + _NUM + _GB, re.I)
+_MEM_USAGE = re.compile(r"mem usage=(-?\d+(?:\.\d+)?)" + _GB, re.I)  # an MTP draft sharing target tensors can be < 0
+_QUANT = re.compile(r"\bquant(?:_algo)?=([\w\-]+)")
+_SWA_POOL = re.compile(r"SWAKVPool mem usage: " + _NUM + _GB + r", swa size: " + _INT + r", full size: " + _INT)
 _ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: ?)" + _NUM + r" ?s\b", re.I)
 _TYPE = re.compile(r"\btype=([\w.]+)")
 _DTYPE = re.compile(r"\bdtype[=:] ?(?:torch\.)?([\w]+)")
@@ -187,8 +189,8 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
         if acc.load_ends == 0:
             acc.first("model_class", _search(_TYPE, t, str))
             acc.first("model_dtype", _search(_DTYPE, t, str))
-            quant = _bare_quant(t)
-            acc.first("weight_quant", quant)
+            algo = re.search(r"\bquant_algo=([\w\-]+)", t)  # 2026+: `quant=modelopt_fp4, quant_algo=NVFP4`
+            acc.first("weight_quant", algo.group(1) if algo else (_search(_QUANT, t, str) or _bare_quant(t)))
         acc.load_ends += 1
         return
     m = _BASELINE.search(t)
@@ -196,6 +198,7 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
         acc.first("memory_baseline_gib", _f(m.group(1)))
         return
     if _MAMBA.search(t):
+        acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
         acc.first("max_mamba_cache_size", _search(_MAMBA_K, t, _i))
         acc.first("conv_state_gib", _search(_CONV, t))
         acc.first("ssm_state_gib", _search(_SSM, t))
@@ -218,6 +221,13 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
         if not is_draft:
             acc.first("kv_dtype", _search(_DTYPE, t, str))
         acc.kv_lines += 1
+        return
+    m = _SWA_POOL.search(t)
+    if m:  # sliding-window hybrids (research §3): one pool, full-layer and SWA-layer token counts
+        acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
+        acc.first("kv_size_gib", _f(m.group(1)))
+        acc.first("swa_kv_tokens", _i(m.group(2)))
+        acc.first("kv_tokens", _i(m.group(3)))
         return
     m = _POOL_END.search(t)
     if m:
