@@ -32,6 +32,10 @@ def _bundled_match(name: str) -> Path | None:
     tails = [n for n in bundled_names() if n.lower().split("__", 1)[-1] == key.split("__", 1)[-1]]
     if len(tails) == 1:
         return bundled_dir() / f"{tails[0]}.json"
+    # "Qwen/Qwen3.6-27B" -> the bundled "Qwen__Qwen3.6-27B-bf16-derived" when that is the only longer name
+    pref = [n for n in bundled_names() if n.lower().startswith(key + "-")]
+    if len(pref) == 1:
+        return bundled_dir() / f"{pref[0]}.json"
     return None
 
 
