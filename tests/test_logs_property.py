@@ -17,7 +17,7 @@ HERE = Path(__file__).parent
 REAL_LINES: list[str] = []
 for p in sorted((HERE / "data").rglob("*.log")):
     REAL_LINES += p.read_text(errors="replace").splitlines()
-_cases = Path("/work/shared/data/real-logs-dev.json")
+_cases = HERE / "data" / "real-logs-dev.json"
 if _cases.is_file():
     for c in json.loads(_cases.read_text()):
         REAL_LINES += c["raw_log"]

@@ -101,6 +101,8 @@ class LogFacts:
     mamba_cache_blocks: int | None = None  # from the `max_num_seqs (N) exceeds available Mamba cache blocks (M)` error
     max_num_seqs: int | None = None
     cuda_graph_estimate_gib: float | None = None
+    attention_block_size: int | None = None  # hybrids: `Setting attention block size to N tokens ...`
+    mamba_cache_mode: str | None = None  # `Mamba cache mode is set to 'align' ...`
     # --- the launch ---
     server_args: dict[str, Any] = field(default_factory=dict)
     ready: bool = False  # the engine said it is serving (summary line, "ready to roll", uvicorn up, ...)

@@ -133,6 +133,8 @@ _V_GRAPH_EST = re.compile(r"Estimated CUDA graph memory: " + _NUM + _GB)
 _V_MAMBA_BLOCKS = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 _V_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + _NUM)
 _V_SPEC_RATE = re.compile(r"Avg Draft acceptance rate: " + _NUM + "%")
+_V_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
+_V_MAMBA_MODE = re.compile(r"Mamba cache mode is set to '(\w+)'")
 _V_NONDEFAULT = re.compile(r"non-default args: (\{.*)")
 _V_INIT = re.compile(r"Initializing a V\d LLM engine \(v([\w.+\-]+)\) with config: (.*)")
 _V_VERSION = re.compile(r"vLLM API server version ([\w.+\-]+)")
@@ -383,6 +385,14 @@ def _vllm_line(acc: _Acc, line: Line) -> bool:
     if m:
         acc.push("accept_lengths", _f(m.group(1)))
         acc.push("acceptance_rates_pct", _search(_V_SPEC_RATE, t))
+        return True
+    m = _V_BLOCK.search(t)
+    if m:
+        acc.first("attention_block_size", _i(m.group(1)))
+        return True
+    m = _V_MAMBA_MODE.search(t)
+    if m:
+        acc.first("mamba_cache_mode", m.group(1))
         return True
     m = _V_NONDEFAULT.search(t)
     if m:
