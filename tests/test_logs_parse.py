@@ -196,3 +196,20 @@ def test_vllm_cpu_hybrid_and_draft_boots():
     assert s.server_args["speculative_config"] == {"method": "draft_model", "model": ".cache/models/tiny-draft",
                                                    "num_speculative_tokens": 3}
     assert s.accept_lengths and s.accept_lengths[0] == 1.0
+
+
+def test_vllm_startup_summary_line():
+    """The >= 0.27 summary (vllm-memory.md §2.6): K = R - C - P."""
+    line = ("(EngineCore_DP0 pid=2) INFO 11-30 02:29:40 [gpu_worker.py:1] Free memory on device (78.66/79.19 GiB) on "
+            "startup. Desired GPU memory utilization is (0.9, 71.27 GiB). Actual usage is 15.52 GiB for consumed memory "
+            "(weights + non-torch), 4.12 GiB for peak activation, and 0.55 GiB for CUDAGraph memory. Replace "
+            "gpu_memory_utilization config with --kv-cache-memory=55000000000 (51.22 GiB) to fit into requested memory, "
+            "or --kv-cache-memory=58000000000 (54.02 GiB) to fully utilize gpu memory. Current kv cache memory in use "
+            "is 51.63 GiB.")
+    f = parse_text(line)
+    assert (f.avail_before_load_gib, f.total_gpu_memory_gib, f.gpu_memory_utilization, f.budget_gib) == \
+        (78.66, 79.19, 0.9, 71.27)
+    assert (f.consumed_gib, f.activation_peak_gib, f.cuda_graph_actual_gib, f.available_kv_gib) == \
+        (15.52, 4.12, 0.55, 51.63)
+    assert f.vllm_non_kv_gib() == 19.64
+    assert round(f.budget_gib - f.consumed_gib - f.activation_peak_gib, 2) == f.available_kv_gib

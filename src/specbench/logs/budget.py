@@ -82,16 +82,19 @@ def sglang_rows(f: LogFacts) -> list[BudgetRow]:
 
 def vllm_rows(f: LogFacts) -> list[BudgetRow]:
     rows = [
-        BudgetRow("total", "GPU total", f.total_gpu_memory_gib, "total_gpu_memory"),
+        BudgetRow("total", "GPU total", f.total_gpu_memory_gib, "total_gpu_memory / Free memory on device (F/T)"),
+        BudgetRow("free_before_load", "free at start-up", f.avail_before_load_gib, "Free memory on device (F/T)"),
         BudgetRow("budget", f"budget (gpu_memory_utilization {f.gpu_memory_utilization})", f.budget_gib,
                   "total_gpu_memory x gpu_memory_utilization"),
         BudgetRow("weights", "weights (target + draft)", f.weights_gib, "Model loading took"),
+        BudgetRow("consumed", "consumed (weights + non-torch)", f.consumed_gib, "GiB for consumed memory"),
         BudgetRow("non_torch", "non-torch memory", f.non_torch_gib, "non_torch_memory takes"),
         BudgetRow("activation", "activation peak", f.activation_peak_gib, "PyTorch activation peak memory takes"),
         BudgetRow("graph_estimate", "CUDA graph estimate", f.cuda_graph_estimate_gib, "Estimated CUDA graph memory"),
         BudgetRow("kv", "KV cache" + (f" ({f.kv_tokens:,} tokens)" if f.kv_tokens else ""), f.available_kv_gib,
                   "Available KV cache memory"),
-        BudgetRow("graphs", "CUDA graphs", f.graphs_gib(), "Graph capturing finished ... took"),
+        BudgetRow("graphs", "CUDA graphs", f.graphs_gib() if f.graphs else f.cuda_graph_actual_gib,
+                  "Graph capturing finished ... took / GiB for CUDAGraph memory"),
     ]
     return [r for r in rows if r.gib is not None or r.key in ("weights", "kv")]
 

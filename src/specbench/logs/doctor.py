@@ -106,7 +106,8 @@ def launch_argv(facts: LogFacts) -> list[str]:
 def facts_for_plan(path: str | Path) -> dict[str, Any]:
     """Measured overrides and the rebuilt launch argv for `specbench plan --from-log FILE`:
     `{"argv": [...], "engine": ..., "engine_version": ..., "avail_before_load_gib": ..., "weights_gib": ...,
-    "draft_weights_gib": ...}` (None where the log does not say). UserError when the file is unusable."""
+    "draft_weights_gib": ..., "non_kv_gib": ... (vLLM), "model_config": <a config source that resolves for the
+    dumped model path, or None>}` (None where the log does not say). UserError when the file is unusable."""
     raw = read_log(path)
     if looks_binary(raw):
         raise UserError(f"{path}: not a text log")
@@ -121,6 +122,8 @@ def facts_for_plan(path: str | Path) -> dict[str, Any]:
         "avail_before_load_gib": facts.avail_before_load_gib,
         "weights_gib": facts.weights_gib,
         "draft_weights_gib": facts.draft_weights_gib,
+        "non_kv_gib": facts.vllm_non_kv_gib() if facts.engine == "vllm" else None,
+        "model_config": er.model_source(facts.server_args),
     }
 
 
@@ -150,6 +153,7 @@ def planner_result(facts: LogFacts, engine_version: str | None,
         avail_before_load_gib=facts.avail_before_load_gib,
         weights_gib=facts.weights_gib,
         draft_weights_gib=facts.draft_weights_gib,
+        non_kv_gib=facts.vllm_non_kv_gib() if facts.engine == "vllm" else None,
         fixes=True,
     )
     try:

@@ -101,6 +101,8 @@ class LogFacts:
     mamba_cache_blocks: int | None = None  # from the `max_num_seqs (N) exceeds available Mamba cache blocks (M)` error
     max_num_seqs: int | None = None
     cuda_graph_estimate_gib: float | None = None
+    consumed_gib: float | None = None  # >= 0.27 summary: weights + non-torch
+    cuda_graph_actual_gib: float | None = None  # summary / `CUDA graph pool memory: X GiB (actual)`
     attention_block_size: int | None = None  # hybrids: `Setting attention block size to N tokens ...`
     mamba_cache_mode: str | None = None  # `Mamba cache mode is set to 'align' ...`
     # --- the launch ---
@@ -129,6 +131,15 @@ class LogFacts:
     def graphs_gib(self) -> float | None:
         vals = [g.mem_usage_gib for g in self.graphs if g.mem_usage_gib is not None]
         return round(sum(vals), 2) if vals else None
+
+    def vllm_non_kv_gib(self) -> float | None:
+        """vLLM memory that is not KV inside the budget: C + P (>= 0.27 summary) or W + N + P (older); research
+        vllm-memory.md §2.6 (`K = R - C - P`)."""
+        if self.consumed_gib is not None and self.activation_peak_gib is not None:
+            return round(self.consumed_gib + self.activation_peak_gib, 2)
+        if None not in (self.weights_gib, self.non_torch_gib, self.activation_peak_gib):
+            return round(self.weights_gib + self.non_torch_gib + self.activation_peak_gib, 2)  # type: ignore[operator]
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict in the contract's key names (tuples become lists)."""

@@ -133,6 +133,16 @@ _V_GRAPH_EST = re.compile(r"Estimated CUDA graph memory: " + _NUM + _GB)
 _V_MAMBA_BLOCKS = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 _V_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + _NUM)
 _V_SPEC_RATE = re.compile(r"Avg Draft acceptance rate: " + _NUM + "%")
+# >= 0.18 summary (vllm-memory.md §2.6), parsed piece by piece so older wordings and cut lines still give parts
+_V_FREE_START = re.compile(r"Free memory on device \(" + _NUM + r"/" + _NUM + r" ?GiB\) on startup")
+_V_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + _NUM + r", " + _NUM + _GB + r"\)")
+_V_CONSUMED = re.compile(_NUM + _GB + r" for consumed memory")
+_V_WEIGHT_PART = re.compile(_NUM + _GB + r" for weight")
+_V_PEAK_PART = re.compile(_NUM + _GB + r" for peak activation")
+_V_NONTORCH_PART = re.compile(_NUM + _GB + r" for non-torch memory")
+_V_GRAPH_PART = re.compile(_NUM + _GB + r" for CUDAGraph memory")
+_V_KV_IN_USE = re.compile(r"Current kv cache memory in use is " + _NUM + _GB)
+_V_GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + _GB + r" \(actual\), " + _NUM + _GB + r" \(estimated\)")
 _V_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 _V_MAMBA_MODE = re.compile(r"Mamba cache mode is set to '(\w+)'")
 _V_NONDEFAULT = re.compile(r"non-default args: (\{.*)")
@@ -385,6 +395,27 @@ def _vllm_line(acc: _Acc, line: Line) -> bool:
     if m:
         acc.push("accept_lengths", _f(m.group(1)))
         acc.push("acceptance_rates_pct", _search(_V_SPEC_RATE, t))
+        return True
+    if _V_FREE_START.search(t) or _V_DESIRED.search(t) or "for peak activation" in t:
+        m = _V_FREE_START.search(t)
+        if m:
+            acc.first("avail_before_load_gib", _f(m.group(1)))
+            acc.first("total_gpu_memory_gib", _f(m.group(2)))
+        m = _V_DESIRED.search(t)
+        if m:
+            acc.first("gpu_memory_utilization", _f(m.group(1)))
+            acc.first("budget_gib", _f(m.group(2)))
+        acc.first("consumed_gib", _search(_V_CONSUMED, t))
+        acc.first("weights_gib", _search(_V_WEIGHT_PART, t))
+        acc.first("activation_peak_gib", _search(_V_PEAK_PART, t))
+        acc.first("non_torch_gib", _search(_V_NONTORCH_PART, t))
+        acc.first("cuda_graph_actual_gib", _search(_V_GRAPH_PART, t))
+        acc.first("available_kv_gib", _search(_V_KV_IN_USE, t))
+        return True
+    m = _V_GRAPH_POOL.search(t)
+    if m:
+        acc.first("cuda_graph_actual_gib", _f(m.group(1)))
+        acc.first("cuda_graph_estimate_gib", _f(m.group(2)))
         return True
     m = _V_BLOCK.search(t)
     if m:
