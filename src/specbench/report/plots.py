@@ -124,10 +124,18 @@ def _concurrency_axis(ax: object, values: Sequence[int]) -> None:
     ax.set_xlabel("concurrency")  # type: ignore[attr-defined]
 
 
-def _legend(fig: Figure, handles: list[object], ncols_hint: int) -> None:
+def legend_columns(labels: Sequence[str], width_in: float) -> int:
+    """As many legend columns as fit the figure width (about 6 px per character at fontsize 8, plus the handle)."""
+    entry_px = 6.2 * max((len(t) for t in labels), default=1) + 48
+    return max(1, min(len(labels), int(width_in * DPI // entry_px)))
+
+
+def _legend(fig: Figure, handles: list[object]) -> None:
+    """A legend under the panels, wrapped into rows so that it never runs off the image."""
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(max(ncols_hint, 1), 6), frameon=False,
-                   fontsize=8)
+        labels = [h.get_label() for h in handles]  # type: ignore[attr-defined]
+        fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(labels, fig.get_figwidth()),
+                   frameon=False, fontsize=8)
 
 
 def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, name: str, title: str, caption: str,
@@ -138,7 +146,9 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
     tps = _tps(done)
     st = styles(rows, stores)
     order = series_order(done)
-    fig = _new_figure(PANEL_W * len(tps) + 0.4, PANEL_H + 0.3 + 0.22 * math.ceil(len(order) / 6))
+    width = PANEL_W * len(tps) + 0.4
+    rows_of_legend = math.ceil(len(order) / legend_columns(order, width))
+    fig = _new_figure(width, PANEL_H + 0.35 + 0.2 * rows_of_legend)
     axes = fig.subplots(1, len(tps), squeeze=False)[0]
     fig.suptitle(title, fontsize=11, fontweight="bold")
     for ax, tp in zip(axes, tps):
@@ -164,7 +174,7 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0 if not ylog else None)
     handles = [Line2D([], [], color=st[s].color, linestyle=st[s].linestyle, marker=st[s].marker, label=s) for s in order]
-    _legend(fig, handles, len(order))
+    _legend(fig, handles)
     return _save(fig, path, name, title, caption, [(_tp_title(tp), ax) for ax, tp in zip(axes, tps)])
 
 
@@ -370,7 +380,7 @@ def memory_plot(memory: Sequence[MemoryRow], path: Path) -> Plot | None:
         ax.grid(True, axis="x", alpha=0.3)
     axes[-1].set_xlabel("GiB per GPU")
     present = [n for n in MEMORY_COLORS if any(n in dict(m.parts) for m in rows)]
-    _legend(fig, [Patch(color=MEMORY_COLORS[n], label=n) for n in present], len(present))
+    _legend(fig, [Patch(color=MEMORY_COLORS[n], label=n) for n in present])
     return _save(fig, path, "memory.png", "Memory plan",
                  "The planner's split of each GPU: weights, draft weights, Mamba/GDN state, KV cache, headroom "
                  "(GPU total minus the rest); ✗ marks a plan that fails or a server that failed.",
