@@ -88,3 +88,13 @@ def test_dp_attention_mrr_below_dp_size():
     d = diagnose_text(text, with_fixes=False)
     assert d.failure is not None and d.failure.kind == "max_running_requests_zero"
     assert "1 // 8 = 0" in d.explanation
+
+
+def test_context_refusal_explained_with_the_requests_numbers():
+    text = (BOOT + POOLS + READY + "[2026-11-20 15:01:00] Error in request: Requested token count exceeds the model's "
+            "maximum context length of 32768 tokens. You requested a total of 32810 tokens: 32554 tokens from the "
+            "input messages and 256 tokens for the completion. Please reduce the number of tokens in the input "
+            "messages or the completion to fit within the limit.")
+    d = diagnose_text(text, with_fixes=False)
+    assert d.status == "started" and d.failure is not None and d.failure.kind == "context_too_long"
+    assert "32,554 prompt tokens + 256 output tokens = 32,810 > context 32,768" in d.explanation

@@ -6,6 +6,8 @@ vllm-memory.md §4.6, §6.4).
 
 from __future__ import annotations
 
+import re
+
 from specbench.logs import engine_rules as er
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure, where
@@ -81,6 +83,34 @@ def d_note(f: LogFacts) -> str:
     return f"{d} × {p.mib:.1f} MiB"
 
 
+_REQ_TOTAL = re.compile(r"You requested a total of (\d+) tokens: (\d+) tokens from the input messages and (\d+) tokens "
+                        r"for the completion")
+_INPUT_LONG = re.compile(r"The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)")
+_MAX_CTX = re.compile(r"maximum context length (?:of |is )?(\d+)")
+
+
+def _context_sentences(f: LogFacts, message: str) -> list[str]:
+    """SGLang tokenizer_manager / vLLM serving: the request's own numbers when the message carries them."""
+    ctx = f.context_len or f.server_args.get("context_length") or f.server_args.get("max_model_len")
+    m = _MAX_CTX.search(message)
+    if m:
+        ctx = int(m.group(1))
+    m = _REQ_TOTAL.search(message)
+    if m:
+        total, prompt, out = (int(x) for x in m.groups())
+        return [f"A request was refused: {prompt:,} prompt tokens + {out:,} output tokens = {total:,} > context "
+                f"{ctx:,}." if isinstance(ctx, int) else f"A request was refused: {prompt:,} + {out:,} = {total:,} "
+                "tokens is above the context length.",
+                "If the prompt was built for fewer tokens, it held more than its target: count prompt tokens with "
+                "the model's own tokenizer and chat template, and keep prompt + output below the context length."]
+    m = _INPUT_LONG.search(message)
+    if m:
+        return [f"A request was refused: its prompt alone is {int(m.group(1)):,} tokens, above the context length "
+                f"{int(m.group(2)):,}. Count prompt tokens with the model's tokenizer and chat template."]
+    return [f"A request was refused: its prompt plus max_new_tokens exceeded context_len {ctx}. Count prompt "
+            "tokens with the model's own tokenizer and chat template, and keep prompt + output below it."]
+
+
 def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
     k = fail.kind
     args = f.server_args
@@ -135,9 +165,7 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
     if k == "context_length_exceeds_model":
         return ["--context-length is above what the model config allows (max_position_embeddings)."]
     if k == "context_too_long":
-        ctx = f.context_len or args.get("context_length")
-        return [f"A request was refused: its prompt plus max_new_tokens exceeded context_len {ctx}. Count prompt "
-                "tokens with the model's own tokenizer and chat template, and keep prompt + output below it."]
+        return _context_sentences(f, fail.message)
     if k == "empty_capture_bs":
         return ["No CUDA-graph batch size survived the filters (e.g. bs × draft tokens must divide by the "
                 "attention TP size under EP): set --cuda-graph-bs explicitly or --disable-cuda-graph."]
