@@ -187,25 +187,37 @@ class Override(_Strict):
     server: dict[str, Any] = Field(default_factory=dict)
     client: dict[str, Any] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _check(self) -> "Override":
-        allowed_when = set(SERVER_SCALARS) | {"spec", "algorithm"}
-        for k in self.when:
-            if k not in allowed_when:
-                raise ValueError(f"unknown `when` key {k!r}; use one of {sorted(allowed_when)}")
-        allowed_server = set(SERVER_SCALARS) | {"flags", "env"}
-        for k, v in self.server.items():
-            if k not in allowed_server:
-                raise ValueError(f"unknown `server` key {k!r}; use one of {sorted(allowed_server)}")
-            if k in SERVER_SCALARS and isinstance(v, list):
+    @field_validator("when")
+    @classmethod
+    def _when(cls, v: dict[str, Any]) -> dict[str, Any]:
+        allowed = set(SERVER_SCALARS) | {"spec", "algorithm"}
+        for k in v:
+            if k not in allowed:
+                raise ValueError(f"unknown `when` key {k!r}; use one of {sorted(allowed)}")
+        return v
+
+    @field_validator("server")
+    @classmethod
+    def _server(cls, v: dict[str, Any]) -> dict[str, Any]:
+        allowed = set(SERVER_SCALARS) | {"flags", "env"}
+        for k, val in v.items():
+            if k not in allowed:
+                raise ValueError(f"unknown `server` key {k!r}; use one of {sorted(allowed)}")
+            if k in SERVER_SCALARS and isinstance(val, list):
                 raise ValueError(f"`server.{k}` in an override must be one value, not a list")
-            if k in ("flags", "env") and not isinstance(v, dict):
+            if k in ("flags", "env") and not isinstance(val, dict):
                 raise ValueError(f"`server.{k}` in an override must be a table")
-        allowed_client = set(CLIENT_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms"}
-        for k in self.client:
-            if k not in allowed_client:
-                raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed_client)}")
-        return self
+        return v
+
+    @field_validator("client")
+    @classmethod
+    def _client(cls, v: dict[str, Any]) -> dict[str, Any]:
+        allowed = set(CLIENT_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms"}
+        for k in v:
+            if k not in allowed:
+                raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed)}")
+        ClientAxes.model_validate({k: val for k, val in v.items()})  # same checks as [client]
+        return v
 
 
 class Timeouts(_Strict):
@@ -549,7 +561,7 @@ def expand(spec: MatrixSpec) -> tuple[list[ServerTuple], list[Cell]]:
                     settings["env"] = env
                     raw.append(settings)
 
-    base_client = {k: getattr(spec.client, k) for k in spec.client.model_fields}
+    base_client = {k: getattr(spec.client, k) for k in type(spec.client).model_fields}
     tuples_pre = []
     for idx, settings in enumerate(raw):
         client = dict(base_client)

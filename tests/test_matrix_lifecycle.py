@@ -1,0 +1,114 @@
+"""Server lifecycle against real processes: the instant server, a server that never becomes ready, one
+that exits at once, one that ignores SIGTERM, and children that must die with their group."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specbench.matrix import lifecycle
+from specbench.matrix.adapters import openai_probe
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _proc(tmp_path: Path, code: str | None = None, argv: list[str] | None = None) -> lifecycle.ServerProcess:
+    return lifecycle.ServerProcess(argv=argv or [sys.executable, "-c", code or ""], env=dict(os.environ),
+                                   log_path=tmp_path / "server.log")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0
+
+
+def test_instant_server_ready_then_stopped_and_port_freed(tmp_path: Path) -> None:
+    port = _free_port()
+    p = _proc(tmp_path, argv=[sys.executable, "-m", "specbench.load.instant_server", "--port", str(port)]).start()
+    try:
+        secs = lifecycle.wait_ready(p, f"http://127.0.0.1:{port}", ("/health",), openai_probe, timeout_s=30)
+        assert 0 < secs < 30
+        assert not lifecycle.port_free("127.0.0.1", port)
+    finally:
+        how = p.stop(grace_s=10)
+    assert how == "SIGTERM"
+    assert not p.group_alive()
+    assert lifecycle.wait_port_free("127.0.0.1", port, 10)
+    assert "READY" in p.log_text()
+
+
+def test_never_ready_times_out_with_the_whole_log_and_dies(tmp_path: Path) -> None:
+    code = ("import time\nfor i in range(300):\n    print('loading shard', i, flush=True)\n"
+            "print('still loading', flush=True)\ntime.sleep(600)\n")
+    p = _proc(tmp_path, code).start()
+    t0 = time.monotonic()
+    with pytest.raises(lifecycle.ServerFailed) as exc:
+        lifecycle.wait_ready(p, f"http://127.0.0.1:{_free_port()}", ("/health",), openai_probe, timeout_s=2.0,
+                             poll_s=0.1)
+    assert 1.9 < time.monotonic() - t0 < 15
+    assert exc.value.kind == "timeout"
+    assert "loading shard 0\n" in exc.value.log_text and "still loading" in exc.value.log_text  # all of it
+    assert p.alive()
+    p.stop(grace_s=5)
+    assert not p.group_alive()
+
+
+def test_early_exit_is_detected_at_once_with_its_log(tmp_path: Path) -> None:
+    code = "import sys\nprint('AssertionError: max_running_request is zero', flush=True)\nsys.exit(3)\n"
+    p = _proc(tmp_path, code).start()
+    t0 = time.monotonic()
+    with pytest.raises(lifecycle.ServerFailed) as exc:
+        lifecycle.wait_ready(p, f"http://127.0.0.1:{_free_port()}", ("/health",), openai_probe, timeout_s=60)
+    assert time.monotonic() - t0 < 15
+    assert exc.value.kind == "exited" and exc.value.returncode == 3
+    assert "max_running_request is zero" in exc.value.log_text
+
+
+def test_sigterm_ignored_then_sigkill_of_the_whole_group(tmp_path: Path) -> None:
+    # the leader ignores SIGTERM and starts a child (like an engine's scheduler process)
+    code = ("import signal, subprocess, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'import signal,time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
+            "print('child', c.pid, flush=True)\ntime.sleep(600)\n")
+    p = _proc(tmp_path, code).start()
+    deadline = time.monotonic() + 10
+    while "child" not in p.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(p.log_text().split()[1])
+    how = p.stop(grace_s=1.0)
+    assert how == "SIGKILL"
+    assert not p.group_alive()
+    assert _gone(child)
+
+
+def test_a_missing_executable_is_a_start_failure(tmp_path: Path) -> None:
+    p = _proc(tmp_path, argv=[str(tmp_path / "no-such-engine"), "--port", "1"])
+    with pytest.raises(lifecycle.ServerFailed) as exc:
+        p.start()
+    assert exc.value.kind == "start" and "no-such-engine" in exc.value.log_text
+
+
+def test_env_drops_spec_v2_and_sets_cell_variables() -> None:
+    env = lifecycle.clean_env({"PATH": "/bin", "SGLANG_ENABLE_SPEC_V2": "1"}, {"X": "a b"}, ["SGLANG_ENABLE_SPEC_V2"])
+    assert env == {"PATH": "/bin", "X": "a b"}
+
+
+def test_gpu_baseline_is_immediate_without_nvidia_smi() -> None:
+    used = lifecycle.gpu_memory_used_mib()
+    if used is None:
+        assert lifecycle.wait_gpu_baseline(None, 0.1)
+    else:
+        assert lifecycle.wait_gpu_baseline(used, 5.0, tolerance_mib=100_000)
