@@ -1,0 +1,233 @@
+"""The vLLM GPU rule set: from `gpu_memory_utilization` (or `--kv-cache-memory-bytes`) to `K`, by version.
+
+v1/worker/gpu_worker.py::Worker.determine_available_memory and utils/mem_utils.py::memory_profiling:
+    R = ceil(T·u)  (0.14+; a plain float T·u before)       v1/worker/utils.py::request_memory (F0 < R fails)
+    K = R - non_kv - G_applied                                0.27+: non_kv = (F0 - F1) + transient headroom
+                                                               0.11-0.26: non_kv = weights + torch peak + non-torch
+    G_applied = the CUDA-graph estimate, subtracted by default since 0.20.0 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+                default "1"), not with --enforce-eager, 0 under Model Runner V2 in 0.22-0.28
+    --kv-cache-memory-bytes: K exactly (u ignored, nothing checked).
+V0 engine (<= 0.7, the default before V1): K = T·u - (weights + peak + non-torch), blocks of bs·Σ 2·h·d·s bytes
+(worker/worker.py::determine_num_available_blocks, raise_if_cache_size_invalid).
+
+What vLLM measures at start is modelled and can be overridden by measured values: `weights_gib` ("Model loading
+took X GiB", target + draft) and `non_kv_gib` (everything else inside the budget: activation peak + non-torch +
+the applied CUDA-graph estimate; from a log: R - weights - "Available KV cache memory").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specbench.engines.vllm_args import VllmArgs
+from specbench.plan import vllm_common as C
+from specbench.specs.gpu import GpuSpec
+
+# Estimates used only when no measured value is given (each named, each overridable by --non-kv-gib):
+CUDA_CONTEXT_GIB = 0.5      # CUDA context + cuBLAS handles before the init snapshot (lowers F0, outside the budget)
+NCCL_GIB_PER_TP = 0.25      # NCCL buffers per extra rank before the snapshot (0.11+)
+NON_TORCH_GIB = 0.25        # lazily created workspaces after the snapshot (non-torch increase)
+CUDA_GRAPH_GIB = 0.5        # G_est for the default capture list (FULL_AND_PIECEWISE); hybrids and spec x1.5
+
+
+def gpu_arch(gpu: GpuSpec) -> str:
+    """SM family by catalog name (specs/gpu.py names): sm90 Hopper, sm100 B200, sm120 RTX 50/PRO 6000, ..."""
+    n = gpu.name.lower()
+    if n.startswith(("h100", "h200", "h20")):
+        return "sm90"
+    if n.startswith("b200"):
+        return "sm100"
+    if "5090" in n or "5080" in n or "pro 6000" in n:
+        return "sm120"
+    if "gb10" in n:
+        return "sm121"
+    if n.startswith("a100"):
+        return "sm80"
+    if "3090" in n:
+        return "sm86"
+    if "4090" in n or "l40s" in n or "6000 ada" in n:
+        return "sm89"
+    return "unknown"
+
+
+def default_u(v: C.Version) -> float:
+    """config/cache.py::CacheConfig.gpu_memory_utilization: 0.92 since 0.20.0, 0.9 before."""
+    return 0.92 if v >= (0, 20, 0) else 0.9
+
+
+def batch_defaults(total_bytes: int, gpu: GpuSpec, v: C.Version, world: int) -> tuple[int, int]:
+    """engine/arg_utils.py::EngineArgs.get_batch_defaults (OpenAI server): (max_num_batched_tokens, max_num_seqs)."""
+    if v >= (0, 28, 0) and total_bytes >= 160 * C.GIB:
+        return 16384, 1024
+    if total_bytes >= 70 * C.GIB and "a100" not in gpu.name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+def is_v0(v: C.Version) -> bool:
+    """V1 became the default engine in 0.8.0; V0 was removed in 0.11.0."""
+    return v < (0, 8, 0)
+
+
+def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes: int) -> C.Setup:
+    notes: list[str] = []
+    arch = gpu_arch(gpu)
+    W = args.tp * args.pp
+    model_dtype, note = C.resolve_model_dtype(m, args.dtype)
+    if note:
+        notes.append(note)
+    derived = C.derived_max_model_len(m)
+    L = args.max_model_len if args.max_model_len not in (None, -1) else derived
+    mnbt_d, mns_d = batch_defaults(total_bytes, gpu, v, W)
+    mnbt = args.max_num_batched_tokens or mnbt_d
+    mns = args.max_num_seqs or mns_d
+    if args.performance_mode == "throughput":
+        mnbt = args.max_num_batched_tokens or mnbt * 2
+        mns = args.max_num_seqs or mns * 2
+    if args.max_num_batched_tokens is None:
+        if args.enable_chunked_prefill is False or is_v0(v):
+            mnbt = max(L, mnbt)
+        mnbt = min(mns * L, mnbt)
+    if args.max_num_seqs is None:
+        mns = min(mns, mnbt)
+    # block size: CacheConfig.DEFAULT_BLOCK_SIZE 16; MLA backends pick theirs (FlashMLA 64 on Hopper,
+    # CUTLASS_MLA 128 on Blackwell) in update_block_size_for_backend phase 1
+    if m.mla is not None:
+        kernel = 128 if arch.startswith("sm10") else 64
+        bs = args.block_size or kernel
+    else:
+        kernel = 16
+        bs = args.block_size or 16
+    k = args.num_speculative_tokens
+    method = args.speculative.kind if args.speculative else None
+    prefix = args.enable_prefix_caching if args.enable_prefix_caching is not None else (
+        not m.linear_layers or v >= (0, 26, 0))
+    mode, mode_note = C.mamba_mode_for(m, prefix, args.mamba_cache_mode, v, k)
+    if mode_note:
+        notes.append(mode_note)
+    conv = model_dtype if args.mamba_cache_dtype == "auto" else args.mamba_cache_dtype
+    ssm = C.ssm_dtype_for(m, args.mamba_ssm_cache_dtype, conv, v)
+    gdn_fi = bool(m.gdn is not None and v >= (0, 33, 0) and (
+        arch == "sm90" or (arch.startswith(("sm10", "sm12")) and m.gdn.key_head_dim == 128)))
+    return C.Setup(version=v, device="cuda", tp=args.tp, max_model_len=L, auto_fit=args.max_model_len == -1,
+                   max_num_seqs=mns, max_num_batched_tokens=mnbt, model_dtype=model_dtype,
+                   kv_dtype_bytes=C.kv_dtype_bytes_for(args.kv_cache_dtype, model_dtype), conv_dtype=conv,
+                   ssm_dtype=ssm, block_size=bs, kernel_min_block=kernel, backend_lcm=kernel, prefix_caching=prefix,
+                   mamba_mode=mode, spec_method=method, k=k, gdn_flashinfer=gdn_fi,
+                   async_scheduling=v >= (0, 14, 0), notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class GpuBudget:
+    total_bytes: int
+    u: float
+    requested_bytes: int           # R
+    free_at_start_bytes: int       # F0 (estimated)
+    weights_bytes: int
+    non_kv_bytes: int              # activation peak + non-torch + applied CUDA-graph estimate
+    cuda_graph_bytes: int          # the part of non_kv that is the CUDA-graph estimate (0 when not applied)
+    kv_bytes: int                  # K
+    source: str
+    non_kv_measured: bool
+    failure: C.Failure | None = None
+    lines: tuple[str, ...] = ()
+
+
+def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
+    """G_applied != 0: 0.20+ (env default "1"), not with --enforce-eager, not under MRV2 in 0.22-0.28 (dense,
+    unquantized models; §2.5)."""
+    if args.enforce_eager or v < (0, 20, 0):
+        return False
+    if (0, 22, 0) <= v < (0, 29, 0) and not m.linear_layers and m.moe is None and m.quant.method in (None, "", "none"):
+        return False
+    return True
+
+
+def activation_estimate(m, setup: C.Setup, tp: int) -> int:
+    """Profile-run peak (gpu_model_runner.py::profile_run): one forward of max_num_batched_tokens tokens plus the
+    sampler on min(max_num_seqs, max_num_batched_tokens) rows of fp32 logits. An estimate: hidden states and
+    residual (8 x hidden x 2 B) and the MLP's gate/up/act (3 x intermediate/tp x 2 B) per token, logits x 3."""
+    T = setup.max_num_batched_tokens
+    inter = m.intermediate_size
+    if m.moe is not None:
+        inter = max(m.moe.moe_intermediate_size * m.moe.experts_per_tok, m.moe.shared_intermediate_size or 0)
+    per_tok = 8 * m.hidden_size * 2 + 3 * (inter // max(1, tp)) * 2
+    rows = min(setup.max_num_seqs, T)
+    return T * per_tok + rows * m.vocab_size * 4 * 3
+
+
+def gpu_budget(args: VllmArgs, m, setup: C.Setup, total_bytes: int, weights_bytes: int,
+               non_kv_gib: float | None) -> GpuBudget:
+    v = setup.version
+    u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else default_u(v)
+    R = math.ceil(total_bytes * u) if v >= (0, 14, 0) else int(total_bytes * u)
+    pre = CUDA_CONTEXT_GIB + (NCCL_GIB_PER_TP if args.tp * args.pp > 1 and v >= (0, 11, 0) else 0.0)
+    F0 = int(total_bytes - pre * C.GIB)
+    lines: list[str] = []
+    g_bytes = 0
+    if non_kv_gib is not None:
+        non_kv = int(non_kv_gib * C.GIB)
+        measured = True
+        src = f"measured non-KV {non_kv_gib} GiB"
+    else:
+        measured = False
+        act = activation_estimate(m, setup, args.tp)
+        if cuda_graph_applied(args, m, v):
+            g = CUDA_GRAPH_GIB * (1.5 if (m.linear_layers or setup.k) else 1.0)
+            g_bytes = int(g * C.GIB)
+        non_kv = act + int(NON_TORCH_GIB * C.GIB) + g_bytes
+        src = (f"estimated non-KV: activation {C.format_gib(act)} GiB + non-torch {NON_TORCH_GIB} GiB"
+               + (f" + CUDA graphs {C.format_gib(g_bytes)} GiB" if g_bytes else ""))
+    failure = None
+    if args.kv_cache_memory_bytes is not None and not is_v0(v):
+        K = args.kv_cache_memory_bytes
+        src = f"--kv-cache-memory-bytes {K} (u ignored, profiling skipped)"
+        lines.append(f"Initial free memory {C.format_gib(F0)} GiB, reserved {C.format_gib(K)} GiB memory for KV Cache "
+                     f"as specified by kv_cache_memory_bytes config and skipped memory profiling. This does not "
+                     f"respect the gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want "
+                     f"manual control of KV cache memory size. If OOM'ed, check the difference of initial free "
+                     f"memory between the current run and the previous run where kv_cache_memory_bytes is suggested "
+                     f"and update it correspondingly.")
+    else:
+        K = R - weights_bytes - non_kv
+        if not is_v0(v) and F0 < R:
+            failure = C.Failure("request_memory",
+                                f"Free memory on device cuda:0 ({C.format_gib(F0)}/{C.format_gib(total_bytes)} GiB) "
+                                f"on startup is less than desired GPU memory utilization ({u}, {C.format_gib(R)} "
+                                f"GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+        lines.append(f"Model loading took {C.format_gib(weights_bytes)} GiB memory")
+        lines.append(f"Available KV cache memory: {C.format_gib(K)} GiB")
+    return GpuBudget(total_bytes, u, R, F0, weights_bytes, non_kv, g_bytes, K, src, measured, failure, tuple(lines))
+
+
+@dataclass(frozen=True)
+class V0Pool:
+    num_blocks: int
+    kv_tokens: int
+    max_concurrency: float
+    failure: C.Failure | None
+    lines: tuple[str, ...]
+
+
+def v0_pool(m, setup: C.Setup, K: int) -> V0Pool:
+    """V0 engine: worker/worker.py::determine_num_available_blocks (cache_block_size = bs·Σ_layers 2·h·d·s),
+    raise_if_cache_size_invalid, gpu_executor.py's "# GPU blocks" and "Maximum concurrency" lines."""
+    bs = setup.block_size
+    per_tok = sum(C.attention_page_per_token(m, setup, setup.tp) for _ in m.attention_layers)
+    block = bs * per_tok
+    n = max(0, int(K // block)) if block else 0
+    L = setup.max_model_len
+    conc = n * bs / L
+    lines = (f"# GPU blocks: {n}", f"Maximum concurrency for {L} tokens per request: {conc:.2f}x")
+    if n <= 0:
+        return V0Pool(n, 0, 0.0, C.Failure("no_memory", "No available memory for the cache blocks. Try increasing "
+                                                         "`gpu_memory_utilization` when initializing the engine."),
+                      lines)
+    if L > bs * n:
+        return V0Pool(n, bs * n, conc, C.Failure(
+            "max_model_len",
+            f"The model's max seq len ({L}) is larger than the maximum number of tokens that can be stored in KV "
+            f"cache ({bs * n}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            f"initializing the engine."), lines)
+    return V0Pool(n, bs * n, conc, None, lines)
