@@ -153,3 +153,24 @@ def test_binary_and_empty_files_are_unknown(tmp_path: Path):
 def test_diff_needs_two_logs():
     r = cli("--diff", WORKING)
     assert r.returncode == 2 and "exactly two logs" in r.stderr
+
+
+def test_vllm_diff_names_the_utilization_change():
+    def boot(u: float, kv: float) -> str:
+        return "\n".join([
+            f"(APIServer pid=1) INFO 11-30 02:28:48 [utils.py:1] non-default args: {{'model': 'Qwen/Qwen3-8B', "
+            f"'gpu_memory_utilization': {u}, 'port': {8000 + int(u * 100)}}}",
+            f"(EngineCore_DP0 pid=2) INFO 11-30 02:29:40 [gpu_worker.py:1] Free memory on device (78.66/79.19 GiB) on "
+            f"startup. Desired GPU memory utilization is ({u}, {u * 79.19:.2f} GiB). Actual usage is 15.52 GiB for "
+            f"consumed memory (weights + non-torch), 4.12 GiB for peak activation, and 0.55 GiB for CUDAGraph memory. "
+            f"Current kv cache memory in use is {kv} GiB.",
+        ])
+    from specbench.logs.doctor import diagnose_text
+    left = diagnose_text(boot(0.9, 51.63), with_fixes=False)
+    right = diagnose_text(boot(0.8, 43.71), with_fixes=False)
+    r = diff(left, right)
+    assert r.arg_changes == {"gpu_memory_utilization": [0.9, 0.8]}
+    assert r.noise_changes == ("port",)
+    assert r.observed_pool_change_gib == -7.92
+    assert r.explaining is not None and r.explaining.arg == "gpu_memory_utilization"
+    assert "moves vLLM's budget by 7.92 GiB" in r.explanation

@@ -88,7 +88,9 @@ def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
     for n in d.notes:
         console.print(f"[yellow]note[/]: {escape(n)}")
     if d.fixes:
-        t = Table(title="fixes (planner, with the log's measured numbers)", title_justify="left")
+        title = ("fixes" if d.status == "failed" else "nearby configurations") + \
+            " (planner, with the log's measured numbers)"
+        t = Table(title=title, title_justify="left")
         for col in ("change", "status", "max_running_requests", "kv_tokens", "max_mamba_cache_size"):
             t.add_column(col, justify="left" if col == "change" else "right")
         for fix in d.fixes[:8]:

@@ -108,6 +108,11 @@ def _candidates(lf: LogFacts, rf: LogFacts, changes: dict[str, list[Any]]) -> li
                     f"(SGLang <=0.5.12 reserves p·D per requested request before the Mamba/KV split)")))
             else:
                 out.append(Candidate(key, None, f"max_running_requests {va} -> {vb}"))
+        elif key == "gpu_memory_utilization" and isinstance(va, (int, float)) and isinstance(vb, (int, float)):
+            total = lf.total_gpu_memory_gib
+            delta = (vb - va) * total if total is not None else None
+            out.append(Candidate(key, delta, f"gpu_memory_utilization {va} -> {vb} moves vLLM's budget by "
+                                             + (f"{abs(delta):.2f} GiB" if delta is not None else "Δu x total")))
         elif key == "mem_fraction_static" and isinstance(va, (int, float)) and isinstance(vb, (int, float)):
             b = lf.avail_before_load_gib
             delta = (vb - va) * b if b is not None else None
@@ -169,6 +174,8 @@ def diff(left: Diagnosis, right: Diagnosis) -> LogDiff:
     lb = pool_budget_gib(lf, p.bytes if p else None, per_tok)
     rb = pool_budget_gib(rf, p.bytes if p else None, per_tok)
     observed = round(rb - lb, 2) if lb is not None and rb is not None else None
+    if observed is None and lf.available_kv_gib is not None and rf.available_kv_gib is not None:
+        observed = round(rf.available_kv_gib - lf.available_kv_gib, 2)  # vLLM: the KV budget it reported
     cands = _candidates(lf, rf, changes)
     pick = _pick(cands, observed)
 
@@ -190,8 +197,10 @@ def diff(left: Diagnosis, right: Diagnosis) -> LogDiff:
             "and changed the pools"
         s.append(f"{pick.sentence} {verb}: {', '.join(effect)}.")
         if observed is not None and pick.predicted_gib is not None:
+            how = (f"Mamba slots x {p.mib:.1f} MiB + KV tokens x {per_tok:,.0f} B, {per_tok_src}"
+                   if lb is not None and p is not None and per_tok is not None else "the KV memory each log reports")
             s.append(f"Check: predicted pool change {pick.predicted_gib:+.2f} GiB, observed {observed:+.2f} GiB "
-                     f"(Mamba slots x {p.mib if p else 0:.1f} MiB + KV tokens x {per_tok or 0:,.0f} B, {per_tok_src}).")
+                     f"({how}).")
     elif cands:
         s.append("Differences that move memory: " + "; ".join(c.sentence for c in cands) + ".")
         if observed is not None:
