@@ -174,3 +174,13 @@ def test_vllm_diff_names_the_utilization_change():
     assert r.observed_pool_change_gib == -7.92
     assert r.explaining is not None and r.explaining.arg == "gpu_memory_utilization"
     assert "moves vLLM's budget by 7.92 GiB" in r.explanation
+
+
+def test_journalctl_dump_of_a_restarting_service():
+    """Two boots in one journal, prefixes and colours on every line: the doctor reads the last (failing) boot."""
+    d = diagnose_file(str(Path(__file__).parent / "data" / "logs" / "journal-incident-restart.log"), with_fixes=False)
+    assert d.status == "failed" and d.failure is not None
+    assert d.failure.message == "AssertionError: max_running_request is zero"
+    assert (d.facts.boots, d.facts.max_mamba_cache_size, d.facts.kv_tokens) == (2, 2, 11893)
+    assert d.facts.server_args["max_running_requests"] == 8
+    assert any("2 boots" in n for n in d.notes)
