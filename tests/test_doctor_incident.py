@@ -184,3 +184,13 @@ def test_journalctl_dump_of_a_restarting_service():
     assert (d.facts.boots, d.facts.max_mamba_cache_size, d.facts.kv_tokens) == (2, 2, 11893)
     assert d.facts.server_args["max_running_requests"] == 8
     assert any("2 boots" in n for n in d.notes)
+
+
+def test_kv_dtype_inconsistency_is_flagged():
+    """The working log relaunched 'with fp8 KV' but still printing bf16 sizes: K = 16·(N+1)·4·256·itemsize."""
+    from specbench.logs.doctor import diagnose_text
+    text = (INC / "working.log").read_text().replace("kv_cache_dtype='auto'", "kv_cache_dtype='fp8_e4m3'")
+    notes = " ".join(diagnose_text(text, with_fixes=False).notes)
+    assert "K size 2.66 GiB for 87,061 tokens is a bf16/fp16 KV cache" in notes and "fp8_e4m3" in notes
+    clean = diagnose_text((INC / "working.log").read_text(), with_fixes=False)
+    assert not any("Inconsistent KV" in n for n in clean.notes)

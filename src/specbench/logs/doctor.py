@@ -196,6 +196,9 @@ def _notes(facts: LogFacts, claim: str | None) -> list[str]:
             f"Inconsistent weights: the target weighs {check.measured_gib:.2f} GiB on this GPU, but a "
             f"{check.claimed} checkpoint of this model would weigh about {check.expected_gib:.2f} GiB "
             f"(bf16 would be {check.dense_gib:.2f} GiB). The engine did not load the weights you think it did.")
+    kv_note = er.kv_dtype_check(facts)
+    if kv_note:
+        notes.append("Inconsistent KV cache: " + kv_note)
     if facts.weights_gib is not None and facts.avail_after_load_gib is not None \
             and facts.avail_before_load_gib is not None:
         gap = facts.avail_before_load_gib - facts.avail_after_load_gib - facts.weights_gib

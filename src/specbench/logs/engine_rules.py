@@ -194,3 +194,44 @@ def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
         return None
     ratio = facts.weights_gib / expected if expected else 0.0
     return WeightCheck(claim, round(expected, 2), facts.weights_gib, 0.85 <= ratio <= 1.2, round(dense, 2))
+
+
+def kv_dtype_check(facts: LogFacts) -> str | None:
+    """A sentence when the printed K size does not fit the KV dtype the launch implies but fits another one.
+
+    Logged K size = L·(N+P)·n·hd·itemsize / 2^30 (research §3.1; L full-attention layers, n KV heads per rank).
+    `auto` means the model dtype, or fp8 when the checkpoint's kv_cache_quant_algo is FP8 (`kv_cache_dtype.py`)."""
+    args = facts.server_args
+    if facts.k_size_gib is None or facts.kv_tokens is None or args.get("enable_dp_attention"):
+        return None
+    spec = _model_spec(args)
+    if spec is None or getattr(spec, "mla", None) is not None or not getattr(spec, "attention_layers", None):
+        return None
+    try:
+        tp = int(args.get("tp_size") or 1)
+        page = int(args.get("page_size") or 1)
+        n = max(1, spec.num_kv_heads // tp)
+        rows = spec.num_layers if not spec.attention_layers else len(spec.attention_layers)
+        per_byte = rows * (facts.kv_tokens + page) * n * spec.head_dim / GIB
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError):
+        return None
+    want = str(args.get("kv_cache_dtype") or "auto").lower()
+    if want == "auto":
+        kv_algo = str(getattr(getattr(spec, "quant", None), "kv_cache_quant_algo", "") or "").upper()
+        want = "fp8" if kv_algo == "FP8" else "bf16"
+    implied = 1 if want.startswith(("fp8", "float8")) else 2 if want in ("bf16", "bfloat16", "fp16", "float16") else None
+    if implied is None:
+        return None
+
+    def fits(itemsize: int) -> bool:
+        return abs(per_byte * itemsize - facts.k_size_gib) <= max(0.011, 0.02 * facts.k_size_gib)
+
+    if fits(implied):
+        return None
+    other = 2 if implied == 1 else 1
+    if fits(other):
+        name = {1: "fp8", 2: "bf16/fp16"}
+        return (f"K size {facts.k_size_gib:.2f} GiB for {facts.kv_tokens:,} tokens is a {name[other]} KV cache "
+                f"({per_byte * other:.2f} GiB expected), not the {want} the arguments imply "
+                f"({per_byte * implied:.2f} GiB).")
+    return None
