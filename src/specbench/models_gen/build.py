@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from safetensors.numpy import save_file
+from tokenizers import Tokenizer
 
 from specbench.errors import UserError
 from specbench.models_gen.configs import generation_config, model_config
@@ -39,8 +40,9 @@ def is_complete(folder: Path) -> bool:
 
 
 def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = TokenizerSpec(),
-                force: bool = False) -> BuiltModel:
-    """Build one model into `out_dir/spec.name`; keep an existing complete folder unless `force`."""
+                force: bool = False, tokenizer: Tokenizer | None = None) -> BuiltModel:
+    """Build one model into `out_dir/spec.name`; keep an existing complete folder unless `force`.
+    `tokenizer`: an already trained `train_tokenizer(tok_spec)` (all tiny models share one vocabulary)."""
     target = out_dir / spec.name
     if is_complete(target) and not force:
         return BuiltModel(spec.name, target, None, False, 0.0)
@@ -48,11 +50,14 @@ def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = To
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=out_dir))
     try:
-        write_tokenizer(train_tokenizer(tok_spec), tok_spec, tmp)
+        write_tokenizer(tokenizer or train_tokenizer(tok_spec), tok_spec, tmp)
         sd = state_dict(spec)
         save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         _write_json(tmp / "config.json", model_config(spec))
         _write_json(tmp / "generation_config.json", generation_config())
+        tmp.chmod(0o755)  # mkdtemp makes 0700 folders and safetensors 0600 files
+        for f in tmp.iterdir():
+            f.chmod(0o644)
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
@@ -71,7 +76,9 @@ def build_all(out_dir: Path, force: bool = False, names: tuple[str, ...] | None 
                         f"known: {', '.join(s.name for s in ALL_MODELS)}")
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir} exists and is not a folder")
-    return [build_model(s, out_dir, force=force) for s in specs]
+    tok_spec = TokenizerSpec()
+    tok = train_tokenizer(tok_spec) if any(force or not is_complete(out_dir / s.name) for s in specs) else None
+    return [build_model(s, out_dir, tok_spec, force=force, tokenizer=tok) for s in specs]
 
 
 def _write_json(path: Path, obj: object) -> None:

@@ -40,6 +40,8 @@ CODE = (
     "int main(void) {", "} else {", "SELECT * FROM cells;", "git commit -m", "--max-model-len 4096",
 )
 
+ROLES = ("system", "user", "assistant")
+
 PUNCT = (".", ",", "!", "?", ";", ":", " -", " (", ")", "\"", "'")
 
 
@@ -71,4 +73,6 @@ def corpus_lines(seed: int = 0, n_lines: int = 6000) -> Iterator[str]:
                 words.append(str(int(rng.integers(0, 10000))))
         line = " ".join(words)
         line = line[0].upper() + line[1:] + PUNCT[int(rng.integers(0, len(PUNCT)))]
+        if kind == 1:  # a ChatML turn body: the role opens the line, as after <|im_start|>
+            line = ROLES[int(rng.integers(0, len(ROLES)))] + "\n" + line
         yield line

@@ -1,0 +1,64 @@
+"""`specbench models build --out DIR [--force]` and `specbench models list`: the tiny local models."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from specbench.models_gen import ALL_MODELS, build_all, is_complete
+
+MODELS_ENV_VAR = "SPECBENCH_MODELS"  # the Makefile exports it; default folder below
+DEFAULT_MODELS_DIR = ".cache/models"
+
+
+def default_models_dir() -> Path:
+    return Path(os.environ.get(MODELS_ENV_VAR) or DEFAULT_MODELS_DIR)
+
+
+def register(app: typer.Typer) -> None:
+    models = typer.Typer(help="Tiny local models (random weights, locally trained tokenizer) for the CPU engine.",
+                         no_args_is_help=True)
+    models.command("build", help="Build tiny-target, tiny-draft and tiny-hybrid into a folder.")(build_cmd)
+    models.command("list", help="List the tiny models, their shapes, and whether they are built.")(list_cmd)
+    app.add_typer(models, name="models")
+
+
+def build_cmd(
+    out: Optional[Path] = typer.Option(None, "--out", help=f"folder (default ${MODELS_ENV_VAR} or {DEFAULT_MODELS_DIR})"),
+    force: bool = typer.Option(False, "--force", help="rebuild models that already exist"),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="build only this model (repeatable)"),
+) -> None:
+    folder = out if out is not None else default_models_dir()
+    for b in build_all(folder, force=force, names=tuple(only) if only else None):
+        if b.built:
+            typer.echo(f"built  {b.name:12s} {b.params:>10,d} params  {b.seconds:5.2f} s  {b.path}")
+        else:
+            typer.echo(f"exists {b.name:12s} {'':>17s}  {'':7s}  {b.path} (--force to rebuild)")
+
+
+def list_cmd(
+    folder: Optional[Path] = typer.Option(None, "--dir", help=f"where to look (default ${MODELS_ENV_VAR} or {DEFAULT_MODELS_DIR})"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object per model, as a list"),
+) -> None:
+    root = folder if folder is not None else default_models_dir()
+    rows = []
+    for s in ALL_MODELS:
+        path = root / s.name
+        rows.append({
+            "name": s.name, "arch": s.arch, "layers": s.num_hidden_layers, "hidden": s.hidden_size,
+            "heads": s.num_attention_heads, "kv_heads": s.num_key_value_heads, "head_dim": s.head_dim,
+            "vocab": s.vocab_size, "layer_types": list(s.layer_types), "path": str(path),
+            "built": is_complete(path),
+        })
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        kinds = sorted(set(r["layer_types"]))
+        typer.echo(f"{r['name']:12s} {r['arch']:11s} layers={r['layers']} hidden={r['hidden']} heads={r['heads']}/"
+                   f"{r['kv_heads']} head_dim={r['head_dim']} vocab={r['vocab']} ({', '.join(kinds)})  "
+                   f"{'built' if r['built'] else 'not built'}: {r['path']}")

