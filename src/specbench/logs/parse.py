@@ -33,7 +33,7 @@ paraphrase (`16 Mamba slots and 337292 KV token slots`); the tolerant patterns b
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from specbench.logs.facts import EngineError, GraphCapture, LogFacts
@@ -62,6 +62,14 @@ def _i(s: str | None) -> int | None:
 def _search(pattern: re.Pattern[str], text: str, conv: Callable[[str | None], Any] = _f) -> Any:
     m = pattern.search(text)
     return conv(m.group(1)) if m else None
+
+
+def _first_of(text: str, conv: Callable[[str | None], Any], *patterns: re.Pattern[str]) -> Any:
+    for pat in patterns:
+        val = _search(pat, text, conv)
+        if val is not None:
+            return val
+    return None
 
 
 # ---------------------------------------------------------------- SGLang
@@ -289,8 +297,8 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
         acc.v["ready"] = True
         return
     # condensed / transcribed excerpts (only fill what nothing above filled)
-    acc.first("max_mamba_cache_size", _search(_MAMBA_K, t, _i) or _search(_C_MAMBA_SLOTS, t, _i))
-    acc.first("kv_tokens", _search(_C_KV_TOKENS, t, _i) or _search(_C_KV_SLOTS, t, _i))
+    acc.first("max_mamba_cache_size", _first_of(t, _i, _MAMBA_K, _C_MAMBA_SLOTS))
+    acc.first("kv_tokens", _first_of(t, _i, _C_KV_TOKENS, _C_KV_SLOTS))
     m = _C_WEIGHT.search(t)
     if m:
         acc.first("weights_gib", _f(m.group(1)))
@@ -367,7 +375,6 @@ def _vllm_line(acc: _Acc, line: Line) -> bool:
     if m:
         acc.first("max_concurrency_tokens", _i(m.group(1)))
         acc.first("max_concurrency", _f(m.group(2)))
-        acc.v["ready"] = acc.v.get("ready", False)
         matched = True
     if matched:
         return True
@@ -530,13 +537,3 @@ def parse_text(raw: bytes | str) -> LogFacts:
     if not boots:
         return LogFacts(boots=0)
     return facts_from_lines(boots[-1], boots=len(boots))
-
-
-def last_boot_lines(raw: bytes | str) -> tuple[list[Line], int]:
-    """The cleaned lines of the last boot and the number of boots (for failure classification)."""
-    boots = split_boots(normalize(decode(raw)))
-    return (boots[-1] if boots else []), len(boots)
-
-
-def with_args(facts: LogFacts, server_args: dict[str, Any]) -> LogFacts:
-    return replace(facts, server_args=server_args)
