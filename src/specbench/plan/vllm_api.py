@@ -162,9 +162,11 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
             mrr = min(setup.max_num_seqs, int(p0.max_concurrency)) if p0.failure is None else None
             return VllmPlan("fails" if p0.failure else "ok", p0.failure.message if p0.failure else None,
                             p0.failure.kind if p0.failure else None, kv_budget_bytes=K, num_blocks=p0.num_blocks,
-                            blocks_per_request=None, max_concurrency=p0.max_concurrency, kv_tokens=p0.kv_tokens,
+                            blocks_per_request=C.cdiv(setup.max_model_len, setup.block_size),
+                            max_concurrency=p0.max_concurrency, kv_tokens=p0.kv_tokens,
                             max_running_requests=mrr, max_model_len=setup.max_model_len,
-                            estimated_max_model_len=None, bytes_per_block=None, group_size=None, groups=(),
+                            estimated_max_model_len=None, bytes_per_block=p0.block_bytes,
+                            group_size=len(m.attention_layers), groups=(),
                             mamba_page=None, mamba_page_padded=None, conv_bytes=None, ssm_bytes=None, budget=budget,
                             log_lines=tuple(lines), warnings=tuple(warnings), **common)
 

@@ -208,6 +208,7 @@ class V0Pool:
     max_concurrency: float
     failure: C.Failure | None
     lines: tuple[str, ...]
+    block_bytes: int = 0
 
 
 def v0_pool(m, setup: C.Setup, K: int) -> V0Pool:
@@ -223,11 +224,11 @@ def v0_pool(m, setup: C.Setup, K: int) -> V0Pool:
     if n <= 0:
         return V0Pool(n, 0, 0.0, C.Failure("no_memory", "No available memory for the cache blocks. Try increasing "
                                                          "`gpu_memory_utilization` when initializing the engine."),
-                      lines)
+                      lines, block)
     if L > bs * n:
         return V0Pool(n, bs * n, conc, C.Failure(
             "max_model_len",
             f"The model's max seq len ({L}) is larger than the maximum number of tokens that can be stored in KV "
             f"cache ({bs * n}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            f"initializing the engine."), lines)
-    return V0Pool(n, bs * n, conc, None, lines)
+            f"initializing the engine."), lines, block)
+    return V0Pool(n, bs * n, conc, None, lines, block)
