@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         spec, text = load_matrix(matrix)
-        console = Console() if sys.stdout.isatty() else Console(width=200)
+        console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
             rows = dry_run(spec)
             if as_json:
@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
         store_path = store or default_store_path(matrix)
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
                           progress=not no_progress and not as_json and sys.stderr.isatty())
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)
         report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:
             err.print(f"specbench: {msg}", highlight=False, markup=False)
