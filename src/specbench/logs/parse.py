@@ -468,16 +468,26 @@ def split_boots(lines: list[Line]) -> list[list[Line]]:
     return [b for b in boots if b]
 
 
-def _primary_rank(lines: list[Line]) -> int | None:
-    ranks = sorted({ln.rank for ln in lines if ln.rank is not None})
-    return ranks[0] if ranks else None
+def _primary(lines: list[Line]) -> tuple[int | None, int | None]:
+    """(stage, rank) whose numbers we report: pipeline stage 0 (or none), lowest TP rank."""
+    keys = sorted({(ln.stage if ln.stage is not None else -1, ln.rank if ln.rank is not None else -1)
+                   for ln in lines if ln.rank is not None or ln.stage is not None})
+    if not keys:
+        return None, None
+    stage, rank = keys[0]
+    return (None if stage < 0 else stage), (None if rank < 0 else rank)
+
+
+def _other_rank(line: Line, stage: int | None, rank: int | None) -> bool:
+    return (line.rank is not None and rank is not None and line.rank != rank) or \
+        (line.stage is not None and stage is not None and line.stage != stage)
 
 
 def facts_from_lines(lines: list[Line], boots: int = 1) -> LogFacts:
     """Fold one boot's cleaned lines into LogFacts. Per-rank values come from the lowest rank seen (TP0):
     other ranks print the same lines with their own numbers, interleaved."""
     acc = _Acc()
-    primary = _primary_rank(lines)
+    p_stage, p_rank = _primary(lines)
     for line in lines:
         if _SGL_MARK.search(line.text):
             acc.sgl_marks += 1
@@ -486,7 +496,7 @@ def facts_from_lines(lines: list[Line], boots: int = 1) -> LogFacts:
         exc = _EXC.match(line.text)
         if exc and len(line.text) < 4000:
             acc.errors.append(EngineError(message=line.text.strip(), line=line.no))
-        if line.rank is not None and primary is not None and line.rank != primary:
+        if _other_rank(line, p_stage, p_rank):
             # other ranks: only errors (above) and the server-args dump count
             m = _SERVER_ARGS.search(line.text)
             if m and not acc.server_args:
