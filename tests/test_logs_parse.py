@@ -249,3 +249,11 @@ def test_vllm_hybrid_lines():
     assert (f.mamba_cache_mode, f.attention_block_size, f.available_kv_gib, f.total_gpu_memory_gib) == \
         ("align", 256, 1.0, 11.21)
     assert (f.kv_tokens, f.max_concurrency_tokens, f.max_concurrency) == (932067, 4096, 227.56)
+
+
+def test_kv_line_variants():
+    f = parse_text("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1557504, K size: 2.23 GB, V size: 2.23 GB")
+    assert (f.kv_dtype, f.kv_tokens, f.k_size_gib, f.v_size_gib) == ("float8_e4m3fn", 1557504, 2.23, 2.23)
+    mla = parse_text("[2026-01-01 00:00:00 TP0] KV Cache is allocated. #tokens: 412345, KV size: 27.15 GB")
+    assert (mla.kv_tokens, mla.kv_size_gib, mla.k_size_gib) == (412345, 27.15, None)
+    assert mla.kv_total_gib() == 27.15
