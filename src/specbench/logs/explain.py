@@ -172,6 +172,26 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
     return [f"The engine raised an exception during start-up ({where(k) or 'see the traceback'})."]
 
 
+# Prefill activations: about 1.5 MB per chunked-prefill token (research sglang-memory.md §11 step 8; the same
+# constant SGLang's default mem_fraction_static formula uses, §2: 1.5·max(cps, 2048) MB).
+ACTIVATION_MB_PER_PREFILL_TOKEN = 1.5
+
+
+def _serving_headroom(f: LogFacts) -> str | None:
+    """How much of what stayed free after start-up prefill activations will not need (SGLang)."""
+    free = f.available_gpu_mem_gib
+    cps = f.chunked_prefill_size or f.server_args.get("chunked_prefill_size")
+    if f.engine != "sglang" or free is None or not isinstance(cps, int) or cps <= 0:
+        return None
+    act = ACTIVATION_MB_PER_PREFILL_TOKEN * max(cps, 2048) / 1024
+    spare = free - act
+    if spare < 1.0:
+        return None
+    return (f"{free:.2f} GiB stayed free after start-up; prefill activations need roughly {act:.1f} GiB "
+            f"(1.5 MB x chunked_prefill_size {cps}), so about {spare:.1f} GiB more could go to the Mamba/KV pools "
+            "(raise mem_fraction_static).")
+
+
 def started_sentences(f: LogFacts) -> list[str]:
     out: list[str] = []
     if f.engine == "vllm":
@@ -204,6 +224,9 @@ def started_sentences(f: LogFacts) -> list[str]:
     elif f.kv_tokens is not None and f.context_len is not None and f.kv_tokens < f.context_len:
         out.append(f"The KV pool ({f.kv_tokens:,} tokens) is smaller than one full-context request "
                    f"({f.context_len:,}).")
+    headroom = _serving_headroom(f)
+    if headroom:
+        out.append(headroom)
     if f.accept_lengths:
         mean = sum(f.accept_lengths) / len(f.accept_lengths)
         out.append(f"Mean accept length over {len(f.accept_lengths)} logged batches: {mean:.2f}.")
