@@ -13,7 +13,7 @@ import pytest
 from specbench.errors import UserError
 from specbench.plan.api import PlanOptions, plan_command
 
-REAL_LOGS = Path(__file__).resolve().parents[2] / "shared" / "data" / "real-logs-dev.json"
+REAL_LOGS = Path(__file__).parent / "data" / "real-logs-dev.json"   # a copy of ../shared/data/real-logs-dev.json
 CONTRACT = ("status", "error", "engine", "engine_version", "mem_fraction_static", "weights_gib", "draft_weights_gib",
             "kv_tokens", "k_size_gib", "v_size_gib", "max_mamba_cache_size", "conv_state_gib", "ssm_state_gib",
             "intermediate_ssm_state_gib", "max_running_requests", "fixes")
@@ -218,12 +218,15 @@ def test_cpu_auto_space_needs_measured_values(tmp_path):
     assert r["log_lines"][-2].startswith("Auto set (")
 
 
-def test_derived_max_len_is_refused(tmp_path):
+def test_derived_max_len_is_refused_unless_allowed(tmp_path):
     t = _write(tmp_path, "llama", LLAMA)
     r = plan(f"VLLM_CPU_KVCACHE_SPACE=1 vllm serve {t} --max-model-len 4096", engine_version="0.32.0")
     assert r["status"] == "fails"
     assert r["error"].startswith("User-specified max_model_len (4096) is greater than the derived max_model_len "
                                  "(max_position_embeddings=2048")
+    ok = plan(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 VLLM_CPU_KVCACHE_SPACE=1 vllm serve {t} --max-model-len 4096",
+              engine_version="0.32.0")
+    assert ok["status"] == "ok" and ok["kv_tokens"] == 2_097_152
 
 
 # ------------------------------------------------------------------ GPU rules

@@ -124,7 +124,11 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
                         warnings=tuple(warnings), **common)
 
     if args.max_model_len not in (None, -1) and args.max_model_len > derived:
-        return failed("derived_max_len", C.derived_len_text(args.max_model_len, derived), None, {})
+        if (args.env_value("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() in ("1", "true"):
+            warnings.append(f"max_model_len {args.max_model_len} is above the derived {derived}; allowed by "
+                            f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (config/model.py warns only)")
+        else:
+            return failed("derived_max_len", C.derived_len_text(args.max_model_len, derived), None, {})
 
     # ---- budget K
     if ctx.device == "cpu":
