@@ -202,9 +202,10 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     cmap = matplotlib.colormaps["RdYlGn"]
     max_rows = max(len({r.series for r in spec if r.tp == tp}) for tp in tps)
     max_cols = max(len({r.concurrency for r in spec if r.tp == tp}) for tp in tps)
-    fig = _new_figure(max(PANEL_W, 1.4 + 0.75 * max_cols) * len(tps) + 0.9, 1.3 + 0.42 * max_rows)
+    label_in = 0.075 * max(len(r.series) for r in spec)  # room for the row labels
+    fig = _new_figure(max(6.5, (max(3.0, 0.75 * max_cols) + label_in) * len(tps) + 1.0), 1.4 + 0.42 * max_rows)
     axes = fig.subplots(1, len(tps), squeeze=False)[0]
-    fig.suptitle("Speedup over autoregressive (same TP, concurrency, workload)", fontsize=11, fontweight="bold")
+    fig.suptitle("Speedup over AR (same TP, concurrency and workload)", fontsize=11, fontweight="bold")
     image = None
     for ax, tp in zip(axes, tps):
         here = [r for r in spec if r.tp == tp]
@@ -313,31 +314,41 @@ def pareto_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> P
 
 def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], stores: Sequence[str],
                 path: Path) -> Plot | None:
-    """Rows = TP, columns = speculative configuration; a box of per-request accept lengths per concurrency."""
-    spec = [r for r in rows if r.speedup_source != "baseline" and accepts.get(r.cell_id)]
+    """Rows = TP, columns = speculative configuration; a box of per-request accept lengths per concurrency.
+
+    A cell with no per-request values but an `accept_length_mean` (e.g. from the engine's aggregate
+    counters) is drawn as one diamond at that mean."""
+    spec = [r for r in rows if r.speedup_source != "baseline" and r.status == DONE
+            and (accepts.get(r.cell_id) or r.accept_length is not None)]
     if not spec:
         return None
     tps = _tps(spec)
     configs = series_order(spec)
     st = styles(rows, stores)
-    fig = _new_figure(0.4 + 2.7 * len(configs), 0.6 + 2.3 * len(tps))
+    fig = _new_figure(0.5 + 2.7 * max(len(configs), 2), 0.8 + 2.3 * len(tps))
     grid = fig.subplots(len(tps), len(configs), squeeze=False, sharey=True)
     fig.suptitle("Accept length per request (tokens per verify step)", fontsize=11, fontweight="bold")
     panels = []
+    means_only = False
     for i, tp in enumerate(tps):
         for j, series in enumerate(configs):
             ax = grid[i][j]
             cells = sorted((r for r in spec if r.tp == tp and r.series == series), key=lambda r: r.concurrency or 0)
+            color = st[series].color
+            for k, r in enumerate(cells):
+                values = list(accepts.get(r.cell_id) or ())
+                if values:
+                    box = ax.boxplot([values], positions=[k], widths=0.6, patch_artist=True, showfliers=True,
+                                     flierprops={"markersize": 2.5, "alpha": 0.5})
+                    box["boxes"][0].set_facecolor(color)
+                    box["boxes"][0].set_alpha(0.55)
+                    box["medians"][0].set_color("#222222")
+                else:
+                    means_only = True
+                    ax.plot([k], [r.accept_length], marker="D", markersize=8, color=color, linestyle="none")
             if cells:
-                data = [list(accepts[r.cell_id]) for r in cells]
-                box = ax.boxplot(data, positions=range(len(cells)), widths=0.6, patch_artist=True, showfliers=True,
-                                 flierprops={"markersize": 2.5, "alpha": 0.5})
-                for patch in box["boxes"]:
-                    patch.set_facecolor(st[series].color)
-                    patch.set_alpha(0.55)
-                for med in box["medians"]:
-                    med.set_color("#222222")
                 ax.set_xticks(range(len(cells)), [f"c{r.concurrency}" for r in cells], fontsize=7)
+                ax.set_xlim(-0.6, len(cells) - 0.4)
                 panels.append((f"{_tp_title(tp)} {series}", ax))
             else:
                 ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="#888888")
@@ -347,8 +358,10 @@ def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]],
                 ax.set_title(series, fontsize=9)
             if j == 0:
                 ax.set_ylabel(f"{_tp_title(tp)}\naccept len")
-    return _save(fig, path, "accept_length.png", "Accept-length distribution",
-                 "Per-request mean accepted tokens per verify step, per speculative cell (box = quartiles).", panels)
+    caption = "Per-request mean accepted tokens per verify step, per speculative cell (box = quartiles)."
+    if means_only:
+        caption += " A diamond is a cell mean without per-request values (engine counters)."
+    return _save(fig, path, "accept_length.png", "Accept-length distribution", caption, panels)
 
 
 def memory_plot(memory: Sequence[MemoryRow], path: Path) -> Plot | None:

@@ -7,7 +7,8 @@ Every number comes from the store (docs/structures.md):
   `output_throughput / output_throughput of the "ar" cell at the same store, TP and concurrency`;
 - memory plan: `servers.plan_json` (planner keys of ARCHITECTURE.md: `weights_gib`,
   `draft_weights_gib`, `conv_state_gib` + `ssm_state_gib` + `intermediate_ssm_state_gib`,
-  `k_size_gib` + `v_size_gib`), headroom = GPU total (`gpu_total_gib`) - those parts.
+  `k_size_gib` + `v_size_gib`, or vLLM's `kv_pool_gib`), headroom = GPU total (`gpu_total_gib`, or vLLM's
+  `budget.total_gib`) - those parts.
 """
 
 from __future__ import annotations
@@ -327,9 +328,10 @@ def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
 
 def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
     """GPU memory per device in GiB: plan_json `gpu_total_gib` (plan/sglang.py SglangPlan.gpu_total_gib),
-    else `gpu_mem_gib` in the plan or the server settings (the matrix's [plan] gpu_mem_gib)."""
-    for src in (plan, server.settings):
-        total = _num(src, "gpu_total_gib") or _num(src, "gpu_mem_gib")
+    else plan_json `budget.total_gib` (plan/vllm_api.py), else `gpu_mem_gib` in the plan or server settings."""
+    budget = plan.get("budget") if isinstance(plan.get("budget"), Mapping) else {}
+    for src in (plan, budget, server.settings):
+        total = _num(src, "gpu_total_gib") or _num(src, "gpu_mem_gib") or _num(src, "total_gib")
         if total:
             return total
     return None
@@ -347,9 +349,9 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
             draft = _num(plan, "draft_weights_gib")
             mamba = _num(plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib",
                          "intermediate_conv_window_gib")
-            kv = _num(plan, "k_size_gib", "v_size_gib")
-            if kv is None:
-                kv = _num(plan, "kv_cache_gib")
+            kv = _num(plan, "k_size_gib", "v_size_gib")  # SGLang rule sets
+            if kv is None:  # vLLM rule sets: the KV pool (plan/vllm_api.py `kv_pool_gib`)
+                kv = _num(plan, "kv_pool_gib") or _num(plan, "available_kv_gib") or _num(plan, "kv_cache_gib")
             if weights is None and draft is None and mamba is None and kv is None:
                 continue  # e.g. {"status": None, "planner_error": ...}: the planner did not size this server
             total = _gpu_total(s, plan)
