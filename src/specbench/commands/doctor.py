@@ -32,7 +32,7 @@ def doctor_cmd(
                                                      "flags weights that do not match"),
     engine_version: Optional[str] = typer.Option(None, "--engine-version",
                                                  help="rule set for the fixes (default: printed or inferred)"),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name for the planner's fixes (default H200)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name for the planner's fixes (default H200, or $SPECBENCH_GPU)"),
     no_fixes: bool = typer.Option(False, "--no-fixes", help="skip the planner"),
 ) -> None:
     kw: dict[str, Any] = {"claimed_quant": claimed_quant, "engine_version": engine_version, "gpu": gpu,

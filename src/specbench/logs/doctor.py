@@ -142,12 +142,12 @@ def planner_result(facts: LogFacts, engine_version: str | None,
     if not facts.server_args:
         return None, "no argument dump in the log, so no launch to re-plan"
     try:
-        from specbench.plan.api import PlanOptions, plan_command
+        from specbench.plan.api import PlanOptions, env_gpu_default, plan_command
     except ImportError:
         return None, "the planner (specbench.plan.api) is not available in this build"
     opts = PlanOptions(
         model_config=er.model_source(facts.server_args),
-        gpu=gpu,
+        gpu=gpu or env_gpu_default(),
         engine=facts.engine,
         engine_version=engine_version or infer_version(facts),
         avail_before_load_gib=facts.avail_before_load_gib,
