@@ -301,6 +301,26 @@ def explain(p: VllmPlan, ctx: Context) -> str:
     return p.error or "fails"
 
 
+def budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
+    """The memory plan as (item, GiB, where it comes from) rows, for a renderer."""
+    b = r.get("budget") or {}
+    rows: list[tuple[str, float | None, str]] = []
+    if r.get("device") == "cpu":
+        rows.append(("KV space K", r.get("available_kv_gib"), str(b.get("source", ""))))
+    else:
+        rows.append(("device total T", b.get("total_gib"), "GPU catalog / --gpu-mem-gib"))
+        rows.append(("requested R = ceil(T·u)", b.get("requested_gib"),
+                     f"gpu_memory_utilization={r.get('gpu_memory_utilization')}"))
+        rows.append(("weights (target + draft)", b.get("weights_gib"), "measured --weights-gib" if b.get("weights_gib")
+                     is not None and r.get("weights_measured") else "estimated from config.json"))
+        rows.append(("non-KV (activation + non-torch + CUDA graphs)", b.get("non_kv_gib"), str(b.get("source", ""))))
+        rows.append(("KV budget K = R - weights - non-KV", r.get("available_kv_gib"), "Available KV cache memory"))
+    if r.get("num_blocks") is not None:
+        rows.append(("KV pool (num_blocks x bytes per block)", r.get("kv_pool_gib"),
+                     f"{r['num_blocks']:,} x {r.get('bytes_per_block'):,} B, block size {r.get('block_size')}"))
+    return rows
+
+
 # ------------------------------------------------------------------------------------------ fixes
 
 
@@ -372,7 +392,10 @@ def per_tp_fixes(args: VllmArgs, m, draft, ctx: Context, tp_sizes: tuple[int, ..
                     break
         table.append({"tp": tp, "error": None, "status_as_requested": at.status,
                       "max_num_seqs": best_mns, "max_model_len": best_len, "min_gpu_memory_utilization": min_u,
-                      "min_cpu_kvcache_space_gib": min_space})
+                      "min_cpu_kvcache_space_gib": min_space,
+                      # the SGLang-shaped names the plan renderer reads (vLLM's analogues)
+                      "max_running_requests": best_mns, "min_mem_fraction_static": min_u,
+                      "max_context_length": best_len, "max_draft_tokens": None})
         cands: list[dict] = []
         if base and at.status == "ok":
             cands.append(dict(base))
@@ -480,6 +503,10 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["draft_model"] = draft.name if draft is not None else None
     out["ignored_flags"] = list(args.ignored)
     out["reason"] = explain(p, ctx)
+    out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
+    out["tp"] = args.tp
+    out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
+    out["budget_rows"] = budget_rows(out)
     if getattr(opts, "fixes", True):
         fixes, table = per_tp_fixes(args, m, draft, ctx, tuple(getattr(opts, "tp_sizes", (1, 2, 4, 8))))
         out["fixes"] = fixes
