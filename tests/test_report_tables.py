@@ -164,3 +164,33 @@ def test_one_line_diagnosis() -> None:
 def test_safe_name() -> None:
     assert safe_name("cell-abc123") == "cell-abc123"
     assert safe_name("a/../b c:d") == "a_.._b_c_d"
+
+
+def test_memory_rows_read_the_real_planner_contract(tmp_path: Path) -> None:
+    """servers.plan_json as `specbench run` stores it: the planner's own dict for the incident's TP1 DFlash server."""
+    api = pytest.importorskip("specbench.plan.api")
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "nvidia/Qwen3.6-27B-NVFP4", "--tp", "1",
+            "--mem-fraction-static", "0.75", "--context-length", "32768", "--speculative-algorithm", "DFLASH",
+            "--speculative-draft-model-path", "z-lab/Qwen3.6-27B-DFlash", "--speculative-num-draft-tokens", "16",
+            "--mamba-scheduler-strategy", "extra_buffer"]
+    opts = api.PlanOptions(model_config="Qwen/Qwen3.6-27B-bf16-derived", draft_config="specforge/qwen3.6-27b-dflash",
+                           gpu="RTX PRO 6000 Blackwell", engine_version="0.5.12", fixes=False)
+    plans = {mrr: api.plan_command(argv + ["--max-running-requests", str(mrr)], opts) for mrr in (4, 8)}
+    path = write_store(tmp_path / "s.db", tps=(1,), labels=("dflash", "ddtree-b16"), failing_server=None)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE servers SET plan_json=? WHERE server_id='srv-tp1-dflash'", (json.dumps(plans[4]),))
+    con.execute("UPDATE servers SET plan_json=? WHERE server_id='srv-tp1-ddtree-b16'", (json.dumps(plans[8]),))
+    con.commit()
+    con.close()
+    rows = {m.server_id: m for m in build_tables([load_store(path)]).memory}
+    ok, fails = rows["srv-tp1-dflash"], rows["srv-tp1-ddtree-b16"]
+    p = plans[4]
+    assert ok.plan_status == p["status"] == "ok" and fails.plan_status == plans[8]["status"]
+    assert ok.weights == p["weights_gib"] and ok.draft == p["draft_weights_gib"]
+    assert ok.kv == pytest.approx(p["k_size_gib"] + p["v_size_gib"])
+    assert ok.mamba == pytest.approx(sum(p[k] or 0 for k in ("conv_state_gib", "ssm_state_gib",
+                                                             "intermediate_ssm_state_gib",
+                                                             "intermediate_conv_window_gib") if k in p))
+    assert ok.total == p["gpu_total_gib"]
+    assert sum(v for _, v in ok.parts) == pytest.approx(ok.total)
+    assert ok.max_running_requests == p["max_running_requests"] and ok.kv_tokens == p["kv_tokens"]
