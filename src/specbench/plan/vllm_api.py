@@ -13,8 +13,11 @@ max_model_len, exactly as vLLM prints it. Shorter requests can run more (up to m
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -514,3 +517,59 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     else:
         out["fixes"] = []
     return out
+
+
+# ------------------------------------------------------------------------------------------ from a log
+
+_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
+_EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node")
+_FLAG_OF = {"model_tag": None, "model": None, "host": None, "port": None, "served_model_name": None}
+
+
+def argv_from_vllm_log(text: str) -> list[str] | None:
+    """The launch words (env + `vllm serve MODEL flags`) a vLLM log implies, for re-planning it: the engine's own
+    "non-default args: {...}" dump (api_utils.py), plus the CPU KV space from "Explicitly set (X/Y) GiB for KV
+    cache" when no --kv-cache-memory-bytes was given, and VLLM_ALLOW_LONG_MAX_MODEL_LEN when the engine warned
+    about it. None when the log has no argument dump."""
+    args: dict[str, Any] | None = None
+    cpu = False
+    space: str | None = None
+    allow_long = False
+    for line in text.splitlines():
+        if args is None and (m := _NON_DEFAULT.search(line)):
+            try:
+                val = ast.literal_eval(m.group(1))
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(val, dict):
+                args = val
+        elif (m := _EXPLICIT.search(line)):
+            cpu, space = True, m.group(1)
+        elif "CPU KV cache size:" in line or "device_config=cpu" in line:
+            cpu = True
+        elif "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution" in line and "warn" in line.lower():
+            allow_long = True
+        elif "User-specified max_model_len" in line and "WARNING" in line:
+            allow_long = True
+    if args is None:
+        return None
+    words: list[str] = []
+    if allow_long:
+        words.append("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    if cpu and space is not None and args.get("kv_cache_memory_bytes") is None:
+        gib = float(space)
+        words.append(f"VLLM_CPU_KVCACHE_SPACE={int(gib) if gib.is_integer() else gib}")
+    elif cpu:
+        words.append("VLLM_TARGET_DEVICE=cpu")
+    words += ["vllm", "serve", str(args.get("model") or args.get("model_tag") or "MODEL")]
+    for key, val in args.items():
+        if key in _FLAG_OF or val is None or val is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if key == "speculative_config" and isinstance(val, dict):
+            words += [flag, json.dumps(val)]
+        elif val is True:
+            words.append(flag)
+        elif isinstance(val, (int, float, str)):
+            words += [flag, str(val)]
+    return words
