@@ -174,7 +174,16 @@ def _set_vllm(argv: list[str], flag: str, value: Any) -> list[str]:
 
 
 def models_dir() -> Path:
-    return Path(os.environ.get("SPECBENCH_MODELS", ".cache/models")).resolve()
+    """SPECBENCH_MODELS, else ./.cache/models, else the checkout's .cache/models (`make models` builds it)."""
+    env = os.environ.get("SPECBENCH_MODELS")
+    if env:
+        return Path(env).resolve()
+    here = Path(".cache/models")
+    if here.is_dir():
+        return here.resolve()
+    from specbench.engines.vllm_local import repo_root
+
+    return repo_root() / ".cache" / "models"
 
 
 def resolve_local_model(name: str) -> str:
@@ -216,7 +225,7 @@ def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         speculative=speculative, extra_args=tuple(args),
         extra_env={k: str(v) for k, v in (settings.get("env") or {}).items()},
     )
-    exe = vllm_local.engine_venv() / "bin" / "vllm"
+    exe = vllm_local.require_engine()  # a UserError naming `make engine` when absent
     argv = vllm_local.build_argv(cfg, exe)
     return Launch(argv, vllm_local.env_overrides(cfg), ("SGLANG_ENABLE_SPEC_V2",))
 
