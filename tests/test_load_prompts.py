@@ -167,3 +167,17 @@ def test_clamp_shortens_output_when_prompt_minimum_does_not_fit() -> None:
         clamp_lengths(100, 10, 8, margin=1, min_prompt_tokens=8)
     with pytest.raises(UserError):
         clamp_lengths(0, 10, 100)
+
+
+def test_project_tiny_model_tokenizer(tmp_path: Path) -> None:
+    """The tokenizer `specbench models build` writes for the local engine (models_gen), exact in every mode."""
+    gen = pytest.importorskip("specbench.models_gen.tokenizer")
+    spec = gen.TokenizerSpec(corpus_lines=1500)
+    gen.write_tokenizer(gen.train_tokenizer(spec), spec, tmp_path)
+    ct = ChatTokenizer.from_dir(tmp_path)
+    assert ct.chat_template and ct.special_tokens["eos_token"] == "<|im_end|>"
+    for target in (30, 128, 1000):
+        for p in build_prompts(ct, n=4, prompt_tokens=target, mode="chat", seed=target):
+            assert len(ct.tokenizer.encode(ct.render(p.messages), add_special_tokens=False).ids) == target
+        for p in build_prompts(ct, n=4, prompt_tokens=target, mode="text", seed=target):
+            assert len(ct.tokenizer.encode(p.text).ids) == target
