@@ -94,9 +94,19 @@ def _message_for(lines: list[Line], idx: int) -> str:
     return text[:1000]
 
 
+# Cheap lower-case substrings, at least one of which every rule's text contains: most lines are skipped by these
+# before any regex runs (long logs are mostly decode statistics).
+_KEYS = ("max_running_request", "state cache", "loaded weights", "not enough", "memory pool size", "ping pong",
+         "mamba cache blocks", "no available memory", "max seq len", "maximum number of tokens", "context_length",
+         "out of memory", "outofmemory", "capture_bs", "context length", "token count", "model length")
+
+
 def classify(lines: list[Line]) -> Failure | None:
     """First known failure of the boot, else the last exception of a traceback, else None."""
     for idx, line in enumerate(lines):
+        low = line.text.lower()
+        if not any(k in low for k in _KEYS):
+            continue
         for rule in RULES:
             if rule.pattern.search(line.text):
                 kind = rule.kind

@@ -163,6 +163,16 @@ _SGL_MARK = re.compile(r"sglang|Load weight (?:begin|end)|KV Cache is allocated|
                        r"max_total_num_tokens=|ServerArgs\(|Decode batch|TP\d|max_running_request is zero|"
                        r"Loaded weights leave no GPU memory|mem-fraction-static|max_mamba_cache_size|Mamba slots")
 
+# Every format above contains one of these words; a line with none of them is skipped without running the rest.
+_TRIGGER = re.compile(
+    r"Load weight|Memory baseline|Mamba Cache|KV Cache|Memory pool end|max_total_num_tokens|capped to|"
+    r"reduced from the requested|KV pool holds|Capture|server_args=|accept len|gen throughput|mamba num|fired up|"
+    r"Uvicorn running|startup complete|KV token|Mamba slots|weight usage|each for K/V|max_mamba_cache_size|took|"
+    r"total_gpu_memory|model weights take|KV cache|Maximum concurrency|GPU blocks|Mamba cache|SpecDecoding|"
+    r"non-default args|LLM engine|server version|Starting vLLM|Free memory on device|Desired GPU|peak activation|"
+    r"attention block size|GiB for KV|SWAKVPool|init engine|sglang|CUDA graph|Graph capturing",
+    re.I)
+
 # ---------------------------------------------------------------- errors
 _EXC = re.compile(r"^(?:[\w]+\.)*(?:\w*Error|\w*Exception|KeyboardInterrupt|SystemExit)\b(?::|$) ?(.*)")
 _BOOT_START = re.compile(r"server_args=ServerArgs\(|non-default args: \{|Initializing a V\d LLM engine")
@@ -288,10 +298,7 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
             acc.server_args = parse_sglang_server_args(m.group(1))
         return
     if _ACCEPT.search(t) or _THROUGHPUT.search(t) or _MAMBA_NUM.search(t):
-        acc.push("accept_lengths", _search(_ACCEPT, t))
-        acc.push("gen_throughputs", _search(_THROUGHPUT, t))
-        acc.push("running_requests", _search(_RUNNING, t, _i))
-        acc.push("mamba_num", _search(_MAMBA_NUM, t, _i))
+        _runtime_line(acc, t)
         return
     if _SGL_READY.search(t):
         acc.v["ready"] = True
@@ -307,6 +314,14 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
     each = _search(_C_EACH_KV, t)
     acc.first("k_size_gib", each)
     acc.first("v_size_gib", each)
+
+
+def _runtime_line(acc: _Acc, t: str) -> None:
+    """SGLang `Decode batch ...` statistics (one per decode_log_interval; the bulk of a long log)."""
+    acc.push("accept_lengths", _search(_ACCEPT, t))
+    acc.push("gen_throughputs", _search(_THROUGHPUT, t))
+    acc.push("running_requests", _search(_RUNNING, t, _i))
+    acc.push("mamba_num", _search(_MAMBA_NUM, t, _i))
 
 
 def _bare_quant(t: str) -> str | None:
@@ -459,11 +474,13 @@ def split_boots(lines: list[Line]) -> list[list[Line]]:
     boots: list[list[Line]] = [[]]
     seen_work = False
     for line in lines:
-        if _BOOT_START.search(line.text) and seen_work:
+        t = line.text
+        if seen_work and ("ServerArgs(" in t or "non-default args" in t or "LLM engine" in t) \
+                and _BOOT_START.search(t):
             boots.append([])
             seen_work = False
         boots[-1].append(line)
-        if _LOAD_END.search(line.text) or _V_LOAD.search(line.text) or _EXC.match(line.text):
+        if not seen_work and (("oad" in t and (_LOAD_END.search(t) or _V_LOAD.search(t))) or _EXC.match(t)):
             seen_work = True
     return [b for b in boots if b]
 
@@ -483,19 +500,28 @@ def _other_rank(line: Line, stage: int | None, rank: int | None) -> bool:
         (line.stage is not None and stage is not None and line.stage != stage)
 
 
+_MARK_LINES = 5000
+
+
 def facts_from_lines(lines: list[Line], boots: int = 1) -> LogFacts:
     """Fold one boot's cleaned lines into LogFacts. Per-rank values come from the lowest rank seen (TP0):
     other ranks print the same lines with their own numbers, interleaved."""
     acc = _Acc()
     p_stage, p_rank = _primary(lines)
-    for line in lines:
-        if _SGL_MARK.search(line.text):
-            acc.sgl_marks += 1
-        if _VLLM_MARK.search(line.text):
-            acc.vllm_marks += 1
-        exc = _EXC.match(line.text)
-        if exc and len(line.text) < 4000:
-            acc.errors.append(EngineError(message=line.text.strip(), line=line.no))
+    for idx, line in enumerate(lines):
+        t = line.text
+        if "Decode batch" in t and not _other_rank(line, p_stage, p_rank):
+            _runtime_line(acc, t)  # fast path: the bulk of a long log
+            if idx < _MARK_LINES:
+                acc.sgl_marks += 1
+            continue
+        if idx < _MARK_LINES:  # the engine is recognised from the start of the boot
+            acc.sgl_marks += bool(_SGL_MARK.search(t))
+            acc.vllm_marks += bool(_VLLM_MARK.search(t))
+        if _EXC.match(t) and len(t) < 4000:
+            acc.errors.append(EngineError(message=t.strip(), line=line.no))
+        if not _TRIGGER.search(t):
+            continue
         if _other_rank(line, p_stage, p_rank):
             # other ranks: only errors (above) and the server-args dump count
             m = _SERVER_ARGS.search(line.text)
