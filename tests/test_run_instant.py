@@ -300,3 +300,29 @@ def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:
     r = _cli("run", str(m), "--dry-run")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [f"specbench: error: {m}:4: server.tp: tp must be >= 1, got 0"]
+
+
+def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, tokenizer_dir: Path) -> None:
+    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
+    store = tmp_path / "r.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
+                             "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        cid = _wait(lambda: _rows(store, "SELECT cell_id FROM cells WHERE status='running'"), 60, "a running cell")[0][0]
+        pgid = json.loads(_wait(lambda: (_rows(store, "SELECT value FROM meta WHERE key='active_server'")
+                                         or [("",)])[0][0], 30, "the server"))["pgid"]
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("specbench: interrupted; finished cells are kept in")
+    assert not _pid_alive(pgid)  # the server was stopped, not left behind
+    assert _rows(store, "SELECT status, reason FROM cells WHERE cell_id=?", cid) == [
+        ("running", "interrupted (Ctrl-C); re-run next time")]
+    r = _cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert _rows(store, "SELECT status, attempts FROM cells WHERE cell_id=?", cid) == [("done", 2)]

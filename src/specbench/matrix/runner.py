@@ -408,7 +408,11 @@ def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Ada
             store.start_cell(c.cell_id, server_json=cell_server)
             report.ran += 1
             progress.cell_started(c)
-            outcome = run_cell(c, ctx, progress.request_done)
+            try:
+                outcome = run_cell(c, ctx, progress.request_done)
+            except KeyboardInterrupt:  # stays `running`: the next run re-runs it
+                store.mark_interrupted(c.cell_id, "interrupted (Ctrl-C); re-run next time")
+                raise
             if outcome.status == "done":
                 store.finish_cell(c.cell_id, "done", metrics=outcome.metrics, clamp=outcome.clamp,
                                   requests=outcome.requests)

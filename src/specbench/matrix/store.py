@@ -212,6 +212,10 @@ class Store:
             "UPDATE cells SET status='skipped', reason=?, ended_at=? WHERE cell_id=?", (reason, time.time(), cell_id)
         )
 
+    def mark_interrupted(self, cell_id: str, reason: str = "interrupted; re-run next time") -> None:
+        """The cell stays `running` (so the next run re-runs it) and says why it did not finish."""
+        self.conn.execute("UPDATE cells SET reason=? WHERE cell_id=? AND status='running'", (reason, cell_id))
+
     def set_clamp(self, cell_id: str, clamp: dict[str, Any]) -> None:
         self.conn.execute("UPDATE cells SET clamp_json=? WHERE cell_id=?", (_j(clamp), cell_id))
 
