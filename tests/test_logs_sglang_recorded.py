@@ -30,8 +30,8 @@ def _server_info(text: str) -> dict[str, Any] | None:
 
 
 def _info_value(info: dict[str, Any], key: str) -> Any:
-    if key in info:
-        return info[key]
+    """The scheduler's effective value (internal_states). Top-level keys are the requested server args, which can
+    differ (sgl-project/sglang#38846: 32 requested, 9 effective), so they are not used."""
     for state in info.get("internal_states") or []:
         if isinstance(state, dict) and key in state:
             return state[key]
