@@ -257,3 +257,11 @@ def test_kv_line_variants():
     mla = parse_text("[2026-01-01 00:00:00 TP0] KV Cache is allocated. #tokens: 412345, KV size: 27.15 GB")
     assert (mla.kv_tokens, mla.kv_size_gib, mla.k_size_gib) == (412345, 27.15, None)
     assert mla.kv_total_gib() == 27.15
+
+
+def test_final_max_running_requests_line():
+    raw = ("[2026-03-01 10:00:00 TP0]   - Token pool size: 4\n"
+           "[2026-03-01 10:00:00 TP0]   → Final max_running_requests: 0\n"
+           "AssertionError: max_running_request is zero\n")
+    d = diagnose_text(raw, with_fixes=False)
+    assert d.facts.max_running_requests == 0 and d.failure is not None

@@ -102,6 +102,7 @@ _CAP = re.compile(
     r"max_running_requests is capped to (\d+) by the mamba state cache"
     r"(?: ?\(max_mamba_cache_size=(\d+), (\d+) state slots per request)?", re.I)
 _REDUCED = re.compile(r"max_running_requests was reduced from the requested (\d+) to (\d+)", re.I)
+_FINAL_MRR = re.compile(r"Final max_running_requests: (\d+)")  # some 0.5.x builds log the min() they took
 _FEWER = re.compile(r"KV pool holds " + _INT + r" tokens, fewer than --context-length", re.I)
 _CAPTURE = re.compile(r"Capture (?P<label>[\w \-]*?)\bcuda graph (?P<edge>begin|end)\b", re.I)
 _BS = re.compile(r"\bbs=\[([\d, ]*)\]")
@@ -170,7 +171,7 @@ _TRIGGER = re.compile(
     r"Uvicorn running|startup complete|KV token|Mamba slots|weight usage|each for K/V|max_mamba_cache_size|took|"
     r"total_gpu_memory|model weights take|KV cache|Maximum concurrency|GPU blocks|Mamba cache|SpecDecoding|"
     r"non-default args|LLM engine|server version|Starting vLLM|Free memory on device|Desired GPU|peak activation|"
-    r"attention block size|GiB for KV|SWAKVPool|init engine|sglang|CUDA graph|Graph capturing",
+    r"attention block size|GiB for KV|SWAKVPool|init engine|sglang|CUDA graph|Graph capturing|max_running_requests",
     re.I)
 
 # ---------------------------------------------------------------- errors
@@ -283,6 +284,10 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
     m = _REDUCED.search(t)
     if m:
         acc.first("mrr_reduced_from", _i(m.group(1)))
+        return
+    m = _FINAL_MRR.search(t)
+    if m:
+        acc.first("max_running_requests", _i(m.group(1)))
         return
     m = _FEWER.search(t)
     if m:
