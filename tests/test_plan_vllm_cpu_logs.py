@@ -29,6 +29,7 @@ CAPACITY = re.compile(r"(?:CPU|GPU) KV cache size: ([\d,]+) tokens, Maximum conc
 BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 PADDING = re.compile(r"Padding mamba page size by ([\d.]+)%")
 GROUPS = re.compile(r"kv cache group sizes \(([\d, ]+)\)")
+LCM = re.compile(r"kv lcm block sizes (\d+)")
 ERROR = re.compile(r"(?:ValueError|RuntimeError|AssertionError): (.*)$")
 
 
@@ -89,6 +90,8 @@ def test_planner_reproduces_the_boot(log: Path, source: str, models_root: Path, 
                    == p.group(1)
         if (g := GROUPS.search(text)):
             assert f"kv cache group sizes ({g.group(1)})" in r["log_lines"]
+        if (g := LCM.search(text)):
+            assert g.group(0) in r["log_lines"]
     if "started" in h.get("outcome", "") and cap:
         assert r["status"] == "ok", r["error"]
         assert r["max_running_requests"] == min(r["max_num_seqs"], int(float(cap.group(3))))

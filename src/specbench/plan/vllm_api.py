@@ -192,11 +192,12 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     warnings.extend(pool.warnings)
     groups = tuple({"kind": g.kind, "layers": g.layers, "block_size": g.spec.block_size,
                     "page_bytes": g.spec.page, "bytes_per_block": g.bytes_per_block} for g in grouping.groups)
-    if ctx.device == "cpu" or True:
-        sizes = tuple(g.spec.block_size if (g.kind != "mamba" or charge.mamba_mode != "none") else pool.max_model_len
-                      for g in grouping.groups)
-        if m.linear_layers and v >= (0, 30, 0) and pool.failure is None:
-            lines.append(f"kv cache group sizes {sizes}")
+    # kv_cache_utils.py (scheduler block size, 0.30+): logged for more than one group, after the capacity line
+    sizes = tuple(g.spec.block_size if (g.kind != "mamba" or charge.mamba_mode != "none") else pool.max_model_len
+                  for g in grouping.groups)
+    if len(sizes) > 1 and v >= (0, 30, 0) and (pool.failure is None or pool.failure.kind == "mamba_blocks"):
+        lines.append(f"kv cache group sizes {sizes}")
+        lines.append(f"kv lcm block sizes {C.lcm_all(sizes)}")
     failure = pool.failure
     mrr = None
     if failure is None:
