@@ -28,6 +28,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "--max-running-requests": ("--max-running-requests",),
     "--context-length": ("--context-length",),
     "--speculative-num-draft-tokens": ("--speculative-num-draft-tokens", "--speculative-dflash-block-size"),
+    "--mamba-radix-cache-strategy": ("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy"),
+    "--mamba-scheduler-strategy": ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"),
 }
 
 
@@ -48,8 +50,10 @@ def mamba_strategy_flag(version: str | None) -> str:
 
 
 def spell_flag(flag: str, version: str | None) -> str:
-    """A user-written flag in this version's spelling (only the renamed mamba strategy differs)."""
-    if flag in ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"):
+    """A user-written flag in this version's spelling (only the renamed mamba strategy differs).
+
+    Without a known version the flag is left as the user wrote it."""
+    if flag in ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") and parse_version(version):
         return mamba_strategy_flag(version)
     return flag
 
@@ -97,10 +101,21 @@ def _word(value: Any) -> str:
     return str(value)
 
 
+def respell(argv: Sequence[str], version: str | None) -> list[str]:
+    """The base command's flags in this version's spelling (`--x v` and `--x=v` forms)."""
+    out = []
+    for word in argv:
+        head, sep, tail = word.partition("=")
+        if head.startswith("--"):
+            word = spell_flag(head, version) + sep + tail
+        out.append(word)
+    return out
+
+
 def build_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int,
                version: str | None = None) -> list[str]:
     """The launch argv for one server tuple: base command + the axes' flags; never a shell string."""
-    argv = list(base)
+    argv = respell(base, version)
     argv = set_flag(argv, "--tp-size", int(settings["tp"]))
     for key, flag in (("mem_fraction_static", "--mem-fraction-static"),
                       ("max_running_requests", "--max-running-requests"),

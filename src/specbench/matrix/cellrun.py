@@ -29,6 +29,7 @@ class CellContext:
     server_info: dict[str, Any]
     settings: dict[str, Any]
     proc: ServerProcess | None = None
+    plan: dict[str, Any] | None = None  # the planner's result for what was launched (context_len fallback)
     cache: dict[str, Any] = field(default_factory=dict)  # tokenizer and served model name, per server
 
 
@@ -54,7 +55,20 @@ def context_len(ctx: CellContext) -> int | None:
         if isinstance(v, int) and v > 0:
             return v
     v = ctx.settings.get("context_length")
-    return int(v) if v else None
+    if v:
+        return int(v)
+    v = (ctx.plan or {}).get("context_len")  # the planner's resolved default (the model's max positions)
+    return int(v) if isinstance(v, int) and v > 0 else None
+
+
+def _vocab_size(ctx: CellContext) -> int | None:
+    """For token-id prompts without a tokenizer: the vocab size of the matrix's [plan] model config."""
+    src = ctx.spec.plan.model_config_
+    if not src:
+        return None
+    from specbench.specs.resolve import load_model_spec
+
+    return int(load_model_spec(src).vocab_size)
 
 
 def _tokenizer(ctx: CellContext) -> Any:
@@ -107,7 +121,8 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
         api, pmode, tok, clamp = plan_requests(cell, ctx)
         n, w = int(c["num_requests"]), int(c.get("warmup_requests") or 0)
         prompts = build_prompts(tok, n=n + w, prompt_tokens=clamp.prompt_tokens, mode=pmode,
-                                seed=int(cell.cell_id.split("-")[-1], 16) % 1_000_000)
+                                seed=int(cell.cell_id.split("-")[-1], 16) % 1_000_000,
+                                vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)
         rate = c.get("request_rate")
         rate_v = None if isinstance(rate, str) or rate is None or math.isinf(float(rate)) else float(rate)
         load = LoadSpec(base_url=ctx.base_url, api=api, model=_model_name(ctx), output_tokens=clamp.output_tokens,

@@ -395,7 +395,7 @@ def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Ada
         info["ready_s"] = round(ready_s, 3)
         store.update_server(st.server_id, status="ready", server_info_json=info)
         ctx = CellContext(spec=spec, adapter=adapter, base_url=base_url, argv=pf.launch.argv,
-                          server_info=info, settings=pf.settings, proc=proc)
+                          server_info=info, settings=pf.settings, proc=proc, plan=pf.plan)
         dead_reason: str | None = None
         for c in todo:
             if dead_reason is not None:
