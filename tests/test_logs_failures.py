@@ -41,6 +41,8 @@ CASES = [
     ("RuntimeError: Worker failed with error 'max_num_seqs (1024) exceeds available Mamba cache blocks (969). Each "
      "decode sequence requires one Mamba cache block'", "vllm_mamba_blocks", "failed"),
     (BOOT + TB + "KeyError: 'model.layers.0.linear_attn.A_log'", "exception", "failed"),
+    (BOOT + POOLS + "[2026-11-20 14:03:30] scheduler_0 (pid=33237) crashed with exit code -11", "process_crashed",
+     "failed"),
 ]
 
 

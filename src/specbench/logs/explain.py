@@ -169,6 +169,9 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
     if k == "empty_capture_bs":
         return ["No CUDA-graph batch size survived the filters (e.g. bs × draft tokens must divide by the "
                 "attention TP size under EP): set --cuda-graph-bs explicitly or --disable-cuda-graph."]
+    if k == "process_crashed":
+        return ["An engine process died without a Python error in this log (a crash such as a segfault, the OOM "
+                "killer, or an error printed by another rank): look at the lines just before it and at dmesg."]
     return [f"The engine raised an exception during start-up ({where(k) or 'see the traceback'})."]
 
 

@@ -65,6 +65,9 @@ RULES: tuple[_Rule, ...] = (
           "torch allocator"),
     _Rule("empty_capture_bs", re.compile(r"capture_bs=\[\]"),
           "sglang cuda_graph_runner (no batch size left to capture)"),
+    _Rule("process_crashed", re.compile(r"crashed with exit code -?\d+|Rank \d+ scheduler died|"
+                                         r"Received sigquit from a child process"),
+          "a scheduler / worker process died (segfault, killed, or an exception printed elsewhere)"),
     _Rule("context_too_long", re.compile(
         r"is longer than the model's context length|longer than the model's context length|"
         r"This model's maximum context length is|exceeds the max(?:imum)? (?:context|model) length|"
@@ -98,7 +101,8 @@ def _message_for(lines: list[Line], idx: int) -> str:
 # before any regex runs (long logs are mostly decode statistics).
 _KEYS = ("max_running_request", "state cache", "loaded weights", "not enough", "memory pool size", "ping pong",
          "mamba cache blocks", "no available memory", "max seq len", "maximum number of tokens", "context_length",
-         "out of memory", "outofmemory", "capture_bs", "context length", "token count", "model length")
+         "out of memory", "outofmemory", "capture_bs", "context length", "token count", "model length",
+         "crashed with exit code", "scheduler died", "sigquit")
 
 
 def classify(lines: list[Line]) -> Failure | None:

@@ -238,7 +238,8 @@ def _sglang_line(acc: _Acc, line: Line) -> None:
         return
     if _KV_LINE.search(t):
         low = t.lower()
-        is_draft = acc.kv_lines > 0 or "<- eagle draft" in low or "draft" in low.split("allocated", 1)[-1][-40:]
+        label = low.split("kv cache is allocated", 1)[0]  # e.g. "[draft] KV Cache is allocated ..."
+        is_draft = acc.kv_lines > 0 or "draft" in label or "draft" in low.split("allocated", 1)[-1][-40:]
         prefix = "draft_" if is_draft else ""
         if not is_draft:
             acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
