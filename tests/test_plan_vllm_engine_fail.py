@@ -1,0 +1,89 @@
+"""One live boot of the embedded engine that must fail: the tiny hybrid with a 2,000,000-token context in 1 GiB
+(allowed past its derived length by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1). The planner predicts the engine's own
+ValueError text, including its binary-searched "estimated maximum model length" (hybrid blocks of 256 tokens,
+two Mamba pages per request in 'align' mode, the null block held back)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from specbench.engines import vllm_local as vl
+from specbench.models_gen import build_all
+from specbench.models_gen.configs import model_config
+from specbench.models_gen.shapes import by_name
+from specbench.plan.api import PlanOptions, plan_command
+
+L = 2_000_000
+ERROR = re.compile(r"ValueError: (To serve at least one request.*?for more details\.)")
+
+
+def _plan(words: list[str]) -> dict:
+    d = Path(tempfile.mkdtemp()) / "tiny-hybrid"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(model_config(by_name("tiny-hybrid"))))
+    i = words.index("serve")
+    words = words[: i + 1] + [str(d)] + words[i + 2:]
+    return plan_command(words, PlanOptions(engine="vllm", engine_version="0.32.0", fixes=False))
+
+
+def test_prediction():
+    r = _plan(shlex.split(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 VLLM_CPU_KVCACHE_SPACE=1 vllm serve M "
+                          f"--max-model-len {L} --enforce-eager"))
+    assert r["status"] == "fails" and r["error_kind"] == "max_model_len"
+    # 4096 blocks of 262,144 B; one held back; a request needs cdiv(L, 256) + 2 blocks
+    assert r["estimated_max_model_len"] == (4095 - 2) * 256
+    assert "(1.91 GiB KV cache is needed" in r["error"] and "memory (1.0 GiB)" in r["error"]
+
+
+@pytest.fixture(scope="module")
+def failed_boot(tmp_path_factory) -> tuple[list[str], str]:
+    venv = vl.engine_venv()
+    if not vl.engine_installed(venv):
+        if os.environ.get("CI"):
+            pytest.fail(f"vLLM CPU engine venv not installed at {venv}")
+        pytest.skip(f"vLLM CPU engine venv not installed at {venv} (make engine)")
+    env_dir = os.environ.get("SPECBENCH_MODELS")
+    folder = Path(env_dir) if env_dir else tmp_path_factory.mktemp("models")
+    build_all(folder)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=port, max_model_len=L, kv_cache_space_gib=1,
+                               extra_env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    cmd = vl.launch_command(cfg, venv)
+    words = [f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())] + list(cmd.argv)
+    log_path = tmp_path_factory.mktemp("log") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return words, log_path.read_text(errors="replace")
+
+
+@pytest.mark.engine
+def test_live_failure_matches_the_plan(failed_boot):
+    words, log = failed_boot
+    m = ERROR.search(log)
+    assert m, log[-3000:]
+    r = _plan(words)
+    assert r["status"] == "fails" and r["error"] == m.group(1)

