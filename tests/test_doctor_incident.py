@@ -196,3 +196,13 @@ def test_kv_dtype_inconsistency_is_flagged():
     assert "K size 2.66 GiB for 87,061 tokens is a bf16/fp16 KV cache" in notes and "fp8_e4m3" in notes
     clean = diagnose_text((INC / "working.log").read_text(), with_fixes=False)
     assert not any("Inconsistent KV" in n for n in clean.notes)
+
+
+def test_memory_in_use_before_load_is_flagged():
+    from specbench.logs.doctor import diagnose_text
+    text = (INC / "failing.log").read_text().replace("Load weight begin. avail mem=94.24 GB",
+                                                     "Load weight begin. avail mem=60.41 GB")
+    notes = " ".join(diagnose_text(text, gpu="RTX PRO 6000", with_fixes=False).notes)
+    assert "35.18 GiB of the 95.59 GiB RTX PRO 6000 were already in use before the weights loaded" in notes
+    clean = diagnose_text((INC / "failing.log").read_text(), gpu="RTX PRO 6000", with_fixes=False)
+    assert not any("already in use" in n for n in clean.notes)  # 1.35 GiB: CUDA context and NCCL only

@@ -184,8 +184,31 @@ def _status(facts: LogFacts, failure: Failure | None) -> str:
     return "unknown"
 
 
-def _notes(facts: LogFacts, claim: str | None) -> list[str]:
+# CUDA context + NCCL/cuBLAS workspaces resident before the first weight: about 0.5-1.5 GiB on one GPU. More than this
+# already in use at `Load weight begin` means another process (or a previous server still exiting) holds memory.
+OTHER_PROCESS_THRESHOLD_GIB = 3.0
+
+
+def _gpu_total_gib(gpu: str | None) -> float | None:
+    if not gpu:
+        return None
+    try:
+        from specbench.specs.gpu import find_gpu
+
+        return float(find_gpu(gpu).total_gib)
+    except (ImportError, UserError, AttributeError):
+        return None
+
+
+def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[str]:
     notes: list[str] = []
+    total = _gpu_total_gib(gpu)
+    if total is not None and facts.avail_before_load_gib is not None:
+        used = total - facts.avail_before_load_gib
+        if used > OTHER_PROCESS_THRESHOLD_GIB:
+            notes.append(f"{used:.2f} GiB of the {total:.2f} GiB {gpu} were already in use before the weights loaded "
+                         f"(free {facts.avail_before_load_gib:.2f} GiB): another process, or a previous server not yet "
+                         "gone. Check that GPU memory is free before the next launch.")
     if facts.boots > 1:
         notes.append(f"The file holds {facts.boots} boots; this diagnosis is of the last one.")
     if len(facts.ranks) > 1:
@@ -226,7 +249,7 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
         sentences += started_sentences(facts)
     if status == "unknown":
         sentences.append("The log shows neither a finished start-up nor a failure (cut off, or still starting).")
-    notes = _notes(facts, claimed_quant)
+    notes = _notes(facts, claimed_quant, gpu)
     plan, fixes, why = None, (), None
     if with_fixes and facts.engine is not None:
         plan, why = planner_result(facts, engine_version, gpu)
