@@ -47,6 +47,8 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "--cuda-graph-max-bs": ("cuda_graph_max_bs", int),
     "--attention-backend": ("attention_backend", str),
     "--linear-attn-backend": ("linear_attn_backend", str),
+    "--cuda-graph-backend-decode": ("cuda_graph_backend_decode", str),
+    "--cuda-graph-backend-prefill": ("cuda_graph_backend_prefill", str),
 }
 _BOOL_FLAGS: dict[str, str] = {
     "--enable-dp-attention": "enable_dp_attention",
@@ -64,7 +66,7 @@ _VALUE_NO_MEMORY = {
     "--host", "--port", "--log-level", "--served-model-name", "--tokenizer-path", "--tokenizer-mode",
     "--chat-template", "--api-key", "--trust-remote-code-revision", "--revision", "--random-seed", "--nnodes",
     "--node-rank", "--dist-init-addr", "--tool-call-parser", "--reasoning-parser", "--sampling-backend",
-    "--grammar-backend", "--cuda-graph-backend-decode", "--cuda-graph-backend-prefill", "--mm-feature-transport",
+    "--grammar-backend", "--mm-feature-transport",
     "--schedule-policy", "--watchdog-timeout", "--download-dir", "--base-gpu-id", "--stream-interval",
     "--file-storage-path", "--log-requests-level", "--speculative-draft-load-format", "--device",
     "--speculative-draft-attention-backend", "--max-queued-requests", "--schedule-conservativeness",
@@ -105,6 +107,8 @@ class SglangArgs:
     cuda_graph_max_bs: int | None = None
     attention_backend: str | None = None
     linear_attn_backend: str | None = None
+    cuda_graph_backend_decode: str | None = None
+    cuda_graph_backend_prefill: str | None = None
     disable_radix_cache: bool = False
     disable_overlap_schedule: bool = False
     disable_cuda_graph: bool = False

@@ -139,6 +139,12 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     warnings: list[str] = []
     notes: list[str] = []
 
+    # flags as the targeted version spells them
+    bad = _flag_spelling_error(args, version)
+    if bad:
+        warnings.append(bad + "; planned with the flag's meaning, spell it as that release does")
+    if "--mamba-scheduler-strategy" in args.flags_seen and (0, 5, 14) <= version:
+        notes.append("--mamba-scheduler-strategy is a deprecated alias of --mamba-radix-cache-strategy since 0.5.14")
     spec = C.resolve_spec(args, m, draft)
     if spec.unreleased:
         notes.append("DDTREE follows an unreleased SGLang PR (#29907): planned like DFLASH with budget+1 draft tokens")
@@ -336,6 +342,17 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
         chunked_prefill_size=defaults.chunked_prefill_size, cuda_graph_max_bs=defaults.decode_max_bs,
         graph_reserve_gib=round(graph_gib, 3), warnings=tuple(warnings), notes=tuple(notes),
         ignored_flags=args.ignored, log_lines=tuple(log), weights_quant_label=m.quant.label)
+
+
+def _flag_spelling_error(args: SglangArgs, version: C.Version) -> str | None:
+    """argparse rejects a flag the targeted release does not have (server_args.py / arg_groups/fields/*.py)."""
+    if "--mamba-radix-cache-strategy" in args.flags_seen and version <= (0, 5, 13):
+        return ("SGLang <= 0.5.13 has no --mamba-radix-cache-strategy (it was --mamba-scheduler-strategy); the server "
+                "would exit with 'unrecognized arguments'")
+    if "--mamba-scheduler-strategy" in args.flags_seen and version >= (0, 5, 23):
+        return ("SGLang 0.5.23 has no --mamba-scheduler-strategy (renamed --mamba-radix-cache-strategy in 0.5.14); the "
+                "server would exit with 'unrecognized arguments'")
+    return None
 
 
 def _check_divisibility(m: ModelSpec, tp: int, attn_tp: int) -> None:

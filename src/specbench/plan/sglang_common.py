@@ -86,32 +86,31 @@ def _decode_bs_list(max_bs: int, spec: bool) -> list[int]:
     return out
 
 
-def _prefill_buckets(cps: int) -> int:
-    """generate_prefill_cuda_graph_batch_sizes: 42 at 2048, 50 at 4096, 58 at 8192, 74 at 16384
-    (sglang-memory.md §2). Log-spaced between; interpolated in log2."""
-    table = {2048: 42, 4096: 50, 8192: 58, 16384: 74}
-    if cps in table:
-        return table[cps]
-    if cps <= 2048:
-        return 42
-    lo = 2 ** int(math.log2(cps))
-    return table.get(lo, 58) + int((table.get(lo * 2, 74) - table.get(lo, 58)) * (math.log2(cps) - math.log2(lo)))
+def prefill_capture_sizes(max_tokens: int) -> list[int]:
+    """server_args.py::_generate_piecewise_cuda_graph_tokens (0.5.12) = _generate_prefill_cuda_graph_batch_sizes
+    (0.5.15) = arg_groups/cuda_graph_hook.py::generate_prefill_cuda_graph_batch_sizes (0.5.23)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
+    return [x for x in sizes if x <= max_tokens]
 
 
 def resolve_defaults(args: SglangArgs, m: ModelSpec, gpu: GpuSpec, version: Version) -> Defaults:
-    """arg_groups/memory_hook.py::handle_gpu_memory_settings (0.5.14+; server_args.py before).
+    """server_args.py::_handle_gpu_memory_settings (0.5.12, 0.5.15) / arg_groups/memory_hook.py::
+    handle_gpu_memory_settings (0.5.23).
 
-    Chunked prefill and decode cuda-graph max_bs by GPU memory (MiB); then, if mem_fraction_static is unset,
-    reserved = 512 + 1.5·max(cps,2048) + tp·pp/8·1024 + graph reserve, floored at 10 GiB above 60 GiB cards,
-    f = round((gpu_mem − reserved)/gpu_mem, 3). Up to 0.5.13 a speculative server also reserved 4096 MB
-    (EAGLE family, DFLASH) or 6144 MB (STANDALONE) because the draft was loaded after sizing.
+    Chunked prefill and decode cuda-graph max_bs by GPU memory (MiB; the 20-35 GiB row changed from 2048 / 24|80 to
+    4096 / 48|160 in the 0.5.18+ code); then, if mem_fraction_static is unset, reserved (MB) = 512 + 1.5·max(cps,2048)
+    + 2·decode_max_bs (decode graphs on) + tp·pp/8·1024 + DP-attention terms + 8·#prefill buckets (prefill graphs
+    on; 1536 for MLA), floored at 10 GiB on > 60 GiB cards; up to 0.5.13 a speculative server adds 4096 MB
+    (6144 STANDALONE, none for NGRAM) after the floor. f = round((gpu_mem − reserved)/gpu_mem, 3), then the VLM
+    factor (adjust_mem_fraction_for_vlm).
     """
     g = gpu.total_mib
     tp, pp = args.tp, args.pp
     if g < 20 * 1024:
         cps, bs = 2048, (8, 8)
     elif g < 35 * 1024:
-        cps, bs = 4096, (48, 160)
+        cps, bs = ((4096, (48, 160)) if version >= (0, 5, 18) else (2048, (24, 80)))
     elif g < 60 * 1024:
         cps, bs = 4096, (32, 160)
     elif g < 160 * 1024:
@@ -126,26 +125,38 @@ def resolve_defaults(args: SglangArgs, m: ModelSpec, gpu: GpuSpec, version: Vers
     elif args.max_running_requests is not None:
         max_bs = min(max_bs, args.max_running_requests)
     spec = args.spec_algorithm is not None
-    prefill_bs = 0 if (m.is_multimodal and not args.language_only and False) else _prefill_buckets(max(cps, 1))
+    decode_graphs = not args.disable_cuda_graph and (args.cuda_graph_backend_decode or "") != "disabled"
+    prefill_graphs = not args.disable_piecewise_cuda_graph and not args.disable_cuda_graph \
+        and (args.cuda_graph_backend_prefill or "") != "disabled"
+    if m.is_mla:
+        pmax = min(8192, cps) if version >= (0, 5, 18) else 2048
+    else:
+        pmax = cps
+    if args.max_total_tokens is not None:
+        pmax = min(pmax, args.max_total_tokens)
+    if args.context_length is not None:
+        pmax = min(pmax, args.context_length)
+    prefill_bs = len(prefill_capture_sizes(max(pmax, 0)))
     graph = 0.0
-    if not args.disable_cuda_graph:
+    if decode_graphs:
         graph += 2 * max_bs
     if args.enable_dp_attention:
         graph += 3 * max_bs * args.dp + (1.5 * max_bs * args.dp if max_bs > 300 else 0)
-    if not args.disable_piecewise_cuda_graph and version >= (0, 5, 14):
+    if prefill_graphs:
         graph += 1536 if m.is_mla else 8 * prefill_bs
-    reserved = 512 + 1.5 * max(cps if cps > 0 else 2048, 2048) + tp * pp / 8 * 1024 + graph
+    act = max(cps if cps > 0 else (args.max_prefill_tokens or 16384), 2048)
+    reserved = 512 + 1.5 * act + tp * pp / 8 * 1024 + graph
     if g > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if version <= (0, 5, 13) and spec:
+    if version <= (0, 5, 13) and spec and args.spec_algorithm != "NGRAM":
         reserved += 6144 if args.spec_algorithm == "STANDALONE" else 4096
     f = round((g - reserved) / g, 3)
     if m.is_multimodal and not args.language_only:
         v = m.raw.get("vision_config") or {}
-        lv = int(v.get("depth", v.get("num_hidden_layers", 24)))
+        lv = int(v.get("num_hidden_layers", 24))  # getattr(vision_config, "num_hidden_layers", 24): `depth` is not read
         hv = int(v.get("hidden_size", 1024))
         factor = min(max(1 - 0.1 * (lv * hv * hv / (24 * 1024 * 1024) - 1), 0.8), 1.05)
-        f = f * 0.95 * factor  # arg_groups/memory_hook.py::adjust_mem_fraction_for_vlm
+        f = f * 0.95 * factor  # adjust_mem_fraction_for_vlm; not re-rounded
     return Defaults(cps, max_bs, prefill_bs, f, reserved, graph)
 
 
