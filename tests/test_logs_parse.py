@@ -265,3 +265,10 @@ def test_final_max_running_requests_line():
            "AssertionError: max_running_request is zero\n")
     d = diagnose_text(raw, with_fixes=False)
     assert d.facts.max_running_requests == 0 and d.failure is not None
+
+
+def test_summary_with_disabled_chunked_prefill():
+    f = parse_text("[2026-10-10 11:59:51] max_total_num_tokens=1226984, chunked_prefill_size=-1, context_len=262144, "
+                   "available_gpu_mem=10.39 GB")
+    assert (f.max_total_num_tokens, f.chunked_prefill_size, f.context_len, f.available_gpu_mem_gib) == \
+        (1226984, -1, 262144, 10.39)

@@ -1,0 +1,211 @@
+"""SGLang line formats (0.4.x-0.5.x) -> accumulator. See `parse.py` for the list of formats and their sources."""
+
+from __future__ import annotations
+
+import re
+
+from specbench.logs.facts import GraphCapture
+from specbench.logs.lineacc import GB, INT, NUM, Acc, to_float, first_of, to_int, find
+from specbench.logs.normalize import Line
+from specbench.logs.serverargs import parse_sglang_server_args
+
+# ---------------------------------------------------------------- SGLang
+_AVAIL = re.compile(r"avail(?:able)?[ _]mem(?:ory)?=" + NUM + GB, re.I)
+_MEM_USAGE = re.compile(r"mem usage=(-?\d+(?:\.\d+)?)" + GB, re.I)  # an MTP draft sharing target tensors can be < 0
+_QUANT = re.compile(r"\bquant(?:_algo)?=([\w\-]+)")
+_SWA_POOL = re.compile(r"SWAKVPool mem usage: " + NUM + GB + r", swa size: " + INT + r", full size: " + INT)
+_ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: ?)" + NUM + r" ?s\b", re.I)
+_TYPE = re.compile(r"\btype=([\w.]+)")
+_DTYPE = re.compile(r"\bdtype[=:] ?(?:torch\.)?([\w]+)")
+
+_LOAD_BEGIN = re.compile(r"Load weight begin\b", re.I)
+LOAD_END = re.compile(r"Load weight end\b", re.I)
+_BASELINE = re.compile(r"Memory baseline taken\. ?mem usage=" + NUM + GB, re.I)
+_MAMBA = re.compile(r"Mamba Cache is allocated\b", re.I)
+_MAMBA_K = re.compile(r"max_mamba_cache_size[:=]? ?" + INT)
+_CONV = re.compile(r"(?<![_\w])conv_state(?: size)?[:=]? ?" + NUM + GB)
+_SSM = re.compile(r"(?<![_\w])ssm_state(?: size)?[:=]? ?" + NUM + GB)
+_ISSM = re.compile(r"intermediate_ssm_state(?:_cache)?(?: size)?[:=]? ?" + NUM + GB)
+_ICONV = re.compile(r"(?:intermediate_conv_window(?:_cache)?|(?<![_\w])conv_window)(?: size)?[:=]? ?" + NUM + GB)
+_KV_LINE = re.compile(r"KV Cache is allocated\b", re.I)
+_KV_TOKENS = re.compile(r"#tokens[:=]? ?" + INT)
+_K_SIZE = re.compile(r"(?<![\w#])K(?: size)?[:=]? ?" + NUM + GB)
+_V_SIZE = re.compile(r"(?<![\w#])V(?: size)?[:=]? ?" + NUM + GB)
+_KV_SIZE = re.compile(r"(?<![\w#])KV size[:=]? ?" + NUM + GB)
+_POOL_END = re.compile(r"Memory pool end\. ?avail mem=" + NUM + GB, re.I)
+_SUMMARY = re.compile(r"\bmax_total_num_tokens=\d")
+_KEYNUM = re.compile(r"\b([a-z_]+)=(-?\d+(?:\.\d+)?)(" + GB + r")?")  # chunked_prefill_size=-1 is real
+_CAP = re.compile(
+    r"max_running_requests is capped to (\d+) by the mamba state cache"
+    r"(?: ?\(max_mamba_cache_size=(\d+), (\d+) state slots per request)?", re.I)
+_REDUCED = re.compile(r"max_running_requests was reduced from the requested (\d+) to (\d+)", re.I)
+_FINAL_MRR = re.compile(r"Final max_running_requests: (\d+)")  # some 0.5.x builds log the min() they took
+_FEWER = re.compile(r"KV pool holds " + INT + r" tokens, fewer than --context-length", re.I)
+_CAPTURE = re.compile(r"Capture (?P<label>[\w \-]*?)\bcuda graph (?P<edge>begin|end)\b", re.I)
+_BS = re.compile(r"\bbs=\[([\d, ]*)\]")
+_ACCEPT = re.compile(r"accept len(?:gth)?: ?" + NUM, re.I)
+_THROUGHPUT = re.compile(r"gen throughput \(token/s\): ?" + NUM, re.I)
+_RUNNING = re.compile(r"#running-req: ?(\d+)")
+_MAMBA_NUM = re.compile(r"mamba num: ?(\d+)")
+SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)")
+_SGL_READY = re.compile(r"The server is fired up and ready to roll|Uvicorn running on|Application startup complete",
+                        re.I)
+SGL_VERSION = re.compile(r"\bsglang(?: version)?[=: v]+(\d+\.\d+\.\d+[\w.+]*)", re.I)
+
+# author-condensed / transcribed excerpts
+_C_KV_TOKENS = re.compile(r"\bKV tokens:? ?" + INT)
+_C_KV_SLOTS = re.compile(INT + r" KV token slots")
+_C_MAMBA_SLOTS = re.compile(r"(\d+) Mamba slots")
+_C_WEIGHT = re.compile(r"weight usage " + NUM + GB + r" \(" + NUM + r" to " + NUM + GB + r" free\)", re.I)
+_C_EACH_KV = re.compile(NUM + GB + r" each for K/V")
+
+
+def sglang_line(acc: Acc, line: Line) -> None:
+    t = line.text
+    if _LOAD_BEGIN.search(t):
+        avail = find(_AVAIL, t)
+        acc.first("avail_before_load_gib" if acc.load_begins == 0 else "draft_avail_before_load_gib", avail)
+        acc.load_begins += 1
+        return
+    if LOAD_END.search(t):
+        prefix = "" if acc.load_ends == 0 else "draft_"
+        acc.first(prefix + "avail_after_load_gib", find(_AVAIL, t))
+        acc.first(prefix + "weights_gib", find(_MEM_USAGE, t))
+        if acc.load_ends == 0:
+            acc.first("model_class", find(_TYPE, t, str))
+            acc.first("model_dtype", find(_DTYPE, t, str))
+            algo = re.search(r"\bquant_algo=([\w\-]+)", t)  # 2026+: `quant=modelopt_fp4, quant_algo=NVFP4`
+            acc.first("weight_quant", algo.group(1) if algo else (find(_QUANT, t, str) or _bare_quant(t)))
+        acc.load_ends += 1
+        return
+    m = _BASELINE.search(t)
+    if m:
+        acc.first("memory_baseline_gib", to_float(m.group(1)))
+        return
+    if _MAMBA.search(t):
+        acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
+        acc.first("max_mamba_cache_size", find(_MAMBA_K, t, to_int))
+        acc.first("conv_state_gib", find(_CONV, t))
+        acc.first("ssm_state_gib", find(_SSM, t))
+        acc.first("intermediate_ssm_state_gib", find(_ISSM, t))
+        acc.first("intermediate_conv_window_gib", find(_ICONV, t))
+        return
+    if _KV_LINE.search(t):
+        low = t.lower()
+        label = low.split("kv cache is allocated", 1)[0]  # e.g. "[draft] KV Cache is allocated ..."
+        is_draft = acc.kv_lines > 0 or "draft" in label or "draft" in low.split("allocated", 1)[-1][-40:]
+        prefix = "draft_" if is_draft else ""
+        if not is_draft:
+            acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
+        acc.first(prefix + "kv_tokens", find(_KV_TOKENS, t, to_int))
+        kv = find(_KV_SIZE, t)
+        if kv is not None and not is_draft:
+            acc.first("kv_size_gib", kv)
+        else:
+            acc.first(prefix + "k_size_gib", find(_K_SIZE, t))
+            acc.first(prefix + "v_size_gib", find(_V_SIZE, t))
+        if not is_draft:
+            acc.first("kv_dtype", find(_DTYPE, t, str))
+        acc.kv_lines += 1
+        return
+    m = _SWA_POOL.search(t)
+    if m:  # sliding-window hybrids (research §3): one pool, full-layer and SWA-layer token counts
+        acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
+        acc.first("kv_size_gib", to_float(m.group(1)))
+        acc.first("swa_kv_tokens", to_int(m.group(2)))
+        acc.first("kv_tokens", to_int(m.group(3)))
+        return
+    m = _POOL_END.search(t)
+    if m:
+        acc.first("memory_pool_end_gib" if acc.pool_ends == 0 else "draft_memory_pool_end_gib", to_float(m.group(1)))
+        acc.pool_ends += 1
+        return
+    if _SUMMARY.search(t):
+        for km in _KEYNUM.finditer(t):
+            key, val = km.group(1), km.group(2)
+            if key == "available_gpu_mem":
+                acc.first("available_gpu_mem_gib", to_float(val))
+            elif key in ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+                         "max_running_requests", "context_len") and "." not in val:
+                acc.first(key, to_int(val))
+        acc.v["ready"] = True
+        return
+    m = _CAP.search(t)
+    if m:
+        acc.first("mamba_cap_requests", to_int(m.group(1)))
+        acc.first("max_mamba_cache_size", to_int(m.group(2)))
+        acc.first("state_slots_per_request", to_int(m.group(3)))
+        return
+    m = _REDUCED.search(t)
+    if m:
+        acc.first("mrr_reduced_from", to_int(m.group(1)))
+        return
+    m = _FINAL_MRR.search(t)
+    if m:
+        acc.first("max_running_requests", to_int(m.group(1)))
+        return
+    m = _FEWER.search(t)
+    if m:
+        acc.first("kv_pool_fewer_than_context", to_int(m.group(1)))
+        return
+    m = _CAPTURE.search(t)
+    if m:
+        _capture(acc, line, m.group("label").strip(), m.group("edge").lower())
+        return
+    m = SERVER_ARGS.search(t)
+    if m:
+        if not acc.server_args:
+            acc.server_args = parse_sglang_server_args(m.group(1))
+        return
+    if _ACCEPT.search(t) or _THROUGHPUT.search(t) or _MAMBA_NUM.search(t):
+        runtime_line(acc, t)
+        return
+    if _SGL_READY.search(t):
+        acc.v["ready"] = True
+        return
+    # condensed / transcribed excerpts (only fill what nothing above filled)
+    acc.first("max_mamba_cache_size", first_of(t, to_int, _MAMBA_K, _C_MAMBA_SLOTS))
+    acc.first("kv_tokens", first_of(t, to_int, _C_KV_TOKENS, _C_KV_SLOTS))
+    m = _C_WEIGHT.search(t)
+    if m:
+        acc.first("weights_gib", to_float(m.group(1)))
+        acc.first("avail_before_load_gib", to_float(m.group(2)))
+        acc.first("avail_after_load_gib", to_float(m.group(3)))
+    each = find(_C_EACH_KV, t)
+    acc.first("k_size_gib", each)
+    acc.first("v_size_gib", each)
+
+
+def runtime_line(acc: Acc, t: str) -> None:
+    """SGLang `Decode batch ...` statistics (one per decode_log_interval; the bulk of a long log)."""
+    acc.push("accept_lengths", find(_ACCEPT, t))
+    acc.push("gen_throughputs", find(_THROUGHPUT, t))
+    acc.push("running_requests", find(_RUNNING, t, to_int))
+    acc.push("mamba_num", find(_MAMBA_NUM, t, to_int))
+
+
+def _bare_quant(t: str) -> str | None:
+    """The `[<quant>, ]` token of `Load weight end. ..., type=X, fp8, avail mem=...` (a piece with no `=`)."""
+    body = t.split("Load weight end", 1)[-1].lstrip(". ")
+    for piece in body.split(","):
+        piece = piece.strip().rstrip(".")
+        if piece and "=" not in piece and re.fullmatch(r"[A-Za-z][\w\-]{1,31}", piece):
+            return piece
+    return None
+
+
+def _capture(acc: Acc, line: Line, label: str, edge: str) -> None:
+    t = line.text
+    label = (label + " cuda graph").strip() if label else "cuda graph"
+    if edge == "begin":
+        acc.pending_graph[label] = GraphCapture(label=label, avail_before_gib=find(_AVAIL, t), line=line.no)
+        return
+    begin = acc.pending_graph.pop(label, None)
+    bs_m = _BS.search(t)
+    bs: tuple[int, ...] = ()
+    if bs_m:
+        bs = tuple(int(x) for x in re.findall(r"\d+", bs_m.group(1))[:4096])
+    acc.graphs.append(GraphCapture(
+        label=label, mem_usage_gib=find(_MEM_USAGE, t),
+        avail_before_gib=begin.avail_before_gib if begin else None,
+        avail_after_gib=find(_AVAIL, t), elapsed_s=find(_ELAPSED, t), batch_sizes=bs, line=line.no))

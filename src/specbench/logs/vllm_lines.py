@@ -1,0 +1,163 @@
+"""vLLM line formats (V0 and V1, GPU and CPU builds) -> accumulator. See `parse.py` for the list of formats."""
+
+from __future__ import annotations
+
+import re
+
+from specbench.logs.facts import GraphCapture
+from specbench.logs.lineacc import GB, INT, NUM, Acc, to_float, to_int, find
+from specbench.logs.normalize import Line
+from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
+
+# ---------------------------------------------------------------- vLLM
+V_LOAD = re.compile(r"(?:Model loading took|Loading model weights took) " + NUM + GB, re.I)
+_V_TOTAL = re.compile(r"total_gpu_memory \(" + NUM + GB + r"\) x gpu_memory_utilization \(" + NUM + r"\) = "
+                      + NUM + GB)
+_V_V0_BREAKDOWN = re.compile(
+    r"model weights take " + NUM + GB + r"; non_torch_memory takes " + NUM + GB
+    + r"; PyTorch activation peak memory takes " + NUM + GB
+    + r"; the rest of the memory reserved for KV Cache is " + NUM + GB)
+_V_AVAIL_KV = re.compile(r"Available KV cache memory: " + NUM + GB)
+# CPU (vllm-memory.md §7.1): "Explicitly set (K/T) GiB for KV cache on node N." / "Auto set (K/T) GiB for KV cache ..."
+_V_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(" + NUM + r"/" + NUM + r"\) ?GiB for KV cache")
+_V_CPU_NONKV = re.compile(NUM + r" GiB memory was consumed by non-kv usages")
+_V_KV_SIZE = re.compile(r"\b(?:GPU|CPU|XPU|[A-Z]{2,4}) KV cache size: " + INT + r" tokens")
+_V_CONC = re.compile(r"Maximum concurrency for " + INT + r" tokens per request: " + NUM + r"x")
+_V_BLOCKS = re.compile(r"# GPU blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+_V_GRAPH = re.compile(r"Graph capturing finished in " + NUM + r" secs?, took " + NUM + GB)
+_V_GRAPH_EST = re.compile(r"Estimated CUDA graph memory: " + NUM + GB)
+_V_MAMBA_BLOCKS = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
+_V_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + NUM)
+_V_SPEC_RATE = re.compile(r"Avg Draft acceptance rate: " + NUM + "%")
+# >= 0.18 summary (vllm-memory.md §2.6), parsed piece by piece so older wordings and cut lines still give parts
+_V_FREE_START = re.compile(r"Free memory on device \(" + NUM + r"/" + NUM + r" ?GiB\) on startup")
+_V_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + NUM + r", " + NUM + GB + r"\)")
+_V_CONSUMED = re.compile(NUM + GB + r" for consumed memory")
+_V_WEIGHT_PART = re.compile(NUM + GB + r" for weight")
+_V_PEAK_PART = re.compile(NUM + GB + r" for peak activation")
+_V_NONTORCH_PART = re.compile(NUM + GB + r" for non-torch memory")
+_V_GRAPH_PART = re.compile(NUM + GB + r" for CUDAGraph memory")
+_V_KV_IN_USE = re.compile(r"Current kv cache memory in use is " + NUM + GB)
+_V_GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + NUM + GB + r" \(actual\), " + NUM + GB + r" \(estimated\)")
+_V_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
+_V_MAMBA_MODE = re.compile(r"Mamba cache mode is set to '(\w+)'")
+_V_NONDEFAULT = re.compile(r"non-default args: (\{.*)")
+_V_INIT = re.compile(r"Initializing a V\d LLM engine \(v([\w.+\-]+)\) with config: (.*)")
+_V_VERSION = re.compile(r"vLLM API server version ([\w.+\-]+)")
+_V_READY = re.compile(r"Starting vLLM API server|init engine \(profile, create kv cache, warmup model\) took", re.I)
+
+def vllm_line(acc: Acc, line: Line) -> bool:
+    """vLLM formats; returns True when the line was one of them."""
+    t = line.text
+    m = V_LOAD.search(t)
+    if m:
+        acc.first("weights_gib", to_float(m.group(1)))
+        return True
+    m = _V_TOTAL.search(t)
+    if m:
+        acc.first("total_gpu_memory_gib", to_float(m.group(1)))
+        acc.first("gpu_memory_utilization", to_float(m.group(2)))
+        acc.first("budget_gib", to_float(m.group(3)))
+        return True
+    m = _V_V0_BREAKDOWN.search(t)
+    if m:
+        acc.first("weights_gib", to_float(m.group(1)))
+        acc.first("non_torch_gib", to_float(m.group(2)))
+        acc.first("activation_peak_gib", to_float(m.group(3)))
+        acc.first("available_kv_gib", to_float(m.group(4)))
+        return True
+    m = _V_AVAIL_KV.search(t)
+    if m:
+        acc.first("available_kv_gib", to_float(m.group(1)))
+        return True
+    m = _V_CPU_KV.search(t)
+    if m:
+        acc.first("available_kv_gib", to_float(m.group(1)))
+        acc.first("total_gpu_memory_gib", to_float(m.group(2)))  # node memory on the CPU backend
+        acc.first("non_torch_gib", find(_V_CPU_NONKV, t))
+        return True
+    matched = False
+    m = _V_KV_SIZE.search(t)
+    if m:
+        acc.first("kv_tokens", to_int(m.group(1)))
+        matched = True
+    m = _V_CONC.search(t)
+    if m:
+        acc.first("max_concurrency_tokens", to_int(m.group(1)))
+        acc.first("max_concurrency", to_float(m.group(2)))
+        matched = True
+    if matched:
+        return True
+    m = _V_BLOCKS.search(t)
+    if m:
+        acc.first("gpu_blocks", to_int(m.group(1)))
+        acc.first("cpu_blocks", to_int(m.group(2)))
+        return True
+    m = _V_GRAPH.search(t)
+    if m:
+        acc.graphs.append(GraphCapture(label="vllm cuda graph", mem_usage_gib=to_float(m.group(2)),
+                                       elapsed_s=to_float(m.group(1)), line=line.no))
+        return True
+    m = _V_GRAPH_EST.search(t)
+    if m:
+        acc.first("cuda_graph_estimate_gib", to_float(m.group(1)))
+        return True
+    m = _V_MAMBA_BLOCKS.search(t)
+    if m:
+        acc.first("max_num_seqs", to_int(m.group(1)))
+        acc.first("mamba_cache_blocks", to_int(m.group(2)))
+        # the error line itself is recorded by the generic exception pass
+        return False
+    m = _V_SPEC.search(t)
+    if m:
+        acc.push("accept_lengths", to_float(m.group(1)))
+        acc.push("acceptance_rates_pct", find(_V_SPEC_RATE, t))
+        return True
+    if _V_FREE_START.search(t) or _V_DESIRED.search(t) or "for peak activation" in t:
+        m = _V_FREE_START.search(t)
+        if m:
+            acc.first("avail_before_load_gib", to_float(m.group(1)))
+            acc.first("total_gpu_memory_gib", to_float(m.group(2)))
+        m = _V_DESIRED.search(t)
+        if m:
+            acc.first("gpu_memory_utilization", to_float(m.group(1)))
+            acc.first("budget_gib", to_float(m.group(2)))
+        acc.first("consumed_gib", find(_V_CONSUMED, t))
+        acc.first("weights_gib", find(_V_WEIGHT_PART, t))
+        acc.first("activation_peak_gib", find(_V_PEAK_PART, t))
+        acc.first("non_torch_gib", find(_V_NONTORCH_PART, t))
+        acc.first("cuda_graph_actual_gib", find(_V_GRAPH_PART, t))
+        acc.first("available_kv_gib", find(_V_KV_IN_USE, t))
+        return True
+    m = _V_GRAPH_POOL.search(t)
+    if m:
+        acc.first("cuda_graph_actual_gib", to_float(m.group(1)))
+        acc.first("cuda_graph_estimate_gib", to_float(m.group(2)))
+        return True
+    m = _V_BLOCK.search(t)
+    if m:
+        acc.first("attention_block_size", to_int(m.group(1)))
+        return True
+    m = _V_MAMBA_MODE.search(t)
+    if m:
+        acc.first("mamba_cache_mode", m.group(1))
+        return True
+    m = _V_NONDEFAULT.search(t)
+    if m:
+        if not acc.server_args:
+            acc.server_args = parse_vllm_dict(m.group(1))
+        return True
+    m = _V_INIT.search(t)
+    if m:
+        acc.first("engine_version", m.group(1))
+        if not acc.server_args:
+            acc.server_args = parse_keyvalues(m.group(2))
+        return True
+    m = _V_VERSION.search(t)
+    if m:
+        acc.first("engine_version", m.group(1))
+        return True
+    if _V_READY.search(t):
+        acc.v["ready"] = True
+        return True
+    return False
