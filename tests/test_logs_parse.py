@@ -228,6 +228,7 @@ def test_recorded_vllm_cpu_boots_match_the_servers_own_report(path: Path):
     d = diagnose_text(text, with_fixes=False)
     f = d.facts
     assert f.engine == "vllm" and f.engine_version == info["version"]
+    assert f.device == "cpu"  # "CPU KV cache size" / "Explicitly set ... GiB for KV cache on node"
     assert f.kv_tokens == int(info["kv_cache_size_tokens"])
     assert f.max_concurrency_tokens == info["max_model_len"] == f.server_args["max_model_len"]
     assert f.available_kv_gib is not None and f.available_kv_gib > 0

@@ -77,7 +77,8 @@ def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
     if d.failure:
         console.print(f"[bold]failure[/]: {d.failure.kind}: {escape(d.failure.message)}")
     if d.budget:
-        t = Table(title="memory budget (GiB, one GPU)", title_justify="left")
+        where = "one CPU node" if f.device == "cpu" else "one GPU"
+        t = Table(title=f"memory budget (GiB, {where})", title_justify="left")
         t.add_column("what")
         t.add_column("GiB", justify="right")
         t.add_column("from the log", overflow="fold")

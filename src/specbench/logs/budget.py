@@ -81,8 +81,11 @@ def sglang_rows(f: LogFacts) -> list[BudgetRow]:
 
 
 def vllm_rows(f: LogFacts) -> list[BudgetRow]:
+    cpu = f.device == "cpu"
     rows = [
-        BudgetRow("total", "GPU total", f.total_gpu_memory_gib, "total_gpu_memory / Free memory on device (F/T)"),
+        BudgetRow("total", "node memory (CPU backend)" if cpu else "GPU total", f.total_gpu_memory_gib,
+                  "Explicitly/Auto set (K/total) GiB for KV cache" if cpu
+                  else "total_gpu_memory / Free memory on device (F/T)"),
         BudgetRow("free_before_load", "free at start-up", f.avail_before_load_gib, "Free memory on device (F/T)"),
         BudgetRow("budget", f"budget (gpu_memory_utilization {f.gpu_memory_utilization})", f.budget_gib,
                   "total_gpu_memory x gpu_memory_utilization"),
@@ -96,7 +99,7 @@ def vllm_rows(f: LogFacts) -> list[BudgetRow]:
         BudgetRow("graphs", "CUDA graphs", f.graphs_gib() if f.graphs else f.cuda_graph_actual_gib,
                   "Graph capturing finished ... took / GiB for CUDAGraph memory"),
     ]
-    return [r for r in rows if r.gib is not None or r.key in ("weights", "kv")]
+    return [r for r in rows if r.gib is not None or r.key == "kv"]
 
 
 def budget_rows(f: LogFacts) -> list[BudgetRow]:

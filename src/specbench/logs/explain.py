@@ -232,7 +232,7 @@ def started_sentences(f: LogFacts) -> list[str]:
         out.append(headroom)
     if f.accept_lengths:
         mean = sum(f.accept_lengths) / len(f.accept_lengths)
-        out.append(f"Mean accept length over {len(f.accept_lengths)} logged batches: {mean:.2f}.")
+        out.append(f"Mean accept length over {len(f.accept_lengths)} logged intervals: {mean:.2f}.")
     if f.gen_throughputs:
         out.append(f"Logged generation throughput: {min(f.gen_throughputs):.1f}–{max(f.gen_throughputs):.1f} tok/s.")
     return out

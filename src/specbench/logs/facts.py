@@ -38,6 +38,7 @@ class LogFacts:
 
     engine: str | None = None  # "sglang" | "vllm"
     engine_version: str | None = None  # only when the log prints it
+    device: str | None = None  # "gpu", "cpu", "xpu" ... when the log says (vLLM `CPU KV cache size`)
     # --- weights (SGLang `Load weight begin/end`, vLLM `Model loading took`) ---
     memory_baseline_gib: float | None = None  # SGLang `Memory baseline taken. mem usage=`
     avail_before_load_gib: float | None = None  # target `Load weight begin. avail mem=`

@@ -21,7 +21,7 @@ _V_AVAIL_KV = re.compile(r"Available KV cache memory: " + NUM + GB)
 # CPU (vllm-memory.md §7.1): "Explicitly set (K/T) GiB for KV cache on node N." / "Auto set (K/T) GiB for KV cache ..."
 _V_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(" + NUM + r"/" + NUM + r"\) ?GiB for KV cache")
 _V_CPU_NONKV = re.compile(NUM + r" GiB memory was consumed by non-kv usages")
-_V_KV_SIZE = re.compile(r"\b(?:GPU|CPU|XPU|[A-Z]{2,4}) KV cache size: " + INT + r" tokens")
+_V_KV_SIZE = re.compile(r"\b(GPU|CPU|XPU|[A-Z]{2,4}) KV cache size: " + INT + r" tokens")
 _V_CONC = re.compile(r"Maximum concurrency for " + INT + r" tokens per request: " + NUM + r"x")
 _V_BLOCKS = re.compile(r"# GPU blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _V_GRAPH = re.compile(r"Graph capturing finished in " + NUM + r" secs?, took " + NUM + GB)
@@ -72,6 +72,7 @@ def vllm_line(acc: Acc, line: Line) -> bool:
         return True
     m = _V_CPU_KV.search(t)
     if m:
+        acc.first("device", "cpu")
         acc.first("available_kv_gib", to_float(m.group(1)))
         acc.first("total_gpu_memory_gib", to_float(m.group(2)))  # node memory on the CPU backend
         acc.first("non_torch_gib", find(_V_CPU_NONKV, t))
@@ -79,7 +80,8 @@ def vllm_line(acc: Acc, line: Line) -> bool:
     matched = False
     m = _V_KV_SIZE.search(t)
     if m:
-        acc.first("kv_tokens", to_int(m.group(1)))
+        acc.first("device", m.group(1).lower())
+        acc.first("kv_tokens", to_int(m.group(2)))
         matched = True
     m = _V_CONC.search(t)
     if m:
