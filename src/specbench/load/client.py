@@ -219,22 +219,28 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = time.perf_counter()
-        if self.state == _CHUNKED:
+        if self.state == _HEAD:
+            self._headers(t, data)
+        else:
+            self._feed(t, data)
+
+    def _feed(self, t: float, data: bytes) -> None:
+        """Body bytes read at time `t` (the headers' read time for body bytes that came with them)."""
+        state = self.state
+        if state == _CHUNKED:
             self._body(t, data)
             done = data.endswith(b"0\r\n\r\n") and (data.endswith(b"\r\n0\r\n\r\n")
                                                    or (self.edge + data).endswith(b"\r\n0\r\n\r\n"))
             self.edge = data[-5:]
             if done:
                 self._finish(t)
-        elif self.state == _HEAD:
-            self._headers(t, data)
-        elif self.state == _LENGTH:
+        elif state == _LENGTH:
             self._body(t, data)
             self.edge = data[-5:]
             self.remaining -= len(data)
             if self.remaining <= 0:
                 self._finish(t)
-        elif self.state == _UNTIL_CLOSE:
+        elif state == _UNTIL_CLOSE:
             self._body(t, data)
             self.edge = data[-5:]
 
@@ -289,37 +295,19 @@ class _Conn(asyncio.Protocol):
         if chunked:
             self.state = _CHUNKED
             if rest:
-                self.data_received_at(t, rest)
+                self._feed(t, rest)
         elif length >= 0:
             self.state = _LENGTH
             self.remaining = length
             if length == 0:
                 self._finish(t)
             elif rest:
-                self.data_received_at(t, rest)
+                self._feed(t, rest)
         else:
             self.state = _UNTIL_CLOSE
             self.keep_alive = False
             if rest:
-                self.data_received_at(t, rest)
-
-    def data_received_at(self, t: float, data: bytes) -> None:
-        """Body bytes that came in the same read as the headers keep that read's timestamp."""
-        if self.state == _CHUNKED:
-            self._body(t, data)
-            done = (self.edge + data).endswith(b"\r\n0\r\n\r\n")
-            self.edge = data[-5:]
-            if done:
-                self._finish(t)
-        elif self.state == _LENGTH:
-            self._body(t, data)
-            self.edge = data[-5:]
-            self.remaining -= len(data)
-            if self.remaining <= 0:
-                self._finish(t)
-        else:
-            self._body(t, data)
-            self.edge = data[-5:]
+                self._feed(t, rest)
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self, rec: _Raw, request: bytes, timeout_s: float) -> asyncio.Future[None]:
