@@ -51,6 +51,7 @@ def test_failing_log_contract(failing_json: dict):
         (2, 0.01, 0.42, 2.25)
     assert (f["kv_tokens"], f["k_size_gib"], f["v_size_gib"]) == (11893, 0.36, 0.36)
     assert f["server_args"]["max_running_requests"] == 8
+    assert f["max_running_requests"] == 0  # what the assertion says the engine ended with
     assert isinstance(j["explanation"], str)
     assert "8 × 16 draft tokens × 146.8 MiB = 18.35 GiB" in j["explanation"]
     assert "min(8, 2 // 4) = 0" in j["explanation"]

@@ -6,7 +6,7 @@ The JSON shape is the contract of `../shared/design/ARCHITECTURE.md` (`status`, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +171,10 @@ def parse_raw(raw: bytes | str) -> tuple[LogFacts, Failure | None]:
     if not boots:
         return LogFacts(boots=0), None
     lines = boots[-1]
-    return facts_from_lines(lines, boots=len(boots)), classify(lines)
+    facts, failure = facts_from_lines(lines, boots=len(boots)), classify(lines)
+    if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
+        facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
+    return facts, failure
 
 
 def _status(facts: LogFacts, failure: Failure | None) -> str:
