@@ -207,3 +207,12 @@ def test_memory_in_use_before_load_is_flagged():
     assert "35.18 GiB of the 95.59 GiB RTX PRO 6000 were already in use before the weights loaded" in notes
     clean = diagnose_text((INC / "failing.log").read_text(), gpu="RTX PRO 6000", with_fixes=False)
     assert not any("already in use" in n for n in clean.notes)  # 1.35 GiB: CUDA context and NCCL only
+
+
+def test_diff_in_reverse_order():
+    r = diff(diagnose_file(FAILING, with_fixes=False), diagnose_file(WORKING, with_fixes=False))
+    assert r.arg_changes == {"max_running_requests": [8, 4]}
+    assert r.explaining is not None and r.explaining.arg == "max_running_requests"
+    assert r.observed_pool_change_gib == pytest.approx(9.18, abs=0.05)
+    assert "shrank the speculative intermediate state reservation by 4 x 16 draft tokens x 146.8 MiB" in r.explanation
+    assert "On the left, 2 Mamba slots with 4 slots per request" in r.explanation

@@ -193,8 +193,11 @@ def diff(left: Diagnosis, right: Diagnosis) -> LogDiff:
             effect.append(f"max_mamba_cache_size {_n(lf.max_mamba_cache_size)} -> {_n(rf.max_mamba_cache_size)}")
         effect.append(f"KV tokens {_n(lf.kv_tokens)} -> {_n(rf.kv_tokens)}")
         starved = pick.predicted_gib is not None and pick.predicted_gib < 0
-        verb = "and starved the Mamba and KV pools" if starved and lf.max_mamba_cache_size is not None else \
-            "and changed the pools"
+        hybrid = lf.max_mamba_cache_size is not None
+        if starved:
+            verb = "and starved the Mamba and KV pools" if hybrid else "and shrank the KV pool"
+        else:
+            verb = "and gave the room back to the Mamba and KV pools" if hybrid else "and changed the KV pool"
         s.append(f"{pick.sentence} {verb}: {', '.join(effect)}.")
         if observed is not None and pick.predicted_gib is not None:
             how = (f"Mamba slots x {p.mib:.1f} MiB + KV tokens x {per_tok:,.0f} B, {per_tok_src}"
@@ -205,11 +208,13 @@ def diff(left: Diagnosis, right: Diagnosis) -> LogDiff:
         s.append("Differences that move memory: " + "; ".join(c.sentence for c in cands) + ".")
         if observed is not None:
             s.append(f"The pools changed by {observed:+.2f} GiB; no single difference above accounts for it.")
-    if right.failure and right.failure.kind == "max_running_requests_zero" and rf.max_mamba_cache_size is not None:
-        rho, _ = er.slots_per_request(rf)
-        if rho:
-            s.append(f"With {rf.max_mamba_cache_size} Mamba slots and {rho} slots per request, "
-                     f"max_running_requests = {rf.max_mamba_cache_size} // {rho} = 0, hence the assertion.")
+    for side, d in (("right", right), ("left", left)):
+        df = d.facts
+        if d.failure and d.failure.kind == "max_running_requests_zero" and df.max_mamba_cache_size is not None:
+            rho, _ = er.slots_per_request(df)
+            if rho:
+                s.append(f"On the {side}, {df.max_mamba_cache_size} Mamba slots with {rho} slots per request give "
+                         f"max_running_requests = {df.max_mamba_cache_size} // {rho} = 0, hence the assertion.")
     lm, rm = lf.mamba_total_gib(), rf.mamba_total_gib()
     if lm is not None and rm is not None and lm != rm:
         s.append(f"The Mamba pool allocations differ too ({lm:.2f} vs {rm:.2f} GiB): read each log's own line, "
