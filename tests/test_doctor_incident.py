@@ -216,3 +216,13 @@ def test_diff_in_reverse_order():
     assert r.observed_pool_change_gib == pytest.approx(9.18, abs=0.05)
     assert "shrank the speculative intermediate state reservation by 4 x 16 draft tokens x 146.8 MiB" in r.explanation
     assert "On the left, 2 Mamba slots with 4 slots per request" in r.explanation
+
+
+def test_facts_for_plan_without_an_argument_dump(tmp_path: Path):
+    from specbench.errors import UserError
+    log = tmp_path / "excerpt.log"
+    log.write_text("[2026-02-01 00:05:02 TP0] Load weight begin. avail mem=15.24 GB\n")
+    with pytest.raises(UserError, match="no argument dump"):
+        facts_for_plan(log)
+    with pytest.raises(UserError, match="not found"):
+        facts_for_plan(tmp_path / "missing.log")
