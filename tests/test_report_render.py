@@ -109,6 +109,7 @@ def test_html_is_self_contained_and_lists_every_cell(full: tuple[Path, Written])
     html = w.html.read_text()
     for c in load_store(store).cells:
         assert c.cell_id in html
+        assert f'<td class="text">{c.label}</td>' in html  # the config column of its row
     assert "http://" not in html and "https://" not in html and "<script" not in html
     srcs = re.findall(r'<img [^>]*src="([^"]+)"', html)
     assert len(srcs) == len(w.pngs)

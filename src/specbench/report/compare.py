@@ -6,7 +6,7 @@ With one store a series is the cell label ("ar", "dflash", "ddtree-b8"); with se
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -104,7 +104,3 @@ def entries(stores: Sequence[Store]) -> tuple[Entry, ...]:
     return tuple(Entry(store=s, cell=c, series=series_name(s, c, multi, varying), workload=workload_name(c, varying),
                        config=series_name(s, c, False, varying))
                  for s in stores for c in s.cells)
-
-
-def relabel(store: Store, label: str) -> Store:
-    return replace(store, label=label)
