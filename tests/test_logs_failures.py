@@ -100,3 +100,19 @@ def test_context_refusal_explained_with_the_requests_numbers():
     d = diagnose_text(text, with_fixes=False)
     assert d.status == "started" and d.failure is not None and d.failure.kind == "context_too_long"
     assert "32,554 prompt tokens + 256 output tokens = 32,810 > context 32,768" in d.explanation
+
+
+@pytest.mark.parametrize("message,expect", [
+    ("ValueError: This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in "
+     "the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+     "4,000 prompt tokens + 1,000 output tokens = 5,000 > context 4,096"),
+    ("ValueError: 'max_tokens' or 'max_completion_tokens' is too large: 1000. This model's maximum context length is "
+     "4096 tokens and your request has 3500 input tokens (1000 > 4096 - 3500).",
+     "3,500 prompt tokens + 1,000 output tokens = 4,500 > context 4,096"),
+])
+def test_vllm_context_refusals(message: str, expect: str):
+    text = ("(APIServer pid=1) INFO 11-30 02:29:17 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+            f"(APIServer pid=1) ERROR 11-30 02:40:00 [serving_chat.py:1] {message}")
+    d = diagnose_text(text, with_fixes=False)
+    assert d.failure is not None and d.failure.kind == "context_too_long" and d.status == "started"
+    assert expect in d.explanation

@@ -87,6 +87,23 @@ _REQ_TOTAL = re.compile(r"You requested a total of (\d+) tokens: (\d+) tokens fr
                         r"for the completion")
 _INPUT_LONG = re.compile(r"The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)")
 _MAX_CTX = re.compile(r"maximum context length (?:of |is )?(\d+)")
+# vLLM serving_engine: "However, you requested 5000 tokens (4000 in the messages, 1000 in the completion)"
+_VLLM_REQ = re.compile(r"you requested (\d+) tokens \((\d+) in the messages, (\d+) in the completion\)")
+# vLLM >= 0.10: "... your request has 3500 input tokens (1000 > 4096 - 3500)"
+_VLLM_REQ2 = re.compile(r"your request has (\d+) input tokens \((\d+) > (\d+) - \d+\)")
+
+
+def _request_tokens(message: str) -> tuple[int, int, int] | None:
+    """(total, prompt, output) from the engine's refusal text, when it carries them."""
+    m = _REQ_TOTAL.search(message) or _VLLM_REQ.search(message)
+    if m:
+        total, prompt, out = (int(x) for x in m.groups())
+        return total, prompt, out
+    m = _VLLM_REQ2.search(message)
+    if m:
+        prompt, out = int(m.group(1)), int(m.group(2))
+        return prompt + out, prompt, out
+    return None
 
 
 def _context_sentences(f: LogFacts, message: str) -> list[str]:
@@ -95,9 +112,9 @@ def _context_sentences(f: LogFacts, message: str) -> list[str]:
     m = _MAX_CTX.search(message)
     if m:
         ctx = int(m.group(1))
-    m = _REQ_TOTAL.search(message)
-    if m:
-        total, prompt, out = (int(x) for x in m.groups())
+    req = _request_tokens(message)
+    if req:
+        total, prompt, out = req
         return [f"A request was refused: {prompt:,} prompt tokens + {out:,} output tokens = {total:,} > context "
                 f"{ctx:,}." if isinstance(ctx, int) else f"A request was refused: {prompt:,} + {out:,} = {total:,} "
                 "tokens is above the context length.",
