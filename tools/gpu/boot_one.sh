@@ -7,7 +7,7 @@ name=$1; tmo=$2; shift 2
 log=${OUT:-/tmp}/$name.log
 port=30000
 {
-  echo "# sglang boot log: $name"
+  echo "# boot record: $name (tools/gpu/boot_one.sh)"
   echo "# date_utc: $(date -u +%FT%TZ)"
   echo "# command: python3 -m sglang.launch_server $*"
   echo "# bundled configs (src/specbench/data/configs): ${BOOT_NOTE:-}"
