@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 from specbench.errors import UserError
 from specbench.matrix import lifecycle
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
-from specbench.matrix.cellrun import CellContext, run_cell
+from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
 from specbench.matrix.store import Store
 
@@ -413,6 +413,8 @@ def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Ada
             except KeyboardInterrupt:  # stays `running`: the next run re-runs it
                 store.mark_interrupted(c.cell_id, "interrupted (Ctrl-C); re-run next time")
                 raise
+            except Exception as exc:  # a cell must end in the store whatever went wrong
+                outcome = CellOutcome("failed", reason=f"specbench error while running the cell: {exc!r}")
             if outcome.status == "done":
                 store.finish_cell(c.cell_id, "done", metrics=outcome.metrics, clamp=outcome.clamp,
                                   requests=outcome.requests)
