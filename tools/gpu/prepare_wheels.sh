@@ -3,13 +3,12 @@
 # (Python 3.12, torch 2.11.0+cu130 preinstalled, no network there).
 # Run here, on the CPU machine, from the repository root:
 #   bash tools/gpu/prepare_wheels.sh
-# Result: .devwhl-a/ and .devwhl-b/ (each < 64 MiB, ignored by git through
-# .git/info/exclude '/.devwhl*/'), to be carried in two successive `run` calls.
+# Result: .devwhl-a/ and .devwhl-b/ (each < 64 MiB, ignored by .gitignore
+# '/.devwhl*/'), to be carried in two successive `run` calls.
 # Set WHEEL_CACHE to a folder that already holds the big wheels
 # (sglang, sglang_kernel, flashinfer_python) to skip downloading them again.
 set -euo pipefail
 root=$(pwd)
-grep -qx '/.devwhl\*/' .git/info/exclude 2>/dev/null || echo '/.devwhl*/' >> .git/info/exclude
 dl=$root/.devwhl-dl; mkdir -p "$dl"
 A=$root/.devwhl-a; B=$root/.devwhl-b; rm -rf "$A" "$B"; mkdir -p "$A" "$B"
 PIP="python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

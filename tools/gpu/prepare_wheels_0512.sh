@@ -8,7 +8,7 @@
 #   bash tools/gpu/prepare_wheels_0512.sh
 # Result: .devwhl-12a/ (sglang_kernel 0.4.2.post2 repacked, flashinfer_python
 # 0.6.11.post1, apache-tvm-ffi 0.1.9) and .devwhl-12b/ (sglang 0.5.12.post1,
-# transformers 5.6.0), ignored through .git/info/exclude ('/.devwhl*/').
+# transformers 5.6.0), ignored by .gitignore ('/.devwhl*/').
 # Pins of sglang 0.5.12.post1 that matter here: torch==2.11.0 (same as the
 # image), sglang-kernel==0.4.2.post2 (its .so files need libcudart.so.13,
 # libcublas.so.13, libnvrtc.so.13: cu130, fine), flashinfer_python==0.6.11.post1,
@@ -16,7 +16,6 @@
 # apache-tvm-ffi==0.1.9.
 set -euo pipefail
 root=$(pwd)
-grep -qx '/.devwhl\*/' .git/info/exclude 2>/dev/null || echo '/.devwhl*/' >> .git/info/exclude
 dl=$root/.devwhl-dl12; mkdir -p "$dl"
 A=$root/.devwhl-12a; B=$root/.devwhl-12b; rm -rf "$A" "$B"; mkdir -p "$A" "$B"
 PIP="python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
