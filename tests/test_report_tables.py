@@ -194,3 +194,19 @@ def test_memory_rows_read_the_real_planner_contract(tmp_path: Path) -> None:
     assert ok.total == p["gpu_total_gib"]
     assert sum(v for _, v in ok.parts) == pytest.approx(ok.total)
     assert ok.max_running_requests == p["max_running_requests"] and ok.kv_tokens == p["kv_tokens"]
+
+
+def test_best_when_ar_wins_names_the_fastest_speculative_config(tmp_path: Path) -> None:
+    path = write_store(tmp_path / "s.db", tps=(1,), labels=("ar", "dflash", "ddtree-b4"), concurrencies=(1,),
+                       failing_server=None, failing_cell=None)
+    con = sqlite3.connect(path)
+    for cid, tput in (("cell-tp1-ar-c1", 100.0), ("cell-tp1-dflash-c1", 60.0), ("cell-tp1-ddtree-b4-c1", 80.0)):
+        m = json.loads(con.execute("SELECT metrics_json FROM cells WHERE cell_id=?", (cid,)).fetchone()[0])
+        m["output_throughput"] = tput
+        con.execute("UPDATE cells SET metrics_json=? WHERE cell_id=?", (json.dumps(m), cid))
+    con.commit()
+    con.close()
+    (best,) = build_tables([load_store(path)]).best
+    assert best.series == "ar" and best.is_baseline and best.speedup_text == "1.00× (AR is fastest)"
+    assert best.best_spec == "ddtree-b4" and best.best_spec_speedup == pytest.approx(0.8)
+    assert best.best_spec_text == "ddtree-b4 0.80×"

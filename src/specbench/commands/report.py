@@ -20,11 +20,14 @@ from specbench.report.tables import fmt
 def _summary(written: Written) -> Table:
     """The fastest configuration per TP and concurrency, as a short rich table."""
     t = Table(title="fastest per TP and concurrency", title_justify="left")
-    for col in ("TP", "c", "fastest", "out tok/s", "speedup vs AR"):
-        t.add_column(col, justify="left" if col == "fastest" else "right")
-    for b in written.report.tables.best:
-        t.add_row(fmt(b.tp), fmt(b.concurrency), b.series + (f" [{b.workload}]" if b.workload and b.workload not in b.series else ""),
-                  fmt(b.output_throughput), f"{b.speedup:.2f}×" if b.speedup is not None else "–")
+    best = written.report.tables.best
+    ar_won = any(b.is_baseline for b in best)
+    cols = ("TP", "c", "fastest", "out tok/s", "speedup vs AR") + (("best speculative",) if ar_won else ())
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("fastest", "best speculative") else "right")
+    for b in best:
+        t.add_row(fmt(b.tp), fmt(b.concurrency), b.series, fmt(b.output_throughput), b.speedup_text,
+                  *((b.best_spec_text or "–",) if ar_won else ()))
     return t
 
 

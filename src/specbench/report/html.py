@@ -34,7 +34,7 @@ tr.ar td { background: #fafbfc; font-weight: 500; }
 .st-done { background:#e6f4ea; color:#1e6b34; } .st-failed { background:#fde8e8; color:#9b1c1c; }
 .st-skipped { background:#eef0f3; color:#5f6b7a; } .st-pending, .st-running { background:#fff4e0; color:#8a5300; }
 .sp-good { color:#1e6b34; font-weight:600; } .sp-bad { color:#9b1c1c; font-weight:600; }
-figure { margin: 12px 0 24px; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
+figure { display: inline-block; vertical-align: top; margin: 12px 24px 24px 0; max-width: 100%; } figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
 figcaption { color: var(--muted); font-size: 13px; }
 .bar { display: flex; width: 360px; height: 16px; border-radius: 3px; overflow: hidden; background: #f0f0f0; }
 .bar span { display: block; height: 100%; }
@@ -113,12 +113,15 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
     out.append('<h2 id="best">Fastest configuration per TP and concurrency</h2>')
     if t.best:
         workloads = any(b.workload for b in t.best)
+        ar_won = any(b.is_baseline for b in t.best)
+        header = ["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s",
+                                                                 "speedup vs AR"] + (["best speculative"] if ar_won else [])
         out.append(_simple_table(
-            ["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s", "speedup vs AR"],
+            header,
             [[fmt(b.tp)] + ([escape(b.workload or "–")] if workloads else []) +
              [fmt(b.concurrency), escape(b.series), fmt(b.output_throughput), fmt(b.ar_throughput),
-              f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best],
-            {1, 2, 3} if workloads else {2}))
+              escape(b.speedup_text)] + ([escape(b.best_spec_text or "–")] if ar_won else []) for b in t.best],
+            {i for i, h in enumerate(header) if h in ("workload", "fastest", "best speculative")}))
     else:
         out.append('<p class="muted">No cell finished with measurements.</p>')
 

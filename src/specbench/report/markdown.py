@@ -36,11 +36,13 @@ def render_markdown(report: Report) -> str:
     if t.best:
         lines += ["## Fastest configuration per TP and concurrency", ""]
         workloads = any(b.workload for b in t.best)
+        ar_won = any(b.is_baseline for b in t.best)
         lines += _table(["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s",
-                                                                         "speedup vs AR"],
+                                                                         "speedup vs AR"]
+                        + (["best speculative"] if ar_won else []),
                         [[fmt(b.tp)] + ([b.workload or "–"] if workloads else []) +
                          [fmt(b.concurrency), b.series, fmt(b.output_throughput), fmt(b.ar_throughput),
-                          f"{b.speedup:.2f}×" if b.speedup is not None else "–"] for b in t.best])
+                          b.speedup_text] + ([b.best_spec_text or "–"] if ar_won else []) for b in t.best])
         lines.append("")
 
     if report.plots:

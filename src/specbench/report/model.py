@@ -41,7 +41,7 @@ META_SHOWN = ("name", "engine", "engine_version", "host", "gpu", "model", "matri
 
 
 def store_info(store: Store) -> StoreInfo:
-    meta = tuple((k, v if len(v) <= 120 else v[:117] + "...") for k, v in store.meta.items() if k in META_SHOWN)
+    meta = tuple((k, v if len(v) <= 120 else v[:117] + "...") for k, v in store.meta.items() if k in META_SHOWN and v)
     return StoreInfo(label=store.label, path=str(store.path.resolve()), description=describe(store), engine=store.engine,
                      engine_version=store.engine_version, n_cells=len(store.cells), n_servers=len(store.servers),
                      meta=meta)

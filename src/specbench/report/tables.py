@@ -125,6 +125,23 @@ class Best:
     output_throughput: float
     speedup: float | None
     ar_throughput: float | None
+    is_baseline: bool = False
+    best_spec: str | None = None  # the fastest speculative configuration at this point
+    best_spec_speedup: float | None = None
+
+    @property
+    def best_spec_text(self) -> str:
+        """'<config> <speedup>×' of the fastest speculative configuration here, when AR won."""
+        if not self.is_baseline or self.best_spec is None:
+            return ""
+        sp = f" {self.best_spec_speedup:.2f}×" if self.best_spec_speedup is not None else ""
+        return f"{self.best_spec}{sp}"
+
+    @property
+    def speedup_text(self) -> str:
+        if self.is_baseline:
+            return "1.00× (AR is fastest)"
+        return f"{self.speedup:.2f}×" if self.speedup is not None else "–"
 
 
 @dataclass(frozen=True)
@@ -274,9 +291,13 @@ def best_per_point(phases: Sequence[PhaseTable]) -> tuple[Best, ...]:
     out = []
     for _, rows in sorted(points.items(), key=lambda kv: (kv[0][0], natural_key(kv[0][1]), kv[0][2])):
         top = max(rows, key=lambda r: r.output_throughput or 0.0)
+        spec = [r for r in rows if r.speedup_source != "baseline"]
+        best_spec = max(spec, key=lambda r: r.output_throughput or 0.0) if spec else None
         out.append(Best(tp=top.tp, workload=top.workload, concurrency=top.concurrency, series=top.series,
                         output_throughput=top.output_throughput or 0.0, speedup=top.speedup,
-                        ar_throughput=top.ar_throughput))
+                        ar_throughput=top.ar_throughput, is_baseline=top.speedup_source == "baseline",
+                        best_spec=best_spec.series if best_spec else None,
+                        best_spec_speedup=best_spec.speedup if best_spec else None))
     return tuple(out)
 
 
