@@ -18,13 +18,16 @@ they are strict xfails, so a planner fix turns them into failures that ask for t
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from specbench.cli import app
 from specbench.logs.doctor import parse_raw
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -125,20 +128,26 @@ def test_fixtures_present():
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=_id)
-def test_logs_parser_reads_the_engine_lines(path: Path):
+def test_doctor_reads_the_engine_lines(path: Path):
+    """`specbench doctor LOG --json`, the user's path: its facts are the engine's own numbers, and a boot that died
+    is reported as failed with the engine's own message. (Whether a ready boot that the recorder stopped with SIGTERM
+    reads as "started" is tests/test_logs_sglang_recorded.py's business.)"""
     boot = read_boot(path)
-    facts, failure = parse_raw(path.read_text(errors="replace"))
-    assert facts.engine == "sglang"
-    assert facts.kv_tokens == boot.kv_tokens
-    assert facts.max_mamba_cache_size == boot.mamba_slots
+    res = CliRunner().invoke(app, ["doctor", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    facts = d["facts"]
+    assert d["engine"] == "sglang"
+    assert d["engine_version"] == boot.version.removeprefix("sglang-")
+    assert facts["kv_tokens"] == boot.kv_tokens
+    assert facts["max_mamba_cache_size"] == boot.mamba_slots
     if boot.status == "ready":
-        assert facts.max_running_requests == boot.max_running_requests
-        assert facts.avail_before_load_gib is not None and facts.weights_gib is not None
-        assert facts.ready
+        assert facts["max_running_requests"] == boot.max_running_requests
+        assert facts["avail_before_load_gib"] is not None and facts["weights_gib"] is not None
     else:
         assert boot.failure is not None
-        assert failure is not None and failure.boot_failure
-        assert boot.failure.split(": ", 1)[1][:60] in failure.message
+        assert d["status"] == "failed"
+        assert boot.failure.split(": ", 1)[1][:60] in d["failure"]["message"]
 
 
 @needs_planner
