@@ -65,7 +65,10 @@ def _cell_table(rows: tuple[CellRow, ...]) -> str:
             if attr == "status":
                 tds.append(f'<td class="text">{_status(r.status)}</td>')
             elif attr == "cell_id":
-                tds.append(f'<td class="text"><code id="{escape(r.store)}--{escape(r.cell_id)}">{escape(text)}</code></td>')
+                code = f'<code id="{escape(r.store)}--{escape(r.cell_id)}">{escape(text)}</code>'
+                if r.log_file:
+                    code = f'<a href="{escape(r.log_file)}" title="the cell\'s whole log">{code}</a>'
+                tds.append(f'<td class="text">{code}</td>')
             elif attr == "speedup":
                 tds.append(f'<td class="{_speedup_class(r)}">{escape(text)}</td>')
             elif attr in ("series", "note"):

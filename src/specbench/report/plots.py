@@ -285,9 +285,12 @@ def pareto_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> P
     groups: dict[tuple[str, int | None], list[tuple[float, float]]] = {}
     for r, x, y in pts:
         groups.setdefault((r.series, r.tp), []).append((x, y))
+    store_of = {r.series: r.store for r, _, _ in pts}
     for (series, tp), xy in groups.items():
-        ax.scatter([p[0] for p in xy], [p[1] for p in xy], color=st[series].color, marker=tp_marker[tp], s=34,
-                   alpha=0.85, edgecolors="white", linewidths=0.5, zorder=3)
+        hollow = len(stores) > 1 and stores.index(store_of[series]) % 2 == 1  # 2nd, 4th store: open markers
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], marker=tp_marker[tp], s=34, alpha=0.85, zorder=3,
+                   facecolors="white" if hollow else st[series].color,
+                   edgecolors=st[series].color if hollow else "white", linewidths=1.2 if hollow else 0.5)
     front = pareto_front([(x, y) for _, x, y in pts])
     fx = [pts[i][1] for i in front]
     fy = [pts[i][2] for i in front]
@@ -303,7 +306,14 @@ def pareto_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> P
     ax.set_xlim(left=0, right=max(p[1] for p in pts) * 1.2)
     ax.set_ylim(bottom=0, top=max(p[2] for p in pts) * 1.12)
     order = series_order([r for r, _, _ in pts])
-    handles: list[object] = [Patch(color=st[s].color, label=s) for s in order]
+    if len(stores) > 1:  # colour = configuration, filled / open = store
+        configs = sorted({r.config for r, _, _ in pts}, key=label_key)
+        colour = {r.config: st[r.series].color for r, _, _ in pts}
+        handles: list[object] = [Patch(color=colour[c], label=c) for c in configs]
+        handles += [Patch(facecolor="white" if i % 2 else "#555555", edgecolor="#555555",
+                          label=f"{name} ({'open' if i % 2 else 'filled'})") for i, name in enumerate(stores)]
+    else:
+        handles = [Patch(color=st[s].color, label=s) for s in order]
     handles += [Line2D([], [], color="#555555", marker=tp_marker[tp], linestyle="none", label=_tp_title(tp)) for tp in tps]
     handles.append(Line2D([], [], color="#333333", linestyle="--", label="frontier"))
     ax.legend(handles=handles, loc="upper right", fontsize=7, frameon=True, framealpha=0.9)

@@ -52,6 +52,7 @@ class CellRow:
     speedup_source: str  # "store" | "computed" | "baseline" | "no-baseline" | ""
     ar_throughput: float | None  # the AR cell's output_throughput at the same baseline key
     note: str
+    log_file: str | None = None  # relative to the report folder, when the cell stored a log
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def _log_rel(store: Store, ident: str, multi: bool, prefix: str = "") -> str:
 # ---------------------------------------------------------------- builders
 
 
-def _row(e: Entry, ar: ArIndex) -> CellRow:
+def _row(e: Entry, ar: ArIndex, multi: bool) -> CellRow:
     c = e.cell
     speedup, source, base = speedup_of(e.store, c, ar)
     notes = []
@@ -265,6 +266,7 @@ def _row(e: Entry, ar: ArIndex) -> CellRow:
         itl_p50=c.metric("itl_ms_p50"), itl_p99=c.metric("itl_ms_p99"),
         accept_length=c.metric("accept_length_mean"),
         speedup=speedup, speedup_source=source, ar_throughput=base, note="; ".join(notes),
+        log_file=_log_rel(e.store, c.cell_id, multi) if c.log_text else None,
     )
 
 
@@ -273,7 +275,7 @@ def phase_tables(stores: Sequence[Store]) -> tuple[PhaseTable, ...]:
     ar = ar_throughputs(stores)
     groups: dict[tuple[int | None, int | None], list[CellRow]] = {}
     for e in entries(stores):
-        groups.setdefault((e.cell.phase, e.cell.tp), []).append(_row(e, ar))
+        groups.setdefault((e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1))
     tables = []
     for (phase, tp), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
         rows.sort(key=lambda r: (label_key(r.label), natural_key(r.store), r.concurrency or 0, natural_key(r.cell_id)))
