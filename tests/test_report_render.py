@@ -119,6 +119,10 @@ def test_html_is_self_contained_and_lists_every_cell(full: tuple[Path, Written])
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert "AssertionError: max_running_request is zero" in html
     assert "Partial: 55 of 60 cells done" in html
+    hrefs = set(re.findall(r'href="(logs/[^"]+)"', html))
+    assert len(hrefs) >= 56  # 55 done cells and the failed one stored logs, plus the failed server's
+    for href in hrefs:
+        assert (w.out_dir / href).is_file()
 
 
 def test_markdown_tables_links_and_logs(full: tuple[Path, Written]) -> None:
