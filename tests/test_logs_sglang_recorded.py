@@ -55,7 +55,9 @@ def test_recorded_sglang_boot(path: Path):
         assert d.status == "failed" and d.failure is not None
     info = _server_info(text)
     if info:
-        for key in ("max_total_num_tokens", "max_running_requests", "context_len"):
+        # internal_states repeats the requested server args; the scheduler's own numbers have their own keys
+        for fact, key in (("max_running_requests", "effective_max_running_requests_per_dp"),
+                          ("max_total_num_tokens", "max_total_num_tokens")):
             want = _info_value(info, key)
             if isinstance(want, int):
-                assert getattr(f, key) == want, key
+                assert getattr(f, fact) == want, key

@@ -15,7 +15,7 @@ from specbench.logs import engine_rules as er
 from specbench.logs.budget import BudgetRow, budget_rows
 from specbench.logs.explain import failure_sentences, started_sentences
 from specbench.logs.facts import LogFacts
-from specbench.logs.failures import Failure, classify
+from specbench.logs.failures import Failure, classify, survived_errors
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.parse import facts_from_lines, split_boots
 from specbench.logs.serverargs import to_flag
@@ -167,14 +167,20 @@ def planner_result(facts: LogFacts, engine_version: str | None,
 # ------------------------------------------------------------------------------------------------ diagnosis
 def parse_raw(raw: bytes | str) -> tuple[LogFacts, Failure | None]:
     """Facts and failure of the last boot in the text. Never raises."""
+    facts, failure, _ = _parse_all(raw)
+    return facts, failure
+
+
+def _parse_all(raw: bytes | str) -> tuple[LogFacts, Failure | None, list[str]]:
     boots = split_boots(normalize(decode(raw)))
     if not boots:
-        return LogFacts(boots=0), None
+        return LogFacts(boots=0), None, []
     lines = boots[-1]
     facts, failure = facts_from_lines(lines, boots=len(boots)), classify(lines)
+    survived = survived_errors(lines)
     if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
         facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
-    return facts, failure
+    return facts, failure, survived
 
 
 def _status(facts: LogFacts, failure: Failure | None) -> str:
@@ -238,7 +244,7 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     """Diagnose log text. Never raises on any input (binary, empty, cut off)."""
     if looks_binary(raw):
         return Diagnosis("unknown", None, LogFacts(boots=0), "This is not a text log (binary content).")
-    facts, failure = parse_raw(raw)
+    facts, failure, survived = _parse_all(raw)
     if facts.lines == 0:
         return Diagnosis("unknown", None, facts, "The log is empty.")
     status = _status(facts, failure)
@@ -253,6 +259,9 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     if status == "unknown":
         sentences.append("The log shows neither a finished start-up nor a failure (cut off, or still starting).")
     notes = _notes(facts, claimed_quant, gpu)
+    if survived:
+        notes.append("Errors the engine printed and survived (it went on to serve): " + "; ".join(survived[:3])
+                     + (f" (+{len(survived) - 3} more)" if len(survived) > 3 else ""))
     plan, fixes, why = None, (), None
     if with_fixes and facts.engine is not None:
         plan, why = planner_result(facts, engine_version, gpu)

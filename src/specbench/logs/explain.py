@@ -93,6 +93,12 @@ _VLLM_REQ = re.compile(r"you requested (\d+) tokens \((\d+) in the messages, (\d
 _VLLM_REQ2 = re.compile(r"your request has (\d+) input tokens \((\d+) > (\d+) - \d+\)")
 
 
+# vllm kv_cache_utils.py::check_enough_kv_cache_memory (vllm-memory.md §6.4)
+_VLLM_LEN = re.compile(r"max seq len \((\d+)\), \((\d+(?:\.\d+)?) GiB KV cache is needed, which is larger than "
+                       r"the available KV cache memory \((\d+(?:\.\d+)?) GiB\)")
+_VLLM_EST = re.compile(r"estimated maximum model length is (\d+)")
+
+
 def _request_tokens(message: str) -> tuple[int, int, int] | None:
     """(total, prompt, output) from the engine's refusal text, when it carries them."""
     m = _REQ_TOTAL.search(message) or _VLLM_REQ.search(message)
@@ -177,6 +183,15 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
         return ["vLLM found no memory for KV blocks after weights, activation peak and CUDA-graph estimate: raise "
                 "--gpu-memory-utilization or shrink the model / max_num_batched_tokens."]
     if k == "vllm_max_model_len":
+        m = _VLLM_LEN.search(fail.message)
+        est = _VLLM_EST.search(fail.message)
+        if m:
+            s = [f"One request of max_model_len {int(m.group(1)):,} tokens needs {m.group(2)} GiB of KV cache; the "
+                 f"engine has {m.group(3)} GiB."]
+            if est:
+                s.append(f"By the engine's own estimate --max-model-len {int(est.group(1)):,} fits; or raise "
+                         "--gpu-memory-utilization (on the CPU backend: VLLM_CPU_KVCACHE_SPACE).")
+            return s
         return ["The KV memory cannot hold one request of max_model_len tokens: lower --max-model-len or raise "
                 "--gpu-memory-utilization."]
     if k == "context_length_exceeds_model":

@@ -105,24 +105,59 @@ _KEYS = ("max_running_request", "state cache", "loaded weights", "not enough", "
          "crashed with exit code", "scheduler died", "sigquit")
 
 
+# The engine saying it serves (SGLang summary line / "fired up", uvicorn, vLLM API server / engine init done).
+READY = re.compile(r"The server is fired up and ready to roll|Uvicorn running on|Application startup complete|"
+                   r"^max_total_num_tokens=\d|Starting vLLM API server|"
+                   r"init engine \(profile, create kv cache, warmup model\) took")
+
+
+def ready_indexes(lines: list[Line]) -> list[int]:
+    return [i for i, ln in enumerate(lines) if ("ready" in ln.text or "max_total_num_tokens=" in ln.text
+                                                 or "Uvicorn" in ln.text or "startup complete" in ln.text
+                                                 or "vLLM API server" in ln.text or "init engine" in ln.text)
+            and READY.search(ln.text)]
+
+
 def classify(lines: list[Line]) -> Failure | None:
-    """First known failure of the boot, else the last exception of a traceback, else None."""
+    """First known failure of the boot, else the last exception of a traceback, else None.
+
+    An error the engine survived (it printed a readiness line afterwards, e.g. SGLang's "Can not initialize
+    OpenAIServingResponses" traceback before "fired up") is not a failure. One after readiness is a run-time failure
+    (`boot_failure` False); one with no readiness at all stopped the start-up."""
+    ready = ready_indexes(lines)
+    first_ready = ready[0] if ready else None
+    last_ready = ready[-1] if ready else None
+
+    def survived(idx: int) -> bool:
+        return last_ready is not None and last_ready > idx
+
     for idx, line in enumerate(lines):
         low = line.text.lower()
-        if not any(k in low for k in _KEYS):
+        if not any(k in low for k in _KEYS) or survived(idx):
             continue
         for rule in RULES:
             if rule.pattern.search(line.text):
                 kind = rule.kind
                 if kind == "cuda_oom":
                     kind = _oom_kind(lines, idx)
-                return Failure(kind=kind, message=_message_for(lines, idx), line=line.no, boot_failure=rule.boot)
-    traceback_seen = any("Traceback (most recent call last)" in ln.text for ln in lines)
-    if traceback_seen:
-        for line in reversed(lines):
-            if _EXC.match(line.text):
-                return Failure(kind="exception", message=line.text.strip()[:1000], line=line.no, boot_failure=True)
+                boot = rule.boot and (first_ready is None or idx < first_ready)
+                return Failure(kind=kind, message=_message_for(lines, idx), line=line.no, boot_failure=boot)
+    tb = [i for i, ln in enumerate(lines) if "Traceback (most recent call last)" in ln.text and not survived(i)]
+    if tb:
+        for idx in range(len(lines) - 1, tb[0] - 1, -1):
+            if _EXC.match(lines[idx].text):
+                boot = first_ready is None or idx < first_ready
+                return Failure(kind="exception", message=lines[idx].text.strip()[:1000], line=lines[idx].no,
+                               boot_failure=boot)
     return None
+
+
+def survived_errors(lines: list[Line]) -> list[str]:
+    """Exception lines the engine printed before it went on to serve (worth a note, not a failure)."""
+    ready = ready_indexes(lines)
+    if not ready:
+        return []
+    return [ln.text.strip()[:300] for ln in lines[: ready[-1]] if _EXC.match(ln.text)]
 
 
 def _oom_kind(lines: list[Line], idx: int) -> str:
