@@ -39,7 +39,8 @@ def _free_port() -> int:
 
 
 def _matrix(path: Path, port: int, tok: Path, *, itl_ms: float = 0.0, ready_s: float = 30,
-            command: list[str] | None = None, concurrency: str = "[1, 2]", num_requests: int = 6) -> Path:
+            command: list[str] | None = None, concurrency: str = "[1, 2]", num_requests: int = 6,
+            client_extra: str = "", ar_only: bool = False) -> Path:
     cmd = command or [sys.executable, "-m", "specbench.load.instant_server", "--burst", "1",
                       "--itl-ms", str(itl_ms)]
     path.write_text(f"""
@@ -60,19 +61,24 @@ tp = 1
 [[server.spec]]
 label = "ar"
 
-[[server.spec]]
-label = "spec3"
-algorithm = "draft_model"
-flags = {{ "--accept-length" = 3 }}
-
+{"" if ar_only else SPEC3}
 [client]
 concurrency = {concurrency}
 prompt_tokens = 24
 output_tokens = 16
 num_requests = {num_requests}
 warmup_requests = 1
+{client_extra}
 """)
     return path
+
+
+SPEC3 = """
+[[server.spec]]
+label = "spec3"
+algorithm = "draft_model"
+flags = { "--accept-length" = 3 }
+"""
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -326,3 +332,42 @@ def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, t
     r = _cli("run", str(m), "--store", str(store), "--no-progress")
     assert r.returncode == 0, r.stderr
     assert _rows(store, "SELECT status, attempts FROM cells WHERE cell_id=?", cid) == [("done", 2)]
+
+
+def test_auto_fix_launches_the_nearest_working_configuration(tmp_path: Path) -> None:
+    m = tmp_path / "m.toml"
+    m.write_text("""
+engine = "sglang"
+command = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-27B"]
+auto_fix = true
+[plan]
+model_config = "Qwen/Qwen3.6-27B-bf16-derived"
+gpu = "RTX PRO 6000 Blackwell"
+[server]
+tp = 1
+mem_fraction_static = 0.3
+[client]
+concurrency = 1
+""")
+    r = _cli("run", "--dry-run", "--json", str(m))
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert row["verdict"] == "fixed" and row["plan_status"] == "ok"
+    new = row["server"]["mem_fraction_static"]
+    assert new > 0.3 and row["fix"] == {"--mem-fraction-static": new}
+    assert row["command"][row["command"].index("--mem-fraction-static") + 1] == str(new)
+    assert "0.3" in row["reason"]  # the planner's reason for the original value is kept
+
+
+def test_poisson_rate_and_goodput(tmp_path: Path, tokenizer_dir: Path) -> None:
+    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, concurrency="[4]", num_requests=20,
+                client_extra="request_rate = 50.0\nslo_ttft_ms = 10000.0", ar_only=True)
+    store = tmp_path / "r.sqlite"
+    r = _cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    (metrics,), = _rows(store, "SELECT metrics_json FROM cells")
+    m_ = json.loads(metrics)
+    assert m_["request_rate"] == 50.0 and m_["completed"] == 20
+    # 20 Poisson arrivals at 50/s take about 0.4 s; every request meets a 10 s TTFT SLO
+    assert m_["duration_s"] > 0.1
+    assert m_["goodput"] == pytest.approx(m_["request_throughput"])
