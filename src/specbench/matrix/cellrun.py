@@ -83,9 +83,9 @@ def _tokenizer(ctx: CellContext) -> Any:
 def _model_name(ctx: CellContext) -> str:
     if "model" not in ctx.cache:
         name = ctx.spec.served_model_name
-        if not name and ctx.adapter.engine != "sglang":
-            name = served_model(ctx.base_url)
-        ctx.cache["model"] = name or ""
+        if not name and ctx.adapter.client_mode(ctx.argv) == "openai":
+            name = served_model(ctx.base_url)  # GET /v1/models (vLLM and SGLang both answer it)
+        ctx.cache["model"] = name or "default"
     return str(ctx.cache["model"])
 
 

@@ -303,6 +303,7 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     orphan = reap_orphan(store)
     if orphan:
         report.messages.append(orphan)
+    gpu_baseline = lifecycle.gpu_memory_used_mib()  # before any server of this run; None without nvidia-smi
 
     by_server: dict[str, list[Cell]] = {}
     for c in cells:
@@ -322,7 +323,7 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
                 todo = [c for c in by_server.get(st.server_id, []) if store.needs_run(c.cell_id, opts.retry_failed)]
                 if not todo:
                     continue
-                _run_tuple(spec, st, todo, adapter, store, log_dir, report, progress)
+                _run_tuple(spec, st, todo, adapter, store, log_dir, report, progress, gpu_baseline)
     except KeyboardInterrupt:
         report.interrupted = True
     finally:
@@ -333,7 +334,7 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
 
 
 def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Adapter, store: Store,
-               log_dir: Path, report: RunReport, progress: Any) -> None:
+               log_dir: Path, report: RunReport, progress: Any, baseline: list[int] | None = None) -> None:
     pf = preflight(spec, st, adapter)
     store.put_server(server_id=st.server_id, phase=st.phase, tp=st.tp, engine=spec.engine,
                      settings={**pf.settings, "requested": _requested(st), "fix": pf.fix,
@@ -359,7 +360,8 @@ def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Ada
     )
     base_url = f"http://{_url_host(spec.host)}:{spec.port}"
     t = spec.timeouts
-    baseline = lifecycle.gpu_memory_used_mib()
+    if not lifecycle.wait_gpu_baseline(baseline, t.gpu_free_s):
+        report.messages.append(f"GPU memory still above the baseline {baseline} MiB before {st.server_id}")
     if not lifecycle.wait_port_free(spec.host, spec.port, t.port_free_s):
         msg = f"port {spec.host}:{spec.port} still in use after {t.port_free_s:.0f} s; not launched"
         store.update_server(st.server_id, status="failed", ended_at=time.time(),
