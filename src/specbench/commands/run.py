@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench.matrix.runner import RunOptions, default_store_path, dry_run, iter_phases, run_matrix
-from specbench.matrix.spec import load_matrix
+from specbench.matrix.spec import expand, load_matrix
 from specbench.matrix.store import Store
 
 
@@ -25,11 +25,14 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return str(v)
 
 
-def summary_rows(store_path: Path) -> list[dict[str, Any]]:
+def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dict[str, Any]]:
+    """One row per cell of the store (only `cell_ids` when given: the matrix as it is now)."""
     with Store(store_path) as store:
         cells = store.cells()
     rows = []
     for c in cells:
+        if cell_ids is not None and c["cell_id"] not in cell_ids:
+            continue
         m = c.get("metrics") or {}
         cl = c.get("client") or {}
         rows.append({
@@ -123,7 +126,7 @@ def register(app: typer.Typer) -> None:
         report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:
             err.print(f"specbench: {msg}", highlight=False, markup=False)
-        rows = summary_rows(store_path)
+        rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
         if as_json:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         else:
