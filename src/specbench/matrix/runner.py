@@ -110,7 +110,7 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
     plan = planner(adapter, spec, launch)
     status = plan.get("status") if plan else None
     if plan is None or status != "fails":
-        return Preflight(st, "launch", status, plan, launch, settings, notes=notes)
+        return Preflight(st, "launch", status, plan, launch, settings, notes=notes + _cap_note(plan, settings))
     reason = _plan_reason(plan)
     if spec.auto_fix:
         for fix in plan.get("fixes") or []:
@@ -124,9 +124,17 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
                 continue
             return Preflight(st, "fixed", replan.get("status") if replan else None, replan, fl, fixed,
                              reason=f"auto_fix {change} (planner: {reason})", fix=change,
-                             notes=notes + fl.notes)
+                             notes=notes + fl.notes + _cap_note(replan, fixed))
         reason = f"{reason}; no fix at tp={st.tp} plans ok"
     return Preflight(st, "skipped", status, plan, launch, settings, reason=reason, notes=notes)
+
+
+def _cap_note(plan: dict[str, Any] | None, settings: dict[str, Any]) -> tuple[str, ...]:
+    """The planner says the engine will run fewer requests at once than asked (it starts, but capped)."""
+    asked, planned = settings.get("max_running_requests"), (plan or {}).get("max_running_requests")
+    if isinstance(asked, int) and isinstance(planned, int) and planned < asked:
+        return (f"planner: the engine would cap max_running_requests at {planned} (asked {asked})",)
+    return ()
 
 
 def _plan_reason(plan: dict[str, Any]) -> str:
