@@ -158,3 +158,51 @@ def test_examples_parse() -> None:
     assert all(t.settings["max_running_requests"] == 8 for t in tp1)  # the operator's original value
     assert sorted({t.tp for t in tuples}) == [1, 4, 8]
     assert {c.client["concurrency"] for c in cells} == {1, 2, 4, 8}
+
+
+VLLM = """\
+engine = "vllm"
+command = ["vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2", "--max-num-seqs", "256"]
+host = "0.0.0.0"
+port = 8123
+
+[server]
+tp = [1, 2]
+mem_fraction_static = 0.9
+max_running_requests = 64
+context_length = 8192
+env = { VLLM_LOGGING_LEVEL = ["INFO", "DEBUG"] }
+
+[[server.spec]]
+label = "ar"
+
+[[server.spec]]
+label = "eagle3-k{num_draft_tokens}"
+algorithm = "eagle3"
+draft_model = "org/eagle3-draft"
+num_draft_tokens = [2, 4]
+"""
+
+
+def test_vllm_argv_and_env_axes() -> None:
+    spec = parse_matrix(VLLM)
+    tuples, cells = expand(spec)
+    assert len(tuples) == 2 * 3 * 2  # tp x (ar + 2 draft counts) x env values
+    assert [t.label for t in tuples[:6]] == ["ar", "ar", "eagle3-k2", "eagle3-k2", "eagle3-k4", "eagle3-k4"]
+    adapter = adapter_for(spec)
+    spec_tuple = next(t for t in tuples if t.label == "eagle3-k4" and t.tp == 2)
+    launch = adapter.launch(spec, spec_tuple.settings)
+    argv = launch.argv
+    assert "-tp" not in argv and argv[argv.index("--tensor-parallel-size") + 1] == "2"
+    assert argv.count("--max-num-seqs") == 1 and argv[argv.index("--max-num-seqs") + 1] == "64"
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.9"
+    assert argv[argv.index("--max-model-len") + 1] == "8192"
+    import json
+
+    cfg = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert cfg == {"method": "eagle3", "model": "org/eagle3-draft", "num_speculative_tokens": 4}
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    assert launch.env["VLLM_LOGGING_LEVEL"] in ("INFO", "DEBUG")
+    ar = adapter.launch(spec, tuples[0].settings).argv
+    assert "--speculative-config" not in ar
+

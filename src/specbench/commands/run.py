@@ -131,6 +131,11 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         else:
             console.print(summary_table(rows, f"{spec.name}: {store_path}"))
+            for r in rows:
+                if r["status"] in ("failed", "skipped") and r["reason"]:
+                    first = str(r["reason"]).strip().splitlines()[0]
+                    console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={r['concurrency']}: "
+                                  f"{first[:300]}", highlight=False, markup=False)
             console.print(f"ran {report.ran} cells ({report.done} done, {report.failed} failed), "
                           f"{report.skipped} skipped by the planner, {report.kept} kept from earlier runs; "
                           f"store: {store_path}", highlight=False)
