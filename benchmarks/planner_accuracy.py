@@ -29,21 +29,48 @@ def _gpu_for(path: str) -> str:
     return "rtx-pro-6000" if "incident" in path else "h200"
 
 
+def _recorded_configs(path: str) -> dict:
+    """Boot records from tools/gpu/ name the bundled configs the model folders were made from."""
+    import re
+    text = Path(path).read_text(errors="replace")
+    m = re.search(r"^# bundled configs \(src/specbench/data/configs\): (.*)$", text, re.M)
+    if not m:
+        return {}
+    cfg = dict(kv.split("=", 1) for kv in m.group(1).split())
+    return {"model_config": cfg.get("model_config", "").removesuffix(".json") or None,
+            "draft_config": cfg["draft_config"].removesuffix(".json") if "draft_config" in cfg else None}
+
+
+def _recorded_argv(path: str) -> list[str] | None:
+    import re
+    import shlex
+    m = re.search(r"^# command: (.*)$", Path(path).read_text(errors="replace"), re.M)
+    return shlex.split(m.group(1)) if m else None
+
+
 def log_cases() -> list[dict]:
     out = []
     for path in sorted(glob.glob(str(ROOT / "tests/data/incident/*.log")) + glob.glob(str(ROOT / "tests/data/sglang-*/*.log"))):
         name = str(Path(path).relative_to(ROOT / "tests/data"))
         try:
             d = diagnose_file(path).to_json()
-            x = facts_for_plan(path)
+            f = d["facts"]
+            argv = _recorded_argv(path)
+            cfg = _recorded_configs(path)
+            if argv is not None:  # a device boot record: the exact command, version from the folder name
+                version = Path(path).parent.name.removeprefix("sglang-")
+                x = {"argv": argv, "engine_version": version, "avail_before_load_gib": f.get("avail_before_load_gib"),
+                     "weights_gib": f.get("weights_gib"), "draft_weights_gib": f.get("draft_weights_gib")}
+            else:
+                x = facts_for_plan(path)
             r = plan_command(x["argv"], PlanOptions(gpu=_gpu_for(path), engine_version=x["engine_version"],
                                                     avail_before_load_gib=x["avail_before_load_gib"],
                                                     weights_gib=x["weights_gib"],
-                                                    draft_weights_gib=x["draft_weights_gib"], fixes=False))
+                                                    draft_weights_gib=x["draft_weights_gib"], fixes=False,
+                                                    **cfg))
         except UserError as exc:
             out.append({"case": name, "skip": str(exc)})
             continue
-        f = d["facts"]
         out.append({"case": name, "logged_status": d["status"], "plan_status": r["status"],
                     "kv": (r["kv_tokens"], f.get("kv_tokens")),
                     "slots": (r["max_mamba_cache_size"], f.get("max_mamba_cache_size")),
