@@ -61,3 +61,68 @@ def test_recorded_sglang_boot(path: Path):
             want = _info_value(info, key)
             if isinstance(want, int):
                 assert getattr(f, fact) == want, key
+
+
+DATA = Path(__file__).parent / "data"
+V0512 = DATA / "sglang-0.5.12.post1"
+V0515 = DATA / "sglang-0.5.15.post1"
+
+
+def _need(*paths: Path) -> None:
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        pytest.skip(f"recorded boot not in this checkout: {missing}")
+
+
+def test_incident_reproduced_on_a_real_engine_is_diffed():
+    """The incident on a real SGLang 0.5.12.post1 H200 boot (mem fraction 0.507 to land on K = 2): the diff names
+    max_running_requests 4 -> 8 and checks the reservation against the two logs' own pool sizes."""
+    from specbench.logs.diff import diff
+    from specbench.logs.doctor import diagnose_file
+
+    ok, bad = V0512 / "q36_27b_mrr4_mf507_df16_eb05.log", V0512 / "q36_27b_mrr8_mf507_df16_eb05.log"
+    _need(ok, bad)
+    kw = dict(with_fixes=False, model_config="Qwen/Qwen3.6-27B")  # the log's model path is a device-local folder
+    left, right = diagnose_file(ok, **kw), diagnose_file(bad, **kw)
+    assert left.status == "started" and left.failure is None  # the recorder's SIGTERM stop is not a failure
+    assert right.status == "failed" and right.failure is not None
+    assert right.failure.message == "AssertionError: max_running_request is zero"
+    r = diff(left, right)
+    assert r.arg_changes == {"max_running_requests": [4, 8]}
+    assert r.explaining is not None and r.explaining.arg == "max_running_requests"
+    assert ("max_running_requests 4 -> 8 grew the speculative intermediate state reservation by 4 x 16 draft "
+            "tokens x 146.8 MiB = 9.18 GiB") in r.explanation
+    assert "max_mamba_cache_size 23 -> 2, KV tokens 86,871 -> 9,914" in r.explanation
+    assert r.observed_pool_change_gib == pytest.approx(-9.18, abs=0.05)
+
+
+def test_incident_without_the_model_config_estimates_p_from_the_log():
+    from specbench.logs import engine_rules as er
+    from specbench.logs.doctor import diagnose_file
+
+    ok = V0512 / "q36_27b_mrr4_mf507_df16_eb05.log"
+    _need(ok)
+    p = er.slot_size(diagnose_file(ok, with_fixes=False).facts)
+    # (conv 0.07 + ssm 3.38) GiB / 24 slots = 147.2 MiB; the exact value is 146.8 MiB (printed sizes are rounded)
+    assert p is not None and p.source.startswith("log:") and abs(p.mib - 146.81) < 0.5
+
+
+def test_kv_capacity_message_that_is_really_the_mamba_cap():
+    """SGLang 0.5.15 says 'reduced ... due to the available KV cache capacity' when the Mamba cap K // ρ bit."""
+    from specbench.logs.doctor import diagnose_file
+
+    path = V0515 / "q36_27b_mrr8_df16_eb.log"
+    _need(path)
+    d = diagnose_file(path, with_fixes=False)
+    assert d.facts.mrr_reduced_from == 8 and d.facts.max_running_requests == 7
+    assert "the limit is the Mamba state: 39 slots // 5 per request" in d.explanation
+
+
+def test_unsupported_backend_assertion():
+    from specbench.logs.doctor import diagnose_file
+
+    path = V0515 / "nano30b_mrr8.log"
+    _need(path)
+    d = diagnose_file(path, with_fixes=False)
+    assert d.status == "failed" and d.failure is not None and d.failure.kind == "exception"
+    assert d.failure.message.startswith("AssertionError: NemotronHForCausalLM does not support triton attention")

@@ -32,10 +32,16 @@ def doctor_cmd(
                                                      "flags weights that do not match"),
     engine_version: Optional[str] = typer.Option(None, "--engine-version",
                                                  help="rule set for the fixes (default: printed or inferred)"),
+    model_config: Optional[str] = typer.Option(None, "--model-config",
+                                               help="config.json (or bundled name) of the model, when the log's "
+                                                    "model path is a folder this machine does not have"),
+    draft_config: Optional[str] = typer.Option(None, "--draft-config",
+                                               help="config.json (or bundled name) of the speculative draft"),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name for the planner's fixes (default H200, or $SPECBENCH_GPU)"),
     no_fixes: bool = typer.Option(False, "--no-fixes", help="skip the planner"),
 ) -> None:
     kw: dict[str, Any] = {"claimed_quant": claimed_quant, "engine_version": engine_version, "gpu": gpu,
+                          "model_config": model_config, "draft_config": draft_config,
                           "with_fixes": not no_fixes}
     if diff_mode:
         if len(logs) != 2:

@@ -15,7 +15,7 @@ from specbench.logs import engine_rules as er
 from specbench.logs.budget import BudgetRow, budget_rows
 from specbench.logs.explain import failure_sentences, started_sentences
 from specbench.logs.facts import LogFacts
-from specbench.logs.failures import Failure, classify, survived_errors
+from specbench.logs.failures import Failure, classify, stop_index, survived_errors
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.parse import facts_from_lines, split_boots
 from specbench.logs.serverargs import to_flag
@@ -123,7 +123,7 @@ def facts_for_plan(path: str | Path) -> dict[str, Any]:
         "weights_gib": facts.weights_gib,
         "draft_weights_gib": facts.draft_weights_gib,
         "non_kv_gib": facts.vllm_non_kv_gib() if facts.engine == "vllm" else None,
-        "model_config": er.model_source(facts.server_args),
+        "model_config": er.facts_model_source(facts),
     }
 
 
@@ -136,8 +136,8 @@ def infer_version(facts: LogFacts) -> str | None:
     return None
 
 
-def planner_result(facts: LogFacts, engine_version: str | None,
-                   gpu: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None = None,
+                   draft_config: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """Call the planner with the log's measured numbers; (result, None) or (None, why not)."""
     if not facts.server_args:
         return None, "no argument dump in the log, so no launch to re-plan"
@@ -146,7 +146,9 @@ def planner_result(facts: LogFacts, engine_version: str | None,
     except ImportError:
         return None, "the planner (specbench.plan.api) is not available in this build"
     opts = PlanOptions(
-        model_config=er.model_source(facts.server_args),
+        model_config=er.facts_model_source(facts),
+        draft_config=draft_config or er.model_source(
+            {"model_path": facts.server_args.get("speculative_draft_model_path")}),
         gpu=gpu or env_gpu_default(),
         engine=facts.engine,
         engine_version=engine_version or infer_version(facts),
@@ -178,6 +180,9 @@ def _parse_all(raw: bytes | str) -> tuple[LogFacts, Failure | None, list[str]]:
     lines = boots[-1]
     facts, failure = facts_from_lines(lines, boots=len(boots)), classify(lines)
     survived = survived_errors(lines)
+    stop = stop_index(lines)
+    if stop is not None and facts.ready:
+        survived.append(f"(the server was then stopped on purpose: {lines[stop].text.strip()[:80]})")
     if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
         facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
     return facts, failure, survived
@@ -240,11 +245,16 @@ def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[s
 
 
 def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_version: str | None = None,
-                  gpu: str | None = None, with_fixes: bool = True) -> Diagnosis:
-    """Diagnose log text. Never raises on any input (binary, empty, cut off)."""
+                  gpu: str | None = None, model_config: str | None = None, draft_config: str | None = None,
+                  with_fixes: bool = True) -> Diagnosis:
+    """Diagnose log text. Never raises on any input (binary, empty, cut off). `model_config` names the model's
+    config.json (or a bundled name) when the dumped model path is a local folder this machine does not have;
+    `draft_config` the same for the speculative draft."""
     if looks_binary(raw):
         return Diagnosis("unknown", None, LogFacts(boots=0), "This is not a text log (binary content).")
     facts, failure, survived = _parse_all(raw)
+    if model_config:
+        facts = replace(facts, model_config=model_config)
     if facts.lines == 0:
         return Diagnosis("unknown", None, facts, "The log is empty.")
     status = _status(facts, failure)
@@ -264,7 +274,7 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
                      + (f" (+{len(survived) - 3} more)" if len(survived) > 3 else ""))
     plan, fixes, why = None, (), None
     if with_fixes and facts.engine is not None:
-        plan, why = planner_result(facts, engine_version, gpu)
+        plan, why = planner_result(facts, engine_version, gpu, draft_config)
         if plan is not None:
             fixes = tuple(plan.get("fixes") or ())
             notes += _plan_vs_log(plan, facts)

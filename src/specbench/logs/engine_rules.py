@@ -105,9 +105,15 @@ def model_source(args: dict[str, Any]) -> str | None:
     return None
 
 
-def _model_spec(args: dict[str, Any]) -> Any | None:
-    """The ModelSpec of the dumped model_path; None when unknown."""
-    src = model_source(args)
+def facts_model_source(facts: LogFacts) -> str | None:
+    """`--model-config` when the user gave one, else what the dumped model path resolves to."""
+    return facts.model_config or model_source(facts.server_args)
+
+
+def _model_spec(facts: LogFacts) -> Any | None:
+    """The ModelSpec behind the boot; None when unknown."""
+    args = facts.server_args
+    src = facts_model_source(facts)
     if src is None:
         return None
     try:
@@ -122,7 +128,7 @@ def slot_size(facts: LogFacts) -> SlotSize | None:
     """p from the model config and the dumped TP / ssm dtype (exact, `plan/sglang_common.py::mamba_state`); else
     estimated from the log as (conv_state + ssm_state) / (max_mamba_cache_size + 1) (the pool has K+1 slots)."""
     args = facts.server_args
-    spec = _model_spec(args)
+    spec = _model_spec(facts)
     if spec is not None:
         try:
             from specbench.plan.sglang_common import mamba_state
@@ -131,7 +137,7 @@ def slot_size(facts: LogFacts) -> SlotSize | None:
             ssm = args.get("mamba_ssm_dtype")
             st = mamba_state(spec, int(tp), ssm if isinstance(ssm, str) else None)
             if st is not None:
-                return SlotSize(float(st.per_slot), f"{args.get('model_path')} config, TP{tp}, "
+                return SlotSize(float(st.per_slot), f"{facts_model_source(facts)} config, TP{tp}, "
                                                     f"{ssm or 'default'} ssm")
         except (ImportError, UserError, ValueError, TypeError, AttributeError):
             pass
@@ -172,7 +178,7 @@ def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
     """Compare the measured target weights with what the claimed scheme would weigh for this model (specs.weights)."""
     if claim is None or facts.weights_gib is None:
         return None
-    spec = _model_spec(facts.server_args)
+    spec = _model_spec(facts)
     if spec is None:
         return None
     try:
@@ -204,7 +210,7 @@ def kv_dtype_check(facts: LogFacts) -> str | None:
     args = facts.server_args
     if facts.k_size_gib is None or facts.kv_tokens is None or args.get("enable_dp_attention"):
         return None
-    spec = _model_spec(args)
+    spec = _model_spec(facts)
     if spec is None or getattr(spec, "mla", None) is not None or not getattr(spec, "attention_layers", None):
         return None
     try:

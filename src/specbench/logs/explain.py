@@ -227,6 +227,22 @@ def _serving_headroom(f: LogFacts) -> str | None:
             "(raise mem_fraction_static).")
 
 
+def _reduced_sentence(f: LogFacts) -> str:
+    """`max_running_requests was reduced from the requested A to B ... due to the available KV cache capacity`:
+    SGLang 0.5.13+ prints this text also when the Mamba cap min(mrr, K // ρ) is what bit (research §6); say which."""
+    final, k = f.max_running_requests, f.max_mamba_cache_size
+    rho, src = er.slots_per_request(f)
+    kv_cap = f.kv_tokens // 2 if f.kv_tokens is not None else None  # resolve_max_num_reqs: min(req, N // 2)
+    if final is not None and k is not None and rho and final == k // rho and (kv_cap is None or kv_cap > final):
+        return (f"max_running_requests was reduced from the requested {f.mrr_reduced_from} to {final}. The engine "
+                "names KV capacity, but "
+                + (f"{f.kv_tokens:,} KV tokens allow {kv_cap:,}; " if kv_cap is not None else "")
+                + f"the limit is the Mamba state: {k} slots // {rho} per request ({src}) = {final}. More slots need "
+                "a larger --mamba-full-memory-ratio or mem_fraction_static, --mamba-ssm-dtype bfloat16, or fewer "
+                "draft tokens.")
+    return f"max_running_requests was reduced from the requested {f.mrr_reduced_from} to {final} by KV capacity."
+
+
 def started_sentences(f: LogFacts) -> list[str]:
     out: list[str] = []
     if f.engine == "vllm":
@@ -253,7 +269,7 @@ def started_sentences(f: LogFacts) -> list[str]:
                    f"({f.max_mamba_cache_size} slots / {f.state_slots_per_request} per request)"
                    + (f", not the requested {req}" if isinstance(req, int) else "") + ".")
     if f.mrr_reduced_from is not None:
-        out.append(f"max_running_requests was reduced from the requested {f.mrr_reduced_from} by KV capacity.")
+        out.append(_reduced_sentence(f))
     if f.kv_pool_fewer_than_context is not None:
         out.append(f"The KV pool ({f.kv_pool_fewer_than_context:,} tokens) is smaller than one full-context request.")
     elif f.kv_tokens is not None and f.context_len is not None and f.kv_tokens < f.context_len:

@@ -112,6 +112,7 @@ class LogFacts:
     errors: tuple[EngineError, ...] = ()
     ranks: tuple[int, ...] = ()  # TP ranks seen
     boots: int = 1  # boots found in the file; facts are for the last one
+    model_config: str | None = None  # not from the log: the config the user named (`doctor --model-config`)
     lines: int = 0  # cleaned records in this boot
 
     def mamba_total_gib(self) -> float | None:

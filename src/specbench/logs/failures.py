@@ -118,6 +118,18 @@ def ready_indexes(lines: list[Line]) -> list[int]:
             and READY.search(ln.text)]
 
 
+_STOP = re.compile(r"SIGTERM received|Received SIGTERM|Shutting down|Got signal SIGTERM|KeyboardInterrupt")
+
+
+def stop_index(lines: list[Line]) -> int | None:
+    """Index of the first line saying the server was asked to stop (SIGTERM / shutdown), or None."""
+    for i, ln in enumerate(lines):
+        if ("SIGTERM" in ln.text or "Shutting down" in ln.text or "KeyboardInterrupt" in ln.text) \
+                and _STOP.search(ln.text):
+            return i
+    return None
+
+
 def classify(lines: list[Line]) -> Failure | None:
     """First known failure of the boot, else the last exception of a traceback, else None.
 
@@ -127,6 +139,9 @@ def classify(lines: list[Line]) -> Failure | None:
     ready = ready_indexes(lines)
     first_ready = ready[0] if ready else None
     last_ready = ready[-1] if ready else None
+    stop = stop_index(lines)
+    if stop is not None and first_ready is not None and stop > first_ready:
+        lines = lines[:stop]  # a deliberate stop after serving: children "crash" with -15 by design
 
     def survived(idx: int) -> bool:
         return last_ready is not None and last_ready > idx
