@@ -8,6 +8,7 @@ that is not a file or not SQLite at all is a user error.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ class CellRecord:
         for src in (self.metrics, self.client):
             for key in ("concurrency", "max_concurrency"):
                 value = src.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     return int(value)
         return None
 
@@ -114,7 +115,7 @@ class CellRecord:
     def metric(self, key: str) -> float | None:
         """A numeric metrics_json value, or None when absent or not a number."""
         value = self.metrics.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return None
         return float(value)
 
@@ -188,9 +189,10 @@ def _int(value: Any) -> int | None:
 
 def _float(value: Any) -> float | None:
     try:
-        return float(value) if value is not None else None
+        out = float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+    return out if out is None or math.isfinite(out) else None
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -263,7 +265,8 @@ def load_store(path: str | Path, label: str | None = None) -> Store:
         metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
         listed = metrics.get("accept_lengths")
         if isinstance(listed, list) and listed:
-            accepts = tuple(float(a) for a in listed if isinstance(a, (int, float)) and not isinstance(a, bool))
+            accepts = tuple(float(a) for a in listed
+                            if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a))
         else:
             accepts = tuple(a for _, a in sorted(req_accept.get(cid, [])))
         cells.append(

@@ -13,6 +13,7 @@ Every number comes from the store (docs/structures.md):
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -345,7 +346,7 @@ def _server_series(store: Store, server: ServerRecord, multi: bool) -> str:
 def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
     """Sum of the numeric keys present; None when none is."""
     vals = [plan.get(k) for k in keys]
-    nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
     return sum(nums) if nums else None
 
 
