@@ -138,6 +138,8 @@ def test_end_to_end_then_resume_keeps_everything(tmp_path: Path, tokenizer_dir: 
     cells = _rows(store, "SELECT cell_id, status, attempts, clamp_json, metrics_json FROM cells")
     for cid, status, attempts, clamp, metrics in cells:
         assert (status, attempts) == ("done", 1)
+        server_json = json.loads(_rows(store, "SELECT server_json FROM cells WHERE cell_id=?", cid)[0][0])
+        assert server_json["effective"]["models"][0]["id"] == "instant"  # read back from the running server
         assert json.loads(clamp)["prompt_tokens"] == 24
         assert json.loads(metrics)["completed"] == 6
         assert len(_rows(store, "SELECT idx FROM requests WHERE cell_id=?", cid)) == 6

@@ -404,6 +404,7 @@ def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Ada
         info = _safe_read_back(adapter, base_url, proc.log_text())
         info["ready_s"] = round(ready_s, 3)
         store.update_server(st.server_id, status="ready", server_info_json=info)
+        cell_server = {**cell_server, "effective": info}  # what the engine reports, stored with each cell
         ctx = CellContext(spec=spec, adapter=adapter, base_url=base_url, argv=pf.launch.argv,
                           server_info=info, settings=pf.settings, proc=proc, plan=pf.plan)
         dead_reason: str | None = None
