@@ -165,8 +165,8 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
             ["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom", "GPU total",
              "KV tokens", "max running", "mem frac", "split"],
             [[escape(m.store), f"<code>{escape(m.server_id)}</code>", escape(m.series), fmt(m.tp),
-              f'<span class="fails">{escape(m.plan_status)}</span>' if m.plan_status == "fails"
-              else escape(m.plan_status or "–"), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
+              f'<span class="fails">{escape(m.plan_text)}</span>' if m.plan_status == "fails"
+              else escape(m.plan_text), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
               fmt(m.headroom, 2), fmt(m.total, 2), fmt(m.kv_tokens), fmt(m.max_running_requests),
               fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in t.memory],
             {0, 1, 2, 4, 14}))

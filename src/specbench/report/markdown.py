@@ -71,7 +71,7 @@ def render_markdown(report: Report) -> str:
         scale = max((m.total or sum(v for _, v in m.parts)) for m in t.memory) or 0.0
         lines += _table(["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom",
                          "GPU total", "KV tokens", "max running", "mem frac", "bar"],
-                        [[m.store, f"`{m.server_id}`", m.series, fmt(m.tp), m.plan_status or "–", fmt(m.weights, 2),
+                        [[m.store, f"`{m.server_id}`", m.series, fmt(m.tp), m.plan_text, fmt(m.weights, 2),
                           fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2), fmt(m.headroom, 2), fmt(m.total, 2),
                           fmt(m.kv_tokens), fmt(m.max_running_requests), fmt(m.mem_fraction_static, 2),
                           f"`{text_bar(m, scale)}`"] for m in t.memory])

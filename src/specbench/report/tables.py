@@ -99,6 +99,13 @@ class MemoryRow:
     tp: int | None
     status: str
     plan_status: str | None
+    verdict: str | None  # servers.verdict: launch | fixed | skipped
+
+    @property
+    def plan_text(self) -> str:
+        """'ok', 'fails', 'ok (fixed)': the planner's status and, when not a plain launch, the runner's verdict."""
+        text = str(self.plan_status) if self.plan_status else "–"
+        return f"{text} ({self.verdict})" if self.verdict and self.verdict != "launch" else text
     weights: float | None
     draft: float | None
     mamba: float | None
@@ -386,7 +393,7 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
             mfs = plan.get("mem_fraction_static")
             rows.append(MemoryRow(
                 store=store.label, server_id=s.server_id, series=_server_series(store, s, multi), tp=s.tp,
-                status=s.status or "", plan_status=plan.get("status"),
+                status=s.status or "", plan_status=plan.get("status"), verdict=s.verdict,
                 weights=weights, draft=draft, mamba=mamba, kv=kv, headroom=headroom, total=total,
                 kv_tokens=kv_tokens if isinstance(kv_tokens, int) else None,
                 max_running_requests=mrr if isinstance(mrr, int) else None,
