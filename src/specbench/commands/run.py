@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -50,21 +51,25 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
     return rows
 
 
+def _pair(a: Any, b: Any, digits: int) -> str:
+    return f"{_fmt(a, digits)}/{_fmt(b, digits)}"
+
+
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
-    t = Table(title=title, show_lines=False)
-    for col, just in (("phase", "right"), ("tp", "right"), ("cell", "left"), ("conc", "right"),
-                      ("in+out", "right"), ("status", "left"), ("out tok/s", "right"), ("TTFT p50", "right"),
-                      ("TTFT p99", "right"), ("TPOT p50", "right"), ("TPOT p99", "right"), ("accept", "right"),
-                      ("speedup", "right")):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    """Throughput, TTFT and TPOT p50/p99 (ms), mean accept length and speedup over AR, one row per cell."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for col, just in (("tp", "right"), ("cell", "left"), ("c", "right"), ("in+out", "right"), ("status", "left"),
+                      ("tok/s", "right"), ("TTFT ms p50/99", "right"), ("TPOT ms p50/99", "right"),
+                      ("accept", "right"), ("speedup", "right")):
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for r in rows:
         status = r["status"]
         style = {"done": "green", "failed": "red", "skipped": "yellow"}.get(status, "")
         t.add_row(
-            _fmt(r["phase"]), _fmt(r["tp"]), r["label"], _fmt(r["concurrency"]),
+            _fmt(r["tp"]), r["label"], _fmt(r["concurrency"]),
             f"{r['prompt_tokens']}+{r['output_tokens']}", f"[{style}]{status}[/]" if style else status,
-            _fmt(r["output_throughput"]), _fmt(r["ttft_ms_p50"]), _fmt(r["ttft_ms_p99"]),
-            _fmt(r["tpot_ms_p50"], 2), _fmt(r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
+            _fmt(r["output_throughput"]), _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1),
+            _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
             (_fmt(r["speedup"], 2) + "x") if r["speedup"] is not None else "-",
         )
     return t
