@@ -126,3 +126,23 @@ def test_unsupported_backend_assertion():
     d = diagnose_file(path, with_fixes=False)
     assert d.status == "failed" and d.failure is not None and d.failure.kind == "exception"
     assert d.failure.message.startswith("AssertionError: NemotronHForCausalLM does not support triton attention")
+
+
+def _shapes(text: str) -> set[str]:
+    """Memory lines with numbers masked: the format, not the values."""
+    from specbench.logs.normalize import normalize
+
+    keys = ("Load weight begin", "Load weight end", "Mamba Cache is allocated", "KV Cache is allocated",
+            "Memory pool end", "max_total_num_tokens=", "Using KV cache dtype", "max_running_request is zero")
+    return {re.sub(r"\d+(?:\.\d+)?", "#", ln.text) for ln in normalize(text) if ln.text.startswith(keys)}
+
+
+def test_incident_fixtures_are_in_the_real_0512_format():
+    """tests/data/incident/*.log were written from the scenario's numbers; every memory line must have exactly the
+    shape a real SGLang 0.5.12.post1 boot of the same model and launch prints."""
+    real = [V0512 / "q36_27b_mrr4_mf507_df16_eb05.log", V0512 / "q36_27b_mrr8_mf507_df16_eb05.log"]
+    _need(*real)
+    real_shapes = set().union(*(_shapes(p.read_text()) for p in real))
+    for name in ("working.log", "failing.log"):
+        mine = _shapes((DATA / "incident" / name).read_text())
+        assert mine and mine <= real_shapes, sorted(mine - real_shapes)

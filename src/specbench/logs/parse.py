@@ -54,7 +54,8 @@ _TRIGGER = re.compile(
     r"Uvicorn running|startup complete|KV token|Mamba slots|weight usage|each for K/V|max_mamba_cache_size|took|"
     r"total_gpu_memory|model weights take|KV cache|Maximum concurrency|GPU blocks|Mamba cache|SpecDecoding|"
     r"non-default args|LLM engine|server version|Starting vLLM|Free memory on device|Desired GPU|peak activation|"
-    r"attention block size|GiB for KV|SWAKVPool|init engine|sglang|CUDA graph|Graph capturing|max_running_requests",
+    r"attention block size|GiB for KV|SWAKVPool|init engine|sglang|CUDA graph|Graph capturing|max_running_requests|"
+    r"KV cache dtype",
     re.I)
 
 # ---------------------------------------------------------------- errors

@@ -18,6 +18,7 @@ _ELAPSED = re.compile(r"(?:elapsed=|Time elapsed: ?)" + NUM + r" ?s\b", re.I)
 _TYPE = re.compile(r"\btype=([\w.]+)")
 _DTYPE = re.compile(r"\bdtype[=:] ?(?:torch\.)?([\w]+)")
 
+_KV_DTYPE_LINE = re.compile(r"Using KV cache dtype: (?:torch\.)?(\w+)")
 _LOAD_BEGIN = re.compile(r"Load weight begin\b", re.I)
 LOAD_END = re.compile(r"Load weight end\b", re.I)
 _BASELINE = re.compile(r"Memory baseline taken\. ?mem usage=" + NUM + GB, re.I)
@@ -77,6 +78,10 @@ def sglang_line(acc: Acc, line: Line) -> None:
             algo = re.search(r"\bquant_algo=([\w\-]+)", t)  # 2026+: `quant=modelopt_fp4, quant_algo=NVFP4`
             acc.first("weight_quant", algo.group(1) if algo else (find(_QUANT, t, str) or _bare_quant(t)))
         acc.load_ends += 1
+        return
+    m = _KV_DTYPE_LINE.search(t)
+    if m:  # 0.5.x prints it before each pool; the first is the target's
+        acc.first("kv_dtype", m.group(1))
         return
     m = _BASELINE.search(t)
     if m:
