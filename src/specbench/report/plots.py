@@ -387,7 +387,8 @@ def memory_plot(memory: Sequence[MemoryRow], path: Path) -> Plot | None:
     xmax = max(max(m.total or 0, sum(v for _, v in m.parts)) for m in rows) * 1.02
     for ax, tp in zip(axes, tps):
         here = [m for m in rows if m.tp == tp]
-        labels = [f"{m.series}" + (" ✗" if m.plan_status == "fails" or m.status == "failed" else "") for m in here]
+        labels = [m.series + (" (fixed)" if m.verdict == "fixed" else "")
+                  + (" ✗" if m.plan_status == "fails" or m.status == "failed" else "") for m in here]
         for k, m in enumerate(here):
             left = 0.0
             for name, value in m.parts:
@@ -406,7 +407,8 @@ def memory_plot(memory: Sequence[MemoryRow], path: Path) -> Plot | None:
     _legend(fig, [Patch(color=MEMORY_COLORS[n], label=n) for n in present])
     return _save(fig, path, "memory.png", "Memory plan",
                  "The planner's split of each GPU: weights, draft weights, Mamba/GDN state, KV cache, headroom "
-                 "(GPU total minus the rest); ✗ marks a plan that fails or a server that failed.",
+                 "(GPU total minus the rest); (fixed): launched with the planner's nearest working change; "
+                 "✗: the plan fails or the server failed.",
                  [(_tp_title(tp), ax) for ax, tp in zip(axes, tps)])
 
 

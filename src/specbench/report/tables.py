@@ -286,7 +286,8 @@ def phase_tables(stores: Sequence[Store]) -> tuple[PhaseTable, ...]:
         groups.setdefault((e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1))
     tables = []
     for (phase, tp), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
-        rows.sort(key=lambda r: (label_key(r.label), natural_key(r.store), r.concurrency or 0, natural_key(r.cell_id)))
+        rows.sort(key=lambda r: (label_key(r.label), natural_key(r.config), natural_key(r.store), r.concurrency or 0,
+                                 natural_key(r.cell_id)))
         tables.append(PhaseTable(phase=phase, tp=tp, rows=tuple(rows)))
     return tuple(tables)
 
@@ -399,6 +400,9 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
                 max_running_requests=mrr if isinstance(mrr, int) else None,
                 mem_fraction_static=float(mfs) if isinstance(mfs, (int, float)) else None,
             ))
+    order = {s.label: i for i, s in enumerate(stores)}
+    rows.sort(key=lambda m: (m.tp or 0, label_key(m.series.split(": ", 1)[-1] if multi else m.series),
+                             order.get(m.store, 0)))
     return tuple(rows)
 
 
