@@ -1,0 +1,13 @@
+"""`specbench report` / `specbench export`: results store(s) -> tables, PNG plots, Markdown, HTML, CSV/JSON.
+
+Flow (I/O only in load.py and build.py):
+    load.py      store (SQLite, read-only, tolerant) -> frozen Store / CellRecord / ServerRecord
+    compare.py   several stores -> series names ("<store>: <label> [varying settings]")
+    tables.py    rows per phase/TP, fastest per point, failures + logs, memory plan rows, summary
+    plots.py     matplotlib (Agg) PNGs with the pixel box of every panel
+    model.py     the whole report as one frozen value
+    markdown.py  report.md          html.py  report.html (self-contained: inline CSS, base64 PNGs)
+    export.py    cells as flat CSV / JSON
+    build.py     writes the report folder (report.md, report.html, *.png, logs/)
+    synthetic.py synthetic stores with the exact schema, for tests and trying the report without a GPU
+"""
