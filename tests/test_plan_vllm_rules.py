@@ -286,3 +286,24 @@ def test_contract_keys_and_engine_detection(tmp_path):
     assert rh["max_mamba_cache_size"] == rh["num_blocks"] and rh["ssm_state_gib"] > 0
     json.dumps(r)
     json.dumps(rh)
+
+
+def test_enforce_eager_skips_the_mamba_check_and_the_graph_estimate():
+    cmd = "vllm serve Qwen/Qwen3.5-27B --max-model-len 132000 --gpu-memory-utilization 0.9"
+    graphs = plan(cmd, engine_version="0.28.0", gpu="h100")
+    eager = plan(cmd + " --enforce-eager", engine_version="0.28.0", gpu="h100")
+    assert graphs["error_kind"] == "mamba_blocks" and eager["status"] == "ok"
+    assert eager["budget"]["cuda_graph_gib"] == 0 < graphs["budget"]["cuda_graph_gib"]
+    assert eager["num_blocks"] > graphs["num_blocks"]
+    assert eager["max_running_requests"] == int(eager["max_concurrency"])
+
+
+def test_sliding_window_charge_uses_in_flight_tokens():
+    """kv_cache_interface.py::SlidingWindowSpec: cdiv(min(W - 1 + max_in_flight_tokens, L), bs) + 1 blocks, with
+    max_in_flight_tokens = 2 x max_num_batched_tokens under async scheduling (GPU, 0.26+); gpt-oss-20b alternates
+    12 sliding (W = 128) and 12 full layers."""
+    r = plan("vllm serve openai/gpt-oss-20b --max-model-len 131072 --max-num-batched-tokens 2048 "
+             "--kv-cache-memory-bytes 32G", gpu="h200")
+    kinds = sorted(g["kind"] for g in r["kv_cache_groups"])
+    assert kinds == ["full", "sliding"] and r["group_size"] == 12
+    assert r["blocks_per_request"] == 131072 // 16 + (-(-(128 - 1 + 2 * 2048) // 16) + 1)
