@@ -152,7 +152,10 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
         budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "gpu_memory_utilization": gb.u,
                   "requested_gib": round(gb.requested_bytes / C.GIB, 3),
                   "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
-                  "weights_gib": round(gb.weights_bytes / C.GIB, 3), "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
+                  "weights_gib": round(gb.weights_bytes / C.GIB, 3),
+                  "weights_source": ("measured (--weights-gib)" if ctx.weights_gib is not None
+                                     else "estimated from config.json (specs/weights.py)"),
+                  "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
                   "non_kv_measured": gb.non_kv_measured,
                   "cuda_graph_gib": round(gb.cuda_graph_bytes / C.GIB, 3),
                   "kv_cache_memory_bytes": gb.kv_bytes, "available_kv_gib": C.format_gib(gb.kv_bytes),
@@ -185,7 +188,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     mamba_check = ctx.device == "cuda" and v >= (0, 20, 0) and args.full_cudagraphs
     if ctx.device == "cuda" and (0, 18, 0) <= v < (0, 20, 0) and m.linear_layers and args.full_cudagraphs:
         warnings.append("0.18-0.19 cap CUDA-graph capture sizes to the Mamba cache blocks instead of failing")
-    grouping, pool = C.size_pool(list(lp.specs), max(K, 0) if K > 0 else K, charge, v, ctx.device,
+    grouping, pool = C.size_pool(list(lp.specs), K, charge, v, ctx.device,
                                  auto_fit=setup.auto_fit, max_num_seqs=setup.max_num_seqs, mamba_check=mamba_check,
                                  num_gpu_blocks_override=args.num_gpu_blocks_override)
     lines.extend(pool.log_lines)
@@ -315,8 +318,7 @@ def budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
         rows.append(("device total T", b.get("total_gib"), "GPU catalog / --gpu-mem-gib"))
         rows.append(("requested R = ceil(T·u)", b.get("requested_gib"),
                      f"gpu_memory_utilization={r.get('gpu_memory_utilization')}"))
-        rows.append(("weights (target + draft)", b.get("weights_gib"), "measured --weights-gib" if b.get("weights_gib")
-                     is not None and r.get("weights_measured") else "estimated from config.json"))
+        rows.append(("weights (target + draft)", b.get("weights_gib"), str(b.get("weights_source", ""))))
         rows.append(("non-KV (activation + non-torch + CUDA graphs)", b.get("non_kv_gib"), str(b.get("source", ""))))
         rows.append(("KV budget K = R - weights - non-KV", r.get("available_kv_gib"), "Available KV cache memory"))
     if r.get("num_blocks") is not None:

@@ -427,10 +427,6 @@ def size_pool(specs: list[LayerSpec], K: int, charge: Charge, v: Version, device
     return grouping, Pool(n, q, conc, tokens, failure, est, L, tuple(lines), tuple(warnings))
 
 
-def iter_pages(specs: Iterable[LayerSpec]) -> list[int]:
-    return [s.page for s in specs]
-
-
 def lcm_all(vals: Iterable[int]) -> int:
     out = 1
     for x in vals:
