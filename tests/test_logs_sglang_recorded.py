@@ -146,3 +146,14 @@ def test_incident_fixtures_are_in_the_real_0512_format():
     for name in ("working.log", "failing.log"):
         mine = _shapes((DATA / "incident" / name).read_text())
         assert mine and mine <= real_shapes, sorted(mine - real_shapes)
+
+
+def test_mtp_draft_memory_returned_after_sizing():
+    from specbench.logs.doctor import diagnose_file
+
+    path = V0515 / "q36_27b_mrr16_mf85_mtp.log"
+    _need(path)
+    d = diagnose_file(path, with_fixes=False)
+    assert d.facts.draft_loaded_before_pools is True and d.facts.draft_weights_gib == 5.53
+    assert any("4.60 GiB came back after the pools were sized" in n and "MTP" in n for n in d.notes)
+    assert any("stopped on purpose" in n for n in d.notes) and d.failure is None

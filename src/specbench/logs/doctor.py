@@ -180,9 +180,6 @@ def _parse_all(raw: bytes | str) -> tuple[LogFacts, Failure | None, list[str]]:
     lines = boots[-1]
     facts, failure = facts_from_lines(lines, boots=len(boots)), classify(lines)
     survived = survived_errors(lines)
-    stop = stop_index(lines)
-    if stop is not None and facts.ready:
-        survived.append(f"(the server was then stopped on purpose: {lines[stop].text.strip()[:80]})")
     if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
         facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
     return facts, failure, survived
@@ -214,8 +211,22 @@ def _gpu_total_gib(gpu: str | None) -> float | None:
         return None
 
 
+def _stopped_on_purpose(raw: bytes | str) -> bool:
+    boots = split_boots(normalize(decode(raw)))
+    return bool(boots) and stop_index(boots[-1]) is not None
+
+
 def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[str]:
     notes: list[str] = []
+    pool_end = facts.draft_memory_pool_end_gib or facts.memory_pool_end_gib
+    if facts.draft_loaded_before_pools and facts.available_gpu_mem_gib is not None and pool_end is not None \
+            and facts.available_gpu_mem_gib - pool_end > 1.0:
+        back = facts.available_gpu_mem_gib - pool_end
+        why = ("most likely the MTP draft's own embedding and lm_head, replaced by the target's after sizing "
+               "(research sglang-memory.md §7.4)" if er.spec_algorithm(facts.server_args) in ("EAGLE", "NEXTN")
+               else "memory freed after sizing")
+        notes.append(f"{back:.2f} GiB came back after the pools were sized (free {pool_end:.2f} -> "
+                     f"{facts.available_gpu_mem_gib:.2f} GiB): {why}; the pools were sized without it.")
     total = _gpu_total_gib(gpu)
     if total is not None and facts.avail_before_load_gib is not None:
         used = total - facts.avail_before_load_gib
@@ -272,6 +283,8 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     if survived:
         notes.append("Errors the engine printed and survived (it went on to serve): " + "; ".join(survived[:3])
                      + (f" (+{len(survived) - 3} more)" if len(survived) > 3 else ""))
+    if facts.ready and failure is None and _stopped_on_purpose(raw):
+        notes.append("The server was stopped on purpose afterwards (SIGTERM); the exits that follow are that stop.")
     plan, fixes, why = None, (), None
     if with_fixes and facts.engine is not None:
         plan, why = planner_result(facts, engine_version, gpu, draft_config)
