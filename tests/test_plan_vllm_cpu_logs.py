@@ -98,3 +98,17 @@ def test_planner_reproduces_the_boot(log: Path, source: str, models_root: Path, 
     if err and not cap or "fail" in h.get("outcome", ""):
         assert r["status"] == "fails"
         assert r["error"] and any(r["error"] in e or e in r["error"] for e in err), (r["error"], err)
+
+
+def test_fixes_for_the_provoked_failure_match_the_engine_estimate(models_root: Path, monkeypatch):
+    """The recorded too-long boot: the nearest fixes are vLLM's own estimated length and the smallest KV space."""
+    log = LOG_DIR / "tiny-target-fail-len1048576-kv1.log"
+    if not log.exists():
+        pytest.skip("boot not recorded")
+    text = log.read_text(errors="replace")
+    monkeypatch.chdir(models_root)
+    r = plan_command(argv_from_vllm_log(text), PlanOptions(engine="vllm", engine_version="0.32.0", tp_sizes=(1,)))
+    est = int(re.search(r"estimated maximum model length is (\d+)", text).group(1))
+    changes = [f["change"] for f in r["fixes"]]
+    assert {"--max-model-len": est} in changes
+    assert {"VLLM_CPU_KVCACHE_SPACE": 3} in changes   # 2 GiB needed, plus the null block held back

@@ -381,7 +381,10 @@ def per_tp_fixes(args: VllmArgs, m, draft, ctx: Context, tp_sizes: tuple[int, ..
         mns_hi = max(MNS_SEARCH_MAX, at.setup.max_num_seqs)
         best_mns = _bsearch_last(1, mns_hi, lambda x: _ok(a.with_(max_num_seqs=x), m, draft, ctx))
         L0 = at.max_model_len
-        best_len = _bsearch_last(1, derived, lambda x: _ok(a.with_(max_model_len=x), m, draft, ctx))
+        len_hi = derived
+        if (a.env_value("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() in ("1", "true"):
+            len_hi = max(derived, L0)
+        best_len = _bsearch_last(1, len_hi, lambda x: _ok(a.with_(max_model_len=x), m, draft, ctx))
         min_u = None
         min_space = None
         if ctx.device == "cpu":
