@@ -540,6 +540,8 @@ def build_layer_specs(m, draft, setup: Setup, draft_tp: int | None = None) -> La
         else:
             A = 64 if m.mla is not None else 16
         if setup.mamba_mode == "align" and setup.gdn_flashinfer and m.gdn is not None and v >= (0, 33, 0):
+            # 0.33 interface.py: A = lcm(A, get_mamba_prefill_checkpoint_alignment) in align mode; Qwen GDN on
+            # FlashInfer declares FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (64), Mamba2 declares none
             A = math.lcm(A, 64)
         if setup.mamba_mode == "all":
             chunk = int(m.raw.get("mamba_chunk_size") or m.raw.get("chunk_size") or 256) if m.raw else 256
