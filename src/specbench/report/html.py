@@ -87,9 +87,14 @@ def _bar(m: MemoryRow, scale: float) -> str:
     return f'<div class="bar">{spans}</div>'
 
 
-def _simple_table(header: list[str], rows: list[list[str]], text_cols: set[int]) -> str:
-    head = "".join(f'<th class="{"text" if i in text_cols else ""}">{escape(h)}</th>' for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(f'<td class="{"text" if i in text_cols else ""}">{c}</td>' for i, c in enumerate(row))
+def _simple_table(header: list[str], rows: list[list[str]], text_cols: set[int], wrap_cols: set[int] = frozenset(),
+                  drop_cols: set[int] = frozenset()) -> str:
+    """A table of pre-escaped cells; text columns align left, wrap columns may break lines, drop columns vanish."""
+    def cls(i: int) -> str:
+        return " ".join(c for c, on in (("text", i in text_cols), ("wrap", i in wrap_cols)) if on)
+
+    head = "".join(f'<th class="{cls(i)}">{escape(h)}</th>' for i, h in enumerate(header) if i not in drop_cols)
+    body = "".join("<tr>" + "".join(f'<td class="{cls(i)}">{c}</td>' for i, c in enumerate(row) if i not in drop_cols)
                    + "</tr>" for row in rows)
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
@@ -152,7 +157,7 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
             [[escape(f.store), f.kind, f"<code>{escape(f.ident)}</code>", escape(f.series), fmt(f.tp),
               fmt(f.concurrency), _status(f.status), escape(f.diagnosis),
               f'<a href="{escape(f.log_file)}">{escape(f.log_file)}</a>' if f.log_file else "–"] for f in t.failures],
-            {0, 1, 2, 3, 6, 7, 8}))
+            {0, 1, 2, 3, 6, 7, 8}, wrap_cols={7}, drop_cols=set() if report.multi else {0}))
     else:
         out.append("<p>None.</p>")
 
@@ -169,7 +174,7 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
               else escape(m.plan_text), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
               fmt(m.headroom, 2), fmt(m.total, 2), fmt(m.kv_tokens), fmt(m.max_running_requests),
               fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in t.memory],
-            {0, 1, 2, 4, 14}))
+            {0, 1, 2, 4, 14}, drop_cols=set() if report.multi else {0}))
     else:
         out.append('<p class="muted">No server in the store has a memory plan.</p>')
 

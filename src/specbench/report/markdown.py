@@ -13,7 +13,9 @@ def _esc(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def _table(header: list[str], rows: list[list[str]], drop_first: bool = False) -> list[str]:
+    if drop_first:  # the "store" column of a single-store report
+        header, rows = header[1:], [r[1:] for r in rows]
     out = ["| " + " | ".join(_esc(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(_esc(c) for c in row) + " |" for row in rows]
     return out
@@ -61,7 +63,8 @@ def render_markdown(report: Report) -> str:
     if t.failures:
         lines += _table(["store", "what", "id", "config", "TP", "c", "status", "diagnosis", "log"],
                         [[f.store, f.kind, f"`{f.ident}`", f.series, fmt(f.tp), fmt(f.concurrency), f.status,
-                          f.diagnosis, f"[log]({f.log_file})" if f.log_file else "–"] for f in t.failures])
+                          f.diagnosis, f"[log]({f.log_file})" if f.log_file else "–"] for f in t.failures],
+                        drop_first=not report.multi)
     else:
         lines.append("None.")
     lines.append("")
@@ -74,7 +77,7 @@ def render_markdown(report: Report) -> str:
                         [[m.store, f"`{m.server_id}`", m.series, fmt(m.tp), m.plan_text, fmt(m.weights, 2),
                           fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2), fmt(m.headroom, 2), fmt(m.total, 2),
                           fmt(m.kv_tokens), fmt(m.max_running_requests), fmt(m.mem_fraction_static, 2),
-                          f"`{text_bar(m, scale)}`"] for m in t.memory])
+                          f"`{text_bar(m, scale)}`"] for m in t.memory], drop_first=not report.multi)
         lines += ["", "Bar: █ weights ▓ draft ▒ Mamba ░ KV · headroom.", ""]
     else:
         lines += ["No server in the store has a memory plan.", ""]
