@@ -307,3 +307,12 @@ def test_sliding_window_charge_uses_in_flight_tokens():
     kinds = sorted(g["kind"] for g in r["kv_cache_groups"])
     assert kinds == ["full", "sliding"] and r["group_size"] == 12
     assert r["blocks_per_request"] == 131072 // 16 + (-(-(128 - 1 + 2 * 2048) // 16) + 1)
+
+
+def test_weights_larger_than_the_device_fail_at_load_and_tp_fixes_it():
+    r = plan("vllm serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 8192", gpu="h100", fixes=True,
+             tp_sizes=(1, 2, 4))
+    assert r["status"] == "fails" and r["error_kind"] == "load_oom"
+    assert r["error"].startswith("Failed to load model - not enough GPU memory.")
+    tps = [f["change"].get("--tensor-parallel-size") for f in r["fixes"]]
+    assert 1 not in tps and tps[0] in (2, 4)

@@ -31,6 +31,12 @@ NON_TORCH_GIB = 0.25        # lazily created workspaces after the snapshot (non-
 CUDA_GRAPH_GIB = 0.5        # G_est for the default capture list (FULL_AND_PIECEWISE); hybrids and spec x1.5
 
 
+# v1/worker/gpu_model_runner.py::GPUModelRunner.load_model logs this, then re-raises torch's OutOfMemoryError
+LOAD_OOM_TEXT = ("Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free memory "
+                 "for weights, increasing --tensor-parallel-size, or using --quantization. See "
+                 "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more tips.")
+
+
 def gpu_arch(gpu: GpuSpec) -> str:
     """SM family by catalog name (specs/gpu.py names): sm90 Hopper, sm100 B200, sm120 RTX 50/PRO 6000, ..."""
     n = gpu.name.lower()
@@ -191,7 +197,9 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, total_bytes: int, weights_byte
                      f"and update it correspondingly.")
     else:
         K = R - weights_bytes - non_kv
-        if not is_v0(v) and F0 < R:
+        if weights_bytes > F0:
+            failure = C.Failure("load_oom", LOAD_OOM_TEXT)
+        elif not is_v0(v) and F0 < R:
             failure = C.Failure("request_memory",
                                 f"Free memory on device cuda:0 ({C.format_gib(F0)}/{C.format_gib(total_bytes)} GiB) "
                                 f"on startup is less than desired GPU memory utilization ({u}, {C.format_gib(R)} "
