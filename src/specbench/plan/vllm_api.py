@@ -256,12 +256,17 @@ def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
     per_req_conv = p.conv_bytes * p.mamba_layers if (hybrid and p.conv_bytes) else None
     per_req_ssm = p.ssm_bytes * p.mamba_layers if (hybrid and p.ssm_bytes) else None
     s = p.setup
+    half = None
+    if not hybrid and p.num_blocks and p.bytes_per_block and all(g["kind"] in ("full", "sliding") for g in p.groups):
+        half = round(p.num_blocks * p.bytes_per_block / 2 / C.GIB, 2)
     return {
         "status": p.status, "error": p.error, "engine": "vllm", "engine_version": ctx.version_text,
         "device": ctx.device,
         "mem_fraction_static": p.u, "gpu_memory_utilization": p.u,
         "weights_gib": _gib(p.weights_bytes), "draft_weights_gib": _gib(p.draft_weights_bytes),
-        "kv_tokens": p.kv_tokens, "k_size_gib": None, "v_size_gib": None,
+        "kv_tokens": p.kv_tokens,
+        # vLLM logs no K/V sizes; for an attention-only, non-MLA pool K and V are each half of num_blocks x B
+        "k_size_gib": half, "v_size_gib": half,
         # Mamba keys: vLLM keeps Mamba state in the shared block pool; every block can hold one state per layer of
         # its group, so the Mamba cache blocks (the number its max_num_seqs check prints) are num_blocks.
         "max_mamba_cache_size": p.num_blocks if hybrid else None,
