@@ -81,6 +81,7 @@ def test_working_log_budget():
                       "slack": 23.56, "mamba": 15.06, "kv": 6.98, "pool_end": 17.86, "graphs": 0.58,
                       "free_end": 17.28}
     assert "Started fine: 87,061 KV tokens, 24 Mamba slots, up to 4 running requests" in d.explanation
+    assert "4 × 16 draft tokens × 146.8 MiB = 9.18 GiB now; each request more costs 2.29 GiB" in d.explanation
     # 17.28 free - 1.5 MB x 8192 prefill tokens (12.0 GiB) = 5.3 GiB unused by design
     assert "about 5.3 GiB more could go to the Mamba/KV pools" in d.explanation
     # no claim from the log itself (quantization=None, bf16 path): no weight warning

@@ -96,10 +96,9 @@ def _candidates(lf: LogFacts, rf: LogFacts, changes: dict[str, list[Any]]) -> li
     args = lf.server_args
     p = er.slot_size(lf) or er.slot_size(rf)
     d = er.draft_tokens(args)
-    era = er.sglang_era(args)
     for key, (va, vb) in changes.items():
         if key == "max_running_requests" and isinstance(va, int) and isinstance(vb, int):
-            if d is not None and p is not None and lf.max_mamba_cache_size is not None and era == "<=0.5.13":
+            if d is not None and p is not None and lf.max_mamba_cache_size is not None and er.scratch_before_split(lf):
                 delta = (vb - va) * d * p.bytes / er.GIB
                 grew = "grew" if vb > va else "shrank"
                 out.append(Candidate(key, -delta, (
@@ -120,7 +119,7 @@ def _candidates(lf: LogFacts, rf: LogFacts, changes: dict[str, list[Any]]) -> li
                                              + (f"{abs(delta):.2f} GiB" if delta is not None else "B·Δf")))
         elif key == "speculative_num_draft_tokens" and isinstance(va, int) and isinstance(vb, int) and p is not None:
             mrr = args.get("max_running_requests")
-            if isinstance(mrr, int) and era == "<=0.5.13":
+            if isinstance(mrr, int) and er.scratch_before_split(lf):
                 delta = -mrr * (vb - va) * p.bytes / er.GIB
                 out.append(Candidate(key, delta, f"speculative_num_draft_tokens {va} -> {vb} changes the intermediate "
                                                  f"state reservation by {mrr} x {vb - va} x {p.mib:.1f} MiB"))

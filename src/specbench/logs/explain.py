@@ -56,10 +56,11 @@ def _mrr_zero(f: LogFacts) -> list[str]:
     algo = er.spec_algorithm(args)
     if algo and isinstance(mrr, int):
         res = spec_reservation_sentence(f, mrr)
-        era = er.sglang_era(args)
-        if res and era == "<=0.5.13":
-            out.append(f"With {algo} speculative decoding this SGLang build (≤0.5.12 rules; its argument dump "
-                       f"still has mamba_scheduler_strategy) first reserves intermediate Mamba state for every "
+        if res and er.scratch_before_split(f):
+            why = (f"version {f.engine_version}" if f.engine_version
+                   else "its argument dump still has mamba_scheduler_strategy")
+            out.append(f"With {algo} speculative decoding this SGLang build (≤0.5.12 rules; {why}) "
+                       f"first reserves intermediate Mamba state for every "
                        f"requested running request: {res}, taken off the top before the rest is split between "
                        f"Mamba slots and KV.")
         elif res:
@@ -227,6 +228,20 @@ def _serving_headroom(f: LogFacts) -> str | None:
             "(raise mem_fraction_static).")
 
 
+def _spec_scratch_sentence(f: LogFacts) -> str | None:
+    """SGLang <= 0.5.12 with a hybrid model and speculative decoding: the per-request price of max_running_requests
+    (`handle_max_mamba_cache`: R' = R - p·mrr·D before the Mamba/KV split, mrr as requested; research §10)."""
+    req = f.server_args.get("max_running_requests")
+    d, p = er.draft_tokens(f.server_args), er.slot_size(f)
+    if f.max_mamba_cache_size is None or not er.scratch_before_split(f) or not isinstance(req, int) \
+            or d is None or p is None:
+        return None
+    each = d * p.bytes / er.GIB
+    return (f"This build reserves intermediate Mamba state for every requested running request before splitting "
+            f"the rest between Mamba slots and KV: {req} × {d} draft tokens × {p.mib:.1f} MiB = {req * each:.2f} GiB "
+            f"now; each request more costs {each:.2f} GiB, taken from the Mamba slots and KV tokens.")
+
+
 def _reduced_sentence(f: LogFacts) -> str:
     """`max_running_requests was reduced from the requested A to B ... due to the available KV cache capacity`:
     SGLang 0.5.13+ prints this text also when the Mamba cap min(mrr, K // ρ) is what bit (research §6); say which."""
@@ -275,6 +290,9 @@ def started_sentences(f: LogFacts) -> list[str]:
     elif f.kv_tokens is not None and f.context_len is not None and f.kv_tokens < f.context_len:
         out.append(f"The KV pool ({f.kv_tokens:,} tokens) is smaller than one full-context request "
                    f"({f.context_len:,}).")
+    risk = _spec_scratch_sentence(f)
+    if risk:
+        out.append(risk)
     headroom = _serving_headroom(f)
     if headroom:
         out.append(headroom)
