@@ -227,3 +227,16 @@ def test_facts_for_plan_without_an_argument_dump(tmp_path: Path):
         facts_for_plan(log)
     with pytest.raises(UserError, match="not found"):
         facts_for_plan(tmp_path / "missing.log")
+
+
+def test_scratch_rule_follows_the_printed_version():
+    """<= 0.5.12 takes p·mrr·D before the split; 0.5.13+ solves jointly (research §9). Version line beats arg names."""
+    from dataclasses import replace
+
+    from specbench.logs import engine_rules as er
+    from specbench.logs.parse import parse_text
+    f = parse_text((INC / "working.log").read_text())
+    assert f.engine_version is None and er.scratch_before_split(f)  # from the argument names
+    assert er.scratch_before_split(replace(f, engine_version="0.5.12.post1"))
+    assert not er.scratch_before_split(replace(f, engine_version="0.5.13"))
+    assert not er.scratch_before_split(replace(f, server_args={"mamba_radix_cache_strategy": "extra_buffer"}))
