@@ -316,3 +316,12 @@ def test_weights_larger_than_the_device_fail_at_load_and_tp_fixes_it():
     assert r["error"].startswith("Failed to load model - not enough GPU memory.")
     tps = [f["change"].get("--tensor-parallel-size") for f in r["fixes"]]
     assert 1 not in tps and tps[0] in (2, 4)
+
+
+def test_measured_free_memory_at_start_decides_the_utilization_check():
+    cmd = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --gpu-memory-utilization 0.9"
+    assert plan(cmd, gpu_mem_gib=80)["status"] == "ok"
+    busy = plan(cmd, gpu_mem_gib=80, avail_before_load_gib=60.0)   # a co-tenant holds 20 GiB
+    assert busy["status"] == "fails" and busy["error_kind"] == "request_memory"
+    assert busy["error"].startswith("Free memory on device cuda:0 (60.0/80.0 GiB) on startup is less than desired "
+                                    "GPU memory utilization (0.9, 72.0 GiB).")

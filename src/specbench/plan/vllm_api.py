@@ -47,6 +47,7 @@ class Context:
     weights_gib: float | None = None
     draft_weights_gib: float | None = None
     non_kv_gib: float | None = None
+    free_at_start_gib: float | None = None   # GPU: measured F0 (--avail-before-load-gib)
     avx512_bf16: bool = True
 
 
@@ -148,7 +149,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
         K = cb.kv_bytes
     else:
         nonkv = ctx.non_kv_gib
-        gb = vllm_gpu.gpu_budget(args, mw, setup, ctx.total_bytes or 0, W_t + W_d, nonkv)
+        gb = vllm_gpu.gpu_budget(args, mw, setup, ctx.total_bytes or 0, W_t + W_d, nonkv, ctx.free_at_start_gib)
         budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "gpu_memory_utilization": gb.u,
                   "requested_gib": round(gb.requested_bytes / C.GIB, 3),
                   "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
@@ -502,7 +503,8 @@ def context_for(args: VllmArgs, opts) -> Context:
         return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib)
     gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
     total = gpu.total_mib * (1 << 20)
-    return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib)
+    return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
+                   getattr(opts, "avail_before_load_gib", None))
 
 
 def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:

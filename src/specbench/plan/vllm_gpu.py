@@ -164,12 +164,13 @@ def activation_estimate(m, setup: C.Setup, tp: int) -> int:
 
 
 def gpu_budget(args: VllmArgs, m, setup: C.Setup, total_bytes: int, weights_bytes: int,
-               non_kv_gib: float | None) -> GpuBudget:
+               non_kv_gib: float | None, free_at_start_gib: float | None = None) -> GpuBudget:
     v = setup.version
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else default_u(v)
     R = math.ceil(total_bytes * u) if v >= (0, 14, 0) else int(total_bytes * u)
     pre = CUDA_CONTEXT_GIB + (NCCL_GIB_PER_TP if args.tp * args.pp > 1 and v >= (0, 11, 0) else 0.0)
-    F0 = int(total_bytes - pre * C.GIB)
+    # F0: measured ("Free memory on device (F0/T GiB) on startup", --avail-before-load-gib) or T minus the estimate
+    F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else int(total_bytes - pre * C.GIB)
     lines: list[str] = []
     g_bytes = 0
     if non_kv_gib is not None:
