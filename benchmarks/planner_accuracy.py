@@ -79,6 +79,28 @@ def log_cases() -> list[dict]:
     return out
 
 
+def run_store_cases() -> list[dict]:
+    """Servers launched by `specbench run` on the device: the command from the store, the log beside it."""
+    import sqlite3
+    out = []
+    for db in sorted(glob.glob(str(ROOT / "tests/data/h200-run-*/*.db"))):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        version = Path(db).parent.name.split("sglang-")[-1]
+        for sid, cmd in con.execute("select server_id, command_json from servers"):
+            log = Path(db).parent / f"{sid}-boot1.log"
+            d = diagnose_file(log).to_json()
+            f = d["facts"]
+            r = plan_command(json.loads(cmd), PlanOptions(
+                gpu="h200", engine_version=version, model_config="Qwen/Qwen3.6-27B-bf16-derived",
+                avail_before_load_gib=f["avail_before_load_gib"], weights_gib=f["weights_gib"],
+                draft_weights_gib=f["draft_weights_gib"], fixes=False))
+            out.append({"case": str(log.relative_to(ROOT / "tests/data")), "logged_status": d["status"],
+                        "plan_status": r["status"], "kv": (r["kv_tokens"], f.get("kv_tokens")),
+                        "slots": (r["max_mamba_cache_size"], f.get("max_mamba_cache_size")),
+                        "mrr": (r["max_running_requests"], f.get("max_running_requests"))})
+    return out
+
+
 def dev_cases() -> list[dict]:
     data = {c["id"]: c for c in json.loads((ROOT / "tests/data/real-logs-dev.json").read_text())}
     out = []
@@ -104,7 +126,7 @@ def dev_cases() -> list[dict]:
 
 
 def main() -> int:
-    rows = log_cases() + dev_cases()
+    rows = log_cases() + run_store_cases() + dev_cases()
     n = ok_kv = ok_slots = ok_mrr = ok_status = 0
     n_kv = n_slots = n_mrr = 0
     print(f"{'case':58s} {'status plan/log':>16s} {'KV plan/log (err)':>28s} {'slots plan/log':>15s} {'mrr plan/log':>13s}")

@@ -29,10 +29,19 @@ NCCL_OVERHEAD_GIB = 0.55
 
 # Memory taken between `Load weight end` and pool sizing beyond the logged weights (workspaces, handles).
 # Sources: the incident's two 0.5.12-era logs need 0.04 GiB (KV 87,061 / 11,893 tokens); the real 0.5.12.post1
-# H200 boots (tests/data/sglang-0.5.12.post1/) behave as if 0.056 GiB is taken; 0.05 keeps both within 1.2 %.
-# The 0.5.15.post1 H200 boots put free memory at sizing 0.04 GiB below B − W (Memory pool end + Mamba + KV
-# = 88.02 GiB vs 88.08; tests/data/sglang-0.5.15.post1/README.md). 0.5.18+: not measured yet, same as 0.5.15.
-OTHER_RESIDENT_GIB = {"v0512": 0.05, "v0515": 0.04, "v0523": 0.04}
+# H200 boots (tests/data/sglang-0.5.12.post1/, all at --context-length 32768) behave as if 0.056 GiB is taken;
+# 0.05 keeps both within 1.2 %. 0.5.15.post1 on the H200: with identical `Load weight end. avail mem=88.07 GB`,
+# Qwen3.6-27B gets 175 Mamba slots at context 32,768 (A < 88.053 GiB at sizing) but 176 at context 4,096
+# (A >= 88.053): the residue grows with the context length. Fit to both: 0.01 GiB + 0.9 KiB per context token
+# (0.040 GiB at 32k, 0.014 GiB at 4k). 0.5.18+: not measured, taken as 0.5.15.
+OTHER_RESIDENT_GIB = {"v0512": 0.05}
+
+
+def other_resident_gib(era: str, context_len: int) -> float:
+    if era in OTHER_RESIDENT_GIB:
+        return OTHER_RESIDENT_GIB[era]
+    return 0.01 + 0.9 * 1024 * context_len / GIB
+
 
 # Targets whose EAGLE/NEXTN draft path defaults to the target checkpoint (arg_groups/speculative_hook.py
 # ::_handle_eagle_family); only then (or with an explicit --speculative-draft-model-path) is the draft's KV folded
@@ -190,7 +199,7 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     else:
         Wd, wd_src = wd_est, "estimated from config" if spec.algorithm else "none"
     draft_before = version >= (0, 5, 14)
-    other = measured.other_resident_gib if measured.other_resident_gib is not None else OTHER_RESIDENT_GIB.get(era, 0.0)
+    other = measured.other_resident_gib if measured.other_resident_gib is not None else other_resident_gib(era, ctx)
     A = B - W - (Wd if draft_before else 0.0) - other
     slack = B * (1 - f)
     mm = 100 / 1024 if (m.is_multimodal and include_vision and era == "v0523") else 0.0
