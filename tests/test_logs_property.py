@@ -38,7 +38,10 @@ def _cut(line: str, frac: float) -> str:
 real_line = st.builds(lambda pre, ln, frac, keep: pre + (ln if keep else _cut(ln, frac)),
                       PREFIXES, st.sampled_from(REAL_LINES), st.floats(0, 1), st.booleans())
 noise_line = st.builds(lambda pre, t: pre + t, PREFIXES, st.text(max_size=120))
-log_lines = st.lists(st.one_of(real_line, real_line, noise_line), max_size=60)
+# argument dumps with values literal_eval turns into non-JSON types (sets, bytes, complex, Ellipsis)
+odd_args = st.builds(lambda v: f"server_args=ServerArgs(model_path='m', odd={v}, tp_size=2)",
+                     st.sampled_from(["{1, 2}", "b'x'", "1j", "...", "frozenset()", "(1, {2})", "{'a': {3}}"]))
+log_lines = st.lists(st.one_of(real_line, real_line, noise_line, odd_args), max_size=60)
 
 
 def _interleave(a: list[str], b: list[str], picks: list[bool]) -> list[str]:
@@ -54,7 +57,7 @@ def _interleave(a: list[str], b: list[str], picks: list[bool]) -> list[str]:
 def _check(raw: str | bytes) -> None:
     d = diagnose_text(raw, with_fixes=False)
     assert d.status in ("started", "failed", "unknown")
-    json.dumps(d.to_json(), default=str)
+    json.dumps(d.to_json())  # plain JSON: the runner stores it as is
     assert isinstance(d.explanation, str) and d.explanation
 
 
@@ -70,7 +73,7 @@ def test_interleaved_logs_and_diff(a: list[str], b: list[str], picks: list[bool]
     raw = "\n".join(_interleave(a, b, picks))
     _check(raw)
     left, right = diagnose_text("\n".join(a), with_fixes=False), diagnose_text(raw, with_fixes=False)
-    json.dumps(diff(left, right).to_json(), default=str)
+    json.dumps(diff(left, right).to_json())
 
 
 @settings(max_examples=150, deadline=None)
@@ -94,4 +97,4 @@ def test_random_bytes(raw: bytes):
 @given(st.sampled_from(INCIDENT), st.floats(0.3, 1.0))
 def test_planner_path_never_raises_on_cut_logs(text: str, frac: float):
     d = diagnose_text(text[: int(len(text) * frac)], with_fixes=True)
-    json.dumps(d.to_json(), default=str)
+    json.dumps(d.to_json())

@@ -47,10 +47,23 @@ def _split_top_level(body: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
+def _json_safe(val: Any) -> Any:
+    """literal_eval can give sets, bytes, complex numbers and Ellipsis; facts must stay JSON."""
+    if isinstance(val, dict):
+        return {str(k): _json_safe(v) for k, v in val.items()}
+    if isinstance(val, (list, tuple)):
+        return [_json_safe(v) for v in val]
+    if isinstance(val, (set, frozenset)):
+        return sorted((_json_safe(v) for v in val), key=repr)
+    if val is None or isinstance(val, (bool, int, float, str)):
+        return val
+    return repr(val)
+
+
 def _value(text: str) -> Any:
     text = text.strip()
     try:
-        return ast.literal_eval(text)
+        return _json_safe(ast.literal_eval(text))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text  # e.g. `<SomeEnum.X: 1>` or `device(type='cuda')`: keep the text
 
@@ -78,7 +91,7 @@ def parse_vllm_dict(text: str) -> dict[str, Any]:
     try:
         val = ast.literal_eval(text)
         if isinstance(val, dict):
-            return {str(k): v for k, v in val.items()}
+            return {str(k): _json_safe(v) for k, v in val.items()}
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
     body = text[1:] if text.startswith("{") else text
