@@ -290,7 +290,7 @@ class TestHybridServer:
     """One boot of tiny-hybrid (Qwen3-Next: Gated DeltaNet + gated full attention + MoE) on vLLM CPU."""
 
     def test_hybrid_generates_finite_logprobs(self, hybrid_server: Server) -> None:
-        r = httpx.post(f"{hybrid_server.cfg.base_url}/v1/completions", timeout=60,
+        r = httpx.post(f"{hybrid_server.cfg.base_url}/v1/completions", timeout=180,
                        json={"model": "tiny-hybrid", "prompt": "The state of the linear layers", "max_tokens": 16,
                              "temperature": 0.0, "ignore_eos": True, "logprobs": 1})
         assert r.status_code == 200
