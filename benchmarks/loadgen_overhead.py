@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import socket
@@ -76,8 +77,9 @@ class Point:
     out_tok_per_s: float
     ttft_ms_p50: float | None
     itl_ms_p50: float | None
-    client_cpu_pct: float | None  # specbench only (its own process); others: see RESULTS.md
+    client_cpu_pct: float | None  # specbench only: its own CPU time over its measured window
     command: str
+    process_cpu_s: float = 0.0  # CPU time of the whole client process (start-up and set-up included)
 
 
 def _free_port() -> int:
@@ -90,6 +92,14 @@ def _taskset(core: int | None) -> list[str]:
     if core is None or shutil.which("taskset") is None:
         return []
     return ["taskset", "-c", str(core)]
+
+
+def _run(cmd: list[str], timeout: int) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run a client; also return the CPU seconds (user + system) it used, from the kernel's child rusage."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **OFFLINE})
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def _cores() -> int:
@@ -141,14 +151,14 @@ def run_specbench(url: str, prompts: Path, out_tokens: int, conc: int | None, ra
     cmd += ["--rate", str(rate)] if rate else []
     cmd += ["--duration", str(duration)] if duration else []
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **OFFLINE})
+    r, cpu = _run(cmd, 900)
     if r.returncode != 0:
         raise SystemExit(f"specbench point failed:\n{r.stderr[-3000:]}")
     d = json.loads(r.stdout.strip().splitlines()[-1])
     wall = time.perf_counter() - t0
     return Point("specbench", target, f"c={conc}" if rate is None else f"rate={rate:g}", d["requests"], d["failed"],
                  d["seconds"], d["req_per_s"], d["out_tok_per_s"], d["ttft_ms_p50"], d["itl_ms_p50"],
-                 100.0 * d["cpu_s"] / d["seconds"] if wall else None, " ".join(cmd))
+                 100.0 * d["cpu_s"] / d["seconds"] if wall else None, " ".join(cmd), cpu)
 
 
 def aiohttp_main(argv: list[str]) -> None:
@@ -182,8 +192,9 @@ def aiohttp_main(argv: list[str]) -> None:
     c0 = os.times()
     dt = asyncio.run(go())
     c1 = os.times()
+    cpu = c1.user - c0.user + c1.system - c0.system
     print(json.dumps({"requests": done["n"], "seconds": dt, "req_per_s": done["n"] / dt,
-                      "cpu_pct": 100 * (c1.user - c0.user + c1.system - c0.system) / dt}))
+                      "cpu_pct": 100 * cpu / dt, "cpu_us_per_request": 1e6 * cpu / max(1, done["n"])}))
 
 
 # ------------------------------------------------------------------------------------ established clients
@@ -223,7 +234,7 @@ def run_vllm_bench(url: str, prompts: Path, tokenizer: Path, out_tokens: int, co
            "--result-dir", str(res), "--result-filename", "r.json", "--seed", "0"]
     if conc:
         cmd += ["--max-concurrency", str(conc)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env={**os.environ, **OFFLINE})
+    r, cpu = _run(cmd, 1200)
     f = res / "r.json"
     if r.returncode != 0 or not f.is_file():
         raise SystemExit(f"vllm bench serve failed (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
@@ -232,7 +243,7 @@ def run_vllm_bench(url: str, prompts: Path, tokenizer: Path, out_tokens: int, co
     return Point("vllm bench serve", target, f"c={conc}" if rate is None else f"rate={rate:g}",
                  int(d.get("completed", 0)) + int(d.get("failed", 0) or 0), int(d.get("failed", 0) or 0),
                  float(d["duration"]), float(d["request_throughput"]), float(d["output_throughput"]),
-                 d.get("median_ttft_ms"), d.get("median_itl_ms"), None, " ".join(cmd))
+                 d.get("median_ttft_ms"), d.get("median_itl_ms"), None, " ".join(cmd), cpu)
 
 
 def _prompt_len(prompts: Path) -> int:
@@ -250,14 +261,15 @@ def run_sglang_bench(url: str, prompts: Path, tokenizer: Path, out_tokens: int, 
            str(rate) if rate else "inf", "--disable-tqdm", "--output-file", str(res), "--seed", "0"]
     if conc:
         cmd += ["--max-concurrency", str(conc)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env={**os.environ, **OFFLINE})
+    r, cpu = _run(cmd, 1200)
     if r.returncode != 0 or not res.is_file():
         raise SystemExit(f"sglang.bench_serving failed (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
     d = json.loads(res.read_text().splitlines()[-1])
     shutil.rmtree(res.parent, ignore_errors=True)
     return Point("sglang.bench_serving", target, f"c={conc}" if rate is None else f"rate={rate:g}",
                  int(d.get("completed", 0)), 0, float(d["duration"]), float(d["request_throughput"]),
-                 float(d["output_throughput"]), d.get("median_ttft_ms"), d.get("median_itl_ms"), None, " ".join(cmd))
+                 float(d["output_throughput"]), d.get("median_ttft_ms"), d.get("median_itl_ms"), None, " ".join(cmd),
+                 cpu)
 
 
 # ------------------------------------------------------------------------------------ servers
@@ -317,6 +329,13 @@ def write_prompts(path: Path, tok_dir: Path, n: int, tokens: int) -> None:
 
     ps = build_prompts(ChatTokenizer.from_dir(tok_dir), n=n, prompt_tokens=tokens, mode="text", seed=0)
     path.write_text("".join(json.dumps({"prompt": p.text, "n_tokens": p.n_tokens}) + "\n" for p in ps))
+
+
+def cpu_per_request(small: Point, big: Point) -> float:
+    """Marginal client CPU seconds per request: the difference of two runs of one client that differ only in
+    the number of requests, so start-up, imports and data set-up cancel. Unlike req/s this does not depend on
+    how busy the machine is; 1 / it is what one fully available core could sustain."""
+    return (big.process_cpu_s - small.process_cpu_s) / max(1, big.requests - small.requests)
 
 
 def best(runs: list[Point]) -> Point:
@@ -390,6 +409,7 @@ def main() -> None:
           f"{platform.processor() or platform.machine()}  load avg {os.getloadavg()[0]:.2f}")
     print(f"# established client: {client}; client on core {c_client}, server on core {c_server}; work dir {work}")
     points: list[Point] = []
+    summary_notes: list[str] = []
     if not a.no_instant:
         port = _free_port()
         srv = start_instant(port, c_server, a.burst, work)
@@ -407,13 +427,34 @@ def main() -> None:
                     theirs.append(other(url, prompts, tok_dir, 128, conc, rate, n2, c_client, "instant", "tiny-target"))
                     mine.append(run_specbench(url, prompts, 128, conc, rate, n1, None, c_client, "instant"))
                 points += [best(theirs), best(mine)]
+            # CPU per request at c=16: a small and a large run of each client
+            cpu_rows = []
+            small_o = other(url, prompts, tok_dir, 128, 16, None, int(2000 * scale) or 500, c_client, "instant",
+                            "tiny-target")
+            small_m = run_specbench(url, prompts, 128, 16, None, int(2000 * scale) or 500, None, c_client, "instant")
+            big_o = next(p for p in points if p.client != "specbench" and p.target == "instant" and p.load == "c=16")
+            big_m = next(p for p in points if p.client == "specbench" and p.target == "instant" and p.load == "c=16")
+            for small, big in ((small_o, big_o), (small_m, big_m)):
+                per = cpu_per_request(small, big)
+                cpu_rows.append((big.client, per))
+            cpu_note = "\n".join(f"# {c}: {per * 1e6:,.0f} us client CPU per request at c=16 -> one free core "
+                                 f"sustains ~{1 / per:,.0f} req/s" for c, per in cpu_rows if per > 0)
+            if len(cpu_rows) == 2 and all(per > 0 for _, per in cpu_rows):
+                cpu_note += f"\n# CPU-per-request ratio (established / specbench): {cpu_rows[0][1] / cpu_rows[1][1]:.2f}x"
+            print(cpu_note, flush=True)
+            summary_notes.append(cpu_note)
             if a.aiohttp:
                 n = max(2000, int(30000 * scale))
                 r = subprocess.run([*_taskset(c_client), PY, __file__, "_aiohttp", url, "16", str(n)],
                                    capture_output=True, text=True, timeout=600)
                 d = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
-                print(f"# aiohttp minimal loop (no JSON) c=16: {d.get('req_per_s', float('nan')):,.0f} req/s at "
-                      f"{d.get('cpu_pct', float('nan')):.0f} % CPU" if d else f"# aiohttp loop failed: {r.stderr[-500:]}")
+                mine16 = next(p for p in points if p.client == "specbench" and p.target == "instant" and p.load == "c=16")
+                mine_us = 1e6 * (mine16.client_cpu_pct or 0) / 100 * mine16.seconds / max(1, mine16.requests)
+                note = (f"# design check, c=16, in-process CPU per request: specbench raw asyncio Protocol {mine_us:,.0f} us"
+                        f" vs the same loop on aiohttp (iter_any, no JSON) {d['cpu_us_per_request']:,.0f} us"
+                        f" ({d['req_per_s']:,.0f} req/s)" if d else f"# aiohttp loop failed: {r.stderr[-500:]}")
+                print(note, flush=True)
+                summary_notes.append(note)
         finally:
             srv.stop()
     if not a.no_engine:
@@ -442,6 +483,8 @@ def main() -> None:
     print(table(points))
     print()
     print(compare(points))
+    for note in summary_notes:
+        print(note)
     if a.json:
         a.json.write_text(json.dumps([asdict(p) for p in points], indent=1))
     shutil.rmtree(work, ignore_errors=True)
