@@ -91,16 +91,16 @@ def test_working_log_budget():
 def test_diff_contract_and_cause(diff_json: dict):
     j = diff_json
     assert set(("left", "right", "arg_changes", "explanation")) <= set(j)
-    assert j["arg_changes"] == {"max_running_requests": [4, 8]}
+    assert j["arg_changes"] == {"--max-running-requests": [4, 8]}  # flag spelling, as in the planner's fixes
     assert j["left"]["status"] == "started" and j["right"]["status"] == "failed"
     e = j["explanation"]
     assert ("max_running_requests 4 -> 8 grew the speculative intermediate state reservation by "
             "4 x 16 draft tokens x 146.8 MiB") in e
     assert "starved the Mamba and KV pools: max_mamba_cache_size 24 -> 2, KV tokens 87,061 -> 11,893" in e
-    assert j["explained_by"] == "max_running_requests"
+    assert j["explained_by"] == "--max-running-requests"
     # the check is against the logs' own pool sizes, independent of the formula
     assert j["observed_pool_change_gib"] == pytest.approx(-9.18, abs=0.05)
-    assert j["ignored_arg_changes"] == ["random_seed"]
+    assert j["ignored_arg_changes"] == ["--random-seed"]
 
 
 def test_diff_with_no_explaining_change_says_so():

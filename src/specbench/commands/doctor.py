@@ -13,6 +13,7 @@ from rich.table import Table
 from specbench.errors import UserError
 from specbench.logs.diff import LogDiff, diff
 from specbench.logs.doctor import Diagnosis, diagnose_file
+from specbench.logs.serverargs import to_flag
 
 
 def register(app: typer.Typer) -> None:
@@ -130,6 +131,6 @@ def render_diff(r: LogDiff, paths: list[str], console: Console) -> None:
         a.add_column(escape(paths[0]))
         a.add_column(escape(paths[1]))
         for k, (va, vb) in r.arg_changes.items():
-            a.add_row(k, escape(str(va)), escape(str(vb)))
+            a.add_row(to_flag(k), escape(str(va)), escape(str(vb)))
         console.print(a)
     console.print(escape(r.explanation))

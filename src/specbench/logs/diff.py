@@ -14,6 +14,7 @@ from typing import Any
 from specbench.logs import engine_rules as er
 from specbench.logs.doctor import Diagnosis
 from specbench.logs.facts import LogFacts
+from specbench.logs.serverargs import to_flag
 
 # Arguments that differ between any two launches and never move memory.
 NOISE = frozenset({
@@ -42,18 +43,25 @@ class LogDiff:
     explanation: str
 
     def to_json(self) -> dict[str, Any]:
+        """The contract: `arg_changes` is `{flag: [left, right]}` with the launch-flag spelling the planner's `fixes`
+        use (`--max-running-requests`); the dumps' field names stay in the sentences, as the engines print them."""
         return {
             "left": self.left.to_json(),
             "right": self.right.to_json(),
-            "arg_changes": self.arg_changes,
+            "arg_changes": {to_flag(k): v for k, v in self.arg_changes.items()},
             "explanation": self.explanation,
-            "ignored_arg_changes": list(self.noise_changes),
+            "ignored_arg_changes": [to_flag(k) for k in self.noise_changes],
             "observed_pool_change_gib": self.observed_pool_change_gib,
-            "explained_by": self.explaining.arg if self.explaining else None,
-            "candidates": [{"arg": c.arg, "sentence": c.sentence,
+            "explained_by": _flag(self.explaining.arg) if self.explaining else None,
+            "candidates": [{"arg": _flag(c.arg), "sentence": c.sentence,
                             "predicted_pool_change_gib": None if c.predicted_gib is None else round(c.predicted_gib, 3)}
                            for c in self.candidates],
         }
+
+
+def _flag(arg: str) -> str:
+    """Server-argument field -> launch flag; the pseudo-arguments in parentheses stay as they are."""
+    return arg if arg.startswith("(") else to_flag(arg)
 
 
 def arg_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, list[Any]], tuple[str, ...]]:
