@@ -157,3 +157,19 @@ def test_mtp_draft_memory_returned_after_sizing():
     assert d.facts.draft_loaded_before_pools is True and d.facts.draft_weights_gib == 5.53
     assert any("4.60 GiB came back after the pools were sized" in n and "MTP" in n for n in d.notes)
     assert any("stopped on purpose" in n for n in d.notes) and d.failure is None
+
+
+def test_run_logs_runtime_lines():
+    """The H200 `specbench run` fixture: MTP server with dummy weights logs accept len 1.00 on every decode line."""
+    from specbench.logs.doctor import diagnose_file
+
+    logs = sorted((DATA / "h200-run-sglang-0.5.15.post1").glob("*-boot1.log"))
+    if not logs:
+        pytest.skip("run fixture not in this checkout")
+    spec = [diagnose_file(p, with_fixes=False) for p in logs]
+    spec = [d for d in spec if d.facts.server_args.get("speculative_algorithm")]
+    assert spec, "one of the two servers runs MTP"
+    d = spec[0]
+    assert d.status == "started" and d.facts.accept_lengths and set(d.facts.accept_lengths) == {1.0}
+    assert d.facts.gen_throughputs and len(d.facts.gen_throughputs) == len(d.facts.accept_lengths)
+    assert "draft tokens were (almost) never accepted" in d.explanation

@@ -299,6 +299,10 @@ def started_sentences(f: LogFacts) -> list[str]:
     if f.accept_lengths:
         mean = sum(f.accept_lengths) / len(f.accept_lengths)
         out.append(f"Mean accept length over {len(f.accept_lengths)} logged intervals: {mean:.2f}.")
+        if mean <= 1.05:
+            out.append("An accept length of 1 means the draft tokens were (almost) never accepted: random or dummy "
+                       "weights, a draft trained for another target, or a mismatched tokenizer/chat template. "
+                       "Speculative decoding only costs time like this.")
     if f.gen_throughputs:
         out.append(f"Logged generation throughput: {min(f.gen_throughputs):.1f}–{max(f.gen_throughputs):.1f} tok/s.")
     return out
