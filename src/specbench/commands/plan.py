@@ -82,6 +82,9 @@ def _g(x: Any, nd: int = 2) -> str:
 
 
 def render_plan(r: dict, con: Console) -> None:
+    if r.get("engine") == "vllm":
+        render_vllm_plan(r, con)
+        return
     ok = r["status"] == "ok"
     con.print(f"[bold]{r.get('model')}[/] ({r.get('model_kind')}) on {r.get('gpu')} x TP{r.get('tp')} — "
               f"{r['engine']} {r['engine_version']} rules ({r.get('era', '')})")
@@ -149,3 +152,53 @@ def render_plan(r: dict, con: Console) -> None:
             res = f["result"]
             con.print(f"  {ch}: starts, {res['kv_tokens']:,} KV tokens, max_running_requests={res['max_running_requests']}"
                       + (f", {res['max_mamba_cache_size']} Mamba slots" if res.get("max_mamba_cache_size") is not None else ""))
+
+
+def render_vllm_plan(r: dict, con: Console) -> None:
+    """vLLM's plan: its own budget rows (specbench.plan.vllm_api.budget_rows) and vLLM's knobs per TP."""
+    ok = r["status"] == "ok"
+    con.print(f"[bold]{r.get('model')}[/] on {r.get('gpu', r.get('device'))} x TP{r.get('tp')} — "
+              f"vllm {r['engine_version']} rules ({r.get('era', '')})", highlight=False)
+    t = Table(title="memory plan (GiB per worker)")
+    t.add_column("item")
+    t.add_column("GiB", justify="right")
+    t.add_column("where it comes from")
+    for item, gib, src in r.get("budget_rows") or []:
+        t.add_row(str(item), _g(gib), str(src))
+    con.print(t)
+    for line in r.get("log_lines") or []:
+        con.print(f"  [dim]{escape(str(line))}[/]", highlight=False, soft_wrap=True)
+    verdict = "[bold green]STARTS[/]" if ok else "[bold red]FAILS[/]"
+    con.print(f"{verdict}: KV tokens={_g(r.get('kv_tokens'))}, max concurrency={_g(r.get('max_concurrency'))}, "
+              f"max_running_requests={r.get('max_running_requests')}")
+    if r.get("error"):
+        con.print(f"[red]{escape(r['error'])}[/]", highlight=False, soft_wrap=True)
+    if r.get("reason") and r.get("reason") != r.get("error"):
+        con.print(r["reason"], highlight=False, soft_wrap=True)
+    for w in r.get("warnings") or []:
+        con.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
+    if r.get("ignored_flags"):
+        con.print(f"[dim]ignored (no effect on memory): {' '.join(r['ignored_flags'])}[/]", highlight=False)
+    rows = r.get("per_tp") or []
+    if rows:
+        cpu = r.get("device") == "cpu"
+        t = Table(title="nearest working configurations per TP size")
+        for c in ("TP", "as requested", "max --max-num-seqs", "max --max-model-len",
+                  "min VLLM_CPU_KVCACHE_SPACE GiB" if cpu else "min --gpu-memory-utilization"):
+            t.add_column(c, justify="right")
+        for row in rows:
+            if row.get("error"):
+                t.add_row(str(row["tp"]), "n/a", escape(str(row["error"])), "", "")
+                continue
+            t.add_row(str(row["tp"]), row.get("status_as_requested") or "-", _g(row.get("max_num_seqs")),
+                      _g(row.get("max_model_len")),
+                      _g(row.get("min_cpu_kvcache_space_gib") if cpu else row.get("min_gpu_memory_utilization")))
+        con.print(t)
+    fixes = r.get("fixes") or []
+    if fixes and not ok:
+        con.print("[bold]nearest fixes:[/]")
+        for f in fixes[:6]:
+            ch = " ".join(f"{k} {v}" for k, v in f["change"].items())
+            res = f["result"]
+            con.print(f"  {ch}: starts, {_g(res.get('kv_tokens'))} KV tokens, "
+                      f"max_running_requests={res.get('max_running_requests')}", highlight=False)

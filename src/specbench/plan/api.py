@@ -40,10 +40,10 @@ class PlanOptions:
 
 
 def detect_engine(argv: list[str]) -> str:
-    head = " ".join(argv[:4]).lower()
-    if "vllm" in head:
-        return "vllm"
-    return "sglang"
+    """`vllm serve ...`, `python -m vllm.entrypoints...` (after any leading VAR=value words) -> vllm."""
+    from specbench.engines.vllm_args import is_vllm_command
+
+    return "vllm" if is_vllm_command(argv) else "sglang"
 
 
 def resolve_gpu(opts: PlanOptions) -> GpuSpec:
