@@ -169,20 +169,27 @@ def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None 
 # ------------------------------------------------------------------------------------------------ diagnosis
 def parse_raw(raw: bytes | str) -> tuple[LogFacts, Failure | None]:
     """Facts and failure of the last boot in the text. Never raises."""
-    facts, failure, _ = _parse_all(raw)
-    return facts, failure
+    parsed = _parse_all(raw)
+    return parsed.facts, parsed.failure
 
 
-def _parse_all(raw: bytes | str) -> tuple[LogFacts, Failure | None, list[str]]:
+@dataclass(frozen=True)
+class _Parsed:
+    facts: LogFacts
+    failure: Failure | None
+    survived: tuple[str, ...]  # exception lines the engine printed before it went on to serve
+    stopped: bool  # a deliberate stop (SIGTERM) is in the boot
+
+
+def _parse_all(raw: bytes | str) -> _Parsed:
     boots = split_boots(normalize(decode(raw)))
     if not boots:
-        return LogFacts(boots=0), None, []
+        return _Parsed(LogFacts(boots=0), None, (), False)
     lines = boots[-1]
     facts, failure = facts_from_lines(lines, boots=len(boots)), classify(lines)
-    survived = survived_errors(lines)
     if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
         facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
-    return facts, failure, survived
+    return _Parsed(facts, failure, tuple(survived_errors(lines)), stop_index(lines) is not None)
 
 
 def _status(facts: LogFacts, failure: Failure | None) -> str:
@@ -209,11 +216,6 @@ def _gpu_total_gib(gpu: str | None) -> float | None:
         return float(find_gpu(gpu).total_gib)
     except (ImportError, UserError, AttributeError):
         return None
-
-
-def _stopped_on_purpose(raw: bytes | str) -> bool:
-    boots = split_boots(normalize(decode(raw)))
-    return bool(boots) and stop_index(boots[-1]) is not None
 
 
 def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[str]:
@@ -263,7 +265,8 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     `draft_config` the same for the speculative draft."""
     if looks_binary(raw):
         return Diagnosis("unknown", None, LogFacts(boots=0), "This is not a text log (binary content).")
-    facts, failure, survived = _parse_all(raw)
+    parsed = _parse_all(raw)
+    facts, failure, survived = parsed.facts, parsed.failure, parsed.survived
     if model_config:
         facts = replace(facts, model_config=model_config)
     if facts.lines == 0:
@@ -283,7 +286,7 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     if survived:
         notes.append("Errors the engine printed and survived (it went on to serve): " + "; ".join(survived[:3])
                      + (f" (+{len(survived) - 3} more)" if len(survived) > 3 else ""))
-    if facts.ready and failure is None and _stopped_on_purpose(raw):
+    if facts.ready and failure is None and parsed.stopped:
         notes.append("The server was stopped on purpose afterwards (SIGTERM); the exits that follow are that stop.")
     plan, fixes, why = None, (), None
     if with_fixes and facts.engine is not None:
