@@ -111,9 +111,10 @@ def test_diff_with_no_explaining_change_says_so():
 
 
 def test_human_output_has_tables():
-    r = cli("--diff", WORKING, FAILING, "--no-fixes")
+    r = cli("--diff", WORKING, FAILING, "--gpu", "RTX PRO 6000")
     assert r.returncode == 0, r.stderr
     assert "budgets side by side" in r.stdout and "max_running_requests" in r.stdout
+    assert "fixes for" in r.stdout and "--max-running-requests 4" in r.stdout
     r = cli(FAILING, "--no-fixes")
     assert r.returncode == 0 and "memory budget" in r.stdout and "max_running_requests_zero" in r.stdout
 

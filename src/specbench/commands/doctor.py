@@ -98,15 +98,19 @@ def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
     if d.fixes:
         title = ("fixes" if d.status == "failed" else "nearby configurations") + \
             " (planner, with the log's measured numbers)"
-        t = Table(title=title, title_justify="left")
-        for col in ("change", "status", "max_running_requests", "kv_tokens", "max_mamba_cache_size"):
-            t.add_column(col, justify="left" if col == "change" else "right")
-        for fix in d.fixes[:8]:
-            res = fix.get("result", {})
-            change = " ".join(f"{k} {v}" for k, v in (fix.get("change") or {}).items())
-            t.add_row(escape(change), _g(res.get("status")), _g(res.get("max_running_requests")),
-                      _g(res.get("kv_tokens")), _g(res.get("max_mamba_cache_size")))
-        console.print(t)
+        _print_fixes(d.fixes[:8], title, console)
+
+
+def _print_fixes(fixes: tuple[dict[str, Any], ...], title: str, console: Console) -> None:
+    t = Table(title=title, title_justify="left")
+    for col in ("change", "status", "max_running_requests", "kv_tokens", "max_mamba_cache_size"):
+        t.add_column(col, justify="left" if col == "change" else "right")
+    for fix in fixes:
+        res = fix.get("result", {})
+        change = " ".join(f"{k} {v}" for k, v in (fix.get("change") or {}).items())
+        t.add_row(escape(change), _g(res.get("status")), _g(res.get("max_running_requests")),
+                  _g(res.get("kv_tokens")), _g(res.get("max_mamba_cache_size")))
+    console.print(t)
 
 
 def render_diff(r: LogDiff, paths: list[str], console: Console) -> None:
@@ -134,3 +138,7 @@ def render_diff(r: LogDiff, paths: list[str], console: Console) -> None:
             a.add_row(to_flag(k), escape(str(va)), escape(str(vb)))
         console.print(a)
     console.print(escape(r.explanation))
+    failing = r.right if r.right.status == "failed" else r.left if r.left.status == "failed" else None
+    if failing is not None and failing.fixes:
+        side = paths[1] if failing is r.right else paths[0]
+        _print_fixes(failing.fixes[:4], f"fixes for {escape(side)} (planner, with its measured numbers)", console)
