@@ -14,7 +14,8 @@ from tokenizers import Tokenizer
 
 from specbench.cli import main as cli_main
 from specbench.errors import UserError
-from specbench.models_gen import ALL_MODELS, MODEL_FILES, TINY_DRAFT, TINY_HYBRID, TINY_TARGET, build_all, is_complete
+from specbench.models_gen import (ALL_MODELS, MODEL_FILES, TINY_DRAFT, TINY_HYBRID, TINY_TARGET, build_all, is_complete,
+                                  is_current)
 from specbench.models_gen.shapes import TinyModelSpec
 from specbench.models_gen.tokenizer import CHATML_TEMPLATE, TokenizerSpec, train_tokenizer
 from specbench.models_gen.weights import state_dict
@@ -159,3 +160,16 @@ def test_cli_build_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         cli_main(["models", "build", "--out", str(out), "--only", "nope"])
     assert e.value.code == 2
     assert "unknown tiny model(s): nope" in capsys.readouterr().err
+
+
+def test_a_folder_from_another_generator_is_rebuilt(tmp_path: Path) -> None:
+    first = build_all(tmp_path, names=("tiny-draft",))[0]
+    cfg_path = tmp_path / "tiny-draft" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    assert cfg["specbench_generated"]["fingerprint"] and is_current(tmp_path / "tiny-draft", TINY_DRAFT)
+    cfg["specbench_generated"]["fingerprint"] = "0" * 16  # as if an older generator had made it
+    cfg_path.write_text(json.dumps(cfg))
+    assert is_complete(tmp_path / "tiny-draft") and not is_current(tmp_path / "tiny-draft", TINY_DRAFT)
+    again = build_all(tmp_path, names=("tiny-draft",))[0]
+    assert again.built and again.replaced_stale and first.params == again.params
+    assert is_current(tmp_path / "tiny-draft", TINY_DRAFT)

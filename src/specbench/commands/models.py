@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from specbench.models_gen import ALL_MODELS, build_all, is_complete
+from specbench.models_gen import ALL_MODELS, build_all, is_current
 
 MODELS_ENV_VAR = "SPECBENCH_MODELS"  # the Makefile exports it; default folder below
 DEFAULT_MODELS_DIR = ".cache/models"
@@ -35,7 +35,8 @@ def build_cmd(
     folder = out if out is not None else default_models_dir()
     for b in build_all(folder, force=force, names=tuple(only) if only else None):
         if b.built:
-            typer.echo(f"built  {b.name:12s} {b.params:>10,d} params  {b.seconds:5.2f} s  {b.path}")
+            note = "  (replaced a folder made by an older generator)" if b.replaced_stale else ""
+            typer.echo(f"built  {b.name:12s} {b.params:>10,d} params  {b.seconds:5.2f} s  {b.path}{note}")
         else:
             typer.echo(f"exists {b.name:12s} {'':>17s}  {'':7s}  {b.path} (--force to rebuild)")
 
@@ -52,7 +53,7 @@ def list_cmd(
             "name": s.name, "arch": s.arch, "layers": s.num_hidden_layers, "hidden": s.hidden_size,
             "heads": s.num_attention_heads, "kv_heads": s.num_key_value_heads, "head_dim": s.head_dim,
             "vocab": s.vocab_size, "layer_types": list(s.layer_types), "path": str(path),
-            "built": is_complete(path),
+            "built": is_current(path, s),
         })
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

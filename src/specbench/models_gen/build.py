@@ -1,11 +1,14 @@
 """Write tiny model folders to disk (the only module here with side effects).
 
 A folder is written under a temporary name and renamed into place, so a half-written model never looks
-complete; a model counts as present when every file in `MODEL_FILES` exists.
+complete. A model counts as present when every file in `MODEL_FILES` exists and its config.json carries the
+current generator fingerprint (a hash of this package's generating code and the model's spec), so editing
+the generator rebuilds old folders instead of silently keeping them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -26,6 +29,9 @@ MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "to
                "tokenizer_config.json", "special_tokens_map.json")
 
 
+_GENERATOR_SOURCES = ("corpus.py", "tokenizer.py", "shapes.py", "weights.py", "configs.py")
+
+
 @dataclass(frozen=True, slots=True)
 class BuiltModel:
     name: str
@@ -33,19 +39,45 @@ class BuiltModel:
     params: int | None  # None when an existing folder was kept
     built: bool
     seconds: float
+    replaced_stale: bool = False  # an older generator's folder was rebuilt
+
+
+def fingerprint(spec: TinyModelSpec, tok_spec: TokenizerSpec) -> str:
+    """Hash of the generating code and the specs: equal fingerprints give byte-identical folders."""
+    h = hashlib.sha256()
+    pkg = Path(__file__).parent
+    for name in _GENERATOR_SOURCES:
+        h.update((pkg / name).read_bytes())
+    h.update(repr(spec).encode())
+    h.update(repr(tok_spec).encode())
+    return h.hexdigest()[:16]
 
 
 def is_complete(folder: Path) -> bool:
+    """Every file is there (whatever generator made it)."""
     return all((folder / f).is_file() for f in MODEL_FILES)
+
+
+def is_current(folder: Path, spec: TinyModelSpec, tok_spec: TokenizerSpec = TokenizerSpec()) -> bool:
+    """Complete and made by this generator for this spec."""
+    if not is_complete(folder):
+        return False
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    gen = cfg.get("specbench_generated")
+    return isinstance(gen, dict) and gen.get("fingerprint") == fingerprint(spec, tok_spec)
 
 
 def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = TokenizerSpec(),
                 force: bool = False, tokenizer: Tokenizer | None = None) -> BuiltModel:
-    """Build one model into `out_dir/spec.name`; keep an existing complete folder unless `force`.
+    """Build one model into `out_dir/spec.name`; keep an existing current folder unless `force`.
     `tokenizer`: an already trained `train_tokenizer(tok_spec)` (all tiny models share one vocabulary)."""
     target = out_dir / spec.name
-    if is_complete(target) and not force:
+    if not force and is_current(target, spec, tok_spec):
         return BuiltModel(spec.name, target, None, False, 0.0)
+    stale = is_complete(target)
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=out_dir))
@@ -53,7 +85,7 @@ def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = To
         write_tokenizer(tokenizer or train_tokenizer(tok_spec), tok_spec, tmp)
         sd = state_dict(spec)
         save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        _write_json(tmp / "config.json", model_config(spec))
+        _write_json(tmp / "config.json", model_config(spec, fingerprint(spec, tok_spec)))
         _write_json(tmp / "generation_config.json", generation_config())
         tmp.chmod(0o755)  # mkdtemp makes 0700 folders and safetensors 0600 files
         for f in tmp.iterdir():
@@ -64,7 +96,8 @@ def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = To
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return BuiltModel(spec.name, target, param_count(sd), True, time.perf_counter() - t0)
+    return BuiltModel(spec.name, target, param_count(sd), True, time.perf_counter() - t0,
+                      replaced_stale=stale and not force)
 
 
 def build_all(out_dir: Path, force: bool = False, names: tuple[str, ...] | None = None) -> list[BuiltModel]:
@@ -77,7 +110,8 @@ def build_all(out_dir: Path, force: bool = False, names: tuple[str, ...] | None 
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir} exists and is not a folder")
     tok_spec = TokenizerSpec()
-    tok = train_tokenizer(tok_spec) if any(force or not is_complete(out_dir / s.name) for s in specs) else None
+    tok = train_tokenizer(tok_spec) if any(force or not is_current(out_dir / s.name, s, tok_spec)
+                                           for s in specs) else None
     return [build_model(s, out_dir, tok_spec, force=force, tokenizer=tok) for s in specs]
 
 

@@ -15,7 +15,8 @@ TRANSFORMERS_VERSION = "5.19.0"  # the engine venv's transformers (tools/engine/
 ROPE_THETA = 1_000_000.0  # Qwen3's value
 
 
-def model_config(s: TinyModelSpec) -> dict[str, object]:
+def model_config(s: TinyModelSpec, fingerprint: str = "") -> dict[str, object]:
+    """config.json; `fingerprint` is build.fingerprint(...) recorded under `specbench_generated`."""
     ids = special_token_ids()
     common: dict[str, object] = {
         "attention_bias": False,
@@ -41,7 +42,8 @@ def model_config(s: TinyModelSpec) -> dict[str, object]:
         "transformers_version": TRANSFORMERS_VERSION,
         "use_cache": True,
         "vocab_size": s.vocab_size,
-        "specbench_generated": {"name": s.name, "seed": s.seed, "weights": "random N(0, 0.02^2)"},
+        "specbench_generated": {"name": s.name, "seed": s.seed, "weights": "random N(0, 0.02^2)",
+                                "fingerprint": fingerprint},
     }
     if s.arch == "qwen3":
         return {
