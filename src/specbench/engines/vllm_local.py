@@ -116,7 +116,9 @@ class LocalServerConfig:
     host: str = DEFAULT_HOST
     served_model_name: str | None = None  # default: the model folder's name
     max_model_len: int | None = None  # --max-model-len (None: the model's max_position_embeddings)
-    max_num_seqs: int | None = None  # --max-num-seqs (vLLM default on CPU: 256 per its arg_utils)
+    # --max-num-seqs / --max-num-batched-tokens; None: vLLM 0.32's CPU defaults for `vllm serve`, 128 and 2048
+    # per rank (vllm/engine/arg_utils.py::EngineArgs.get_batch_defaults, "cpu specific default values")
+    max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     kv_cache_space_gib: int | None = DEFAULT_KV_CACHE_SPACE_GIB  # VLLM_CPU_KVCACHE_SPACE; None: leave unset
     omp_threads: int | None = None  # OMP_NUM_THREADS; None: vLLM decides (it reserves 1 core for the frontend)
