@@ -4,6 +4,7 @@ CLI process; JSON checked against the contract of ARCHITECTURE.md."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,9 @@ CONTRACT_FACTS = ("avail_before_load_gib", "weights_gib", "draft_weights_gib", "
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "160"}  # rich wraps tables to the terminal; pin it
     return subprocess.run([sys.executable, "-m", "specbench", "doctor", *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")

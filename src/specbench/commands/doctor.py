@@ -103,8 +103,9 @@ def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
 
 def _print_fixes(fixes: tuple[dict[str, Any], ...], title: str, console: Console) -> None:
     t = Table(title=title, title_justify="left")
-    for col in ("change", "status", "max_running_requests", "kv_tokens", "max_mamba_cache_size"):
-        t.add_column(col, justify="left" if col == "change" else "right")
+    t.add_column("change", overflow="fold")
+    for col in ("status", "running requests", "KV tokens", "Mamba slots"):
+        t.add_column(col, justify="right", no_wrap=True, min_width=9)
     for fix in fixes:
         res = fix.get("result", {})
         change = " ".join(f"{k} {v}" for k, v in (fix.get("change") or {}).items())
