@@ -43,7 +43,7 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
-"${PIP[@]}" install -q --upgrade pip
+"${PIP[@]}" install -q "pip==26.3"   # pinned: the pip this install was made and checked with
 cflags=()
 if [[ -f "$CONSTRAINTS" ]]; then
   cflags=(-c "$CONSTRAINTS")
