@@ -223,8 +223,19 @@ def _fallback_diagnosis(log_text: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- orphan servers
 
 
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, an identity
+    that survives exec (a shebang script's cmdline starts with its interpreter, not our argv[0])."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
 def _record_active(store: Store, proc: lifecycle.ServerProcess, server_id: str) -> None:
-    store.set_meta({"active_server": json.dumps({"pgid": proc.pid, "argv": proc.argv, "server_id": server_id})})
+    store.set_meta({"active_server": json.dumps({"pgid": proc.pid, "start": _start_ticks(proc.pid),
+                                                 "argv": proc.argv, "server_id": server_id})})
 
 
 def _clear_active(store: Store) -> None:
@@ -232,24 +243,21 @@ def _clear_active(store: Store) -> None:
 
 
 def reap_orphan(store: Store, grace_s: float = 10.0) -> str | None:
-    """Stop a server a killed `specbench run` left behind (same process group id and same argv)."""
+    """Stop a server a killed `specbench run` left behind: the same process (pid and start time) still
+    leading its process group. A recycled pid fails the start-time check and is left alone."""
     raw = store.meta().get("active_server")
     if not raw:
         return None
     try:
         info = json.loads(raw)
         pgid = int(info["pgid"])
-        argv = list(info["argv"])
+        start = info.get("start")
     except (ValueError, KeyError, TypeError):
         _clear_active(store)
         return None
-    try:
-        cmdline = Path(f"/proc/{pgid}/cmdline").read_bytes().split(b"\0")[:-1]
-        same = [c.decode(errors="replace") for c in cmdline] == argv
-    except OSError:
-        same = False
+    now = _start_ticks(pgid)
     msg = None
-    if same:
+    if now is not None and start is not None and now == int(start):
         _stop_group(pgid, grace_s)
         msg = f"stopped server {info.get('server_id')} (pgid {pgid}) left by an interrupted run"
     _clear_active(store)
