@@ -348,11 +348,14 @@ def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]],
             for k, r in enumerate(cells):
                 values = list(accepts.get(r.cell_id) or ())
                 if values:
-                    box = ax.boxplot([values], positions=[k], widths=0.6, patch_artist=True, showfliers=True,
-                                     flierprops={"markersize": 2.5, "alpha": 0.5})
+                    box = ax.boxplot([values], positions=[k], widths=0.6, patch_artist=True, showfliers=False)
                     box["boxes"][0].set_facecolor(color)
                     box["boxes"][0].set_alpha(0.55)
                     box["medians"][0].set_color("#222222")
+                    # every request as a dot, spread sideways: a box of equal values is otherwise a bare line
+                    offsets = [((n * 0.618) % 1.0 - 0.5) * 0.3 for n in range(len(values))]
+                    ax.scatter([k + o for o in offsets], values, s=9, color=color, edgecolors="#333333",
+                               linewidths=0.4, alpha=0.8, zorder=4)
                 else:
                     means_only = True
                     ax.plot([k], [r.accept_length], marker="D", markersize=8, color=color, linestyle="none")
@@ -368,7 +371,8 @@ def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]],
                 ax.set_title(series, fontsize=9)
             if j == 0:
                 ax.set_ylabel(f"{_tp_title(tp)}\naccept len")
-    caption = "Per-request mean accepted tokens per verify step, per speculative cell (box = quartiles)."
+    caption = ("Per-request mean accepted tokens per verify step, per speculative cell (box = quartiles, "
+               "dots = requests).")
     if means_only:
         caption += " A diamond is a cell mean without per-request values (engine counters)."
     return _save(fig, path, "accept_length.png", "Accept-length distribution", caption, panels)
