@@ -6,8 +6,24 @@ axis; the cartesian product of the server axes gives the server tuples, the prod
 axes gives the cells of each tuple. Ids are stable hashes of the settings, so a re-run of the same
 matrix finds its finished cells in the store.
 
-Errors name the file, the line and the key: pydantic gives the key path, `key_lines` finds its line
-in the TOML text.
+    name = "incident"
+    engine = "sglang"                    # sglang | vllm | local (embedded vLLM CPU) | openai (any server)
+    command = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-27B"]
+    host = "127.0.0.1"                   # the default; port = 30000 by default
+    auto_fix = true                      # launch the planner's nearest working config instead of skipping
+    phases = ["tp"]                      # run all tp=1 servers, then tp=4, ...
+    [timeouts]  ready_s, request_s, stop_s, port_free_s, gpu_free_s
+    [plan]      model_config, draft_config, gpu, gpu_mem_gib, engine_version, measured *_gib values
+    [server]    tp, mem_fraction_static, max_running_requests, context_length (each a value or a list),
+                flags = {"--any-flag" = value | [values]}, env = {VAR = "v" | ["v1", "v2"]}
+    [[server.spec]]  label ("ddtree-b{ddtree_budget}"), algorithm, draft_model, num_draft_tokens,
+                num_steps, eagle_topk, ddtree_budget (lists expand), flags, env
+    [client]    concurrency, prompt_tokens, output_tokens, num_requests, dataset, request_rate ("inf" or
+                req/s, Poisson), warmup_requests, slo_ttft_ms, slo_tpot_ms
+    [[override]] when = {tp = 1}  server = {max_running_requests = 4}  client = {concurrency = [1, 2]}
+
+See examples/demo.toml and examples/qwen36-27b-dflash-ddtree.toml. Errors name the file, the line and
+the key: pydantic gives the key path, `key_lines` finds its line in the TOML text.
 """
 
 from __future__ import annotations
