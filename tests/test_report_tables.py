@@ -210,3 +210,31 @@ def test_best_when_ar_wins_names_the_fastest_speculative_config(tmp_path: Path) 
     assert best.series == "ar" and best.is_baseline and best.speedup_text == "1.00× (AR is fastest)"
     assert best.best_spec == "ddtree-b4" and best.best_spec_speedup == pytest.approx(0.8)
     assert best.best_spec_text == "ddtree-b4 0.80×"
+
+
+def test_real_h200_store_speedups_and_memory(tmp_path: Path) -> None:
+    """The store `specbench run` wrote on a real H200 (tests/data/h200-run-sglang-0.5.15.post1): AR vs MTP."""
+    import shutil
+
+    src = Path(__file__).resolve().parent / "data" / "h200-run-sglang-0.5.15.post1" / "h200.db"
+    if not src.is_file():
+        pytest.skip("the H200 run fixture is not in this checkout")
+    db = tmp_path / "h200.db"
+    shutil.copy(src, db)
+    store = load_store(db)
+    tables = build_tables([store])
+    rows = {(r.label, r.concurrency): r for t in tables.phases for r in t.rows}
+    for c in (1, 4):
+        mtp, ar = rows[("mtp", c)], rows[("ar", c)]
+        # the runner stored it (matrix/runner.py fill_speedups, 4 decimals): the report shows that value
+        assert mtp.speedup_source == "store"
+        assert mtp.speedup == pytest.approx(mtp.output_throughput / ar.output_throughput, abs=1e-4)
+        assert mtp.speedup < 1.0  # random MTP weights: drafts are rejected, the draft work only costs
+        assert mtp.accept_length == pytest.approx(1.02, abs=0.01)
+    assert {b.series for b in tables.best} == {"ar"} and all(b.best_spec == "mtp" for b in tables.best)
+    cells = {c.cell_id: c for c in store.cells}
+    for r in rows.values():  # per-request accept lengths (requests.accept_len from spec_verify_ct) are read
+        assert (len(cells[r.cell_id].accept_lengths) > 0) == (r.label == "mtp")
+    mem = {m.series: m for m in tables.memory}
+    assert mem["mtp"].draft and mem["mtp"].draft > 0 and not mem["ar"].draft
+    assert mem["ar"].total == mem["mtp"].total and mem["ar"].headroom and mem["ar"].headroom > 0
