@@ -206,3 +206,8 @@ def test_vllm_argv_and_env_axes() -> None:
     ar = adapter.launch(spec, tuples[0].settings).argv
     assert "--speculative-config" not in ar
 
+
+
+def test_unknown_dataset_is_refused_not_ignored() -> None:
+    msg = _error(BASE.replace("prompt_tokens = 128", 'prompt_tokens = 128\ndataset = ["random", "sharegpt"]'))
+    assert "m.toml:20: client.dataset: unknown dataset 'sharegpt'" in msg

@@ -146,6 +146,11 @@ class ServerAxes(_Strict):
         return v
 
 
+# "random": distinct prompts of exact token length, words of the tokenizer's own vocabulary
+# (specbench.load.prompts.build_prompts); the only dataset the load generator builds today.
+DATASETS = frozenset({"random"})
+
+
 class ClientAxes(_Strict):
     """Client-side axes: each combination is one cell on the running server."""
 
@@ -166,6 +171,14 @@ class ClientAxes(_Strict):
         for n in _as_axis(v):
             if n < 1:
                 raise ValueError(f"must be >= 1, got {n}")
+        return v
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v: str | list[str]) -> str | list[str]:
+        for d in _as_axis(v):
+            if d not in DATASETS:
+                raise ValueError(f"unknown dataset {d!r}; supported: {sorted(DATASETS)}")
         return v
 
     @field_validator("request_rate")
