@@ -80,8 +80,12 @@ class Store:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)
+        except sqlite3.OperationalError as exc:
+            raise UserError(f"{self.path}: cannot open the results store ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise UserError(f"{self.path}: not a specbench results store ({exc})") from None
+        except OSError as exc:
+            raise UserError(f"{self.path}: cannot create the results store ({exc.strerror or exc})") from None
         self.conn.row_factory = sqlite3.Row
 
     @contextmanager
