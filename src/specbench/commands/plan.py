@@ -58,6 +58,8 @@ def plan_cmd(
         weights_gib = weights_gib if weights_gib is not None else facts.get("weights_gib")
         draft_weights_gib = draft_weights_gib if draft_weights_gib is not None else facts.get("draft_weights_gib")
         engine_version = engine_version or facts.get("engine_version")
+        model_config = model_config or facts.get("model_config")
+        non_kv_gib = non_kv_gib if non_kv_gib is not None else facts.get("non_kv_gib")
     if not argv:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")

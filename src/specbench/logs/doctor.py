@@ -103,6 +103,25 @@ def launch_argv(facts: LogFacts) -> list[str]:
     return argv
 
 
+def plan_argv(facts: LogFacts, text: str | None = None) -> list[str]:
+    """The launch to re-plan: for vLLM, the engine's own dump with its env (the CPU KV space, etc.) through
+    `specbench.plan.vllm_api.argv_from_vllm_log`, so a CPU log is planned on the CPU rules; else `launch_argv`."""
+    if facts.engine == "vllm" and text:
+        try:
+            from specbench.plan.vllm_api import argv_from_vllm_log
+        except ImportError:
+            argv_from_vllm_log = None  # type: ignore[assignment]
+        if argv_from_vllm_log is not None:
+            argv = argv_from_vllm_log(text)
+            if argv:
+                return argv
+    return launch_argv(facts)
+
+
+def _text(raw: bytes | str) -> str:
+    return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+
+
 def facts_for_plan(path: str | Path) -> dict[str, Any]:
     """Measured overrides and the rebuilt launch argv for `specbench plan --from-log FILE`:
     `{"argv": [...], "engine": ..., "engine_version": ..., "avail_before_load_gib": ..., "weights_gib": ...,
@@ -116,7 +135,7 @@ def facts_for_plan(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: the log has no argument dump (server_args=ServerArgs(...) / non-default args), "
                         "so the launch cannot be rebuilt; pass the launch command after -- instead")
     return {
-        "argv": launch_argv(facts),
+        "argv": plan_argv(facts, _text(raw)),
         "engine": facts.engine,
         "engine_version": infer_version(facts),
         "avail_before_load_gib": facts.avail_before_load_gib,
@@ -137,7 +156,7 @@ def infer_version(facts: LogFacts) -> str | None:
 
 
 def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None = None,
-                   draft_config: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+                   draft_config: str | None = None, text: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """Call the planner with the log's measured numbers; (result, None) or (None, why not)."""
     if not facts.server_args:
         return None, "no argument dump in the log, so no launch to re-plan"
@@ -159,7 +178,7 @@ def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None 
         fixes=True,
     )
     try:
-        return plan_command(launch_argv(facts), opts), None
+        return plan_command(plan_argv(facts, text), opts), None
     except UserError as exc:
         return None, f"the planner cannot plan this launch: {exc}"
     except Exception as exc:  # noqa: BLE001 - a planner bug must not hide the diagnosis; it is named, not swallowed
@@ -290,7 +309,7 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
         notes.append("The server was stopped on purpose afterwards (SIGTERM); the exits that follow are that stop.")
     plan, fixes, why = None, (), None
     if with_fixes and facts.engine is not None:
-        plan, why = planner_result(facts, engine_version, gpu, draft_config)
+        plan, why = planner_result(facts, engine_version, gpu, draft_config, _text(raw))
         if plan is not None:
             fixes = tuple(plan.get("fixes") or ())
             notes += _plan_vs_log(plan, facts)

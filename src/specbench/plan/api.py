@@ -76,7 +76,7 @@ def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) 
     if engine == "vllm":
         try:
             from specbench.plan import vllm_api
-        except ModuleNotFoundError:
+        except ImportError:
             raise UserError("the vLLM rule set is not available in this build") from None
         return vllm_api.plan_vllm_command(args_list, opts), []
     if engine not in ("sglang",):
