@@ -1,9 +1,11 @@
 """`specbench run` against the real local engine (vLLM's CPU build on the tiny models), one boot per module.
 
-The boot serves the target drafting for itself (acceptance 1.0 by construction). The first cell runs to
+The server is the target drafting for itself (acceptance 1.0 by construction). The first cell runs to
 the end: prompts counted with the model's own tokenizer and chat template and clamped under the context
-length must be exactly what the engine counts. During the second cell the engine is killed: that cell
-must be `failed` with the whole server log and a diagnosis.
+length must be exactly what the engine counts. `specbench run` is SIGKILLed during the second cell; the
+re-run keeps the first and re-runs the second. During the third cell the engine is killed: that cell must
+be `failed` with the whole server log and a diagnosis. A separate launch with a 10 s readiness limit must
+time out cleanly and leave no engine process behind.
 """
 
 from __future__ import annotations
@@ -50,8 +52,21 @@ def _wait(pred: Any, timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _spawn(matrix: Path, store: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "specbench", "run", str(matrix), "--store", str(store),
+                             "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _running(store: Path, concurrency: int) -> list[tuple[Any, ...]]:
+    return _rows(store, "SELECT cell_id, ended_at FROM cells WHERE status='running' AND "
+                        "json_extract(client_json, '$.concurrency') = ?", concurrency)
+
+
 @pytest.fixture(scope="module")
 def engine_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two runs of one matrix (cells at concurrency 1, 2, 4 on one self-draft server):
+    run 1 is SIGKILLed while the second cell runs (the engine is left behind); run 2 resumes (stops the
+    left-over engine, boots again) and its engine is killed during the third cell."""
     if not vllm_local.engine_installed(vllm_local.engine_venv()):
         pytest.skip("local engine not installed: run `make engine`")
     if not (models_dir() / "tiny-target" / "config.json").is_file():
@@ -78,26 +93,64 @@ algorithm = "draft_model"
 draft_model = "tiny-target"
 num_draft_tokens = 3
 [client]
-concurrency = [1, 4]
+concurrency = [1, 2, 4]
 prompt_tokens = 500        # with 32 output tokens: clamped to 480 under the 512-token context
 output_tokens = 32
 num_requests = 16
 warmup_requests = 1
 """)
     store = tmp / "r.sqlite"
-    proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(matrix), "--store", str(store),
-                             "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = _spawn(matrix, store)
     try:
-        second = _wait(lambda: _rows(store, "SELECT cell_id FROM cells WHERE status='running' AND "
-                                            "json_extract(client_json, '$.concurrency') = 4"), 500, "the second cell")
-        pgid = json.loads(_rows(store, "SELECT value FROM meta WHERE key='active_server'")[0][0])["pgid"]
-        time.sleep(0.3)
-        os.killpg(pgid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=300)
+        _wait(lambda: _running(store, 2), 500, "the second cell of run 1")
+        pgid1 = json.loads(_rows(store, "SELECT value FROM meta WHERE key='active_server'")[0][0])["pgid"]
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    return {"store": store, "second": second[0][0], "rc": proc.returncode, "stdout": out, "stderr": err}
+        if first.poll() is None:
+            first.kill()
+    after_kill = {cid: (st, att, end) for cid, st, att, end in
+                  _rows(store, "SELECT cell_id, status, attempts, ended_at FROM cells")}
+    engine_left = _pid_alive(pgid1)
+    second = _spawn(matrix, store)
+    try:
+        third = _wait(lambda: _running(store, 4), 500, "the third cell of run 2")
+        pgid2 = json.loads(_rows(store, "SELECT value FROM meta WHERE key='active_server'")[0][0])["pgid"]
+        time.sleep(0.3)
+        os.killpg(pgid2, signal.SIGKILL)
+        out, err = second.communicate(timeout=300)
+    finally:
+        if second.poll() is None:
+            second.kill()
+    return {"store": store, "third": third[0][0], "rc": second.returncode, "stdout": out, "stderr": err,
+            "after_kill": after_kill, "engine_left": engine_left, "pgid1": pgid1}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def test_sigkill_of_the_runner_then_resume_loses_no_cell_and_reruns_none(engine_run: dict[str, Any]) -> None:
+    store = engine_run["store"]
+    before = engine_run["after_kill"]
+    done = [cid for cid, v in before.items() if v[0] == "done"]
+    running = [cid for cid, v in before.items() if v[0] == "running"]
+    assert len(done) == 1 and len(running) == 1
+    assert engine_run["engine_left"]  # the engine outlived the killed runner (its own session)...
+    assert "left by an interrupted run" in engine_run["stderr"]  # ...and the next run stopped it
+    assert not _pid_alive(engine_run["pgid1"])
+    now = {cid: (st, att, end) for cid, st, att, end in
+           _rows(store, "SELECT cell_id, status, attempts, ended_at FROM cells")}
+    assert now[done[0]] == before[done[0]]  # kept, not re-run
+    assert now[running[0]][:2] == ("done", 2)  # interrupted, re-run once
+    assert len(list((store.parent / "r-logs").glob("*.log"))) == 2  # two boots
 
 
 def test_first_cell_done_with_exact_clamped_prompts_and_accept_length(engine_run: dict[str, Any]) -> None:
@@ -129,11 +182,50 @@ def test_engine_killed_mid_cell_is_failed_with_whole_log(engine_run: dict[str, A
     store = engine_run["store"]
     assert engine_run["rc"] == 1
     status, reason, log_text, diag = _rows(
-        store, "SELECT status, reason, log_text, diagnosis_json FROM cells WHERE cell_id=?", engine_run["second"])[0]
+        store, "SELECT status, reason, log_text, diagnosis_json FROM cells WHERE cell_id=?", engine_run["third"])[0]
     assert status == "failed"
     assert "server exited" in reason
     log_path = _rows(store, "SELECT log_path FROM servers")[0][0]
+    assert log_path.endswith("-boot2.log")
     assert log_text == Path(log_path).read_text()
     assert "vllm" in log_text.lower()
     assert json.loads(diag)["status"] in ("started", "failed", "unknown")
     assert _rows(store, "SELECT status FROM servers") == [("failed",)]
+
+
+def test_engine_that_is_not_ready_in_time_times_out_and_leaves_nothing(tmp_path: Path) -> None:
+    if not vllm_local.engine_installed(vllm_local.engine_venv()):
+        pytest.skip("local engine not installed: run `make engine`")
+    if not (models_dir() / "tiny-target" / "config.json").is_file():
+        pytest.skip("tiny models not built: run `make models`")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(f"""
+engine = "local"
+model = "tiny-target"
+port = {port}
+[timeouts]
+ready_s = 10           # vLLM CPU needs 20-40 s to boot
+stop_s = 10
+[client]
+concurrency = 1
+""")
+    store = tmp_path / "r.sqlite"
+    r = subprocess.run([sys.executable, "-m", "specbench", "run", str(matrix), "--store", str(store),
+                        "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    (status, reason, log_text), = _rows(store, "SELECT status, reason, log_text FROM cells")
+    assert status == "failed" and "not ready after 10 s" in reason
+    assert log_text == Path(_rows(store, "SELECT log_path FROM servers")[0][0]).read_text()  # all of it
+    needle = f"--port\0{port}".encode()
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and needle in _cmdline(p)]
+    assert left == []
+
+
+def _cmdline(p: Path) -> bytes:
+    try:
+        return p.joinpath("cmdline").read_bytes()
+    except OSError:
+        return b""
