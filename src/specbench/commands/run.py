@@ -75,11 +75,13 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
-def _print_dry(rows: list[dict[str, Any]], console: Console) -> None:
+def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     seen: set[str] = set()
     counts = {"launch": 0, "fixed": 0, "skipped": 0}
     for phase, group in iter_phases(rows):
-        console.print(f"[bold]phase {phase}[/] (tp={group[0]['server']['tp']})")
+        srv = group[0]["server"]
+        key = ", ".join(f"{a}={srv['label'] if a == 'spec' else srv.get(a)}" for a in phases)
+        console.print(f"[bold]phase {phase}[/] ({key})", highlight=False)
         for r in group:
             sid = r["server_id"]
             if sid not in seen:
@@ -122,7 +124,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             else:
-                _print_dry(rows, console)
+                _print_dry(rows, console, spec.phases)
             return
         store_path = store or default_store_path(matrix)
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
