@@ -211,3 +211,15 @@ def test_vllm_argv_and_env_axes() -> None:
 def test_unknown_dataset_is_refused_not_ignored() -> None:
     msg = _error(BASE.replace("prompt_tokens = 128", 'prompt_tokens = 128\ndataset = ["random", "sharegpt"]'))
     assert "m.toml:20: client.dataset: unknown dataset 'sharegpt'" in msg
+
+
+def test_the_tokenizer_is_found_from_the_launch_command(tmp_path: Path) -> None:
+    from specbench.matrix.adapters import command_model, local_tokenizer_dir
+
+    assert command_model(["python", "-m", "sglang.launch_server", "--model-path", "a/b"]) == "a/b"
+    assert command_model(["vllm", "serve", "org/m", "--port", "1"]) == "org/m"
+    assert command_model(["x", "--model=/m"]) == "/m"
+    (tmp_path / "tokenizer.json").write_text("{}")
+    spec = parse_matrix(BASE.replace('"Qwen/Qwen3.6-27B"]', f'"{tmp_path}"]'))
+    assert local_tokenizer_dir(spec) == str(tmp_path)
+    assert local_tokenizer_dir(parse_matrix(BASE.replace('"Qwen/Qwen3.6-27B"]', '"/no/such/model"]'))) is None

@@ -231,10 +231,36 @@ def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
 
 
 def local_tokenizer_dir(spec: MatrixSpec) -> str | None:
+    """Where the model's tokenizer.json is: `tokenizer`, the local model, or the launch command's model
+    (a folder, or its snapshot in the local Hugging Face cache). None when none of them has one."""
     if spec.tokenizer:
         return spec.tokenizer
     if spec.engine == "local":
         return resolve_local_model(spec.model or "tiny-target")
+    model = command_model(spec.command)
+    if not model:
+        return None
+    if (Path(model) / "tokenizer.json").is_file():
+        return model
+    from specbench.specs.resolve import _hf_cache_config
+
+    cfg = _hf_cache_config(model)
+    if cfg is not None and (cfg.parent / "tokenizer.json").is_file():
+        return str(cfg.parent)
+    return None
+
+
+def command_model(argv: Sequence[str]) -> str | None:
+    """The model of a launch command: `--model-path X` / `--model X` / `--model=X`, or `vllm serve X`."""
+    for i, word in enumerate(argv):
+        head, sep, tail = word.partition("=")
+        if head in ("--model-path", "--model"):
+            if sep:
+                return tail
+            if i + 1 < len(argv):
+                return argv[i + 1]
+        if word == "serve" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            return argv[i + 1]
     return None
 
 
