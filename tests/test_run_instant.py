@@ -373,3 +373,20 @@ def test_poisson_rate_and_goodput(tmp_path: Path, tokenizer_dir: Path) -> None:
     # 20 Poisson arrivals at 50/s take about 0.4 s; every request meets a 10 s TTFT SLO
     assert m_["duration_s"] > 0.1
     assert m_["goodput"] == pytest.approx(m_["request_throughput"])
+
+
+def test_one_runner_per_store(tmp_path: Path, tokenizer_dir: Path) -> None:
+    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
+    store = tmp_path / "r.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
+                             "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait(lambda: _rows(store, "SELECT 1 FROM cells WHERE status='running'"), 60, "a running cell")
+        r = _cli("run", str(m), "--store", str(store), "--no-progress")
+        assert r.returncode == 2
+        assert r.stderr.strip() == f"specbench: error: {store}: another `specbench run` is using this store"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    r = _cli("run", str(m), "--store", str(store), "--no-progress")  # SIGKILL released the lock
+    assert r.returncode == 0, r.stderr

@@ -304,6 +304,7 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
 
     adapter = adapter_for(spec)
     tuples, cells = expand(spec)
+    lock = _lock_store(opts.store_path)
     store = Store(opts.store_path)
     report = RunReport(opts.store_path)
     log_dir = opts.log_dir or log_dir_for(opts.store_path)
@@ -346,7 +347,22 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
         signal.signal(signal.SIGTERM, old_handler)
         fill_speedups(store)
         store.close()
+        lock.close()
     return report
+
+
+def _lock_store(store_path: Path) -> Any:
+    """One runner per store: an exclusive flock on `<store>.lock`, released by the kernel even on SIGKILL."""
+    import fcntl
+
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(store_path.with_name(store_path.name + ".lock"), "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise UserError(f"{store_path}: another `specbench run` is using this store") from None
+    return f
 
 
 def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Adapter, store: Store,
