@@ -286,30 +286,6 @@ def openai_probe(base_url: str, timeout_s: float) -> None:
             raise RuntimeError(f"/v1/completions answered without choices: {r.text[:200]}")
 
 
-_PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
-
-
-def prom_counters(text: str, names: Sequence[str]) -> dict[str, float]:
-    """Sum of each counter over its label sets (`name_total` or `name`)."""
-    out = {n: 0.0 for n in names}
-    seen = set()
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        m = _PROM.match(line)
-        if not m:
-            continue
-        metric = m.group(1)
-        base = metric[: -len("_total")] if metric.endswith("_total") else metric
-        if base in out:
-            try:
-                out[base] += float(m.group(3))
-                seen.add(base)
-            except ValueError:
-                pass
-    return {k: v for k, v in out.items() if k in seen}
-
-
 def prom_labels(text: str, name: str) -> dict[str, str] | None:
     for line in text.splitlines():
         if line.startswith(name + "{"):
