@@ -22,10 +22,11 @@ from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_b
 GIB = float(1 << 30)
 
 # Free memory lost to the CUDA context (and NCCL at TP>1) before weights load.
-# Source: the incident log (RTX PRO 6000: 97,887 MiB total, `Load weight begin. avail mem=94.24 GB`) gives
-# 1.35 GiB at TP1; TP>1 adds NCCL/custom-all-reduce buffers, modelled here as +0.55 GiB (H200 TP2 boots).
+# Sources: the incident log (RTX PRO 6000: 97,887 MiB = 95.59 GiB total, `Load weight begin. avail mem=94.24 GB`)
+# gives 1.35 GiB at TP1; the H200 boots (140.40 GiB total) give 139.13 at TP1 (1.27 GiB) and 138.28 at TP2, so
+# TP>1 adds 0.85 GiB of NCCL / custom all-reduce buffers (tests/data/sglang-0.5.15.post1/q36_27b_tp2_*.log).
 CONTEXT_OVERHEAD_GIB = 1.35
-NCCL_OVERHEAD_GIB = 0.55
+NCCL_OVERHEAD_GIB = 0.85
 
 # Memory taken between `Load weight end` and pool sizing beyond the logged weights (workspaces, handles).
 # Sources: the incident's two 0.5.12-era logs need 0.04 GiB (KV 87,061 / 11,893 tokens); the real 0.5.12.post1
