@@ -54,6 +54,7 @@ echo "[run_boots] SGL=$SGL install done at $(( $(date +%s) - T0 )) s"
 # Model folders: the bundled config.json (random weights of the real shapes need nothing else);
 # the Qwen3.5/3.6 VLM classes also get a stand-in processor (make_fake_processor.py).
 M=/tmp/models
+[ "$DRY" = 1 ] && M=/tmp/dry-site/models   # a dry run must not leave /tmp/models behind on the CPU machine
 declare -A CONF=(
   [q35_27b]=Qwen__Qwen3.5-27B.json
   [q36_27b]=Qwen__Qwen3.6-27B-bf16-derived.json   # = nvidia NVFP4 config minus quantization_config
