@@ -390,3 +390,20 @@ def test_one_runner_per_store(tmp_path: Path, tokenizer_dir: Path) -> None:
         proc.wait(timeout=30)
     r = _cli("run", str(m), "--store", str(store), "--no-progress")  # SIGKILL released the lock
     assert r.returncode == 0, r.stderr
+
+
+def test_generate_api_with_token_ids_and_meta_info_accept_length(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """SGLang's native /generate (what --skip-tokenizer-init servers take): token-id prompts, accept length
+    per request from meta_info (completion_tokens / spec_verify_ct)."""
+    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, concurrency="[2]")
+    m.write_text(m.read_text().replace('tokenizer = ', 'api = "generate"\ntokenizer = '))
+    store = tmp_path / "r.sqlite"
+    r = _cli("run", str(m), "--store", str(store), "--no-progress", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {x["label"]: x for x in json.loads(r.stdout)}
+    assert rows["ar"]["accept_length_mean"] is None
+    assert rows["spec3"]["accept_length_mean"] == pytest.approx(16 / 6)  # 16 tokens in 6 verify steps
+    (metrics, cid), = _rows(store, "SELECT metrics_json, cell_id FROM cells WHERE label='spec3'")
+    assert json.loads(metrics)["accept_length_source"] == "sglang_meta_info"
+    reqs = _rows(store, "SELECT spec_verify_ct, accept_len, output_tokens FROM requests WHERE cell_id=?", cid)
+    assert {(v, o) for v, _, o in reqs} == {(6, 16)}

@@ -93,18 +93,22 @@ def plan_requests(cell: Cell, ctx: CellContext) -> tuple[str, str, Any, Any]:
     """(api, prompt mode, tokenizer, clamp) for this cell."""
     from specbench.load.prompts import CONTEXT_MARGIN, clamp_lengths
 
-    mode = ctx.adapter.client_mode(ctx.argv)
-    tok = _tokenizer(ctx)
-    if mode == "generate-ids":
+    choice = ctx.spec.api
+    if choice == "auto":  # SGLang --skip-tokenizer-init: /generate with token ids; else chat when templated
+        choice = "generate" if ctx.adapter.client_mode(ctx.argv) == "generate-ids" else "auto"
+    tok = _tokenizer(ctx)  # None when no tokenizer.json is found (token ids then take the vocab size)
+    if choice == "generate":  # token ids: the count is exact without any tokenizer rule
         api, pmode, min_prompt = "generate", "ids", 1
-    elif tok is not None and tok.chat_template:
-        api, pmode = "chat", "chat"
-        min_prompt = tok.chat_count([{"role": "user", "content": ""}]) + 1
-    elif tok is not None:
-        api, pmode, min_prompt = "completions", "text", 2
-    else:
+    elif tok is None:
         raise UserError("no tokenizer for exact-length prompts: set `tokenizer` (a folder with tokenizer.json)"
                         " in the matrix, or launch SGLang with --skip-tokenizer-init")
+    elif choice in ("auto", "chat") and tok.chat_template:
+        api, pmode = "chat", "chat"
+        min_prompt = tok.chat_count([{"role": "user", "content": ""}]) + 1
+    elif choice == "chat":
+        raise UserError(f"api = \"chat\" needs a chat template; {tok.source} has none")
+    else:
+        api, pmode, min_prompt = "completions", "text", 2
     c = cell.client
     clamp = clamp_lengths(int(c["prompt_tokens"]), int(c["output_tokens"]), context_len(ctx),
                           margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt_tokens=min_prompt)

@@ -10,6 +10,8 @@ matrix finds its finished cells in the store.
     engine = "sglang"                    # sglang | vllm | local (embedded vLLM CPU) | openai (any server)
     command = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-27B"]
     host = "127.0.0.1"                   # the default; port = 30000 by default
+    tokenizer = "path"                   # default: the model folder (or its HF-cache snapshot)
+    api = "auto"                         # auto | chat | completions | generate (SGLang token ids)
     auto_fix = true                      # launch the planner's nearest working config instead of skipping
     phases = ["tp"]                      # run all tp=1 servers, then tp=4, ...
     [timeouts]  ready_s, request_s, stop_s, port_free_s, gpu_free_s
@@ -280,6 +282,9 @@ class MatrixSpec(_Strict):
     model: str | None = None  # local engine: a model name under SPECBENCH_MODELS (default tiny-target)
     served_model_name: str | None = None  # the "model" field of requests; default: what /v1/models answers
     tokenizer: str | None = None  # folder with tokenizer.json (+ chat template) for exact-length prompts
+    # request endpoint: auto = /v1/chat/completions when the tokenizer has a chat template (else
+    # /v1/completions), SGLang's /generate with token ids for --skip-tokenizer-init servers
+    api: Literal["auto", "chat", "completions", "generate"] = "auto"
     host: str = "127.0.0.1"
     port: int = 30000
     auto_fix: bool = False
