@@ -130,10 +130,11 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
 
 
 def _cap_note(plan: dict[str, Any] | None, settings: dict[str, Any]) -> tuple[str, ...]:
-    """The planner says the engine will run fewer requests at once than asked (it starts, but capped)."""
+    """The planner's max_running_requests is below the asked value (SGLang caps to it; for vLLM it is the
+    concurrency its KV cache holds at full context, above which it preempts)."""
     asked, planned = settings.get("max_running_requests"), (plan or {}).get("max_running_requests")
     if isinstance(asked, int) and isinstance(planned, int) and planned < asked:
-        return (f"planner: the engine would cap max_running_requests at {planned} (asked {asked})",)
+        return (f"planner: max_running_requests {planned} for this launch (asked {asked})",)
     return ()
 
 
