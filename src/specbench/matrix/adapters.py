@@ -242,9 +242,9 @@ def local_tokenizer_dir(spec: MatrixSpec) -> str | None:
         return None
     if (Path(model) / "tokenizer.json").is_file():
         return model
-    from specbench.specs.resolve import _hf_cache_config
+    from specbench.specs.resolve import hf_cache_config
 
-    cfg = _hf_cache_config(model)
+    cfg = hf_cache_config(model)
     if cfg is not None and (cfg.parent / "tokenizer.json").is_file():
         return str(cfg.parent)
     return None

@@ -39,7 +39,7 @@ def _bundled_match(name: str) -> Path | None:
     return None
 
 
-def _hf_cache_config(repo_id: str) -> Path | None:
+def hf_cache_config(repo_id: str) -> Path | None:
     if "/" not in repo_id:
         return None
     home = os.environ.get("HF_HUB_CACHE") or os.path.join(
@@ -62,7 +62,7 @@ def resolve_config_path(source: str) -> Path:
         if (p / "config.json").is_file():
             return p / "config.json"
         raise ConfigError(f"{source}: folder has no config.json")
-    hit = _hf_cache_config(source)
+    hit = hf_cache_config(source)
     if hit is not None:
         return hit
     hit = _bundled_match(source)
@@ -77,3 +77,4 @@ def load_model_spec(source: str, *, name: str | None = None) -> ModelSpec:
     path = resolve_config_path(source)
     data, hq = load_config_file(str(path))
     return model_spec_from_dict(data, name=name or source, hf_quant_config=hq)
+
