@@ -49,6 +49,7 @@ def instant() -> Iterator[str]:
 def test_counts_ttft_itl(instant: str, api: str, prompts: list[Prompt]) -> None:
     run = run_load(LoadSpec(instant, api=api, output_tokens=32, concurrency=4, num_requests=30), prompts)  # type: ignore[arg-type]
     assert len(run.results) == 30 and sorted(r.idx for r in run.results) == list(range(30))
+    assert 0 < run.client_cpu_s < 10 * run.duration_s + 1
     for r in run.results:
         assert r.ok, r.error
         assert r.output_tokens == 32 and r.events == 32  # chat: the role chunk is not a token

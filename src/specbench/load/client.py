@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -114,6 +115,7 @@ class LoadRun:
     duration_s: float  # first measured send to last measured completion
     started_at: float  # time.time() at the first measured send
     warmup_errors: tuple[str, ...] = ()
+    client_cpu_s: float = 0.0  # this process's CPU time (user + system) over the measured window
 
 
 # ---------------------------------------------------------------------------------------------
@@ -481,6 +483,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
             warmup_errors = [r.error for r in wrecs if r.error]
         recs = [_Raw(i, prompts[i % len(prompts)].n_tokens) for i in range(n)]
         t_wall = time.time()
+        cpu0 = os.times()
         t_start = time.perf_counter()
         deadline = t_start + spec.duration_s if spec.duration_s else None
         hook = None
@@ -492,13 +495,15 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         else:
             await _poisson(pool, measured, recs, spec.request_rate, spec.concurrency, deadline,
                            spec.request_timeout_s, spec.seed, hook)
+        cpu1 = os.times()
         sent = [r for r in recs if r.t0 > 0.0]
         t_last = max((r.t_end for r in sent), default=t_start)
     finally:
         pool.close()
     results = tuple(finalize(r, spec.api, t_start) for r in sent)
     return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
-                   warmup_errors=tuple(warmup_errors))
+                   warmup_errors=tuple(warmup_errors),
+                   client_cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system))
 
 
 def run_load(spec: LoadSpec, prompts: Sequence[Prompt],
