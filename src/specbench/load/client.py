@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -483,7 +482,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
             warmup_errors = [r.error for r in wrecs if r.error]
         recs = [_Raw(i, prompts[i % len(prompts)].n_tokens) for i in range(n)]
         t_wall = time.time()
-        cpu0 = os.times()
+        cpu0 = time.process_time()
         t_start = time.perf_counter()
         deadline = t_start + spec.duration_s if spec.duration_s else None
         hook = None
@@ -495,7 +494,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         else:
             await _poisson(pool, measured, recs, spec.request_rate, spec.concurrency, deadline,
                            spec.request_timeout_s, spec.seed, hook)
-        cpu1 = os.times()
+        cpu1 = time.process_time()
         sent = [r for r in recs if r.t0 > 0.0]
         t_last = max((r.t_end for r in sent), default=t_start)
     finally:
@@ -503,7 +502,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
     results = tuple(finalize(r, spec.api, t_start) for r in sent)
     return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
                    warmup_errors=tuple(warmup_errors),
-                   client_cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system))
+                   client_cpu_s=cpu1 - cpu0)
 
 
 def run_load(spec: LoadSpec, prompts: Sequence[Prompt],
