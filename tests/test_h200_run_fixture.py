@@ -75,10 +75,11 @@ def test_report_renders_from_the_device_store(tmp_path):
     from specbench.cli import app
 
     out = tmp_path / "report"
-    res = CliRunner().invoke(app, ["report", str(_db(tmp_path)), "--out", str(out)])
+    db = _db(tmp_path)
+    res = CliRunner().invoke(app, ["report", str(db), "--out", str(out)])
     assert res.exit_code == 0, res.output
     html = (out / "report.html").read_text()
-    con = sqlite3.connect(RUN / "h200.db")
+    con = sqlite3.connect(db)
     for (cid,) in con.execute("select cell_id from cells"):
         assert cid in html
     for png in ("throughput.png", "tpot.png", "speedup.png", "pareto.png", "accept_length.png", "memory.png"):
