@@ -173,3 +173,58 @@ def test_bad_specs_are_user_errors(instant: str) -> None:
         LoadSpec(instant, concurrency=None)
     with pytest.raises(UserError):
         run_load(LoadSpec(instant, api="chat", num_requests=1), TEXT)
+
+
+def _vllm_chat_stream(n_content: int = 7, tokens: int = 24) -> bytes:
+    """A response framed the way vLLM 0.32 (uvicorn) sends it: chunked, one chunk per SSE event, the role
+    chunk first, a usage-only chunk (`choices: []`) and `[DONE]` last (captured from the local engine)."""
+    head = (b"HTTP/1.1 200 OK\r\ndate: Mon, 30 Nov 2026 03:31:36 GMT\r\nserver: uvicorn\r\n"
+            b"content-type: text/event-stream; charset=utf-8\r\nvary: Origin\r\ntransfer-encoding: chunked\r\n\r\n")
+    base = b'{"id":"chatcmpl-a1","object":"chat.completion.chunk","created":1796009497,"model":"tiny-target",'
+    events = [base + b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+                     b'"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}']
+    for i in range(n_content):
+        fin = b'"length","stop_reason":null' if i == n_content - 1 else b"null"
+        events.append(base + b'"choices":[{"index":0,"delta":{"content":"OrOrOr"},"logprobs":null,'
+                             b'"finish_reason":' + fin + b',"token_ids":null}]}')
+    events.append(base + b'"choices":[],"usage":{"prompt_tokens":97,"total_tokens":%d,"completion_tokens":%d},'
+                         b'"system_fingerprint":"vllm-0.32.0-9d79f66c"}' % (97 + tokens, tokens))
+    events.append(b"[DONE]")
+    body = b"".join(b"%x\r\n%s\r\n" % (len(b"data: " + e + b"\n\n"), b"data: " + e + b"\n\n") for e in events)
+    return head + body + b"0\r\n\r\n"
+
+
+def _feed(parts: list[bytes], api: str = "chat"):  # type: ignore[no-untyped-def]
+    """Drive the client's protocol with these reads, as asyncio would deliver them."""
+    from specbench.load import client as cl
+
+    class _Transport:
+        def write(self, b: bytes) -> None: ...
+        def close(self) -> None: ...
+        def abort(self) -> None: ...
+        def is_closing(self) -> bool:
+            return False
+
+    conn = cl._Conn()
+    conn.transport = _Transport()  # type: ignore[assignment]
+    rec = cl._Raw(0, 97)
+    conn.rec, conn.state = rec, cl._HEAD
+    for p in parts:
+        conn.data_received(p)
+    assert conn.rec is None, "response not recognised as finished"
+    return cl.finalize(rec, api, rec.t0)
+
+
+def test_stream_parsing_survives_any_split_into_reads() -> None:
+    """Reads can split an event, the usage chunk or the last chunk anywhere (seen on the real engine under
+    load: a usage chunk spread over three reads)."""
+    raw = _vllm_chat_stream()
+    expect = (24, 7, 97, 6)
+    one = _feed([raw])
+    assert (one.output_tokens, one.events, one.prompt_tokens, len(one.itl_s)) == expect and one.ok
+    tiny = _feed([raw[i:i + 1] for i in range(len(raw))])
+    assert (tiny.output_tokens, tiny.events, tiny.prompt_tokens, len(tiny.itl_s)) == expect
+    for i in range(1, len(raw), 5):
+        for j in range(i + 1, len(raw), 17):
+            r = _feed([raw[:i], raw[i:j], raw[j:]])
+            assert (r.output_tokens, r.events, r.prompt_tokens, len(r.itl_s)) == expect, (i, j)

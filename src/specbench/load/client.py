@@ -22,6 +22,7 @@ import asyncio
 import json
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,6 +34,9 @@ from specbench.load.prompts import Prompt
 Api = Literal["completions", "chat", "generate"]
 _PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 _EV = b"\ndata:"
+_KEEP = 6  # event starts kept from the end of a response (one or two more than ever parsed: markers can straddle reads)
+_HEAD_BYTES = 4096
+_LAST_CHUNK = b"\r\n0\r\n\r\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +173,7 @@ def _http_request(spec: LoadSpec, body: dict[str, Any]) -> bytes:
 class _Raw:
     """What the hot path records about one request; turned into a RequestResult after the run."""
 
-    __slots__ = ("idx", "prompt_tokens", "t0", "t_end", "marks", "n_ev", "head", "last", "prev", "tail",
+    __slots__ = ("idx", "prompt_tokens", "t0", "t_end", "marks", "n_ev", "head", "reads", "reads_ev", "tail",
                  "status", "error", "error_ev", "err_body")
 
     def __init__(self, idx: int, prompt_tokens: int) -> None:
@@ -178,8 +182,10 @@ class _Raw:
         self.t0 = self.t_end = 0.0
         self.marks: list[tuple[float, int]] = []
         self.n_ev = 0
-        self.head = b""
-        self.last = self.prev = self.tail = b""
+        self.head = b""  # the first bytes of the body (the first events: the chat role chunk)
+        self.reads: deque[tuple[bytes, int]] = deque()  # the last reads, enough to hold the last _KEEP events
+        self.reads_ev = 0
+        self.tail = b""
         self.status = 0
         self.error: str | None = None
         self.error_ev = False
@@ -196,7 +202,7 @@ class _Conn(asyncio.Protocol):
         self.rec: _Raw | None = None
         self.fut: asyncio.Future[None] | None = None
         self.hbuf = b""
-        self.edge = b""  # last 5 bytes seen, for an event marker split across reads
+        self.edge = b""  # the last 8 bytes of the stream: event markers and the last chunk split across reads
         self.remaining = 0
         self.keep_alive = True
         self.closed = False
@@ -230,20 +236,24 @@ class _Conn(asyncio.Protocol):
         state = self.state
         if state == _CHUNKED:
             self._body(t, data)
-            done = data.endswith(b"0\r\n\r\n") and (data.endswith(b"\r\n0\r\n\r\n")
-                                                   or (self.edge + data).endswith(b"\r\n0\r\n\r\n"))
-            self.edge = data[-5:]
+            # the last chunk `0\r\n\r\n` after a chunk's CRLF; it may come split over reads
+            done = data.endswith(_LAST_CHUNK) if len(data) >= 7 else (self.edge + data).endswith(_LAST_CHUNK)
+            self._edge(data)
             if done:
                 self._finish(t)
         elif state == _LENGTH:
             self._body(t, data)
-            self.edge = data[-5:]
+            self._edge(data)
             self.remaining -= len(data)
             if self.remaining <= 0:
                 self._finish(t)
         elif state == _UNTIL_CLOSE:
             self._body(t, data)
-            self.edge = data[-5:]
+            self._edge(data)
+
+    def _edge(self, data: bytes) -> None:
+        """The stream's last 8 bytes, however small the reads."""
+        self.edge = data[-8:] if len(data) >= 8 else (self.edge + data)[-8:]
 
     # parsing ------------------------------------------------------------------------------
     def _body(self, t: float, data: bytes) -> None:
@@ -253,15 +263,19 @@ class _Conn(asyncio.Protocol):
             rec.err_body += data[:2048]
             return
         n = data.count(_EV)
-        if self.edge:
-            n += (self.edge + data[:5]).count(_EV)
+        if self.edge:  # a marker that started in the previous read(s)
+            n += (self.edge[-5:] + data[:5]).count(_EV)
         if n:
             rec.marks.append((t, n))
             rec.n_ev += n
-            if len(rec.head) < 1024:
-                rec.head += data[:2048]
-        rec.prev = rec.last
-        rec.last = data
+        if len(rec.head) < _HEAD_BYTES:
+            rec.head += data[:_HEAD_BYTES]
+        # keep references to the last reads (no copy) while they hold the last _KEEP event starts
+        reads = rec.reads
+        reads.append((data, n))
+        rec.reads_ev += n
+        while len(reads) > 1 and rec.reads_ev - reads[0][1] >= _KEEP:
+            rec.reads_ev -= reads.popleft()[1]
         if b'{"error"' in data:
             rec.error_ev = True
 
@@ -332,15 +346,15 @@ class _Conn(asyncio.Protocol):
         rec = self.rec
         assert rec is not None
         rec.t_end = t
-        seg = rec.prev + rec.last
+        seg = b"".join(d for d, _ in rec.reads)
         i = len(seg)
-        for _ in range(4):  # keep the last four events: [DONE], usage, an empty finish chunk, the last content
+        for _ in range(_KEEP - 1):  # [DONE], usage, an empty finish chunk, the last content event(s)
             j = seg.rfind(_EV, 0, i)
             if j < 0:
                 break
             i = j
         rec.tail = seg[i:] if i < len(seg) else seg[-4096:]
-        rec.prev = rec.last = b""
+        rec.reads.clear()
         if rec.status != 200 and rec.error is None:
             body = rec.err_body.decode("utf-8", "replace").strip()
             rec.error = f"HTTP {rec.status}: {body[:500]}"
@@ -352,7 +366,7 @@ class _Conn(asyncio.Protocol):
             return
         rec.t_end = time.perf_counter()
         rec.error = message
-        rec.prev = rec.last = b""
+        rec.reads.clear()
         self.keep_alive = False
         if self.transport is not None:
             self.transport.abort()
@@ -566,11 +580,13 @@ def finalize(rec: _Raw, api: str, t_start: float) -> RequestResult:
     # non-content events at the start (the chat role chunk) and at the end ([DONE], usage-only chunk)
     k_start = 0
     for p in _payloads(rec.head)[:4]:
-        obj = _loads(p)
-        if p == b"[DONE]" or obj is None or not _has_content(obj, api):
+        if p == b"[DONE]":
             k_start += 1
             continue
-        break
+        obj = _loads(p)
+        if obj is None or _has_content(obj, api):  # None: cut off by the head's size limit, a long event
+            break
+        k_start += 1
     k_end = 0
     usage: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
