@@ -35,8 +35,10 @@ PromptMode = Literal["chat", "text", "ids"]
 # Tokens an engine must leave free between prompt + output and the context length.
 # SGLang refuses when `input + max_new_tokens >= context_len`
 #   (sglang/srt/managers/tokenizer_manager.py::TokenizerManager._validate_one_request), so one token.
-# vLLM refuses when `prompt + max_tokens > max_model_len`
-#   (vllm/entrypoints/openai/serving_engine.py::OpenAIServing._validate_input), so none.
+# vLLM 0.32 refuses only a prompt longer than max_model_len (vllm/renderers/params.py::_token_len_check) and
+#   silently cuts max_tokens to `max_model_len - prompt` (vllm/entrypoints/serve/utils/api_utils.py::
+#   get_max_tokens), so prompt + output == max_model_len is the most that keeps the requested output: none.
+#   (Measured on the local engine: tests/test_load_engine.py.)
 CONTEXT_MARGIN: dict[str, int] = {"sglang": 1, "vllm": 0, "local": 0}
 
 _WORD = re.compile(r"^ [a-z]{2,12}$")

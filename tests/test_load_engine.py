@@ -1,0 +1,116 @@
+"""The load generator against the real local engine (vLLM CPU build, tiny-target as its own draft).
+
+One boot for the module. What only a real engine can check: the prompts' exact lengths as the engine's
+own tokenizer and chat template count them (`usage.prompt_tokens`), the context clamp against the
+engine's real limit, and the spec-decode counters' accept length.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specbench.engines import vllm_local as vl
+from specbench.load.client import LoadSpec, run_load
+from specbench.load.metrics import aggregate, spec_delta
+from specbench.load.prompts import CONTEXT_MARGIN, ChatTokenizer, build_prompts, clamp_lengths
+
+pytestmark = pytest.mark.engine
+MAX_LEN = 2048
+NUM_SPEC = 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    venv = vl.engine_venv()
+    if not vl.engine_installed(venv):
+        msg = f"vLLM CPU engine venv not installed at {venv} (make engine)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    models = Path(os.environ.get("SPECBENCH_MODELS") or vl.repo_root() / ".cache" / "models")
+    if not (models / "tiny-target" / "config.json").is_file():
+        from specbench.models_gen import build_all
+
+        models = tmp_path_factory.mktemp("models")
+        build_all(models, names=("tiny-target",))
+    target = str((models / "tiny-target").resolve())
+    cfg = vl.LocalServerConfig(model=target, port=_free_port(), max_model_len=MAX_LEN, max_num_seqs=4,
+                               speculative=vl.DraftModelSpec.self_draft(target, NUM_SPEC))
+    cmd = vl.launch_command(cfg, venv)
+    log_path = tmp_path_factory.mktemp("engine") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        try:
+            vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=lambda: proc.poll() is None)
+        except vl.EngineNotReady as exc:
+            pytest.fail(f"{exc}\n--- whole server log ---\n{log_path.read_text(errors='replace')}")
+        yield cfg.base_url, cfg.served_name, Path(target)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def test_exact_chat_and_text_prompt_lengths_as_the_engine_counts(engine: tuple[str, str, Path]) -> None:
+    url, name, model = engine
+    tok = ChatTokenizer.from_dir(model)
+    for api, mode, n_tokens in (("chat", "chat", 97), ("completions", "text", 130)):
+        prompts = build_prompts(tok, n=6, prompt_tokens=n_tokens, mode=mode, seed=11)
+        run = run_load(LoadSpec(url, api=api, model=name, output_tokens=24, concurrency=3, num_requests=6,  # type: ignore[arg-type]
+                                warmup_requests=0), prompts)
+        for r in run.results:
+            assert r.ok, r.error
+            assert r.prompt_tokens == n_tokens  # the engine's own usage.prompt_tokens
+            assert r.output_tokens == 24
+            assert r.ttft_s is not None and r.e2e_s is not None and r.ttft_s < r.e2e_s
+            assert r.events >= 1 and len(r.itl_s) == r.events - 1
+
+
+def test_spec_counters_give_the_self_draft_accept_length(engine: tuple[str, str, Path]) -> None:
+    url, name, model = engine
+    tok = ChatTokenizer.from_dir(model)
+    before = httpx.get(url + "/metrics", timeout=10).text
+    run = run_load(LoadSpec(url, api="chat", model=name, output_tokens=64, concurrency=2, num_requests=4),
+                   build_prompts(tok, n=4, prompt_tokens=64, mode="chat", seed=3))
+    after = httpx.get(url + "/metrics", timeout=10).text
+    d = spec_delta(before, after)
+    assert d.drafts > 0 and d.draft_tokens == pytest.approx(d.drafts * NUM_SPEC)
+    # the target drafting for itself agrees with itself: (nearly) every draft token is accepted
+    assert d.accept_length is not None and d.accept_length > 1 + 0.8 * NUM_SPEC
+    m = aggregate(run.results, run.duration_s, concurrency=2, spec=d)
+    assert m["completed"] == 4 and m["accept_length_source"] == "vllm_metrics"
+    assert m["accept_length_mean"] == pytest.approx(d.accept_length)
+
+
+def test_clamp_matches_the_engines_context_limit(engine: tuple[str, str, Path]) -> None:
+    url, name, model = engine
+    tok = ChatTokenizer.from_dir(model)
+    c = clamp_lengths(5000, 100, MAX_LEN, margin=CONTEXT_MARGIN["vllm"])
+    assert (c.prompt_tokens, c.output_tokens, c.clamped) == (MAX_LEN - 100, 100, True)
+    fits = build_prompts(tok, n=1, prompt_tokens=c.prompt_tokens, mode="text", seed=1)
+    run = run_load(LoadSpec(url, model=name, output_tokens=c.output_tokens, num_requests=1), fits)
+    assert run.results[0].ok, run.results[0].error  # prompt + output == max_model_len is accepted
+    over = build_prompts(tok, n=1, prompt_tokens=c.prompt_tokens + 1, mode="text", seed=1)
+    run = run_load(LoadSpec(url, model=name, output_tokens=c.output_tokens, num_requests=1), over)
+    # one token more: vLLM 0.32 does not refuse, it silently cuts max_tokens to max_model_len - prompt
+    # (vllm/entrypoints/serve/utils/api_utils.py::get_max_tokens), which is why the clamp is recorded
+    assert run.results[0].ok and run.results[0].output_tokens == c.output_tokens - 1
