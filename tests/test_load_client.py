@@ -228,3 +228,16 @@ def test_stream_parsing_survives_any_split_into_reads() -> None:
         for j in range(i + 1, len(raw), 17):
             r = _feed([raw[:i], raw[i:j], raw[j:]])
             assert (r.output_tokens, r.events, r.prompt_tokens, len(r.itl_s)) == expect, (i, j)
+
+
+def test_error_event_split_over_reads_is_still_an_error() -> None:
+    raw = _vllm_chat_stream()
+    err = b'data: {"error":{"object":"error","message":"engine died","type":"InternalServerError","code":500}}\n\n'
+    cut = raw.index(b"0\r\n\r\n", len(raw) - 40)  # before the last chunk
+    done = raw.rindex(b"\r\n", 0, raw.rindex(b"data: [DONE]")) + 2  # before the [DONE] chunk
+    framed = b"%x\r\n%s\r\n" % (len(err), err)
+    stream = raw[:done] + framed + raw[done:cut] + raw[cut:]
+    k = stream.index(b'{"error"') + 3  # split inside `{"error"`: no read holds the whole key
+    for parts in ([stream], [stream[:k], stream[k:]]):
+        r = _feed(parts)
+        assert r.error == "error event: engine died"

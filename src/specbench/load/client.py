@@ -597,6 +597,11 @@ def finalize(rec: _Raw, api: str, t_start: float) -> RequestResult:
         obj = _loads(p)
         if obj is None:
             break
+        if obj.get("error"):  # an error event whose marker a read boundary split (the hot path saw no match)
+            err = obj["error"]
+            msg = err.get("message") if isinstance(err, dict) else err
+            return RequestResult(rec.idx, start, None, e2e, (), rec.prompt_tokens, 0, f"error event: {msg}",
+                                 events=rec.n_ev)
         if usage is None and isinstance(obj.get("usage"), dict):
             usage = obj["usage"]
         if api == "generate":
