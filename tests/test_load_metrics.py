@@ -130,3 +130,21 @@ def test_empty_cell_is_not_a_crash() -> None:
     m = aggregate([], 0.0, concurrency=1)
     assert m["completed"] == 0 and m["request_throughput"] == 0.0 and m["ttft_ms_p50"] is None
     assert not any(isinstance(v, float) and math.isnan(v) for v in m.values())
+
+
+def test_stream_delivery_flags_a_coalesced_stream():
+    """64 tokens in one event per request (what vLLM's CPU frontend did to the demo's AR cell when starved of
+    CPU) is flagged; one event per token, or per verify step at the accept length, is not."""
+    from specbench.load.client import RequestResult
+    from specbench.load.metrics import stream_delivery
+
+    def req(events: int, tokens: int) -> RequestResult:
+        gaps = tuple([0.004] * (events - 1))
+        return RequestResult(idx=0, start_s=0.0, ttft_s=0.02, e2e_s=0.02 + sum(gaps), itl_s=gaps,
+                             prompt_tokens=128, output_tokens=tokens, events=events)
+
+    coalesced = stream_delivery([req(1, 64)] * 4, None)
+    assert coalesced["tokens_per_event"] == 64 and "coalesced" in coalesced["stream_warning"]
+    assert stream_delivery([req(64, 64)] * 4, None)["stream_warning"] is None
+    assert stream_delivery([req(16, 64)] * 4, 4.0)["stream_warning"] is None  # speculative: ~accept length each
+    assert stream_delivery([req(2, 64)] * 4, 4.0)["stream_warning"] is not None

@@ -47,6 +47,7 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
             "tpot_ms_p50": m.get("tpot_ms_p50"), "tpot_ms_p99": m.get("tpot_ms_p99"),
             "accept_length_mean": m.get("accept_length_mean"), "speedup": m.get("speedup"),
             "reason": c.get("reason"),
+            "stream_warning": m.get("stream_warning"),
         })
     return rows
 
@@ -139,6 +140,9 @@ def register(app: typer.Typer) -> None:
         else:
             console.print(summary_table(rows, f"{spec.name}: {store_path}"))
             for r in rows:
+                if r.get("stream_warning"):
+                    console.print(f"  note: {r['label']} tp={r['tp']} c={r['concurrency']}: {r['stream_warning']}",
+                                  highlight=False, markup=False)
                 if r["status"] in ("failed", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]
                     console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={r['concurrency']}: "

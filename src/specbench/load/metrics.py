@@ -127,6 +127,27 @@ def spec_delta(before_text: str, after_text: str) -> SpecCounters:
     return vllm_spec_counters(parse_prometheus(after_text)).minus(vllm_spec_counters(parse_prometheus(before_text)))
 
 
+def stream_delivery(ok: Sequence[RequestResult], accept_length: float | None) -> dict[str, Any]:
+    """How the server streamed: content events per request and output tokens per event.
+
+    A streaming server should send about one event per generated token (autoregressive) or per verify step
+    (speculative: about the accept length). Far more tokens per event means the server coalesced its output
+    (e.g. vLLM's frontend merges pending deltas when its process is starved of CPU): then TTFT, TPOT and ITL
+    measure delivery, not generation, and the cell says so in `stream_warning`."""
+    reqs = [r for r in ok if r.output_tokens > 0]
+    if not reqs:
+        return {"stream_events_mean": None, "tokens_per_event": None, "stream_warning": None}
+    events = [r.events or len(r.itl_s) + 1 for r in reqs]
+    tokens = sum(r.output_tokens for r in reqs)
+    per_event = tokens / sum(events)
+    expected = max(1.0, accept_length or 1.0)
+    warn = None
+    if per_event > 2 * expected + 1 and tokens / len(reqs) > 4:
+        warn = (f"the server sent {per_event:.1f} output tokens per stream event (expected about {expected:.1f}): "
+                f"it coalesced its stream, so TTFT/TPOT/ITL here measure delivery, not generation")
+    return {"stream_events_mean": sum(events) / len(events), "tokens_per_event": per_event, "stream_warning": warn}
+
+
 def aggregate(
     results: Sequence[RequestResult],
     duration_s: float,
@@ -179,6 +200,7 @@ def aggregate(
         m["slo"] = {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms}
     else:
         m["goodput"] = None
+    m.update(stream_delivery(ok, m.get("accept_length_mean")))
     m["speedup"] = None
     errors: dict[str, int] = {}
     for r in results:
