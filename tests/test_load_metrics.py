@@ -132,19 +132,21 @@ def test_empty_cell_is_not_a_crash() -> None:
     assert not any(isinstance(v, float) and math.isnan(v) for v in m.values())
 
 
-def test_stream_delivery_flags_a_coalesced_stream():
-    """64 tokens in one event per request (what vLLM's CPU frontend did to the demo's AR cell when starved of
-    CPU) is flagged; one event per token, or per verify step at the accept length, is not."""
+def test_stream_delivery_flags_a_burst_stream():
+    """64 tokens arriving in one socket read per request (what a CPU-starved vLLM frontend did to the demo's AR
+    cell: TTFT = E2E, TPOT 0) is flagged; one token per arrival, or a verify step's tokens per arrival at the
+    accept length, is not."""
     from specbench.load.client import RequestResult
     from specbench.load.metrics import stream_delivery
 
-    def req(events: int, tokens: int) -> RequestResult:
-        gaps = tuple([0.004] * (events - 1))
+    def req(tokens: int, gap: float, events: int | None = None) -> RequestResult:
+        n = events or tokens
+        gaps = tuple([gap] * (n - 1))
         return RequestResult(idx=0, start_s=0.0, ttft_s=0.02, e2e_s=0.02 + sum(gaps), itl_s=gaps,
-                             prompt_tokens=128, output_tokens=tokens, events=events)
+                             prompt_tokens=128, output_tokens=tokens, events=n)
 
-    coalesced = stream_delivery([req(1, 64)] * 4, None)
-    assert coalesced["tokens_per_event"] == 64 and "coalesced" in coalesced["stream_warning"]
-    assert stream_delivery([req(64, 64)] * 4, None)["stream_warning"] is None
-    assert stream_delivery([req(16, 64)] * 4, 4.0)["stream_warning"] is None  # speculative: ~accept length each
-    assert stream_delivery([req(2, 64)] * 4, 4.0)["stream_warning"] is not None
+    burst = stream_delivery([req(64, 0.0)] * 4, None)  # 64 events, all in the same read
+    assert burst["tokens_per_arrival"] == 64 and "bursts" in burst["stream_warning"]
+    assert stream_delivery([req(64, 0.004)] * 4, None)["stream_warning"] is None
+    assert stream_delivery([req(64, 0.004, events=16)] * 4, 4.0)["stream_warning"] is None  # spec: ~accept len
+    assert stream_delivery([req(64, 0.004, events=2)] * 4, 4.0)["stream_warning"] is not None

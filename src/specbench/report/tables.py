@@ -265,9 +265,9 @@ def _row(e: Entry, ar: ArIndex, multi: bool) -> CellRow:
         notes.append(f"{int(failed)} requests failed")
     if c.status in FAILED_STATES and c.reason:
         notes.append(_first_line(c.reason))
-    tpe = c.metric("tokens_per_event")
-    if isinstance(c.metrics.get("stream_warning"), str) and tpe is not None:
-        notes.append(f"stream coalesced ({tpe:.1f} tokens/event): TTFT/TPOT measure delivery")
+    tpa = c.metric("tokens_per_arrival")
+    if isinstance(c.metrics.get("stream_warning"), str) and tpa is not None:
+        notes.append(f"stream sent in bursts ({tpa:.1f} tokens per arrival): TTFT/TPOT measure delivery")
     return CellRow(
         store=e.store.label, cell_id=c.cell_id, series=e.series, config=e.config, label=c.label, phase=c.phase, tp=c.tp,
         concurrency=c.concurrency, workload=e.workload, status=c.status,
