@@ -3,7 +3,7 @@
 # plus the carried one, check that SGLang imports on the GPU, then boot the listed cases.
 # usage: [SGL=0512] [BOOT_TMO=S] bash tools/gpu/run_boots.sh CHUNK_DIR[,CHUNK_DIR] DEADLINE_S CASE...
 #   CASE (grammar, parts in this order; see args_of below):
-#     [v0512_]<model>[_tp2]_mrr<N>[_mf<NN|NNN|auto|k<K>>][_mtp|_df<D>[_eb05|_eb]]
+#     [v0512_]<model>[_tp2|_tp4|_tp8]_mrr<N>[_mf<NN|NNN|auto|k<K>>][_mtp|_df<D>[_eb05|_eb]]
 #       model: q35_27b q36_27b llama31_8b nano30b q36_35b
 #       _mfNN / _mfNNN: --mem-fraction-static 0.NN / 0.NNN (default 0.75); _mfauto: not given;
 #       _mfk<K>: computed on the device by mf_for_slots.py from the last ready-or-failed boot of the
@@ -98,7 +98,7 @@ args_of() {  # prints the launch arguments of one case, or UNKNOWN / BADVERSION
   case $b in v0512_*) v=0512; b=${b#v0512_};; esac
   [ "$v" = "$SGL" ] || { echo "BADVERSION"; return; }
   local model=${b%%_mrr*} rest=${b#*_mrr} tp=1
-  case $model in *_tp2) tp=2; model=${model%_tp2};; esac
+  case $model in *_tp[248]) tp=${model##*_tp}; model=${model%_tp[248]};; esac
   [ -n "${CONF[$model]:-}" ] && [ "$model" != q36_27b_dflash ] || { echo UNKNOWN; return; }
   local n=${rest%%_*}; [[ $n =~ ^[0-9]+$ ]] || { echo UNKNOWN; return; }
   local a="--model-path $M/$model $(common $tp) --max-running-requests $n"
@@ -134,7 +134,7 @@ for item in "$@"; do
     a=$(args_of $b)
     case $a in UNKNOWN|BADVERSION) echo "[run_boots] $b: $a (SGL=$SGL)"; break;; esac
     if [ "$DRY" = 1 ]; then echo "$b: $a"; continue; fi
-    m=${b#v0512_}; m=${m%%_mrr*}; m=${m%_tp2}
+    m=${b#v0512_}; m=${m%%_mrr*}; m=${m%_tp[248]}
     note="model_config=${CONF[$m]}"; case $a in *DFLASH*) note="$note draft_config=${CONF[q36_27b_dflash]}";; esac
     BOOT_NOTE="$note" bash "$here/boot_one.sh" "$b" "${BOOT_TMO:-300}" $a
     # remember this log as the reference for _mfk cases of the same model (needs both weight lines)
