@@ -344,15 +344,10 @@ def _result(p: VllmPlan) -> dict[str, Any]:
 
 
 def _bsearch_last(lo: int, hi: int, ok) -> int | None:
-    if hi < lo or not ok(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """Largest x in [lo, hi] with ok(x) (ok true then false); the search `plan/solve.py` uses for SGLang."""
+    from specbench.plan.solve import _bsearch_last as search
+
+    return None if hi < lo else search(lo, hi, ok)
 
 
 def _try(args: VllmArgs, m, draft, ctx: Context) -> VllmPlan | None:
