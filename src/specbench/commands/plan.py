@@ -146,14 +146,7 @@ def render_plan(r: dict, con: Console) -> None:
             t.add_row(str(row["tp"]), row["status_as_requested"] or "-", _g(row["max_running_requests"]),
                       _g(row["min_mem_fraction_static"]), _g(row["max_context_length"]), _g(row["max_draft_tokens"]))
         con.print(t)
-    fixes = r.get("fixes") or []
-    if fixes and not ok:
-        con.print("[bold]nearest fixes:[/]")
-        for f in fixes[:6]:
-            ch = " ".join(f"{k} {v}" for k, v in f["change"].items())
-            res = f["result"]
-            con.print(f"  {ch}: starts, {res['kv_tokens']:,} KV tokens, max_running_requests={res['max_running_requests']}"
-                      + (f", {res['max_mamba_cache_size']} Mamba slots" if res.get("max_mamba_cache_size") is not None else ""))
+    _print_fixes(r, con)
 
 
 def render_vllm_plan(r: dict, con: Console) -> None:
@@ -196,11 +189,19 @@ def render_vllm_plan(r: dict, con: Console) -> None:
                       _g(row.get("max_model_len")),
                       _g(row.get("min_cpu_kvcache_space_gib") if cpu else row.get("min_gpu_memory_utilization")))
         con.print(t)
+    _print_fixes(r, con)
+
+
+def _print_fixes(r: dict, con: Console) -> None:
+    """The nearest working configurations of a failing plan (any engine), nearest first."""
     fixes = r.get("fixes") or []
-    if fixes and not ok:
-        con.print("[bold]nearest fixes:[/]")
-        for f in fixes[:6]:
-            ch = " ".join(f"{k} {v}" for k, v in f["change"].items())
-            res = f["result"]
-            con.print(f"  {ch}: starts, {_g(res.get('kv_tokens'))} KV tokens, "
-                      f"max_running_requests={res.get('max_running_requests')}", highlight=False)
+    if not fixes or r["status"] == "ok":
+        return
+    con.print("[bold]nearest fixes:[/]")
+    for f in fixes[:6]:
+        ch = " ".join(f"{k} {v}" for k, v in f["change"].items())
+        res = f["result"]
+        slots = res.get("max_mamba_cache_size")
+        con.print(f"  {ch}: starts, {_g(res.get('kv_tokens'))} KV tokens, "
+                  f"max_running_requests={res.get('max_running_requests')}"
+                  + (f", {slots} Mamba slots" if slots is not None else ""), highlight=False)
