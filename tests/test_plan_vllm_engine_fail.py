@@ -6,22 +6,18 @@ two Mamba pages per request in 'align' mode, the null block held back)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import signal
-import socket
-import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from specbench.engines import vllm_local as vl
-from specbench.models_gen import build_all
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
+from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_for
 
 L = 2_000_000
 ERROR = re.compile(r"ValueError: (To serve at least one request.*?for more details\.)")
@@ -47,37 +43,14 @@ def test_prediction():
 
 @pytest.fixture(scope="module")
 def failed_boot(tmp_path_factory) -> tuple[list[str], str]:
-    venv = vl.engine_venv()
-    if not vl.engine_installed(venv):
-        if os.environ.get("CI"):
-            pytest.fail(f"vLLM CPU engine venv not installed at {venv}")
-        pytest.skip(f"vLLM CPU engine venv not installed at {venv} (make engine)")
-    env_dir = os.environ.get("SPECBENCH_MODELS")
-    folder = Path(env_dir) if env_dir else tmp_path_factory.mktemp("models")
-    build_all(folder)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=port, max_model_len=L, kv_cache_space_gib=1,
+    venv = engine_venv_or_skip()
+    folder = models_dir(tmp_path_factory)
+    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=free_port(), max_model_len=L, kv_cache_space_gib=1,
                                extra_env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
-    cmd = vl.launch_command(cfg, venv)
-    words = [f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())] + list(cmd.argv)
     log_path = tmp_path_factory.mktemp("log") / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        proc.wait(timeout=300)
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    return words, log_path.read_text(errors="replace")
+    with running(cfg, venv, log_path) as proc:  # the engine refuses and exits by itself
+        text = wait_for(proc, lambda t: False)
+    return plan_words(vl.launch_command(cfg, venv)), text
 
 
 @pytest.mark.engine

@@ -7,68 +7,33 @@ before the boot and must match the engine's own lines exactly."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import signal
-import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from specbench.engines import vllm_local as vl
-from specbench.models_gen import build_all
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
+from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_ready
 
 EXTRA = ("--no-enable-prefix-caching", "--mamba-ssm-cache-dtype", "bfloat16")
 CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")
 
 
-def _venv_or_skip() -> Path:
-    venv = vl.engine_venv()
-    if not vl.engine_installed(venv):
-        msg = f"vLLM CPU engine venv not installed at {venv} (make engine)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return venv
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def boot(tmp_path_factory) -> tuple[list[str], str]:
-    venv = _venv_or_skip()
-    env_dir = os.environ.get("SPECBENCH_MODELS")
-    folder = Path(env_dir) if env_dir else tmp_path_factory.mktemp("models")
-    build_all(folder)  # keeps complete folders
-    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=_free_port(), max_model_len=3000,
+    venv = engine_venv_or_skip()
+    folder = models_dir(tmp_path_factory)
+    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=free_port(), max_model_len=3000,
                                max_num_seqs=3, kv_cache_space_gib=2, extra_args=EXTRA)
-    cmd = vl.launch_command(cfg, venv)
-    words = [f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())] + list(cmd.argv)
     log_path = tmp_path_factory.mktemp("log") / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=lambda: proc.poll() is None)
-    except vl.EngineNotReady as exc:
-        pytest.fail(f"{exc}\n{log_path.read_text(errors='replace')[-4000:]}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    return words, log_path.read_text(errors="replace")
+    with running(cfg, venv, log_path) as proc:
+        wait_ready(proc, cfg)
+        text = proc.log_text()
+    return plan_words(vl.launch_command(cfg, venv)), text
 
 
 def test_prediction_before_the_boot_is_exact():

