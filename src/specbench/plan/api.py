@@ -17,8 +17,7 @@ from specbench.plan.sglang import Measured, plan_sglang
 from specbench.plan.sglang_common import NEWEST_SGLANG
 from specbench.plan.solve import Solver, TpRow, fixes_from_rows
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
-from specbench.specs.model import ModelSpec
-from specbench.specs.resolve import load_model_spec
+from specbench.specs.resolve import load_spec_for
 
 DEFAULT_GPU = "H200"
 
@@ -52,19 +51,6 @@ def resolve_gpu(opts: PlanOptions) -> GpuSpec:
     return find_gpu(opts.gpu or DEFAULT_GPU)
 
 
-def _model(source: str | None, fallback: str | None, what: str) -> ModelSpec | None:
-    src = source or fallback
-    if not src:
-        return None
-    try:
-        return load_model_spec(src)
-    except UserError as exc:
-        if source is None:
-            raise UserError(f"{exc} (for {what}; pass {'--model-config' if what == 'the model' else '--draft-config'}"
-                            f" PATH)") from None
-        raise
-
-
 def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> dict[str, Any]:
     return plan_command_full(argv, opts)[0]
 
@@ -84,13 +70,13 @@ def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) 
     args = parse_sglang_argv(args_list)
     if not args.model_path and not opts.model_config:
         raise UserError("the launch command has no --model-path (or pass --model-config PATH)")
-    m = _model(opts.model_config, args.model_path, "the model")
+    m = load_spec_for(opts.model_config, args.model_path, "the model", "--model-config")
     assert m is not None
     draft = None
     if args.spec_algorithm and args.spec_algorithm not in ("NGRAM",):
         dp = args.speculative_draft_model_path
         if opts.draft_config or (dp and dp != args.model_path):
-            draft = _model(opts.draft_config, dp, "the draft model")
+            draft = load_spec_for(opts.draft_config, dp, "the draft model", "--draft-config")
     gpu = resolve_gpu(opts)
     version = opts.engine_version or NEWEST_SGLANG
     measured = Measured(opts.avail_before_load_gib, opts.weights_gib, opts.draft_weights_gib)

@@ -8,7 +8,7 @@ at sizing time; the Mamba pool takes its share; the KV pool gets the rest.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from specbench.engines.sglang_args import SglangArgs

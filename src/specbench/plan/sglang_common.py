@@ -6,7 +6,6 @@ Paths are inside the `sglang` package (wheels 0.5.12.post1, 0.5.15.post1 and 0.5
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from specbench.engines.sglang_args import SglangArgs

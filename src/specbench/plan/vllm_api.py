@@ -27,7 +27,7 @@ from specbench.plan import vllm_common as C
 from specbench.plan import vllm_cpu, vllm_gpu
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
 from specbench.specs.model import ModelSpec
-from specbench.specs.resolve import load_model_spec
+from specbench.specs.resolve import load_spec_for
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 DEFAULT_GPU = "H200"
@@ -458,22 +458,10 @@ def detect_device(args: VllmArgs, gpu_opt: str | None) -> str:
     return "cuda"
 
 
-def _load(source: str | None, fallback: str | None, what: str, flag: str) -> ModelSpec | None:
-    src = source or fallback
-    if not src:
-        return None
-    try:
-        return load_model_spec(src)
-    except UserError as exc:
-        if source is None:
-            raise UserError(f"{exc} (for {what}; pass {flag} PATH)") from None
-        raise
-
-
 def load_models(args: VllmArgs, opts) -> tuple[ModelSpec, ModelSpec | None]:
     if not args.model and not opts.model_config:
         raise UserError("the launch command names no model (vllm serve MODEL / --model; or pass --model-config PATH)")
-    m = _load(opts.model_config, args.model, "the model", "--model-config")
+    m = load_spec_for(opts.model_config, args.model, "the model", "--model-config")
     assert m is not None
     draft = None
     s = args.speculative
@@ -481,7 +469,7 @@ def load_models(args: VllmArgs, opts) -> tuple[ModelSpec, ModelSpec | None]:
         if s.model and s.model == args.model and not opts.draft_config:
             draft = m
         else:
-            draft = _load(opts.draft_config, s.model, "the draft model", "--draft-config")
+            draft = load_spec_for(opts.draft_config, s.model, "the draft model", "--draft-config")
     return m, draft
 
 

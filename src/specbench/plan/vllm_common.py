@@ -671,6 +671,17 @@ def ssm_dtype_for(m, args_ssm: str, conv_dtype: str, v: Version) -> str:
     return conv_dtype
 
 
+def mamba_setup(m, args, v, k: int, model_dtype: str) -> tuple[bool, str, str | None, str, str]:
+    """What both rule sets decide the same way for hybrid state: prefix caching (on by default unless the model
+    has linear layers before 0.26: config/cache.py), the Mamba cache mode, and the conv / ssm state dtypes.
+    Returns (prefix_caching, mamba_mode, note or None, conv_dtype, ssm_dtype)."""
+    prefix = args.enable_prefix_caching if args.enable_prefix_caching is not None else (
+        not m.linear_layers or v >= (0, 26, 0))
+    mode, note = mamba_mode_for(m, prefix, args.mamba_cache_mode, v, k)
+    conv = model_dtype if args.mamba_cache_dtype == "auto" else args.mamba_cache_dtype
+    return prefix, mode, note, conv, ssm_dtype_for(m, args.mamba_ssm_cache_dtype, conv, v)
+
+
 def mamba_mode_for(m, prefix_caching: bool, user_mode: str | None, v: Version, k: int) -> tuple[str, str | None]:
     """MambaModelConfig.verify_and_update_config: prefix caching on -> 'align' ('all' for Mamba-prefix-caching
     model classes in 0.15-0.31, 'align' with speculative decoding in 0.20-0.31); off -> 'none'."""

@@ -118,13 +118,9 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
         bs = 128 if v >= (0, 11, 0) else 16
     k = args.num_speculative_tokens
     method = args.speculative.kind if args.speculative else None
-    prefix = args.enable_prefix_caching if args.enable_prefix_caching is not None else (
-        not m.linear_layers or v >= (0, 26, 0))
-    mode, mode_note = C.mamba_mode_for(m, prefix, args.mamba_cache_mode, v, k)
+    prefix, mode, mode_note, conv, ssm = C.mamba_setup(m, args, v, k, model_dtype)
     if mode_note:
         notes.append(mode_note)
-    conv = model_dtype if args.mamba_cache_dtype == "auto" else args.mamba_cache_dtype
-    ssm = C.ssm_dtype_for(m, args.mamba_ssm_cache_dtype, conv, v)
     if avx512_bf16 and v >= (0, 30, 0) and args.mamba_ssm_cache_dtype != "float32":
         keep = args.mamba_ssm_cache_dtype in ("float16", "bfloat16") and m.gdn is not None
         if not keep:

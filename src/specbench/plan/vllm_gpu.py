@@ -107,13 +107,9 @@ def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes:
         bs = args.block_size or 16
     k = args.num_speculative_tokens
     method = args.speculative.kind if args.speculative else None
-    prefix = args.enable_prefix_caching if args.enable_prefix_caching is not None else (
-        not m.linear_layers or v >= (0, 26, 0))
-    mode, mode_note = C.mamba_mode_for(m, prefix, args.mamba_cache_mode, v, k)
+    prefix, mode, mode_note, conv, ssm = C.mamba_setup(m, args, v, k, model_dtype)
     if mode_note:
         notes.append(mode_note)
-    conv = model_dtype if args.mamba_cache_dtype == "auto" else args.mamba_cache_dtype
-    ssm = C.ssm_dtype_for(m, args.mamba_ssm_cache_dtype, conv, v)
     gdn_fi = bool(m.gdn is not None and v >= (0, 33, 0) and (
         arch == "sm90" or (arch.startswith(("sm10", "sm12")) and m.gdn.key_head_dim == 128)))
     return C.Setup(version=v, device="cuda", tp=args.tp, max_model_len=L, auto_fit=args.max_model_len == -1,

@@ -10,7 +10,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from specbench.errors import ConfigError
+from specbench.errors import ConfigError, UserError
 from specbench.specs.model import ModelSpec, load_config_file, model_spec_from_dict
 
 
@@ -78,3 +78,17 @@ def load_model_spec(source: str, *, name: str | None = None) -> ModelSpec:
     data, hq = load_config_file(str(path))
     return model_spec_from_dict(data, name=name or source, hf_quant_config=hq)
 
+
+
+def load_spec_for(explicit: str | None, from_command: str | None, what: str, flag: str) -> ModelSpec | None:
+    """The ModelSpec of `explicit` (a --model-config / --draft-config value) or else of the model the launch
+    command names; a command's model that cannot be found says which option to pass instead."""
+    src = explicit or from_command
+    if not src:
+        return None
+    try:
+        return load_model_spec(src)
+    except UserError as exc:
+        if explicit is None:
+            raise UserError(f"{exc} (for {what}; pass {flag} PATH)") from None
+        raise
