@@ -444,13 +444,21 @@ async def _closed_loop(pool: _Pool, requests: Sequence[bytes], recs: list[_Raw],
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(requests)))))
 
 
+def poisson_offsets(n: int, rate: float, seed: int) -> list[float]:
+    """Send times (s after the first request) of a Poisson process at `rate` req/s: exponential gaps, seeded."""
+    rng = random.Random(seed)
+    out = [0.0]
+    for _ in range(n - 1):
+        out.append(out[-1] + rng.expovariate(rate))
+    return out[:n]
+
+
 async def _poisson(pool: _Pool, requests: Sequence[bytes], recs: list[_Raw], rate: float, cap: int | None,
                    deadline: float | None, timeout_s: float, seed: int,
                    on_done: Callable[[_Raw], None] | None) -> None:
-    rng = random.Random(seed)
     sem = asyncio.Semaphore(cap) if cap else None
     tasks: list[asyncio.Task[None]] = []
-    t_next = time.perf_counter()
+    t0 = time.perf_counter()
 
     async def fire(i: int) -> None:
         try:
@@ -461,10 +469,8 @@ async def _poisson(pool: _Pool, requests: Sequence[bytes], recs: list[_Raw], rat
         if on_done is not None:
             on_done(recs[i])
 
-    for i in range(len(requests)):
-        if i:
-            t_next += rng.expovariate(rate)
-        delay = t_next - time.perf_counter()
+    for i, offset in enumerate(poisson_offsets(len(requests), rate, seed)):
+        delay = t0 + offset - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
         if deadline is not None and time.perf_counter() >= deadline:
