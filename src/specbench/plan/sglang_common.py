@@ -72,19 +72,6 @@ class Defaults:
     graph_reserve_mb: float
 
 
-def _decode_bs_list(max_bs: int, spec: bool) -> list[int]:
-    """arg_groups/cuda_graph_hook.py::generate_decode_cuda_graph_batch_sizes."""
-    if spec:
-        base = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)) \
-            + list(range(272, 4097, 16))
-    else:
-        base = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, 4097, 32))
-    out = [b for b in base if b <= max_bs]
-    if max_bs not in out:
-        out.append(max_bs)
-    return out
-
-
 def prefill_capture_sizes(max_tokens: int) -> list[int]:
     """server_args.py::_generate_piecewise_cuda_graph_tokens (0.5.12) = _generate_prefill_cuda_graph_batch_sizes
     (0.5.15) = arg_groups/cuda_graph_hook.py::generate_prefill_cuda_graph_batch_sizes (0.5.23)."""

@@ -16,9 +16,11 @@ from specbench.errors import UserError
 from specbench.plan.sglang import Measured, SglangPlan, plan_sglang
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
-from specbench.specs.weights import weight_bytes
+from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 GIB = float(1 << 30)
+# The search space the issues name: TP 1/2/4/8, max-running-requests 1..512, mem fraction 0.50..0.95 step 0.01,
+# context 4k..256k (issue 2 "nearest working configurations", benchmark issue 6).
 TP_SIZES = (1, 2, 4, 8)
 MRR_MAX = 512
 FRACTIONS = tuple(round(0.50 + 0.01 * i, 2) for i in range(46))  # 0.50 .. 0.95
@@ -80,12 +82,20 @@ class Solver:
             e0 = weight_bytes(self.m, self.args.tp, include_vision=vis)
             e1 = weight_bytes(self.m, tp, include_vision=vis)
             w = w * e1 / e0 if e0 else None
-        wd = ms.draft_weights_gib * self.args.tp / tp if ms.draft_weights_gib is not None else None
+        wd = ms.draft_weights_gib
+        if wd is not None:  # not 1/tp: a DFLASH drafter's fc and norms stay whole (3.38 -> 1.90 GiB at TP2, H200)
+            d0, d1 = self._draft_estimate(self.args.tp), self._draft_estimate(tp)
+            wd = wd * d1 / d0 if d0 else None
         b = ms.avail_before_load_gib
         if b is not None and self.args.tp == 1 and tp > 1:
             from specbench.plan.sglang import NCCL_OVERHEAD_GIB
             b -= NCCL_OVERHEAD_GIB
         return Measured(b, w, wd, ms.other_resident_gib)
+
+    def _draft_estimate(self, tp: int) -> int:
+        if self.draft is not None:
+            return draft_model_bytes(self.draft, tp)
+        return mtp_draft_bytes(self.m, tp)
 
     def plan(self, **changes) -> SglangPlan:
         self.calls += 1

@@ -195,15 +195,12 @@ def _weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool, scheme_overrid
             s = scheme_override if ten.group not in ("lm_head",) else dense
         else:
             s = m.quant.scheme_for(ten.name, m.dtype, is_expert=ten.expert)
-            if ten.group == "lm_head" and not m.quant.per_module and not _lm_head_quantized(m):
+            if ten.group == "lm_head" and not m.quant.per_module:
+                # checkpoints keep lm_head in the model dtype unless their per-module map lists it (HF FP8,
+                # ModelOpt, AWQ/GPTQ exports all exclude it)
                 s = dense
         total += ten.params * s.bytes_per_param
     return int(total)
-
-
-def _lm_head_quantized(m: ModelSpec) -> bool:
-    # Checkpoints keep lm_head in the model dtype unless the quant map lists it (HF FP8, ModelOpt, AWQ/GPTQ all do).
-    return False
 
 
 def total_params(m: ModelSpec, *, include_vision: bool = True) -> int:
@@ -272,6 +269,7 @@ def _draft_model_bytes(d: ModelSpec, tp: int) -> int:
         total += ten.params * s.bytes_per_param
     if kind == "dflash" and d.draft:
         # fc: concat of the target hidden states at target_layer_ids -> hidden (dflash.py `fc`), plus hidden_norm.
+        # DFlash drafters read 5 target layers unless their config lists them (SpecForge templates, dflash_config)
         n_t = max(1, len(d.draft.target_layer_ids) or 5)
         total += (n_t * h * h + h) * dense.bytes_per_param
     if kind == "eagle3":
