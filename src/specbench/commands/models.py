@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from specbench.errors import UserError
 from specbench.models_gen import ALL_MODELS, build_all, is_current
 
 MODELS_ENV_VAR = "SPECBENCH_MODELS"  # the Makefile exports it; default folder below
@@ -33,7 +34,11 @@ def build_cmd(
     only: Optional[list[str]] = typer.Option(None, "--only", help="build only this model (repeatable)"),
 ) -> None:
     folder = out if out is not None else default_models_dir()
-    for b in build_all(folder, force=force, names=tuple(only) if only else None):
+    try:
+        built = build_all(folder, force=force, names=tuple(only) if only else None)
+    except OSError as exc:  # an unwritable or impossible --out: one line, not a traceback
+        raise UserError(f"cannot write the models to {folder}: {exc.strerror or exc}") from None
+    for b in built:
         if b.built:
             note = "  (replaced a folder made by an older generator)" if b.replaced_stale else ""
             typer.echo(f"built  {b.name:12s} {b.params:>10,d} params  {b.seconds:5.2f} s  {b.path}{note}")

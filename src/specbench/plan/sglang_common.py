@@ -10,25 +10,19 @@ from dataclasses import dataclass
 
 from specbench.engines.sglang_args import SglangArgs
 from specbench.errors import FlagError
+from specbench.plan import versions
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 
-Version = tuple[int, int, int]
+Version = versions.Version
 
 
 def parse_version(v: str) -> Version:
-    """"0.5.12.post1" -> (0, 5, 12). Unknown text is a FlagError."""
-    parts = v.strip().lstrip("v").split(".")
-    try:
-        nums = [int("".join(ch for ch in p if ch.isdigit()) or "0") for p in parts[:3]]
-    except ValueError:
-        raise FlagError(f"--engine-version: cannot read {v!r} (expected X.Y.Z)") from None
-    while len(nums) < 3:
-        nums.append(0)
-    return (nums[0], nums[1], nums[2])
+    """"0.5.12.post1" -> (0, 5, 12); text that is no release number is a FlagError."""
+    return versions.parse_version(v, "SGLang", "0.5.12")
 
 
 NEWEST_SGLANG = "0.5.23"

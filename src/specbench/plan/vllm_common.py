@@ -14,14 +14,14 @@ release 0.10.2 .. 0.33.0).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from specbench.errors import FlagError
+from specbench.plan import versions
 
 GIB = 1 << 30
-Version = tuple[int, int, int]
+Version = versions.Version
 NEWEST_VLLM = "0.33.0"
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
@@ -29,11 +29,7 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "f
 
 
 def parse_version(text: str | None) -> Version:
-    t = (text or NEWEST_VLLM).strip().lstrip("vV")
-    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", t)
-    if not m:
-        raise FlagError(f"--engine-version: cannot read a vLLM version from {text!r} (like 0.32.0)")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    return versions.parse_version(text or NEWEST_VLLM, "vLLM", "0.32.0")
 
 
 def cdiv(a: int, b: int) -> int:

@@ -1,0 +1,23 @@
+"""User mistakes end in one line on stderr and exit 2, never a traceback (real CLI subprocesses)."""
+
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    (["plan", "--engine-version", "x.y", "--", "sglang", "serve", "--model-path", "Qwen/Qwen3-8B"], "SGLang version"),
+    (["plan", "--engine-version", "x", "--", "vllm", "serve", "Qwen/Qwen3-8B"], "vLLM version"),
+    (["models", "build", "--out", "/proc/specbench-cannot-write-here"], "cannot write the models"),
+    (["run", "/nonexistent/matrix.toml"], "no such matrix file"),
+    (["report", "/nonexistent/store.db"], "no such results store"),
+    (["doctor", "/nonexistent/server.log"], "not found"),
+]
+
+
+@pytest.mark.parametrize("argv,needle", CASES, ids=[" ".join(c[0][:2]) + f" {i}" for i, c in enumerate(CASES)])
+def test_one_line_error(argv, needle):
+    r = subprocess.run([sys.executable, "-m", "specbench", *argv], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
