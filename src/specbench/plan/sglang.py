@@ -214,6 +214,20 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     mm = 100 / 1024 if (m.is_multimodal and include_vision and era == "v0523") else 0.0
     R = A - slack - mm
 
+    def budget() -> dict[str, Any]:
+        """The fields every plan states, failing or not: the inputs and the memory budget before the pools."""
+        return dict(
+            engine_version=version_text, era=era, gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=tp,
+            mem_fraction_static=f, mem_fraction_defaulted=args.mem_fraction_static is None, context_len=ctx,
+            avail_before_load_gib=round(B, 3), avail_before_load_source=b_src, weights_gib=W, weights_source=w_src,
+            weights_estimate_gib=round(w_est, 3), draft_weights_gib=Wd, draft_weights_source=wd_src,
+            draft_loaded_before_sizing=draft_before, avail_at_sizing_gib=round(A, 3), slack_gib=round(slack, 3),
+            rest_gib=round(R, 3), spec_algorithm=spec.algorithm, draft_tokens=spec.num_draft_tokens,
+            chunked_prefill_size=defaults.chunked_prefill_size, cuda_graph_max_bs=defaults.decode_max_bs,
+            graph_reserve_gib=round(defaults.graph_reserve_mb / 1024, 3), warnings=tuple(warnings),
+            notes=tuple(notes), ignored_flags=args.ignored, weights_quant_label=m.quant.label,
+            mamba_per_slot_bytes=st.per_slot if st else None, mamba_ratio=rho, mamba_strategy=strategy)
+
     # ---- strategy, overlap, ratio
     overlap = not args.disable_overlap_schedule
     strategy = None
@@ -228,9 +242,7 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
         overlap = overlap and spec_v2
     if m.architecture.startswith("NemotronH") and (args.attention_backend or "").lower() == "triton" \
             and version >= (0, 5, 12):
-        return _fail_early(
-            args, m, gpu, version_text, era, f, args.mem_fraction_static is None, ctx, B, b_src, W, w_src, w_est, Wd,
-            wd_src, draft_before, A, slack, R, spec, defaults, warnings, notes,
+        return _failed(budget(), C.kv_dtype(args, m), args.max_running_requests,
             "AssertionError: NemotronHForCausalLM does not support triton attention backend,as the first layer might "
             "not be an attention layer", "unsupported_backend")  # server_args.py::_handle_model_specific_adjustments
     if hybrid:
@@ -246,9 +258,7 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
         if strategy == "no_buffer" and version >= (0, 5, 14):
             overlap = False  # no_buffer forces disable_overlap_schedule (overrides.py)
         if era == "v0512" and spec.algorithm and strategy == "no_buffer" and not args.disable_radix_cache:
-            return _fail_early(
-                args, m, gpu, version_text, era, f, args.mem_fraction_static is None, ctx, B, b_src, W, w_src, w_est,
-                Wd, wd_src, draft_before, A, slack, R, spec, defaults, warnings, notes,
+            return _failed(budget(), C.kv_dtype(args, m), args.max_running_requests,
                 f"ValueError: Speculative decoding for {m.architecture} is not compatible with radix cache when using "
                 f"--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
                 f"--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.", "flag_conflict")
@@ -262,9 +272,7 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
         err = (f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={f}. "
                f"Raise --mem-fraction-static above {sug:.3f} (minimum viable = 1 - available/pre = "
                f"1 - {A:.2f}/{B:.2f}). If using speculative decoding, draft weights are now counted.")
-        return _fail_early(args, m, gpu, version_text, era, f, args.mem_fraction_static is None, ctx, B, b_src, W,
-                           w_src, w_est, Wd, wd_src, draft_before, A, slack, R, spec, defaults, warnings, notes, err,
-                           "weights_leave_no_memory", strategy=strategy, rho=rho, st=st)
+        return _failed(budget(), C.kv_dtype(args, m), args.max_running_requests, err, "weights_leave_no_memory")
 
     # ---- KV cell (target + draft)
     kvd = C.kv_dtype(args, m)
@@ -365,22 +373,14 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     log = _log_lines(era, K, conv_g, ssm_g, ism_g, icw_g, n, kvd, k_size, v_size, dk, pools, ctx, defaults, B, W, Wd,
                      spec)
     return SglangPlan(
-        status=status, error=pools.error, error_kind=pools.error_kind, engine_version=version_text, era=era,
-        gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=tp, mem_fraction_static=f,
-        mem_fraction_defaulted=args.mem_fraction_static is None, context_len=ctx,
-        avail_before_load_gib=round(B, 3), avail_before_load_source=b_src, weights_gib=W, weights_source=w_src,
-        weights_estimate_gib=round(w_est, 3), draft_weights_gib=Wd, draft_weights_source=wd_src,
-        draft_loaded_before_sizing=draft_before, avail_at_sizing_gib=round(A, 3), slack_gib=round(slack, 3),
-        rest_gib=round(R, 3), kv_dtype=kvd, kv_cell_bytes=c_total, kv_tokens=pools.kv_tokens, k_size_gib=k_size,
-        v_size_gib=v_size, draft_k_size_gib=_r(dk), max_mamba_cache_size=K,
-        mamba_per_slot_bytes=st.per_slot if st else None, mamba_ratio=rho, mamba_strategy=strategy,
-        mamba_full_memory_ratio=r if hybrid else None, conv_state_gib=conv_g, ssm_state_gib=ssm_g,
-        intermediate_ssm_state_gib=ism_g, intermediate_conv_window_gib=icw_g, spec_scratch_gib=round(pools.scratch_gib, 3),
-        spec_scratch_requests=pools.scratch_reqs, spec_algorithm=spec.algorithm, draft_tokens=spec.num_draft_tokens,
+        **budget(),
+        status=status, error=pools.error, error_kind=pools.error_kind, kv_dtype=kvd, kv_cell_bytes=c_total,
+        kv_tokens=pools.kv_tokens, k_size_gib=k_size, v_size_gib=v_size, draft_k_size_gib=_r(dk),
+        max_mamba_cache_size=K, mamba_full_memory_ratio=r if hybrid else None, conv_state_gib=conv_g,
+        ssm_state_gib=ssm_g, intermediate_ssm_state_gib=ism_g, intermediate_conv_window_gib=icw_g,
+        spec_scratch_gib=round(pools.scratch_gib, 3), spec_scratch_requests=pools.scratch_reqs,
         max_running_requests=pools.max_running_requests, requested_max_running_requests=mrr_req,
-        chunked_prefill_size=defaults.chunked_prefill_size, cuda_graph_max_bs=defaults.decode_max_bs,
-        graph_reserve_gib=round(graph_gib, 3), warnings=tuple(warnings), notes=tuple(notes),
-        ignored_flags=args.ignored, log_lines=tuple(log), weights_quant_label=m.quant.label)
+        log_lines=tuple(log))
 
 
 def _flag_spelling_error(args: SglangArgs, version: C.Version) -> str | None:
@@ -401,24 +401,14 @@ def _check_divisibility(m: ModelSpec, tp: int, attn_tp: int) -> None:
         raise FlagError(f"--tp {tp} does not divide {m.name}'s {m.num_kv_heads} KV heads")
 
 
-def _fail_early(args, m, gpu, version_text, era, f, f_def, ctx, B, b_src, W, w_src, w_est, Wd, wd_src, draft_before,
-                A, slack, R, spec, defaults, warnings, notes, err, kind, strategy=None, rho=None, st=None) -> SglangPlan:
+def _failed(budget: dict[str, Any], kv_dtype: str, requested_mrr: int | None, err: str, kind: str) -> SglangPlan:
+    """A configuration the engine refuses before it sizes any pool: the budget as far as it got, empty pools."""
     return SglangPlan(
-        status="fails", error=err, error_kind=kind, engine_version=version_text, era=era, gpu=gpu.name,
-        gpu_total_gib=round(gpu.total_gib, 2), tp=args.tp, mem_fraction_static=f, mem_fraction_defaulted=f_def,
-        context_len=ctx, avail_before_load_gib=round(B, 3), avail_before_load_source=b_src, weights_gib=W,
-        weights_source=w_src, weights_estimate_gib=round(w_est, 3), draft_weights_gib=Wd, draft_weights_source=wd_src,
-        draft_loaded_before_sizing=draft_before, avail_at_sizing_gib=round(A, 3), slack_gib=round(slack, 3),
-        rest_gib=round(R, 3), kv_dtype=C.kv_dtype(args, m), kv_cell_bytes=0, kv_tokens=0, k_size_gib=0.0,
-        v_size_gib=0.0, draft_k_size_gib=None, max_mamba_cache_size=None,
-        mamba_per_slot_bytes=st.per_slot if st else None, mamba_ratio=rho, mamba_strategy=strategy,
-        mamba_full_memory_ratio=None, conv_state_gib=None, ssm_state_gib=None, intermediate_ssm_state_gib=None,
-        intermediate_conv_window_gib=None, spec_scratch_gib=0.0, spec_scratch_requests=0,
-        spec_algorithm=spec.algorithm, draft_tokens=spec.num_draft_tokens, max_running_requests=0,
-        requested_max_running_requests=args.max_running_requests, chunked_prefill_size=defaults.chunked_prefill_size,
-        cuda_graph_max_bs=defaults.decode_max_bs, graph_reserve_gib=round(defaults.graph_reserve_mb / 1024, 3),
-        warnings=tuple(warnings), notes=tuple(notes), ignored_flags=args.ignored, log_lines=(),
-        weights_quant_label=m.quant.label)
+        **budget, status="fails", error=err, error_kind=kind, kv_dtype=kv_dtype, kv_cell_bytes=0, kv_tokens=0,
+        k_size_gib=0.0, v_size_gib=0.0, draft_k_size_gib=None, max_mamba_cache_size=None, mamba_full_memory_ratio=None,
+        conv_state_gib=None, ssm_state_gib=None, intermediate_ssm_state_gib=None, intermediate_conv_window_gib=None,
+        spec_scratch_gib=0.0, spec_scratch_requests=0, max_running_requests=0,
+        requested_max_running_requests=requested_mrr, log_lines=())
 
 
 def _log_lines(era, K, conv_g, ssm_g, ism_g, icw_g, n, kvd, k_size, v_size, dk, pools: Pools, ctx, defaults, B, W, Wd,
