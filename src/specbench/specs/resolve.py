@@ -6,6 +6,7 @@ Bundled configs live in `specbench/data/configs/` (copies of real upstream files
 
 from __future__ import annotations
 
+import functools
 import os
 from importlib import resources
 from pathlib import Path
@@ -18,8 +19,14 @@ def bundled_dir() -> Path:
     return Path(str(resources.files("specbench") / "data" / "configs"))
 
 
+@functools.lru_cache(maxsize=1)
+def _bundled_names() -> tuple[str, ...]:
+    # the package's data folder does not change while we run: list it once, not on every plan of a search
+    return tuple(sorted(p.stem for p in bundled_dir().glob("*.json") if not p.stem.endswith("__hf_quant_config")))
+
+
 def bundled_names() -> list[str]:
-    return sorted(p.stem for p in bundled_dir().glob("*.json") if not p.stem.endswith("__hf_quant_config"))
+    return list(_bundled_names())
 
 
 def _bundled_match(name: str) -> Path | None:
