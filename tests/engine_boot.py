@@ -7,7 +7,6 @@ SIGTERM then SIGKILL of the group), the same code the runner uses, instead of a 
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ import pytest
 
 from specbench.engines import vllm_local as vl
 from specbench.matrix.lifecycle import ServerProcess
+from proc_helpers import free_port  # noqa: F401  (re-exported for the engine tests)
 
 
 def engine_venv_or_skip() -> Path:
@@ -28,12 +28,6 @@ def engine_venv_or_skip() -> Path:
             pytest.fail(msg + " - under CI the engine must be installed")
         pytest.skip(msg)
     return venv
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def models_dir(tmp_path_factory: pytest.TempPathFactory, names: tuple[str, ...] | None = None) -> Path:

@@ -4,7 +4,6 @@ that exits at once, one that ignores SIGTERM, and children that must die with th
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -13,12 +12,8 @@ import pytest
 
 from specbench.matrix import lifecycle
 from specbench.matrix.adapters import openai_probe
+from proc_helpers import free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _proc(tmp_path: Path, code: str | None = None, argv: list[str] | None = None) -> lifecycle.ServerProcess:
@@ -35,7 +30,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_instant_server_ready_then_stopped_and_port_freed(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     p = _proc(tmp_path, argv=[sys.executable, "-m", "specbench.load.instant_server", "--port", str(port)]).start()
     try:
         secs = lifecycle.wait_ready(p, f"http://127.0.0.1:{port}", ("/health",), openai_probe, timeout_s=30)
@@ -55,7 +50,7 @@ def test_never_ready_times_out_with_the_whole_log_and_dies(tmp_path: Path) -> No
     p = _proc(tmp_path, code).start()
     t0 = time.monotonic()
     with pytest.raises(lifecycle.ServerFailed) as exc:
-        lifecycle.wait_ready(p, f"http://127.0.0.1:{_free_port()}", ("/health",), openai_probe, timeout_s=2.0,
+        lifecycle.wait_ready(p, f"http://127.0.0.1:{free_port()}", ("/health",), openai_probe, timeout_s=2.0,
                              poll_s=0.1)
     assert 1.9 < time.monotonic() - t0 < 15
     assert exc.value.kind == "timeout"
@@ -70,7 +65,7 @@ def test_early_exit_is_detected_at_once_with_its_log(tmp_path: Path) -> None:
     p = _proc(tmp_path, code).start()
     t0 = time.monotonic()
     with pytest.raises(lifecycle.ServerFailed) as exc:
-        lifecycle.wait_ready(p, f"http://127.0.0.1:{_free_port()}", ("/health",), openai_probe, timeout_s=60)
+        lifecycle.wait_ready(p, f"http://127.0.0.1:{free_port()}", ("/health",), openai_probe, timeout_s=60)
     assert time.monotonic() - t0 < 15
     assert exc.value.kind == "exited" and exc.value.returncode == 3
     assert "max_running_request is zero" in exc.value.log_text

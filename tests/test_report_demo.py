@@ -7,7 +7,6 @@ import csv
 import io
 import os
 import re
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,17 +18,13 @@ from PIL import Image
 from specbench.report.build import Written, report_paths
 from specbench.report.export import export
 from specbench.report.load import load_store
+from proc_helpers import free_port
 
 pytestmark = pytest.mark.engine
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "demo.toml"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +39,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(msg)
     root = tmp_path_factory.mktemp("demo")
     matrix = root / "demo.toml"
-    matrix.write_text(re.sub(r"(?m)^port = \d+", f"port = {_free_port()}", DEMO.read_text()))
+    matrix.write_text(re.sub(r"(?m)^port = \d+", f"port = {free_port()}", DEMO.read_text()))
     store = root / "demo.sqlite"
     env = {**os.environ, "SPECBENCH_ENGINE_VENV": str(venv)}
     env.setdefault("SPECBENCH_MODELS", str(REPO / ".cache" / "models"))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -23,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from specbench.engines import vllm_local
 from specbench.matrix.adapters import models_dir
+from engine_boot import engine_venv_or_skip
+from proc_helpers import free_port, pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.engine
@@ -67,14 +67,11 @@ def engine_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two runs of one matrix (cells at concurrency 1, 2, 4 on one self-draft server):
     run 1 is SIGKILLed while the second cell runs (the engine is left behind); run 2 resumes (stops the
     left-over engine, boots again) and its engine is killed during the third cell."""
-    if not vllm_local.engine_installed(vllm_local.engine_venv()):
-        pytest.skip("local engine not installed: run `make engine`")
+    engine_venv_or_skip()  # skips locally without the engine; fails under CI, where make test installs it
     if not (models_dir() / "tiny-target" / "config.json").is_file():
         pytest.skip("tiny models not built: run `make models`")
     tmp = tmp_path_factory.mktemp("engine")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     matrix = tmp / "m.toml"
     matrix.write_text(f"""
 name = "engine-test"
@@ -111,7 +108,7 @@ warmup_requests = 1
             first.kill()
     after_kill = {cid: (st, att, end) for cid, st, att, end in
                   _rows(store, "SELECT cell_id, status, attempts, ended_at FROM cells")}
-    engine_left = _pid_alive(pgid1)
+    engine_left = pid_alive(pgid1)
     second = _spawn(matrix, store)
     try:
         third = _wait(lambda: _running(store, 4), 500, "the third cell of run 2")
@@ -126,16 +123,6 @@ warmup_requests = 1
             "after_kill": after_kill, "engine_left": engine_left, "pgid1": pgid1}
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-
 
 def test_sigkill_of_the_runner_then_resume_loses_no_cell_and_reruns_none(engine_run: dict[str, Any]) -> None:
     store = engine_run["store"]
@@ -145,7 +132,7 @@ def test_sigkill_of_the_runner_then_resume_loses_no_cell_and_reruns_none(engine_
     assert len(done) == 1 and len(running) == 1
     assert engine_run["engine_left"]  # the engine outlived the killed runner (its own session)...
     assert "left by an interrupted run" in engine_run["stderr"]  # ...and the next run stopped it
-    assert not _pid_alive(engine_run["pgid1"])
+    assert not pid_alive(engine_run["pgid1"])
     now = {cid: (st, att, end) for cid, st, att, end in
            _rows(store, "SELECT cell_id, status, attempts, ended_at FROM cells")}
     assert now[done[0]] == before[done[0]]  # kept, not re-run
@@ -194,13 +181,10 @@ def test_engine_killed_mid_cell_is_failed_with_whole_log(engine_run: dict[str, A
 
 
 def test_engine_that_is_not_ready_in_time_times_out_and_leaves_nothing(tmp_path: Path) -> None:
-    if not vllm_local.engine_installed(vllm_local.engine_venv()):
-        pytest.skip("local engine not installed: run `make engine`")
+    engine_venv_or_skip()  # skips locally without the engine; fails under CI, where make test installs it
     if not (models_dir() / "tiny-target" / "config.json").is_file():
         pytest.skip("tiny models not built: run `make models`")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     matrix = tmp_path / "m.toml"
     matrix.write_text(f"""
 engine = "local"

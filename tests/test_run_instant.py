@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_helpers import free_port, pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "examples" / "qwen36-27b-dflash-ddtree.toml"
@@ -31,11 +31,6 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_tokenizer(train_tokenizer(spec), spec, d)
     return d
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _matrix(path: Path, port: int, tok: Path, *, itl_ms: float = 0.0, ready_s: float = 30,
@@ -107,19 +102,9 @@ def _wait(pred: Any, timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-
 
 def test_end_to_end_then_resume_keeps_everything(tmp_path: Path, tokenizer_dir: Path) -> None:
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir)
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir)
     store = tmp_path / "r.sqlite"
     r = _cli("run", str(m), "--store", str(store), "--no-progress", "--json")
     assert r.returncode == 0, r.stderr
@@ -157,7 +142,7 @@ def test_end_to_end_then_resume_keeps_everything(tmp_path: Path, tokenizer_dir: 
 
 def test_server_killed_mid_cell_is_failed_with_its_whole_log(tmp_path: Path, tokenizer_dir: Path) -> None:
     # 6 requests x 16 tokens x 40 ms per token at concurrency 1: each cell takes about 4 s
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
     store = tmp_path / "r.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
                              "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -192,7 +177,7 @@ def test_server_killed_mid_cell_is_failed_with_its_whole_log(tmp_path: Path, tok
 
 
 def test_sigkill_of_the_runner_loses_no_finished_cell_and_reruns_none(tmp_path: Path, tokenizer_dir: Path) -> None:
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, itl_ms=15, num_requests=6)
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, itl_ms=15, num_requests=6)
     store = tmp_path / "r.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
                              "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -211,12 +196,12 @@ def test_sigkill_of_the_runner_loses_no_finished_cell_and_reruns_none(tmp_path: 
     done_before = {cid for cid, v in before.items() if v[0] == "done"}
     running_before = {cid for cid, v in before.items() if v[0] == "running"}
     assert len(done_before) >= 2 and len(running_before) == 1
-    assert _pid_alive(orphan)  # the server outlived the runner (its own session)
+    assert pid_alive(orphan)  # the server outlived the runner (its own session)
 
     r = _cli("run", str(m), "--store", str(store), "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "left by an interrupted run" in r.stderr
-    assert not _pid_alive(orphan)
+    assert not pid_alive(orphan)
     after = {cid: (st, att, end) for cid, st, att, end in
              _rows(store, "SELECT cell_id, status, attempts, ended_at FROM cells")}
     assert all(v[0] == "done" for v in after.values())
@@ -230,7 +215,7 @@ def test_sigkill_of_the_runner_loses_no_finished_cell_and_reruns_none(tmp_path: 
 def test_server_that_never_becomes_ready_times_out_cleanly(tmp_path: Path, tokenizer_dir: Path) -> None:
     marker = f"never-ready-{os.getpid()}-{time.time_ns()}"
     code = f"import time; print('loading weights {marker}', flush=True); time.sleep(600)"
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, ready_s=2,
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, ready_s=2,
                 command=[sys.executable, "-c", code], concurrency="[1]")
     store = tmp_path / "r.sqlite"
     t0 = time.monotonic()
@@ -284,7 +269,7 @@ def test_a_tuple_the_planner_rejects_is_skipped_not_launched(tmp_path: Path) -> 
     m.write_text(f"""
 engine = "sglang"
 command = ["{sys.executable}", "-c", "print('launched')", "--model-path", "Qwen/Qwen3.6-27B"]
-port = {_free_port()}
+port = {free_port()}
 [plan]
 model_config = "Qwen/Qwen3.6-27B-bf16-derived"
 gpu = "RTX PRO 6000 Blackwell"
@@ -311,7 +296,7 @@ def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, tokenizer_dir: Path) -> None:
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
     store = tmp_path / "r.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
                              "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -328,7 +313,7 @@ def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, t
     assert proc.returncode == 130
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("specbench: interrupted; finished cells are kept in")
-    assert not _pid_alive(pgid)  # the server was stopped, not left behind
+    assert not pid_alive(pgid)  # the server was stopped, not left behind
     assert _rows(store, "SELECT status, reason FROM cells WHERE cell_id=?", cid) == [
         ("running", "interrupted (Ctrl-C); re-run next time")]
     r = _cli("run", str(m), "--store", str(store), "--no-progress")
@@ -362,7 +347,7 @@ concurrency = 1
 
 
 def test_poisson_rate_and_goodput(tmp_path: Path, tokenizer_dir: Path) -> None:
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, concurrency="[4]", num_requests=20,
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, concurrency="[4]", num_requests=20,
                 client_extra="request_rate = 50.0\nslo_ttft_ms = 10000.0", ar_only=True)
     store = tmp_path / "r.sqlite"
     r = _cli("run", str(m), "--store", str(store), "--no-progress")
@@ -376,7 +361,7 @@ def test_poisson_rate_and_goodput(tmp_path: Path, tokenizer_dir: Path) -> None:
 
 
 def test_one_runner_per_store(tmp_path: Path, tokenizer_dir: Path) -> None:
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
     store = tmp_path / "r.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
                              "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -395,7 +380,7 @@ def test_one_runner_per_store(tmp_path: Path, tokenizer_dir: Path) -> None:
 def test_generate_api_with_token_ids_and_meta_info_accept_length(tmp_path: Path, tokenizer_dir: Path) -> None:
     """SGLang's native /generate (what --skip-tokenizer-init servers take): token-id prompts, accept length
     per request from meta_info (completion_tokens / spec_verify_ct)."""
-    m = _matrix(tmp_path / "m.toml", _free_port(), tokenizer_dir, concurrency="[2]")
+    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, concurrency="[2]")
     m.write_text(m.read_text().replace('tokenizer = ', 'api = "generate"\ntokenizer = '))
     store = tmp_path / "r.sqlite"
     r = _cli("run", str(m), "--store", str(store), "--no-progress", "--json")
