@@ -24,11 +24,20 @@ from specbench.engines.vllm_args import VllmArgs
 from specbench.plan import vllm_common as C
 from specbench.specs.gpu import GpuSpec
 
-# Estimates used only when no measured value is given (each named, each overridable by --non-kv-gib):
-CUDA_CONTEXT_GIB = 0.5      # CUDA context + cuBLAS handles before the init snapshot (lowers F0, outside the budget)
-NCCL_GIB_PER_TP = 0.25      # NCCL buffers per extra rank before the snapshot (0.11+)
-NON_TORCH_GIB = 0.25        # lazily created workspaces after the snapshot (non-torch increase)
-CUDA_GRAPH_GIB = 0.5        # G_est for the default capture list (FULL_AND_PIECEWISE); hybrids and spec x1.5
+# Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib):
+# CUDA context + cuBLAS handles before the init snapshot (lowers F0): 1.27 GiB measured on the H200 device with
+# torch 2.11/CUDA 13 (140.40 GiB total, 139.13 free before weights; tests/data/sglang-0.5.15.post1/README.md).
+CUDA_CONTEXT_GIB = 1.27
+# NCCL / custom all-reduce buffers at TP>1 before the snapshot (0.11+): 0.85 GiB measured at TP2 on nvidia-h200-x2
+# (139.13 -> 138.28 GiB free; tests/data/sglang-0.5.15.post1/q36_27b_tp2_*.log).
+NCCL_GIB_PER_TP = 0.85
+# non-torch memory that appears after the snapshot: 0.1 GiB in the one real vLLM breakdown we hold
+# (real-logs-dev.json, vllm-llama3-8b-a100-40gb-v0: "non_torch_gib": 0.1).
+NON_TORCH_GIB = 0.1
+# G_est for the default capture list (FULL_AND_PIECEWISE), x1.5 for hybrids and spec. NOT CALIBRATED: vLLM measures it
+# by capturing (gpu_model_runner.py::profile_cudagraph_memory) and no V1 GPU log with "Estimated CUDA graph memory"
+# was available; pass --non-kv-gib from a real boot's summary line for exact numbers.
+CUDA_GRAPH_GIB = 0.5
 
 
 # v1/worker/gpu_model_runner.py::GPUModelRunner.load_model logs this, then re-raises torch's OutOfMemoryError
