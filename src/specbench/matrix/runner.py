@@ -300,10 +300,6 @@ def _stop_group(pgid: int, grace_s: float) -> None:
 # ----------------------------------------------------------------------------- the run
 
 
-class _Interrupted(Exception):
-    pass
-
-
 def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 

@@ -9,7 +9,7 @@ at sizing time; the Mamba pool takes its share; the KV pool gets the rest.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from specbench.engines.sglang_args import SglangArgs
@@ -18,6 +18,7 @@ from specbench.plan import sglang_common as C
 from specbench.plan.sglang_pools import PoolInputs, Pools, size_pools
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
+from specbench.specs.quant import scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 GIB = float(1 << 30)
@@ -186,6 +187,12 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
 
     # ---- weights
     include_vision = m.is_multimodal and not args.language_only
+    if args.quantization and m.quant.method is None:
+        # --quantization on an unquantized checkpoint quantizes online at load (model_config.py::_verify_quantization)
+        online = scheme_for_flag(args.quantization)
+        if online is not None:
+            m = replace(m, quant=online)
+            notes.append(f"weights planned as {online.label}: --quantization {args.quantization} quantizes at load")
     w_est = weight_bytes(m, tp, include_vision=include_vision) / GIB
     if measured.weights_gib is not None:
         W, w_src = measured.weights_gib, "measured"

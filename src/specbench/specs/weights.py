@@ -203,10 +203,6 @@ def _weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool, scheme_overrid
     return int(total)
 
 
-def total_params(m: ModelSpec, *, include_vision: bool = True) -> int:
-    return sum(t.params for t in tensors_per_rank(m, 1, include_vision=include_vision))
-
-
 def mtp_draft_tensors(m: ModelSpec, tp: int) -> list[Tensor]:
     """Built-in MTP / NextN draft (Qwen3.5/3.6 `mtp.*`, DeepSeek `num_nextn_predict_layers`): per layer one decoder
     layer (full attention + MLP/MoE), `fc`/`eh_proj` (2h -> h) and two norms; plus its own embed_tokens and
