@@ -1,6 +1,6 @@
 """Load-generator overhead: specbench's client vs an established one, same prompts, same concurrency.
 
-Part 1 (instant server): `specbench.load.instant_server` (zero delay, `--burst 16`, pinned to core 1) is
+Part 1 (instant server): `specbench.testing.instant_server` (zero delay, `--burst 16`, pinned to core 1) is
 driven by each client pinned to core 0, so the client is the bottleneck. Printed per point: requests/s,
 streamed tokens/s, median TTFT and ITL as each client reports them, and specbench's ratio over the
 established client. Throughput points are closed loop (c=16, 64); latency points (c=1, and a Poisson rate
@@ -290,7 +290,7 @@ class Proc:
 
 
 def start_instant(port: int, core: int | None, burst: int, work: Path) -> Proc:
-    cmd = [*_taskset(core), PY, "-m", "specbench.load.instant_server", "--port", str(port), "--burst", str(burst),
+    cmd = [*_taskset(core), PY, "-m", "specbench.testing.instant_server", "--port", str(port), "--burst", str(burst),
            "--model", "tiny-target"]
     proc = Proc(cmd, {**os.environ, "PYTHONPATH": str(ROOT / "src")}, work / "instant.log")
     for _ in range(100):
@@ -303,7 +303,7 @@ def start_instant(port: int, core: int | None, burst: int, work: Path) -> Proc:
 
 def start_engine(port: int, core: int | None, work: Path) -> tuple[Proc, str]:
     sys.path.insert(0, str(ROOT / "src"))
-    from specbench.engines import vllm_local as vl
+    from specbench.engines.vllm import local as vl
 
     cfg = vl.LocalServerConfig(model=str(TINY), port=port, max_model_len=2048, max_num_seqs=16,
                                omp_threads=1 if core is not None else None)

@@ -14,9 +14,9 @@ import platform
 import statistics
 import time
 
-from specbench.engines.sglang_args import parse_sglang_argv
-from specbench.plan.sglang import Measured, plan_sglang
-from specbench.plan.solve import FRACTIONS, Solver
+from specbench.engines.sglang.args import parse_sglang_argv
+from specbench.engines.sglang.plan import Measured, plan_sglang
+from specbench.engines.sglang.fixes import FRACTIONS, Solver
 from specbench.specs.gpu import find_gpu
 from specbench.specs.resolve import load_model_spec
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.engines import vllm_local as vl
+from specbench.engines.vllm import local as vl
 from specbench.matrix.lifecycle import ServerProcess
 from proc_helpers import free_port  # noqa: F401  (re-exported for the engine tests)
 

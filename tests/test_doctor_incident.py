@@ -236,7 +236,7 @@ def test_scratch_rule_follows_the_printed_version():
     """<= 0.5.12 takes p·mrr·D before the split; 0.5.13+ solves jointly (research §9). Version line beats arg names."""
     from dataclasses import replace
 
-    from specbench.logs import engine_rules as er
+    from specbench.engines.sglang import logrules as er
     from specbench.logs.parse import parse_text
     f = parse_text((INC / "working.log").read_text())
     assert f.engine_version is None and er.scratch_before_split(f)  # from the argument names

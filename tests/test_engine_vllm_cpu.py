@@ -16,7 +16,7 @@ import jinja2
 import pytest
 from tokenizers import Tokenizer
 
-from specbench.engines import vllm_local as vl
+from specbench.engines.vllm import local as vl
 from specbench.errors import UserError
 from specbench.matrix.lifecycle import ServerProcess
 from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready

@@ -23,7 +23,7 @@ IDS = [Prompt(40, token_ids=tuple(range(i, i + 40))) for i in range(64)]
 
 @contextlib.contextmanager
 def _server(*args: str) -> Iterator[str]:
-    p = subprocess.Popen([sys.executable, "-m", "specbench.load.instant_server", "--port", "0", *args],
+    p = subprocess.Popen([sys.executable, "-m", "specbench.testing.instant_server", "--port", "0", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline() if p.stdout else ""

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench.engines import vllm_local as vl
+from specbench.engines.vllm import local as vl
 from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
 from specbench.load.client import LoadSpec, run_load
 from specbench.load.metrics import aggregate, spec_delta

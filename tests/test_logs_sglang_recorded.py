@@ -97,7 +97,7 @@ def test_incident_reproduced_on_a_real_engine_is_diffed():
 
 
 def test_incident_without_the_model_config_estimates_p_from_the_log():
-    from specbench.logs import engine_rules as er
+    from specbench.engines.sglang import logrules as er
     from specbench.logs.doctor import diagnose_file
 
     ok = V0512 / "q36_27b_mrr4_mf507_df16_eb05.log"

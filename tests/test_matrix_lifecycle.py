@@ -31,7 +31,7 @@ def _gone(pid: int) -> bool:
 
 def test_instant_server_ready_then_stopped_and_port_freed(tmp_path: Path) -> None:
     port = free_port()
-    p = _proc(tmp_path, argv=[sys.executable, "-m", "specbench.load.instant_server", "--port", str(port)]).start()
+    p = _proc(tmp_path, argv=[sys.executable, "-m", "specbench.testing.instant_server", "--port", str(port)]).start()
     try:
         secs = lifecycle.wait_ready(p, f"http://127.0.0.1:{port}", ("/health",), openai_probe, timeout_s=30)
         assert 0 < secs < 30

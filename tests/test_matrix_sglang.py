@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.engines import sglang as sg
+from specbench.engines.sglang import launch as sg
 from specbench.matrix import lifecycle
 
 BASE = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-27B", "--tp", "2",
@@ -70,7 +70,7 @@ def native_server(tmp_path_factory: pytest.TempPathFactory) -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = lifecycle.ServerProcess(
-        argv=[sys.executable, "-m", "specbench.load.instant_server", "--port", str(port), "--accept-length", "3"],
+        argv=[sys.executable, "-m", "specbench.testing.instant_server", "--port", str(port), "--accept-length", "3"],
         env=dict(os.environ), log_path=Path(tmp_path_factory.mktemp("sg")) / "server.log").start()
     url = f"http://127.0.0.1:{port}"
     try:

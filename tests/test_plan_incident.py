@@ -109,7 +109,7 @@ def test_cli_json_and_one_line_errors(tmp_path):
 
 @pytest.mark.parametrize("tp,kv_per_gpu_heads", [(1, 4), (4, 1), (8, 1)])
 def test_kv_heads_replicated_beyond_kv_heads(tp, kv_per_gpu_heads):
-    from specbench.plan.sglang_common import kv_cell_bytes, kv_heads_per_rank
+    from specbench.engines.sglang.formulas import kv_cell_bytes, kv_heads_per_rank
     from specbench.specs.resolve import load_model_spec
     m = load_model_spec("Qwen/Qwen3.5-27B")
     assert kv_heads_per_rank(m, tp) == kv_per_gpu_heads

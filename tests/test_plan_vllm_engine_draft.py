@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.engines import vllm_local as vl
+from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from specbench.report.build import report_paths
-from specbench.report.synthetic import write_store
+from specbench.testing.synthetic import write_store
 
 pytestmark = pytest.mark.browser
 

@@ -29,7 +29,7 @@ DEMO = REPO / "examples" / "demo.toml"
 
 @pytest.fixture(scope="module")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from specbench.engines import vllm_local as vl
+    from specbench.engines.vllm import local as vl
 
     venv = vl.engine_venv()
     if not vl.engine_installed(venv) or not DEMO.is_file():

@@ -13,7 +13,7 @@ from specbench.errors import UserError
 from specbench.report.compare import load_stores, unique_labels
 from specbench.report.load import load_store
 from specbench.report.plots import pareto_front
-from specbench.report.synthetic import SCHEMA, write_store
+from specbench.testing.synthetic import SCHEMA, write_store
 from specbench.report.tables import build_tables, one_line, safe_name, summarize
 
 

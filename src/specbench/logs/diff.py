@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.logs import engine_rules as er
+from specbench.engines.sglang import logrules as er
 from specbench.logs.doctor import Diagnosis
 from specbench.logs.facts import LogFacts
 from specbench.logs.serverargs import to_flag

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.logs import engine_rules as er
+from specbench.engines.sglang import logrules as er
 from specbench.logs.budget import BudgetRow, budget_rows
 from specbench.logs.explain import failure_sentences, started_sentences
 from specbench.logs.facts import LogFacts
@@ -105,10 +105,10 @@ def launch_argv(facts: LogFacts) -> list[str]:
 
 def plan_argv(facts: LogFacts, text: str | None = None) -> list[str]:
     """The launch to re-plan: for vLLM, the engine's own dump with its env (the CPU KV space, etc.) through
-    `specbench.plan.vllm_api.argv_from_vllm_log`, so a CPU log is planned on the CPU rules; else `launch_argv`."""
+    `specbench.engines.vllm.plan.argv_from_vllm_log`, so a CPU log is planned on the CPU rules; else `launch_argv`."""
     if facts.engine == "vllm" and text:
         try:
-            from specbench.plan.vllm_api import argv_from_vllm_log
+            from specbench.engines.vllm.plan import argv_from_vllm_log
         except ImportError:
             argv_from_vllm_log = None  # type: ignore[assignment]
         if argv_from_vllm_log is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from specbench.logs import engine_rules as er
+from specbench.engines.sglang import logrules as er
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure, where
 

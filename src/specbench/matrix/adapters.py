@@ -4,7 +4,7 @@
 - `vllm`: `vllm serve` / the OpenAI api_server: `--tensor-parallel-size`, `--gpu-memory-utilization`,
   `--max-num-seqs`, `--max-model-len`, `--speculative-config JSON` (vllm/engine/arg_utils.py); `/health`,
   `/v1/models` (max_model_len), `/metrics` (spec-decode counters, cache_config_info).
-- `local`: the embedded vLLM CPU build (`specbench.engines.vllm_local` when present) serving the tiny
+- `local`: the embedded vLLM CPU build (`specbench.engines.vllm.local` when present) serving the tiny
   models under SPECBENCH_MODELS; otherwise the same as `vllm`.
 """
 
@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 import httpx
 
-from specbench.engines import sglang as sg
-from specbench.engines.sglang import set_flag
+from specbench.engines.sglang import launch as sg
+from specbench.engines.argv import set_flag
 from specbench.errors import UserError
 from specbench.matrix.spec import MatrixSpec
 
@@ -81,7 +81,7 @@ class Adapter:
             return sg.read_server_info(base_url) or {}
         out: dict[str, Any] = {}
         if self.engine == "local":
-            from specbench.engines import vllm_local
+            from specbench.engines.vllm import local as vllm_local
 
             info = vllm_local.read_server_info(base_url)
             out = {"models": [{"id": info.model, "max_model_len": info.max_model_len}], "version": info.version,
@@ -181,7 +181,7 @@ def models_dir() -> Path:
     here = Path(".cache/models")
     if here.is_dir():
         return here.resolve()
-    from specbench.engines.vllm_local import repo_root
+    from specbench.engines.vllm.local import repo_root
 
     return repo_root() / ".cache" / "models"
 
@@ -200,7 +200,7 @@ def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
     Axes map to LocalServerConfig: context_length -> --max-model-len, max_running_requests -> --max-num-seqs,
     a speculative variant -> --speculative-config (draft_model by default; `algorithm` is vLLM's method).
     """
-    from specbench.engines import vllm_local
+    from specbench.engines.vllm import local as vllm_local
 
     algo = str(settings.get("algorithm") or "ar")
     speculative = None

@@ -90,7 +90,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
     p = spec.plan
     version = p.engine_version
     if adapter.engine == "local" and version is None:
-        from specbench.engines.vllm_local import ENGINE_VERSION
+        from specbench.engines.vllm.local import ENGINE_VERSION
 
         version = ENGINE_VERSION  # the release the embedded engine's install script pins
     opts = PlanOptions(

@@ -2,7 +2,7 @@
 
 Used by `specbench plan`, `specbench doctor` (fixes from measured values), the runner's preflight and the
 benchmarks. Engine dispatch: `vllm serve ...` / `python -m vllm.entrypoints...` go to the vLLM rule set
-(`specbench.plan.vllm_api`), everything else to SGLang.
+(`specbench.engines.vllm.plan`), everything else to SGLang.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.engines.sglang_args import parse_sglang_argv, split_command
+from specbench.engines.argv import split_command
+from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.errors import UserError
-from specbench.plan.sglang import Measured, plan_sglang
-from specbench.plan.sglang_common import NEWEST_SGLANG
-from specbench.plan.solve import Solver, TpRow, fixes_from_rows
+from specbench.engines.sglang.plan import Measured, plan_sglang
+from specbench.engines.sglang.formulas import NEWEST_SGLANG
+from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
 from specbench.specs.resolve import load_spec_for
 
@@ -40,7 +41,7 @@ class PlanOptions:
 
 def detect_engine(argv: list[str]) -> str:
     """`vllm serve ...`, `python -m vllm.entrypoints...` (after any leading VAR=value words) -> vllm."""
-    from specbench.engines.vllm_args import is_vllm_command
+    from specbench.engines.vllm.args import is_vllm_command
 
     return "vllm" if is_vllm_command(argv) else "sglang"
 
@@ -61,7 +62,7 @@ def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) 
     engine = (opts.engine or detect_engine(args_list)).lower()
     if engine == "vllm":
         try:
-            from specbench.plan import vllm_api
+            from specbench.engines.vllm import plan as vllm_api
         except ImportError:
             raise UserError("the vLLM rule set is not available in this build") from None
         return vllm_api.plan_vllm_command(args_list, opts), []

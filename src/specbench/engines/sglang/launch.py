@@ -16,6 +16,8 @@ from typing import Any, Sequence
 
 import httpx
 
+from specbench.engines import argv as argv_words
+
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 HEALTH_PATHS = ("/health_generate", "/health")
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
@@ -65,40 +67,9 @@ def _spellings(flag: str) -> tuple[str, ...]:
     return (flag,)
 
 
-def set_flag(argv: list[str], flag: str, value: Any) -> list[str]:
-    """argv with `flag` set to `value`: replaces an existing spelling (`--x v` or `--x=v`) or appends.
-
-    `True` gives a bare switch, `False`/None removes the flag, a list gives several words.
-    """
-    names = _spellings(flag)
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        word = argv[i]
-        head = word.split("=", 1)[0]
-        if head in names:
-            if "=" in word:
-                i += 1
-            else:
-                i += 1
-                while i < len(argv) and not argv[i].startswith("--"):
-                    i += 1
-            continue
-        out.append(word)
-        i += 1
-    if value is None or value is False:
-        return out
-    if value is True:
-        return out + [flag]
-    if isinstance(value, (list, tuple)):
-        return out + [flag, *[str(v) for v in value]]
-    return out + [flag, _word(value)]
-
-
-def _word(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer() is False:
-        return repr(value)
-    return str(value)
+def set_flag(argv: Sequence[str], flag: str, value: Any) -> list[str]:
+    """argv with `flag` set to `value`, every SGLang spelling of it (ALIASES) replaced."""
+    return argv_words.set_flag(argv, flag, value, _spellings(flag))
 
 
 def respell(argv: Sequence[str], version: str | None) -> list[str]:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specbench.engines.vllm_args import VllmArgs
+from specbench.engines.vllm.args import VllmArgs
 from specbench.errors import FlagError
-from specbench.plan import vllm_common as C
+from specbench.engines.vllm import sizing as C
 
 CPU_ATTN_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # v1/attention/backends/cpu_attn.py
 

@@ -56,8 +56,8 @@ _OFFLINE_ENV = {
 
 
 def repo_root() -> Path:
-    """The checkout root (this file is src/specbench/engines/vllm_local.py)."""
-    return Path(__file__).resolve().parents[3]
+    """The checkout root (this file is src/specbench/engines/vllm/local.py)."""
+    return Path(__file__).resolve().parents[4]
 
 
 def engine_venv(environ: Mapping[str, str] | None = None) -> Path:

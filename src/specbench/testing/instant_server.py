@@ -14,7 +14,7 @@ per event. `--burst N` puts N events in one socket write; `--ttft-ms` / `--itl-m
 Failure injection for tests: `--fail-every K` (HTTP 500), `--close-every K` (connection dropped
 mid-stream), `--error-event-every K` (an SSE `{"error": ...}` event mid-stream, as vLLM sends).
 
-    python -m specbench.load.instant_server --port 0 --burst 16    # prints "READY <port>"
+    python -m specbench.testing.instant_server --port 0 --burst 16    # prints "READY <port>"
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ async def serve(host: str, port: int, opts: Options, ready: Any = None) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
-    p = argparse.ArgumentParser(prog="python -m specbench.load.instant_server", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m specbench.testing.instant_server", description=__doc__.split("\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port; the line 'READY <port>' tells which")
     p.add_argument("--burst", type=int, default=16, help="SSE events per socket write (default 16)")

@@ -2,7 +2,7 @@
 an SGLang build, the model behind a launch (for the exact per-slot state size and expected weight bytes).
 
 Everything here reads the engine's own argument dump; the model-dependent parts reuse `specbench.specs` and
-`specbench.plan.sglang_common` (the planner's formulas) so the doctor and the planner cannot disagree.
+`specbench.engines.sglang.formulas` (the planner's formulas) so the doctor and the planner cannot disagree.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def slot_size(facts: LogFacts) -> SlotSize | None:
     spec = _model_spec(facts)
     if spec is not None:
         try:
-            from specbench.plan.sglang_common import mamba_state
+            from specbench.engines.sglang.formulas import mamba_state
 
             tp = args.get("tp_size") or args.get("tensor_parallel_size") or 1
             ssm = args.get("mamba_ssm_dtype")

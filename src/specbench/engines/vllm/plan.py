@@ -21,10 +21,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.engines.vllm_args import VllmArgs, parse_vllm_argv
+from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.errors import UserError
-from specbench.plan import vllm_common as C
-from specbench.plan import vllm_cpu, vllm_gpu
+from specbench.engines.vllm import sizing as C
+from specbench.engines.vllm import cpu as vllm_cpu, gpu as vllm_gpu
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
 from specbench.specs.model import ModelSpec
 from specbench.specs.resolve import load_spec_for
@@ -345,7 +345,7 @@ def _result(p: VllmPlan) -> dict[str, Any]:
 
 def _bsearch_last(lo: int, hi: int, ok) -> int | None:
     """Largest x in [lo, hi] with ok(x) (ok true then false); the search `plan/solve.py` uses for SGLang."""
-    from specbench.plan.solve import _bsearch_last as search
+    from specbench.engines.sglang.fixes import _bsearch_last as search
 
     return None if hi < lo else search(lo, hi, ok)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from specbench.engines.sglang_args import SglangArgs
+from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import UserError
-from specbench.plan.sglang import Measured, SglangPlan, plan_sglang
+from specbench.engines.sglang.plan import Measured, SglangPlan, plan_sglang
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
@@ -88,7 +88,7 @@ class Solver:
             wd = wd * d1 / d0 if d0 else None
         b = ms.avail_before_load_gib
         if b is not None and self.args.tp == 1 and tp > 1:
-            from specbench.plan.sglang import NCCL_OVERHEAD_GIB
+            from specbench.engines.sglang.plan import NCCL_OVERHEAD_GIB
             b -= NCCL_OVERHEAD_GIB
         return Measured(b, w, wd, ms.other_resident_gib)
 

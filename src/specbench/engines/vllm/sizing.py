@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from specbench.errors import FlagError
-from specbench.plan import versions
+from specbench.engines import versions
 
 GIB = 1 << 30
 Version = versions.Version

@@ -12,10 +12,10 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from specbench.engines.sglang_args import SglangArgs
+from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import FlagError
-from specbench.plan import sglang_common as C
-from specbench.plan.sglang_pools import PoolInputs, Pools, size_pools
+from specbench.engines.sglang import formulas as C
+from specbench.engines.sglang.pools import PoolInputs, Pools, size_pools
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag

@@ -7,10 +7,10 @@ Flags that do not affect memory are collected in `ignored` so the plan can say s
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from specbench.engines.argv import split_command  # noqa: F401  (re-exported for callers)
 from specbench.errors import FlagError
 
 # flag -> (field, type). Aliases map to the same field.
@@ -147,15 +147,6 @@ class SglangArgs:
             if getattr(self, name) and flag not in ("--language-model-only",):
                 argv.append(flag)
         return argv
-
-
-def split_command(cmd: str | list[str]) -> list[str]:
-    if isinstance(cmd, str):
-        try:
-            return shlex.split(cmd)
-        except ValueError as exc:
-            raise FlagError(f"cannot parse the launch command: {exc}") from None
-    return list(cmd)
 
 
 def parse_sglang_argv(argv: list[str]) -> SglangArgs:

@@ -1,0 +1,56 @@
+"""Engine-neutral launch-command words: split a pasted command, set or remove one flag in an argv list.
+
+Which spellings name the same flag is engine knowledge: callers pass them (`spellings`), this module knows none.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Sequence
+
+from specbench.errors import FlagError
+
+
+def split_command(cmd: str | Sequence[str]) -> list[str]:
+    """A pasted command (a shell string or a list of words) -> words; an unbalanced quote is a one-line error."""
+    if isinstance(cmd, str):
+        try:
+            return shlex.split(cmd)
+        except ValueError as exc:
+            raise FlagError(f"cannot parse the launch command: {exc}") from None
+    return list(cmd)
+
+
+def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str] = ()) -> list[str]:
+    """argv with `flag` set to `value`: removes every spelling (`--x v` or `--x=v`) and appends `flag value`.
+
+    `True` gives a bare switch, `False`/None removes the flag, a list gives several words. The words after a removed
+    flag are its values up to the next word that starts with `-`.
+    """
+    names = set(spellings) | {flag}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word.split("=", 1)[0] in names:
+            i += 1
+            if "=" not in word:
+                while i < len(argv) and not argv[i].startswith("-"):
+                    i += 1
+            continue
+        out.append(word)
+        i += 1
+    if value is None or value is False:
+        return out
+    if value is True:
+        return out + [flag]
+    if isinstance(value, (list, tuple)):
+        return out + [flag, *[str(v) for v in value]]
+    return out + [flag, flag_word(value)]
+
+
+def flag_word(value: Any) -> str:
+    """A value as one argv word (floats keep their full precision)."""
+    if isinstance(value, float) and not value.is_integer():
+        return repr(value)
+    return str(value)
