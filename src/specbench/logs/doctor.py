@@ -18,25 +18,7 @@ from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure, classify, stop_index, survived_errors
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.parse import facts_from_lines, split_boots
-from specbench.logs.serverargs import to_flag
-
-# Server arguments that shape memory; the launch argv rebuilt for the planner carries only these.
-_SGLANG_PLAN_KEYS = (
-    "model_path", "tp_size", "dp_size", "pp_size", "mem_fraction_static", "max_running_requests", "context_length",
-    "chunked_prefill_size", "max_prefill_tokens", "max_total_tokens", "page_size", "kv_cache_dtype", "dtype",
-    "quantization", "load_format", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
-    "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_dflash_block_size",
-    "speculative_draft_kv_cache_dtype", "mamba_scheduler_strategy", "mamba_radix_cache_strategy",
-    "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "cuda_graph_max_bs", "attention_backend",
-    "linear_attn_backend", "enable_dp_attention", "disable_radix_cache", "disable_overlap_schedule",
-    "disable_cuda_graph", "enable_linear_replayssm_spec",
-)
-_VLLM_PLAN_KEYS = (
-    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
-    "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization", "enforce_eager",
-    "enable_prefix_caching", "kv_cache_memory_bytes", "mamba_cache_mode", "mamba_block_size",
-)
-
+from specbench.engines.base import engine
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -80,42 +62,9 @@ def read_log(path: str | Path) -> bytes:
 
 
 # ------------------------------------------------------------------------------------------------ planner link
-def launch_argv(facts: LogFacts) -> list[str]:
-    """The launch command rebuilt from the engine's own argument dump (memory-relevant flags only)."""
-    args = facts.server_args
-    if facts.engine == "vllm":
-        model = args.get("model") or args.get("model_tag") or "model"
-        argv = ["vllm", "serve", str(model)]
-        keys: tuple[str, ...] = _VLLM_PLAN_KEYS
-    else:
-        argv = ["python", "-m", "sglang.launch_server"]
-        keys = _SGLANG_PLAN_KEYS
-    for key in keys:
-        if key not in args:
-            continue
-        val = args[key]
-        if val is None or val is False or val == "None":
-            continue
-        if val is True:
-            argv.append(to_flag(key))
-        elif isinstance(val, (int, float, str)):
-            argv += [to_flag(key), str(val)]
-    return argv
-
-
 def plan_argv(facts: LogFacts, text: str | None = None) -> list[str]:
-    """The launch to re-plan: for vLLM, the engine's own dump with its env (the CPU KV space, etc.) through
-    `specbench.engines.vllm.plan.argv_from_vllm_log`, so a CPU log is planned on the CPU rules; else `launch_argv`."""
-    if facts.engine == "vllm" and text:
-        try:
-            from specbench.engines.vllm.plan import argv_from_vllm_log
-        except ImportError:
-            argv_from_vllm_log = None  # type: ignore[assignment]
-        if argv_from_vllm_log is not None:
-            argv = argv_from_vllm_log(text)
-            if argv:
-                return argv
-    return launch_argv(facts)
+    """The launch to re-plan, rebuilt by the engine that wrote the log from its own argument dump."""
+    return engine(facts.engine).log_plan_argv(facts, text)
 
 
 def _text(raw: bytes | str) -> str:
@@ -141,18 +90,14 @@ def facts_for_plan(path: str | Path) -> dict[str, Any]:
         "avail_before_load_gib": facts.avail_before_load_gib,
         "weights_gib": facts.weights_gib,
         "draft_weights_gib": facts.draft_weights_gib,
-        "non_kv_gib": facts.vllm_non_kv_gib() if facts.engine == "vllm" else None,
+        "non_kv_gib": engine(facts.engine).log_non_kv_gib(facts),
         "model_config": er.facts_model_source(facts),
     }
 
 
 def infer_version(facts: LogFacts) -> str | None:
-    """The printed version, else the SGLang rule-set era the argument names imply (0.5.12 for <=0.5.13 dumps)."""
-    if facts.engine_version:
-        return facts.engine_version
-    if facts.engine == "sglang" and er.sglang_era(facts.server_args) == "<=0.5.13":
-        return "0.5.12"
-    return None
+    """The printed version, else the release the engine infers from the log (e.g. SGLang's argument names)."""
+    return facts.engine_version or engine(facts.engine).release_from_args(facts)
 
 
 def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None = None,
@@ -174,7 +119,7 @@ def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None 
         avail_before_load_gib=facts.avail_before_load_gib,
         weights_gib=facts.weights_gib,
         draft_weights_gib=facts.draft_weights_gib,
-        non_kv_gib=facts.vllm_non_kv_gib() if facts.engine == "vllm" else None,
+        non_kv_gib=engine(facts.engine).log_non_kv_gib(facts),
         fixes=True,
     )
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from specbench.engines.base import engine
 from specbench.engines.sglang import logrules as er
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure, where
@@ -208,40 +209,6 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
     return [f"The engine raised an exception during start-up ({where(k) or 'see the traceback'})."]
 
 
-# Prefill activations: about 1.5 MB per chunked-prefill token (research sglang-memory.md §11 step 8; the same
-# constant SGLang's default mem_fraction_static formula uses, §2: 1.5·max(cps, 2048) MB).
-ACTIVATION_MB_PER_PREFILL_TOKEN = 1.5
-
-
-def _serving_headroom(f: LogFacts) -> str | None:
-    """How much of what stayed free after start-up prefill activations will not need (SGLang)."""
-    free = f.available_gpu_mem_gib
-    cps = f.chunked_prefill_size or f.server_args.get("chunked_prefill_size")
-    if f.engine != "sglang" or free is None or not isinstance(cps, int) or cps <= 0:
-        return None
-    act = ACTIVATION_MB_PER_PREFILL_TOKEN * max(cps, 2048) / 1024
-    spare = free - act
-    if spare < 1.0:
-        return None
-    return (f"{free:.2f} GiB stayed free after start-up; prefill activations need roughly {act:.1f} GiB "
-            f"(1.5 MB x chunked_prefill_size {cps}), so about {spare:.1f} GiB more could go to the Mamba/KV pools "
-            "(raise mem_fraction_static).")
-
-
-def _spec_scratch_sentence(f: LogFacts) -> str | None:
-    """SGLang <= 0.5.12 with a hybrid model and speculative decoding: the per-request price of max_running_requests
-    (`handle_max_mamba_cache`: R' = R - p·mrr·D before the Mamba/KV split, mrr as requested; research §10)."""
-    req = f.server_args.get("max_running_requests")
-    d, p = er.draft_tokens(f.server_args), er.slot_size(f)
-    if f.max_mamba_cache_size is None or not er.scratch_before_split(f) or not isinstance(req, int) \
-            or d is None or p is None:
-        return None
-    each = d * p.bytes / er.GIB
-    return (f"This build reserves intermediate Mamba state for every requested running request before splitting "
-            f"the rest between Mamba slots and KV: {req} × {d} draft tokens × {p.mib:.1f} MiB = {req * each:.2f} GiB "
-            f"now; each request more costs {each:.2f} GiB, taken from the Mamba slots and KV tokens.")
-
-
 def _reduced_sentence(f: LogFacts) -> str:
     """`max_running_requests was reduced from the requested A to B ... due to the available KV cache capacity`:
     SGLang 0.5.13+ prints this text also when the Mamba cap min(mrr, K // ρ) is what bit (research §6); say which."""
@@ -259,25 +226,8 @@ def _reduced_sentence(f: LogFacts) -> str:
 
 
 def started_sentences(f: LogFacts) -> list[str]:
-    out: list[str] = []
-    if f.engine == "vllm":
-        if f.kv_tokens is not None:
-            conc = f" (max concurrency {f.max_concurrency}x at {f.max_concurrency_tokens:,} tokens)" \
-                if f.max_concurrency is not None and f.max_concurrency_tokens else ""
-            out.append(f"vLLM started: KV cache of {f.kv_tokens:,} tokens{conc}.")
-        else:
-            out.append("vLLM started.")
-    else:
-        parts = []
-        if f.kv_tokens is not None:
-            parts.append(f"{f.kv_tokens:,} KV tokens")
-        if f.max_mamba_cache_size is not None:
-            parts.append(f"{f.max_mamba_cache_size} Mamba slots")
-        if f.max_running_requests is not None:
-            parts.append(f"up to {f.max_running_requests} running requests")
-        if f.context_len is not None:
-            parts.append(f"context {f.context_len:,}")
-        out.append("Started fine" + (": " + ", ".join(parts) if parts else "") + ".")
+    eng = engine(f.engine)
+    out: list[str] = [eng.started_headline(f)]
     if f.mamba_cap_requests is not None:
         req = f.server_args.get("max_running_requests")
         out.append(f"max_running_requests was capped to {f.mamba_cap_requests} by the Mamba state cache "
@@ -290,12 +240,7 @@ def started_sentences(f: LogFacts) -> list[str]:
     elif f.kv_tokens is not None and f.context_len is not None and f.kv_tokens < f.context_len:
         out.append(f"The KV pool ({f.kv_tokens:,} tokens) is smaller than one full-context request "
                    f"({f.context_len:,}).")
-    risk = _spec_scratch_sentence(f)
-    if risk:
-        out.append(risk)
-    headroom = _serving_headroom(f)
-    if headroom:
-        out.append(headroom)
+    out += eng.started_notes(f)
     if f.accept_lengths:
         mean = sum(f.accept_lengths) / len(f.accept_lengths)
         out.append(f"Mean accept length over {len(f.accept_lengths)} logged intervals: {mean:.2f}.")

@@ -38,7 +38,7 @@ from specbench.logs.facts import EngineError, LogFacts
 from specbench.logs.lineacc import Acc
 from specbench.logs.normalize import Line, decode, normalize
 from specbench.logs.serverargs import parse_sglang_server_args
-from specbench.engines.sglang.loglines import LOAD_END, SERVER_ARGS, SGL_VERSION, runtime_line, sglang_line
+from specbench.engines.sglang.loglines import LOAD_END, SERVER_ARGS, runtime_line, sglang_line
 from specbench.engines.vllm.loglines import V_LOAD, vllm_line
 
 _VLLM_MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gpu_memory_utilization|"
@@ -131,12 +131,12 @@ def facts_from_lines(lines: list[Line], boots: int = 1) -> LogFacts:
         engine = "sglang"
     else:
         engine = None
-    if engine == "sglang":
-        for line in lines:
-            m = SGL_VERSION.search(line.text)
-            if m:
-                acc.first("engine_version", m.group(1))
-                break
+    if engine is not None:
+        from specbench.engines.base import engine as engine_named
+
+        printed = engine_named(engine).version_from_log([ln.text for ln in lines])
+        if printed:
+            acc.first("engine_version", printed)
     # pending captures that never ended are kept: an OOM during capture leaves exactly that trace
     graphs = list(acc.graphs) + list(acc.pending_graph.values())
     v = acc.v

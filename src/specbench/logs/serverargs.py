@@ -107,3 +107,17 @@ def parse_vllm_dict(text: str) -> dict[str, Any]:
 def to_flag(key: str) -> str:
     """`mem_fraction_static` -> `--mem-fraction-static` (SGLang's and vLLM's argparse spelling)."""
     return "--" + key.replace("_", "-")
+
+
+def argv_from_dump(prefix: list[str], args: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """A launch command rebuilt from an argument dump: `prefix` + the flags of `keys` that the dump sets."""
+    argv = list(prefix)
+    for key in keys:
+        val = args.get(key)
+        if val is None or val is False or val == "None":
+            continue
+        if val is True:
+            argv.append(to_flag(key))
+        elif isinstance(val, (int, float, str)):
+            argv += [to_flag(key), str(val)]
+    return argv

@@ -81,18 +81,14 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any]) -> dict[str, An
 
 def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, Any] | None:
     """The planner's verdict for an argv, or None when there is no planner for this engine."""
-    if adapter.engine == "openai":
+    if adapter.plan_engine is None:
         return None
     try:
         from specbench.plan.api import PlanOptions, plan_command
     except ImportError:
         return None
     p = spec.plan
-    version = p.engine_version
-    if adapter.engine == "local" and version is None:
-        from specbench.engines.vllm.local import ENGINE_VERSION
-
-        version = ENGINE_VERSION  # the release the embedded engine's install script pins
+    version = p.engine_version or adapter.default_plan_version()
     opts = PlanOptions(
         model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
         engine=adapter.plan_engine, engine_version=version,
@@ -105,7 +101,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
     try:
         return dict(plan_command(env_words + list(launch.argv), opts))
     except (UserError, ImportError, NotImplementedError) as exc:
-        if adapter.engine == "local":  # the tiny CPU models may be outside what the planner models
+        if adapter.tolerate_plan_errors:  # e.g. the tiny CPU models may be outside what the planner models
             return {"status": None, "error": None, "planner_error": f"{type(exc).__name__}: {exc}"}
         if not isinstance(exc, UserError):
             raise

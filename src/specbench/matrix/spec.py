@@ -277,7 +277,7 @@ class PlanSettings(_Strict):
 
 class MatrixSpec(_Strict):
     name: str = "matrix"
-    engine: Literal["sglang", "vllm", "local", "openai"]  # openai: any OpenAI-compatible server
+    engine: str  # a server kind of the engine registry: sglang | vllm | local | openai (any OpenAI-compatible server)
     command: list[str] = Field(default_factory=list)  # base launch command (argv), without the axes' flags
     model: str | None = None  # local engine: a model name under SPECBENCH_MODELS (default tiny-target)
     served_model_name: str | None = None  # the "model" field of requests; default: what /v1/models answers
@@ -313,7 +313,12 @@ class MatrixSpec(_Strict):
 
     @model_validator(mode="after")
     def _command(self) -> "MatrixSpec":
-        if self.engine in ("sglang", "vllm", "openai") and not self.command:
+        from specbench.engines.base import servers
+
+        kinds = servers()
+        if self.engine not in kinds:
+            raise ValueError(f"unknown engine {self.engine!r}; use one of {sorted(kinds)}")
+        if kinds[self.engine](None).needs_command and not self.command:
             raise ValueError(f"engine {self.engine!r} needs `command`, the base launch command as a list")
         return self
 

@@ -1,8 +1,8 @@
 """The planner's one entry point: a pasted launch command + options -> the JSON contract (a dict).
 
 Used by `specbench plan`, `specbench doctor` (fixes from measured values), the runner's preflight and the
-benchmarks. Engine dispatch: `vllm serve ...` / `python -m vllm.entrypoints...` go to the vLLM rule set
-(`specbench.engines.vllm.plan`), everything else to SGLang.
+benchmarks. The engine is the one named (`--engine`) or the one that recognises the command
+(`specbench.engines.base.engine_for_command`); its package plans it.
 """
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines.argv import split_command
-from specbench.engines.sglang.args import parse_sglang_argv
-from specbench.errors import UserError
-from specbench.engines.sglang.plan import Measured, plan_sglang
-from specbench.engines.sglang.formulas import NEWEST_SGLANG
-from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
+from specbench.engines.base import engine, engine_for_command
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
-from specbench.specs.resolve import load_spec_for
 
 DEFAULT_GPU = "H200"
 
@@ -40,10 +35,8 @@ class PlanOptions:
 
 
 def detect_engine(argv: list[str]) -> str:
-    """`vllm serve ...`, `python -m vllm.entrypoints...` (after any leading VAR=value words) -> vllm."""
-    from specbench.engines.vllm.args import is_vllm_command
-
-    return "vllm" if is_vllm_command(argv) else "sglang"
+    """The name of the engine that recognises the command (after any leading VAR=value words)."""
+    return engine_for_command(argv).name
 
 
 def resolve_gpu(opts: PlanOptions) -> GpuSpec:
@@ -56,87 +49,11 @@ def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> di
     return plan_command_full(argv, opts)[0]
 
 
-def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> tuple[dict[str, Any], list[TpRow]]:
+def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> tuple[dict[str, Any], list[Any]]:
     """Plan and (if opts.fixes) the per-TP table. Returns (contract dict, rows)."""
     args_list = split_command(argv)
-    engine = (opts.engine or detect_engine(args_list)).lower()
-    if engine == "vllm":
-        try:
-            from specbench.engines.vllm import plan as vllm_api
-        except ImportError:
-            raise UserError("the vLLM rule set is not available in this build") from None
-        return vllm_api.plan_vllm_command(args_list, opts), []
-    if engine not in ("sglang",):
-        raise UserError(f"unknown engine {engine!r} (sglang or vllm)")
-    args = parse_sglang_argv(args_list)
-    if not args.model_path and not opts.model_config:
-        raise UserError("the launch command has no --model-path (or pass --model-config PATH)")
-    m = load_spec_for(opts.model_config, args.model_path, "the model", "--model-config")
-    assert m is not None
-    draft = None
-    if args.spec_algorithm and args.spec_algorithm not in ("NGRAM",):
-        dp = args.speculative_draft_model_path
-        if opts.draft_config or (dp and dp != args.model_path):
-            draft = load_spec_for(opts.draft_config, dp, "the draft model", "--draft-config")
-    gpu = resolve_gpu(opts)
-    version = opts.engine_version or NEWEST_SGLANG
-    measured = Measured(opts.avail_before_load_gib, opts.weights_gib, opts.draft_weights_gib)
-    for name, v in (("--avail-before-load-gib", opts.avail_before_load_gib), ("--weights-gib", opts.weights_gib),
-                    ("--draft-weights-gib", opts.draft_weights_gib)):
-        if v is not None and v < 0:
-            raise UserError(f"{name} must not be negative, got {v}")
-    plan = plan_sglang(args, m, draft, gpu, version, measured)
-    out = plan.contract()
-    out["model"] = m.name
-    out["model_kind"] = m.kind_label
-    out["draft_model"] = draft.name if draft else None
-    out["reason"] = explain(plan)
-    rows: list[TpRow] = []
-    if opts.fixes:
-        solver = Solver(args, m, draft, gpu, version, measured)
-        rows = solver.table(opts.tp_sizes)
-        out["fixes"] = fixes_from_rows(args, rows, solver)
-        out["per_tp"] = [{"tp": r.tp, "error": r.error, "max_running_requests": r.max_running_requests,
-                          "min_mem_fraction_static": r.min_mem_fraction, "max_context_length": r.max_context,
-                          "max_draft_tokens": r.max_draft_tokens,
-                          "status_as_requested": r.plan_at_request.status if r.plan_at_request else None}
-                         for r in rows]
-    else:
-        out["fixes"] = []
-    return out, rows
-
-
-def explain(p) -> str:
-    """One paragraph in plain words: why the plan starts or fails."""
-    if p.status == "ok":
-        s = (f"Starts: {p.kv_tokens:,} KV tokens and max_running_requests={p.max_running_requests}")
-        if p.max_mamba_cache_size is not None:
-            s += f", {p.max_mamba_cache_size} Mamba state slots ({p.mamba_ratio} per request)"
-        return s + "."
-    if p.error_kind == "max_running_request_zero" and p.mamba_per_slot_bytes is None:
-        return (f"max_running_requests={p.requested_max_running_requests} divided over the data-parallel attention "
-                f"ranks (or the KV pool of {p.kv_tokens:,} tokens) leaves 0 requests per rank.")
-    if p.error_kind == "max_running_request_zero" and not p.spec_scratch_requests:
-        return (f"The Mamba pool holds {p.max_mamba_cache_size} slots and each request needs {p.mamba_ratio}, "
-                f"so max_running_requests rounds to 0.")
-    if p.error_kind == "max_running_request_zero":
-        return (f"The speculative intermediate-state reservation ({p.spec_scratch_requests} requests x "
-                f"{p.draft_tokens} draft tokens x {p.mamba_per_slot_bytes / 2**20:.1f} MiB = "
-                f"{p.spec_scratch_gib:.2f} GiB) is taken from the {p.rest_gib:.2f} GiB left after weights and slack "
-                f"before the Mamba/KV split (SGLang <= 0.5.12), leaving only {p.max_mamba_cache_size} Mamba slots; "
-                f"each request needs {p.mamba_ratio}, so max_running_requests rounds to 0.")
-    if p.error_kind == "mamba_state_too_small":
-        return (f"After weights ({p.weights_gib:.2f} GiB{' + draft %.2f GiB' % p.draft_weights_gib if p.draft_weights_gib else ''}) "
-                f"and the runtime slack, {p.rest_gib:.2f} GiB remain; the Mamba share holds "
-                f"{p.max_mamba_cache_size} slots, fewer than the {p.mamba_ratio} one request needs"
-                + (f" together with its {p.draft_tokens}-token speculative scratch" if p.draft_tokens else "") + ".")
-    if p.error_kind == "weights_leave_no_memory":
-        return (f"Weights ({p.weights_gib:.2f} GiB + draft {p.draft_weights_gib:.2f} GiB) leave "
-                f"{p.avail_at_sizing_gib:.2f} GiB free, less than the runtime slack {p.slack_gib:.2f} GiB that "
-                f"--mem-fraction-static={p.mem_fraction_static} keeps back.")
-    if p.error_kind == "not_enough_memory":
-        return f"No memory is left for the KV cache ({p.rest_gib:.2f} GiB after weights, slack and Mamba state)."
-    return p.error or "fails"
+    eng = engine(opts.engine) if opts.engine else engine_for_command(args_list)
+    return eng.plan(args_list, opts)
 
 
 def env_gpu_default() -> str:

@@ -1,0 +1,91 @@
+"""SGLang: planned (`api.py`, `plan.py`, `formulas.py`, `pools.py`, `fixes.py`), its logs read (`loglines.py`,
+`logrules.py`, `budget.py`, `explain.py`) and its servers driven (`launch.py`). Light: the work is imported
+inside the methods."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+# Server arguments that shape memory; the launch argv rebuilt from a log's dump for the planner carries only these.
+PLAN_KEYS = (
+    "model_path", "tp_size", "dp_size", "pp_size", "mem_fraction_static", "max_running_requests", "context_length",
+    "chunked_prefill_size", "max_prefill_tokens", "max_total_tokens", "page_size", "kv_cache_dtype", "dtype",
+    "quantization", "load_format", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+    "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_dflash_block_size",
+    "speculative_draft_kv_cache_dtype", "mamba_scheduler_strategy", "mamba_radix_cache_strategy",
+    "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "cuda_graph_max_bs", "attention_backend",
+    "linear_attn_backend", "enable_dp_attention", "disable_radix_cache", "disable_overlap_schedule",
+    "disable_cuda_graph", "enable_linear_replayssm_spec",
+)
+
+_ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
+
+
+class SglangEngine:
+    name = "sglang"
+    is_default = True  # a command no engine recognises is read with SGLang's flags (the historical behaviour)
+
+    def recognise(self, argv: Sequence[str]) -> int:
+        words = [w.lower() for w in argv]
+        if any(w.endswith(_ENTRY_POINTS) for w in words) or any(
+                a.endswith("sglang") and b == "serve" for a, b in zip(words, words[1:])):
+            return 2
+        return 1 if any(w.split("=", 1)[0] == "--model-path" for w in words) else 0
+
+    def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
+        from specbench.engines.sglang.api import plan_sglang_command
+
+        return plan_sglang_command(argv, opts)
+
+    def render_plan(self, result: Any, con: Any) -> None:
+        from specbench.engines.sglang.render import render_plan
+
+        render_plan(result, con)
+
+    def version_from_log(self, lines: Sequence[str]) -> str | None:
+        from specbench.engines.sglang.loglines import SGL_VERSION
+
+        for text in lines:
+            m = SGL_VERSION.search(text)
+            if m:
+                return m.group(1)
+        return None
+
+    def release_from_args(self, facts: Any) -> str | None:
+        """A dump with the <= 0.5.13 argument names is planned on the 0.5.12 rules."""
+        from specbench.engines.sglang import logrules
+
+        return "0.5.12" if logrules.sglang_era(facts.server_args) == "<=0.5.13" else None
+
+    def log_plan_argv(self, facts: Any, text: str | None) -> list[str]:
+        from specbench.logs.serverargs import argv_from_dump
+
+        return argv_from_dump(["python", "-m", "sglang.launch_server"], facts.server_args, PLAN_KEYS)
+
+    def log_non_kv_gib(self, facts: Any) -> float | None:
+        return None
+
+    def budget_rows(self, facts: Any) -> list[Any]:
+        from specbench.engines.sglang.budget import rows
+
+        return rows(facts)
+
+    def started_headline(self, facts: Any) -> str:
+        from specbench.engines.sglang.explain import started_headline
+
+        return started_headline(facts)
+
+    def started_notes(self, facts: Any) -> list[str]:
+        from specbench.engines.sglang.explain import started_notes
+
+        return started_notes(facts)
+
+
+def _server(version: str | None) -> Any:
+    from specbench.engines.sglang.launch import SglangServer
+
+    return SglangServer(version)
+
+
+ENGINE = SglangEngine()
+SERVERS = {"sglang": _server}

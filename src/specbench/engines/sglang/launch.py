@@ -12,11 +12,17 @@ from 0.5.14 it only logs "has been removed", so it is dropped there too.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 import httpx
 
+from specbench.engines.base import Launch
+
 from specbench.engines import argv as argv_words
+
+if TYPE_CHECKING:
+    from specbench.matrix.spec import MatrixSpec
 
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 HEALTH_PATHS = ("/health_generate", "/health")
@@ -188,3 +194,38 @@ def read_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any] |
                     continue
                 return {"source": path, "info": info}
     return None
+
+
+@dataclass(frozen=True)
+class SglangServer:
+    """The runner's SGLang server: argv per release, /health_generate, /get_server_info, token-id client mode."""
+
+    version: str | None = None
+    name: str = "sglang"
+    plan_engine: str | None = "sglang"
+    health_paths: tuple[str, ...] = HEALTH_PATHS
+    needs_command: bool = True
+    tolerate_plan_errors: bool = False
+
+    def default_plan_version(self) -> str | None:
+        return self.version
+
+    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+        return None
+
+    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+        argv = build_argv(spec.command, settings, spec.host, spec.port, self.version)
+        env, notes = launch_env(settings.get("env") or {}, str(settings["algorithm"]), self.version)
+        return Launch(argv, env, env_to_drop(str(settings["algorithm"])), tuple(notes))
+
+    def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
+        probe(base_url, timeout_s, token_ids=skips_tokenizer(argv))
+
+    def client_mode(self, argv: Sequence[str]) -> str:
+        return client_mode(argv)
+
+    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
+        return read_server_info(base_url) or {}
+
+    def metrics_text(self, base_url: str) -> str | None:
+        return None  # SGLang reports acceptance per request (meta_info), not as counters

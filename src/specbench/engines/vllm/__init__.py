@@ -1,0 +1,84 @@
+"""vLLM: planned (`plan.py`, `sizing.py`, `gpu.py`, `cpu.py`), its logs read (`loglines.py`, `budget.py`,
+`explain.py`), its servers driven (`launch.py`), and its CPU build embedded as the default engine (`local.py`).
+Light: the work is imported inside the methods."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+# Engine arguments that shape memory; the launch argv rebuilt from a log's dump carries only these.
+PLAN_KEYS = (
+    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
+    "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization", "enforce_eager",
+    "enable_prefix_caching", "kv_cache_memory_bytes", "mamba_cache_mode", "mamba_block_size",
+)
+
+
+class VllmEngine:
+    name = "vllm"
+    is_default = False
+
+    def recognise(self, argv: Sequence[str]) -> int:
+        from specbench.engines.vllm.args import is_vllm_command
+
+        return 2 if is_vllm_command(list(argv)) else 0
+
+    def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
+        from specbench.engines.vllm.plan import plan_vllm_command
+
+        return plan_vllm_command(argv, opts), []
+
+    def render_plan(self, result: Any, con: Any) -> None:
+        from specbench.engines.vllm.render import render_plan
+
+        render_plan(result, con)
+
+    def version_from_log(self, lines: Sequence[str]) -> str | None:
+        return None  # the vLLM line parser reads its version line itself (loglines.py)
+
+    def release_from_args(self, facts: Any) -> str | None:
+        return None
+
+    def log_plan_argv(self, facts: Any, text: str | None) -> list[str]:
+        """The engine's own dump with its env (the CPU KV space ...), so a CPU log is planned on the CPU rules."""
+        from specbench.engines.vllm.plan import argv_from_vllm_log
+        from specbench.logs.serverargs import argv_from_dump
+
+        argv = argv_from_vllm_log(text) if text else None
+        if argv:
+            return argv
+        args = facts.server_args
+        model = args.get("model") or args.get("model_tag") or "model"
+        return argv_from_dump(["vllm", "serve", str(model)], args, PLAN_KEYS)
+
+    def log_non_kv_gib(self, facts: Any) -> float | None:
+        return facts.vllm_non_kv_gib()
+
+    def budget_rows(self, facts: Any) -> list[Any]:
+        from specbench.engines.vllm.budget import rows
+
+        return rows(facts)
+
+    def started_headline(self, facts: Any) -> str:
+        from specbench.engines.vllm.explain import started_headline
+
+        return started_headline(facts)
+
+    def started_notes(self, facts: Any) -> list[str]:
+        return []
+
+
+def _server(version: str | None) -> Any:
+    from specbench.engines.vllm.launch import VllmServer
+
+    return VllmServer(version)
+
+
+def _local(version: str | None) -> Any:
+    from specbench.engines.vllm.launch import LocalServer
+
+    return LocalServer(version)
+
+
+ENGINE = VllmEngine()
+SERVERS = {"vllm": _server, "local": _local}

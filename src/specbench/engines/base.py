@@ -1,0 +1,129 @@
+"""What the rest of specbench asks an engine, and the registry that finds the engines. Knows no engine by name.
+
+Each engine is a subpackage of `specbench.engines` whose `__init__` defines
+- `ENGINE`: an `Engine` (planner, log reading) when the engine is planned, and/or
+- `SERVERS`: `{name: factory(version) -> ServerAdapter}` for the `engine = "..."` values a matrix may name.
+The package `__init__` stays light (no heavy imports): the work is imported inside the methods, so finding the
+engines costs a directory listing. Adding an engine is adding a folder; the registry is the folder listing
+(after mini-sglang's `utils/registry.py`: a name -> object table, filled by the modules that own the objects).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+
+from specbench.errors import UserError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from specbench.logs.budget import BudgetRow
+    from specbench.logs.facts import LogFacts
+    from specbench.matrix.spec import MatrixSpec
+    from specbench.plan.api import PlanOptions
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one server tuple launches: argv (never a shell string) and its environment changes."""
+
+    argv: list[str]
+    env: dict[str, str]  # variables set for this server (shown and stored)
+    drop_env: tuple[str, ...] = ()  # inherited variables removed (SGLANG_ENABLE_SPEC_V2 for AR)
+    notes: tuple[str, ...] = ()
+    cwd: str | None = None
+
+
+class ServerAdapter(Protocol):
+    """How the runner drives one kind of server: launch, readiness, read-back."""
+
+    name: str  # the matrix's `engine = "..."`
+    plan_engine: str | None  # the Engine that plans its launches (None: not planned)
+    health_paths: tuple[str, ...]
+    version: str | None
+    needs_command: bool  # the matrix must give the base launch command
+    tolerate_plan_errors: bool  # a launch the planner cannot model still runs (its preflight says why)
+
+    def default_plan_version(self) -> str | None: ...
+    def local_model_dir(self, spec: MatrixSpec) -> str | None: ...
+    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch: ...
+    def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None: ...
+    def client_mode(self, argv: Sequence[str]) -> str: ...
+    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]: ...
+    def metrics_text(self, base_url: str) -> str | None: ...
+
+
+class Engine(Protocol):
+    """An engine that specbench plans and whose logs it reads."""
+
+    name: str  # "sglang", "vllm": the planner contract's `engine`
+    is_default: bool  # plans a command that no engine recognises (the historical default)
+
+    def recognise(self, argv: Sequence[str]) -> int:
+        """How surely argv launches this engine: 0 not at all, 1 by its flags, 2 by its entry point."""
+        ...
+
+    def plan(self, argv: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[Any]]: ...
+    def render_plan(self, result: Mapping[str, Any], con: Console) -> None: ...
+
+    # -- reading a log of this engine
+    def version_from_log(self, lines: Sequence[str]) -> str | None: ...
+    def release_from_args(self, facts: LogFacts) -> str | None: ...
+    def log_plan_argv(self, facts: LogFacts, text: str | None) -> list[str]: ...
+    def log_non_kv_gib(self, facts: LogFacts) -> float | None: ...
+    def budget_rows(self, facts: LogFacts) -> list[BudgetRow]: ...
+    def started_headline(self, facts: LogFacts) -> str: ...
+    def started_notes(self, facts: LogFacts) -> list[str]: ...
+
+
+@lru_cache(maxsize=1)
+def _packages() -> tuple[Any, ...]:
+    import specbench.engines as root
+
+    mods = []
+    for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name):
+        if info.ispkg:
+            mods.append(importlib.import_module(f"{root.__name__}.{info.name}"))
+    return tuple(mods)
+
+
+def engines() -> dict[str, Engine]:
+    """Every planned engine by name."""
+    return {m.ENGINE.name: m.ENGINE for m in _packages() if getattr(m, "ENGINE", None) is not None}
+
+
+def engine(name: str | None) -> Engine:
+    """The engine of that name (case-insensitive); None gives the default one. UserError names the known ones."""
+    table = engines()
+    if name is None:
+        return next(e for e in table.values() if e.is_default)
+    found = table.get(name.lower())
+    if found is None:
+        raise UserError(f"unknown engine {name!r} ({' or '.join(sorted(table))})")
+    return found
+
+
+def engine_for_command(argv: Sequence[str]) -> Engine:
+    """The engine that recognises argv most surely; the default engine when none does."""
+    scored = sorted(((e.recognise(argv), e.name, e) for e in engines().values()), key=lambda t: (-t[0], t[1]))
+    best = scored[0]
+    return best[2] if best[0] > 0 else engine(None)
+
+
+def servers() -> dict[str, Callable[[str | None], ServerAdapter]]:
+    """Every server kind a matrix may name (`engine = "..."`) -> its adapter factory."""
+    out: dict[str, Callable[[str | None], ServerAdapter]] = {}
+    for m in _packages():
+        out.update(getattr(m, "SERVERS", {}) or {})
+    return out
+
+
+def server_adapter(name: str, version: str | None) -> ServerAdapter:
+    table = servers()
+    if name not in table:
+        raise UserError(f"unknown engine {name!r} (one of {', '.join(sorted(table))})")
+    return table[name](version)

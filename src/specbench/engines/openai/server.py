@@ -1,0 +1,91 @@
+"""An OpenAI-compatible server: the base command with the tuple's flags, host and port; `/v1/models` and one
+completion as the readiness probe. Shared by every engine whose server speaks the OpenAI API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import httpx
+
+from specbench.engines.argv import set_flag
+from specbench.engines.base import Launch
+
+if TYPE_CHECKING:
+    from specbench.matrix.spec import MatrixSpec
+
+
+@dataclass(frozen=True)
+class OpenAIServer:
+    version: str | None = None
+    name: str = "openai"
+    plan_engine: str | None = None
+    health_paths: tuple[str, ...] = ("/health", "/v1/models")
+    needs_command: bool = True
+    tolerate_plan_errors: bool = False
+
+    def default_plan_version(self) -> str | None:
+        return self.version
+
+    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+        return None
+
+    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+        argv = list(spec.command)
+        for flag, value in (settings.get("flags") or {}).items():
+            argv = set_flag(argv, flag, value)
+        argv = set_flag(set_flag(argv, "--host", spec.host), "--port", spec.port)
+        env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
+        return Launch(argv, env, ("SGLANG_ENABLE_SPEC_V2",) if settings["algorithm"] == "ar" else ())
+
+    def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
+        openai_probe(base_url, timeout_s)
+
+    def client_mode(self, argv: Sequence[str]) -> str:
+        return "openai"
+
+    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
+        models = models_info(base_url)
+        return {"models": models} if models is not None else {}
+
+    def metrics_text(self, base_url: str) -> str | None:
+        return metrics_text(base_url)
+
+
+def models_info(base_url: str) -> list[dict[str, Any]] | None:
+    """`/v1/models` `data` (id, max_model_len ...); None when the server does not answer it."""
+    try:
+        with httpx.Client(timeout=10.0, trust_env=False) as c:
+            r = c.get(base_url + "/v1/models")
+        return r.json().get("data") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def metrics_text(base_url: str) -> str | None:
+    """GET /metrics (vLLM's spec-decode counters live there); None when the server has none."""
+    try:
+        with httpx.Client(timeout=10.0, trust_env=False) as c:
+            r = c.get(base_url + "/metrics")
+    except httpx.HTTPError:
+        return None
+    return r.text if r.status_code == 200 else None
+
+
+def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
+    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+        r = c.get(base_url + "/v1/models")
+        r.raise_for_status()
+        data = r.json().get("data") or []
+    return data[0]["id"] if data else None
+
+
+def openai_probe(base_url: str, timeout_s: float) -> None:
+    """One short completion through the OpenAI API; raises on failure."""
+    model = served_model(base_url, min(timeout_s, 10.0))
+    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+        r = c.post(base_url + "/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 2,
+                                                      "temperature": 0})
+        r.raise_for_status()
+        if not r.json().get("choices"):
+            raise RuntimeError(f"/v1/completions answered without choices: {r.text[:200]}")

@@ -1,0 +1,227 @@
+"""vLLM servers for the runner: `vllm serve` / the OpenAI api_server, and the embedded CPU build (`local`).
+
+Flags: `--tensor-parallel-size`, `--gpu-memory-utilization`, `--max-num-seqs`, `--max-model-len`,
+`--speculative-config JSON` (vllm/engine/arg_utils.py::EngineArgs.add_cli_args@0.32.0); readiness `/health` and one
+completion; read-back `/v1/models` (max_model_len), `/metrics` (spec-decode counters, `vllm:cache_config_info`) and
+the `non-default args: {...}` line of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from specbench.engines.argv import set_flag
+from specbench.engines.base import Launch
+from specbench.engines.openai.server import metrics_text, models_info, openai_probe
+from specbench.errors import UserError
+
+if TYPE_CHECKING:
+    from specbench.matrix.spec import MatrixSpec
+
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"  # never inherited by a vLLM server (the incident set it everywhere)
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """A vLLM server launched from the matrix's `command`."""
+
+    version: str | None = None
+    name: str = "vllm"
+    plan_engine: str | None = "vllm"
+    health_paths: tuple[str, ...] = ("/health",)
+    needs_command: bool = True
+    tolerate_plan_errors: bool = False
+
+    def default_plan_version(self) -> str | None:
+        return self.version
+
+    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+        return None
+
+    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+        argv = vllm_argv(spec.command, settings, spec.host, spec.port, False)
+        env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
+        return Launch(argv, env, (SPEC_V2_ENV,))
+
+    def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
+        openai_probe(base_url, timeout_s)
+
+    def client_mode(self, argv: Sequence[str]) -> str:
+        return "openai"
+
+    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        models = models_info(base_url)
+        if models is not None:
+            out["models"] = models
+        text = metrics_text(base_url)
+        if text is not None:
+            out["cache_config_info"] = prom_labels(text, "vllm:cache_config_info")
+        return _with_nondefault_args(out, log_text)
+
+    def metrics_text(self, base_url: str) -> str | None:
+        return metrics_text(base_url)
+
+
+@dataclass(frozen=True)
+class LocalServer(VllmServer):
+    """The embedded engine (engines/vllm/local.py): vLLM's CPU build serving a tiny local model, or `command`."""
+
+    name: str = "local"
+    needs_command: bool = False
+    tolerate_plan_errors: bool = True  # the tiny CPU models may be outside what the planner models
+
+    def default_plan_version(self) -> str | None:
+        from specbench.engines.vllm.local import ENGINE_VERSION
+
+        return self.version or ENGINE_VERSION  # the release the embedded engine's install script pins
+
+    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+        return resolve_local_model(spec.model or "tiny-target")
+
+    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+        if spec.command:
+            return VllmServer.launch(self, spec, settings)
+        return local_launch(spec, settings)
+
+    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
+        from specbench.engines.vllm import local as vllm_local
+
+        info = vllm_local.read_server_info(base_url)
+        out = {"models": [{"id": info.model, "max_model_len": info.max_model_len}], "version": info.version,
+               "cache_config_info": info.cache_config, "spec_decode": info.spec_decode,
+               "log_facts": vllm_local.log_facts(log_text)}
+        return _with_nondefault_args(out, log_text)
+
+
+def _with_nondefault_args(out: dict[str, Any], log_text: str) -> dict[str, Any]:
+    args = nondefault_args(log_text)
+    if args is not None:
+        out["non_default_args"] = args
+    return out
+
+
+# ----------------------------------------------------------------------------- vLLM argv
+
+VLLM_ALIASES = {"--tensor-parallel-size": ("--tensor-parallel-size", "-tp"),
+                "--max-model-len": ("--max-model-len",),
+                "--max-num-seqs": ("--max-num-seqs",)}
+
+
+def vllm_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int, local: bool) -> list[str]:
+    argv = list(base)
+    argv = _set_vllm(argv, "--tensor-parallel-size", int(settings["tp"]))
+    for key, flag in (("mem_fraction_static", "--gpu-memory-utilization"),
+                      ("max_running_requests", "--max-num-seqs"),
+                      ("context_length", "--max-model-len")):
+        if settings.get(key) is not None:
+            argv = _set_vllm(argv, flag, settings[key])
+    algo = str(settings.get("algorithm") or "ar")
+    if algo.lower() != "ar":
+        cfg: dict[str, Any] = {"method": algo}
+        if settings.get("draft_model"):
+            cfg["model"] = resolve_local_model(settings["draft_model"]) if local else settings["draft_model"]
+        if settings.get("num_draft_tokens") is not None:
+            cfg["num_speculative_tokens"] = int(settings["num_draft_tokens"])
+        argv = _set_vllm(argv, "--speculative-config", json.dumps(cfg, separators=(",", ":")))
+    else:
+        argv = _set_vllm(argv, "--speculative-config", None)
+    for flag, value in (settings.get("flags") or {}).items():
+        argv = _set_vllm(argv, flag, value)
+    argv = _set_vllm(argv, "--host", host)
+    argv = _set_vllm(argv, "--port", port)
+    return argv
+
+
+def _set_vllm(argv: list[str], flag: str, value: Any) -> list[str]:
+    names = VLLM_ALIASES.get(flag, (flag,))
+    out = argv
+    for name in names:
+        if name != flag:
+            out = set_flag(out, name, None)
+    return set_flag(out, flag, value)
+
+
+
+# ----------------------------------------------------------------------------- the local engine
+
+
+def models_dir() -> Path:
+    """SPECBENCH_MODELS, else ./.cache/models, else the checkout's .cache/models (`make models` builds it)."""
+    env = os.environ.get("SPECBENCH_MODELS")
+    if env:
+        return Path(env).resolve()
+    here = Path(".cache/models")
+    if here.is_dir():
+        return here.resolve()
+    from specbench.engines.vllm.local import repo_root
+
+    return repo_root() / ".cache" / "models"
+
+
+def resolve_local_model(name: str) -> str:
+    """A bare model name (tiny-target) is a folder under SPECBENCH_MODELS; a path stays a path."""
+    p = Path(name)
+    if p.is_absolute() or "/" in name:
+        return str(p.resolve()) if p.exists() else name
+    return str(models_dir() / name)
+
+
+def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+    """The embedded engine (engines/vllm_local.py): `vllm serve` from the engine venv on a tiny local model.
+
+    Axes map to LocalServerConfig: context_length -> --max-model-len, max_running_requests -> --max-num-seqs,
+    a speculative variant -> --speculative-config (draft_model by default; `algorithm` is vLLM's method).
+    """
+    from specbench.engines.vllm import local as vllm_local
+
+    algo = str(settings.get("algorithm") or "ar")
+    speculative = None
+    if algo.lower() != "ar":
+        draft = settings.get("draft_model")
+        if not draft and algo == "draft_model":
+            raise UserError(f"spec variant {settings.get('label')!r}: algorithm draft_model needs draft_model")
+        extra: dict[str, object] = {} if algo == "draft_model" else {"method": algo}
+        speculative = vllm_local.DraftModelSpec(resolve_local_model(str(draft)) if draft else "",
+                                                int(settings.get("num_draft_tokens") or 3), extra)
+    args: list[str] = []
+    if int(settings["tp"]) != 1:
+        args = set_flag(args, "--tensor-parallel-size", int(settings["tp"]))
+    for flag, value in (settings.get("flags") or {}).items():
+        args = set_flag(args, flag, value)
+    model = resolve_local_model(spec.model or "tiny-target")
+    if not Path(model).is_dir():
+        raise UserError(f"local engine: model folder {model} not found; run `make models` (or set SPECBENCH_MODELS)")
+    cfg = vllm_local.LocalServerConfig(
+        model=model, port=spec.port, host=spec.host, served_model_name=spec.served_model_name,
+        max_model_len=settings.get("context_length"), max_num_seqs=settings.get("max_running_requests"),
+        speculative=speculative, extra_args=tuple(args),
+        extra_env={k: str(v) for k, v in (settings.get("env") or {}).items()},
+    )
+    exe = vllm_local.require_engine()  # a UserError naming `make engine` when absent
+    argv = vllm_local.build_argv(cfg, exe)
+    return Launch(argv, vllm_local.env_overrides(cfg), (SPEC_V2_ENV,))
+
+
+
+# ----------------------------------------------------------------------------- read-back parsing
+
+
+def prom_labels(text: str, name: str) -> dict[str, str] | None:
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            body = line[len(name) + 1: line.index("}")]
+            return dict(re.findall(r'(\w+)="([^"]*)"', body))
+    return None
+
+
+def nondefault_args(log_text: str) -> str | None:
+    """vLLM logs `non-default args: {...}` at start; kept as the text it printed."""
+    m = re.search(r"non-default args: (\{.*\})", log_text)
+    return m.group(1) if m else None
+
