@@ -32,7 +32,8 @@ def test_vllm_serve_with_env_words_short_flags_and_prefix():
     assert a.kv_cache_memory_bytes == 8 * 2**30 and a.max_num_seqs == 64 and a.enforce_eager
     assert a.enable_prefix_caching is False
     assert a.env_value("VLLM_CPU_KVCACHE_SPACE") == "4" and a.env_value("VLLM_TARGET_DEVICE") == "cpu"
-    assert "--some-new-flag 3" in a.ignored and "--port 8000" in a.ignored
+    assert "--some-new-flag 3" in a.unknown and "--some-new-flag 3" not in a.ignored  # unknown, not "no effect"
+    assert "--port 8000" in a.ignored
     assert not a.full_cudagraphs
 
 

@@ -37,6 +37,22 @@ def test_local_engine_is_planned_on_the_cpu_rules():
 
 
 def test_an_env_fix_becomes_an_environment_variable():
-    out = _apply_fix({"tp": 1, "flags": {}, "env": {"A": "1"}}, {"VLLM_CPU_KVCACHE_SPACE": 2, "--max-num-seqs": 4})
+    from specbench.engines.base import engine
+
+    out = _apply_fix({"tp": 1, "flags": {}, "env": {"A": "1"}}, {"VLLM_CPU_KVCACHE_SPACE": 2, "--max-num-seqs": 4},
+                     engine("vllm"))
     assert out["env"] == {"A": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
     assert "VLLM_CPU_KVCACHE_SPACE" not in out["flags"]
+    assert out["max_running_requests"] == 4  # vLLM's --max-num-seqs is the matrix's max_running_requests axis
+
+
+def test_fix_keys_map_to_the_matrix_axes_per_engine():
+    from specbench.engines.base import engine
+
+    sg, vl = engine("sglang"), engine("vllm")
+    assert sg.fix_axis("--max-running-requests") == "max_running_requests"
+    assert sg.fix_axis("--speculative-dflash-block-size") == "num_draft_tokens"
+    assert sg.fix_axis("tp_size") == "tp" and sg.fix_axis("--tp") == "tp"
+    assert sg.fix_axis("--mamba-ssm-dtype") is None  # set as a flag of the tuple
+    assert vl.fix_axis("--gpu-memory-utilization") == "mem_fraction_static"
+    assert vl.fix_axis("max_model_len") == "context_length"

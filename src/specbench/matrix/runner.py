@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from specbench.errors import UserError
 from specbench.matrix import lifecycle
+from specbench.engines.base import Engine, engine
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
@@ -35,17 +36,6 @@ from specbench.matrix.store import Store
 # ----------------------------------------------------------------------------- preflight
 
 # planner fix keys (flag or field spelling) -> the server setting they change
-_FIX_KEYS = {
-    "max_running_requests": "max_running_requests", "max_num_seqs": "max_running_requests",
-    "mem_fraction_static": "mem_fraction_static", "gpu_memory_utilization": "mem_fraction_static",
-    "context_length": "context_length", "max_model_len": "context_length",
-    "speculative_num_draft_tokens": "num_draft_tokens", "num_speculative_tokens": "num_draft_tokens",
-    "speculative_dflash_block_size": "num_draft_tokens",
-    "speculative_ddtree_budget": "ddtree_budget",
-    "tp": "tp", "tp_size": "tp", "tensor_parallel_size": "tp",
-}
-
-
 @dataclass(frozen=True)
 class Preflight:
     """The verdict on one server tuple and what would be launched."""
@@ -61,14 +51,11 @@ class Preflight:
     notes: tuple[str, ...] = ()
 
 
-def _norm(key: str) -> str:
-    return key.lstrip("-").replace("-", "_").lower()
-
-
-def _apply_fix(settings: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) -> dict[str, Any]:
+    """The settings with a planner fix applied: the engine names the matrix axis each changed argument sets."""
     out = {**settings, "flags": dict(settings.get("flags") or {})}
     for key, value in change.items():
-        name = _FIX_KEYS.get(_norm(key))
+        name = eng.fix_axis(key)
         if key.isupper() and not key.startswith("-"):  # an environment variable (e.g. VLLM_CPU_KVCACHE_SPACE)
             out["env"] = {**dict(settings.get("env") or {}), key: str(value)}
         elif name is not None:
@@ -121,7 +108,7 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
     if spec.auto_fix:
         for fix in plan.get("fixes") or []:
             change = dict(fix.get("change") or {})
-            fixed = _apply_fix(settings, change)
+            fixed = _apply_fix(settings, change, engine(adapter.plan_engine))
             if int(fixed["tp"]) != st.tp:  # a fix must keep the tuple in its phase
                 continue
             fl = adapter.launch(spec, fixed)

@@ -6,17 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-# Server arguments that shape memory; the launch argv rebuilt from a log's dump for the planner carries only these.
-PLAN_KEYS = (
-    "model_path", "tp_size", "dp_size", "pp_size", "mem_fraction_static", "max_running_requests", "context_length",
-    "chunked_prefill_size", "max_prefill_tokens", "max_total_tokens", "page_size", "kv_cache_dtype", "dtype",
-    "quantization", "load_format", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
-    "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_dflash_block_size",
-    "speculative_draft_kv_cache_dtype", "mamba_scheduler_strategy", "mamba_radix_cache_strategy",
-    "mamba_full_memory_ratio", "max_mamba_cache_size", "mamba_ssm_dtype", "cuda_graph_max_bs", "attention_backend",
-    "linear_attn_backend", "enable_dp_attention", "disable_radix_cache", "disable_overlap_schedule",
-    "disable_cuda_graph", "enable_linear_replayssm_spec",
-)
 
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
 
@@ -60,6 +49,8 @@ class SglangEngine:
     def log_plan_argv(self, facts: Any, text: str | None) -> list[str]:
         from specbench.logs.serverargs import argv_from_dump
 
+        from specbench.engines.sglang.knobs import PLAN_KEYS
+
         return argv_from_dump(["python", "-m", "sglang.launch_server"], facts.server_args, PLAN_KEYS)
 
     def log_non_kv_gib(self, facts: Any) -> float | None:
@@ -69,6 +60,11 @@ class SglangEngine:
         from specbench.engines.sglang.budget import rows
 
         return rows(facts)
+
+    def fix_axis(self, key: str) -> str | None:
+        from specbench.engines.sglang.knobs import fix_axis
+
+        return fix_axis(key)
 
     def started_headline(self, facts: Any) -> str:
         from specbench.engines.sglang.explain import started_headline

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.engines.sglang.formulas import NEWEST_SGLANG
@@ -14,7 +15,7 @@ from specbench.specs.resolve import load_spec_for
 
 
 def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[TpRow]]:
-    args = parse_sglang_argv(args_list)
+    args = parse_sglang_argv(args_list, opts.engine_version)
     if not args.model_path and not opts.model_config:
         raise UserError("the launch command has no --model-path (or pass --model-config PATH)")
     m = load_spec_for(opts.model_config, args.model_path, "the model", "--model-config")
@@ -37,6 +38,10 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out["model_kind"] = m.kind_label
     out["draft_model"] = draft.name if draft else None
     out["reason"] = explain(plan)
+    out["unknown_flags"] = list(args.unknown)
+    warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
+    if warning:
+        out["warnings"] = [*(out.get("warnings") or []), warning]
     rows: list[TpRow] = []
     if opts.fixes:
         solver = Solver(args, m, draft, gpu, version, measured)

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import UserError
+from specbench.engines.sglang import knobs
 from specbench.engines.sglang.plan import Measured, SglangPlan, plan_sglang
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
@@ -176,7 +177,7 @@ def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list
         if base_tp and r.plan_at_request is not None and r.plan_at_request.status == "ok":
             cands.insert(0, dict(base_tp))
         for ch in cands:
-            kw = {_FIELD[k]: v for k, v in ch.items()}
+            kw = {knobs.fix_field(k): v for k, v in ch.items()}
             if "speculative_num_draft_tokens" in kw and args.spec_algorithm == "DFLASH":
                 kw["speculative_dflash_block_size"] = None
             try:
@@ -213,12 +214,6 @@ def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list
             seen.add(key)
             uniq.append(f)
     return uniq
-
-
-_FIELD = {"--tp": "tp", "--max-running-requests": "max_running_requests",
-          "--mem-fraction-static": "mem_fraction_static", "--speculative-num-draft-tokens": "speculative_num_draft_tokens",
-          "--speculative-ddtree-budget": "speculative_ddtree_budget", "--speculative-num-steps": "speculative_num_steps",
-          "--context-length": "context_length"}
 
 
 def _result(p: SglangPlan) -> dict:

@@ -20,6 +20,7 @@ import httpx
 from specbench.engines.base import Launch
 
 from specbench.engines import argv as argv_words
+from specbench.engines.sglang import knobs
 
 if TYPE_CHECKING:
     from specbench.matrix.spec import MatrixSpec
@@ -28,17 +29,9 @@ SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 HEALTH_PATHS = ("/health_generate", "/health")
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
 
-# canonical flag -> spellings the engine also accepts (server_args.py aliases)
-ALIASES: dict[str, tuple[str, ...]] = {
-    "--tp-size": ("--tp-size", "--tp", "--tensor-parallel-size"),
-    "--model-path": ("--model-path", "--model"),
-    "--mem-fraction-static": ("--mem-fraction-static",),
-    "--max-running-requests": ("--max-running-requests",),
-    "--context-length": ("--context-length",),
-    "--speculative-num-draft-tokens": ("--speculative-num-draft-tokens", "--speculative-dflash-block-size"),
-    "--mamba-radix-cache-strategy": ("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy"),
-    "--mamba-scheduler-strategy": ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"),
-}
+# Setting the draft-token count replaces DFLASH's block size too: both are the per-request draft tokens
+# (sglang/srt/arg_groups/speculative_hook.py@0.5.15: the block size is the draft-token count for DFLASH).
+_SAME_SETTING = {"--speculative-num-draft-tokens": ("--speculative-dflash-block-size",)}
 
 
 def parse_version(version: str | None) -> tuple[int, ...] | None:
@@ -67,14 +60,12 @@ def spell_flag(flag: str, version: str | None) -> str:
 
 
 def _spellings(flag: str) -> tuple[str, ...]:
-    for canon, names in ALIASES.items():
-        if flag == canon or flag in names:
-            return names
-    return (flag,)
+    """Every spelling of the knob (engines/sglang/knobs.py) plus the settings it replaces."""
+    return knobs.spellings(flag) + _SAME_SETTING.get(flag, ())
 
 
 def set_flag(argv: Sequence[str], flag: str, value: Any) -> list[str]:
-    """argv with `flag` set to `value`, every SGLang spelling of it (ALIASES) replaced."""
+    """argv with `flag` set to `value`, every SGLang spelling of it (knobs.py) replaced."""
     return argv_words.set_flag(argv, flag, value, _spellings(flag))
 
 

@@ -14,6 +14,11 @@ PLAN_KEYS = (
 )
 
 
+_FIX_AXES = {"max_num_seqs": "max_running_requests", "gpu_memory_utilization": "mem_fraction_static",
+             "max_model_len": "context_length", "num_speculative_tokens": "num_draft_tokens",
+             "tensor_parallel_size": "tp", "tp": "tp"}
+
+
 class VllmEngine:
     name = "vllm"
     is_default = False
@@ -24,9 +29,17 @@ class VllmEngine:
         return 2 if is_vllm_command(list(argv)) else 0
 
     def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
+        from specbench.engines.cli_flags import unknown_flags_warning
+        from specbench.engines.vllm.args import parse_vllm_argv, release_flags
         from specbench.engines.vllm.plan import plan_vllm_command
 
-        return plan_vllm_command(argv, opts), []
+        out = plan_vllm_command(argv, opts)
+        unknown = parse_vllm_argv(list(argv), opts.engine_version).unknown
+        out["unknown_flags"] = list(unknown)
+        warning = unknown_flags_warning("vLLM", release_flags(opts.engine_version).release, unknown)
+        if warning:
+            out["warnings"] = [*(out.get("warnings") or []), warning]
+        return out, []
 
     def render_plan(self, result: Any, con: Any) -> None:
         from specbench.engines.vllm.render import render_plan
@@ -58,6 +71,10 @@ class VllmEngine:
         from specbench.engines.vllm.budget import rows
 
         return rows(facts)
+
+    def fix_axis(self, key: str) -> str | None:
+        """The matrix axis a fix of this vLLM argument sets (vllm/engine/arg_utils.py::EngineArgs names)."""
+        return _FIX_AXES.get(key.lstrip("-").replace("-", "_"))
 
     def started_headline(self, facts: Any) -> str:
         from specbench.engines.vllm.explain import started_headline

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from specbench.engines.cli_flags import FlagList, flag_list
 from specbench.errors import FlagError
 
 
@@ -190,6 +192,7 @@ class VllmArgs:
     language_model_only: bool = False
     env: tuple[tuple[str, str], ...] = ()
     ignored: tuple[str, ...] = field(default=(), compare=False)
+    unknown: tuple[str, ...] = field(default=(), compare=False)  # flags `vllm serve` of the release does not have
     flags_seen: tuple[str, ...] = field(default=(), compare=False)
 
     def with_(self, **kw: Any) -> "VllmArgs":
@@ -259,7 +262,17 @@ def _canonical(flag: str) -> str | None:
     return None
 
 
-def parse_vllm_argv(argv: list[str]) -> VllmArgs:
+def _underscores(flag: str) -> str:
+    """FlexibleArgumentParser reads `--a_b` as `--a-b` (vllm/utils/argparse_utils.py@0.32.0)."""
+    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+
+
+def release_flags(release: str | None = None) -> FlagList:
+    """Every flag `vllm serve` of that release accepts (cli_flags/<release>.txt, tools/engine/vllm_cli_flags.py)."""
+    return flag_list(Path(__file__).with_name("cli_flags"), release)
+
+
+def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
     """Parse the words of a vLLM launch command. Leading `VAR=value` words become `env`."""
     args = list(argv)
     env: list[tuple[str, str]] = []
@@ -283,6 +296,7 @@ def parse_vllm_argv(argv: list[str]) -> VllmArgs:
         if args:
             args.pop(0)
     ignored: list[str] = []
+    unknown: list[str] = []
     seen: list[str] = []
     i = 0
     while i < len(args):
@@ -294,11 +308,13 @@ def parse_vllm_argv(argv: list[str]) -> VllmArgs:
         raw_flag, eq, val = tok.partition("=")
         flag = _canonical(raw_flag)
         if flag is None:
+            known = release_flags(release).resolve(_underscores(raw_flag)) is not None
+            bucket = ignored if known else unknown
             if not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
-                ignored.append(f"{raw_flag} {args[i + 1]}")
+                bucket.append(f"{raw_flag} {args[i + 1]}")
                 i += 2
             else:
-                ignored.append(tok)
+                bucket.append(tok)
                 i += 1
             continue
         seen.append(flag)
@@ -326,7 +342,8 @@ def parse_vllm_argv(argv: list[str]) -> VllmArgs:
                 i += 1
         i += 1
     _validate(kw)
-    return VllmArgs(**kw, env=tuple(env), ignored=tuple(ignored), flags_seen=tuple(seen))
+    return VllmArgs(**kw, env=tuple(env), ignored=tuple(ignored), unknown=tuple(unknown),
+                    flags_seen=tuple(seen))
 
 
 def _validate(kw: dict[str, Any]) -> None:

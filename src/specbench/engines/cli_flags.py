@@ -1,0 +1,83 @@
+"""Every flag an engine release accepts, read from the lists in `engines/<engine>/cli_flags/<release>.txt` (each
+written from the engine's own parser by a script under tools/engine/), and argparse's rule for reading a flag:
+an exact option, else a unique prefix of one (`allow_abbrev`, Python's argparse::_parse_optional), else unknown.
+Knows no engine: the engine package passes its folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from specbench.errors import FlagError
+
+
+@dataclass(frozen=True)
+class FlagList:
+    release: str  # the release the list was written from
+    kinds: dict[str, str]  # flag -> "switch" | "value" | "optional" | "list"
+
+    def resolve(self, flag: str) -> str | None:
+        """The option argparse would take `flag` for; None when the release has no such option.
+
+        A prefix that fits several options is the engine's own start-up error (argparse: "ambiguous option")."""
+        if flag in self.kinds:
+            return flag
+        if not flag.startswith("--") or len(flag) < 3:
+            return None
+        cands = sorted(f for f in self.kinds if f.startswith(flag))
+        if len(cands) > 1:
+            raise FlagError(f"ambiguous option: {flag} could match {', '.join(cands[:6])}"
+                            + (" ..." if len(cands) > 6 else "") + f" (the engine's parser, release {self.release})")
+        return cands[0] if cands else None
+
+    def takes_value(self, flag: str) -> bool:
+        return self.kinds.get(flag, "value") != "switch"
+
+
+def _release(name: str) -> Version | None:
+    try:
+        return Version(name)
+    except InvalidVersion:
+        return None
+
+
+@lru_cache(maxsize=None)
+def _lists(folder: str) -> tuple[tuple[Version, Path], ...]:
+    found = [(v, p) for p in Path(folder).glob("*.txt") if (v := _release(p.stem)) is not None]
+    return tuple(sorted(found))
+
+
+@lru_cache(maxsize=None)
+def _read(path: Path, release: str) -> FlagList:
+    kinds: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            flag, _, kind = line.partition(" ")
+            kinds[flag] = kind.strip() or "value"
+    return FlagList(release, kinds)
+
+
+def flag_list(folder: Path, release: str | None) -> FlagList:
+    """The list of the newest release at or below `release` (the oldest list for older releases; the newest when
+    `release` is None or unreadable)."""
+    lists = _lists(str(folder))
+    if not lists:
+        raise FileNotFoundError(f"no flag lists in {folder}")
+    want = _release(release) if release else None
+    chosen = lists[-1]
+    if want is not None:
+        older = [item for item in lists if item[0] <= Version(want.base_version)]
+        chosen = older[-1] if older else lists[0]
+    return _read(chosen[1], str(chosen[0]))
+
+
+def unknown_flags_warning(engine: str, release: str, unknown: tuple[str, ...]) -> str | None:
+    """The plan's warning for flags the release's parser does not have (it would refuse to start)."""
+    if not unknown:
+        return None
+    return (f"unknown to {engine} {release} (its parser would stop with 'unrecognized arguments'; not planned): "
+            + " ".join(unknown))
