@@ -105,4 +105,7 @@ def test_live_sizing_matches_the_plan(boot):
     for pat in (r"Setting attention block size to \d+ tokens[^\n]*?size\.", r"Padding mamba page size by [\d.]+%",
                 r"kv cache group sizes \([\d, ]+\)", r"kv lcm block sizes \d+"):
         m = re.search(pat, log)
-        assert m and any(m.group(0) in x for x in r["log_lines"]), pat
+        planned = [x for x in r["log_lines"] if re.search(pat, x)]
+        # the block-size line only where the Mamba page outgrows 128 tokens (float32 SSM state: AVX512-BF16 CPUs)
+        assert bool(m) == bool(planned), (pat, planned)
+        assert not planned or (m and any(m.group(0) in x for x in planned)), pat
