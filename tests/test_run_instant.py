@@ -295,8 +295,25 @@ def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines() == [f"specbench: error: {m}:4: server.tp: tp must be >= 1, got 0"]
 
 
+def _served(port: int) -> int:
+    """Requests the instant server has finished (its vllm:request_success_total); 0 while it is not up."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0
+    line = next(x for x in text.splitlines() if x.startswith("vllm:request_success_total"))
+    return int(float(line.split()[-1]))
+
+
 def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, tokenizer_dir: Path) -> None:
-    m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, itl_ms=40, concurrency="[1]")
+    # 1 warm-up + 10 requests of 16 tokens at 40 ms per token: the measured phase lasts ~6.5 s; the signal goes
+    # when the server has finished the warm-up and the first measured request (a sign the cell is under way, read
+    # from the server, not a guess at timing), so ~9 requests (~5.8 s) are still to come however loaded the machine
+    port = free_port()
+    m = _matrix(tmp_path / "m.toml", port, tokenizer_dir, itl_ms=40, concurrency="[1]", num_requests=10)
     store = tmp_path / "r.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
                              "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -304,7 +321,7 @@ def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, t
         cid = _wait(lambda: _rows(store, "SELECT cell_id FROM cells WHERE status='running'"), 60, "a running cell")[0][0]
         pgid = json.loads(_wait(lambda: (_rows(store, "SELECT value FROM meta WHERE key='active_server'")
                                          or [("",)])[0][0], 30, "the server"))["pgid"]
-        time.sleep(0.5)
+        _wait(lambda: _served(port) >= 2, 60, "the warm-up and a first measured request")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -36,6 +36,16 @@ def versions(venv: Path) -> str:
                           check=True).stdout.strip()
 
 
+def cpu_features(venv: Path, env: dict[str, str]) -> str:
+    """What the engine's torch answers under the engine's environment, as vLLM asks it
+    (vllm/platforms/cpu.py: torch.cpu._is_avx512_bf16_supported / _is_amx_tile_supported / _is_avx512_supported)."""
+    code = ("import torch.cpu as c; print(f'avx512_bf16={int(c._is_avx512_bf16_supported())} "
+            "amx_tile={int(c._is_amx_tile_supported())} avx512={int(c._is_avx512_supported())} "
+            "cpu_name={c.get_capabilities().get(\"cpu_name\")!r}')")
+    return subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, env=env,
+                          check=True).stdout.strip()
+
+
 def load(cfg: vl.LocalServerConfig, n: int, max_tokens: int) -> list[str]:
     notes = []
     with httpx.Client(base_url=cfg.base_url, timeout=120) as c:
@@ -110,6 +120,7 @@ def main() -> int:
         f"specbench recorded boot '{a.name}' on {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
         f"host: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}",
         f"versions: {versions(venv)}",
+        f"cpu (torch, as vLLM asks it): {cpu_features(venv, dict(cmd.env))}",
         "command: " + shlex.join(cmd.argv),
         "env (set by specbench): " + " ".join(f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())),
         f"outcome: {'started and served' if ok else 'failed to start'}",

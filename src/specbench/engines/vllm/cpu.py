@@ -11,18 +11,108 @@ Device defaults (engine/arg_utils.py::EngineArgs.get_batch_defaults, platforms/c
 CPU_ATTN kernel blocks MultipleOf(32), async scheduling off, max_num_batched_tokens 2048·W and max_num_seqs 128·W
 for the API server, no CUDA graphs (so no Mamba max_num_seqs check), SSM state reset to float32 on CPUs with
 AVX512-BF16 unless fp16/bf16 is asked for a GDN model.
+
+The machine enters the sizing through one CPUID answer, `torch.cpu._is_avx512_bf16_supported()` (and, for MLA
+models only, `_is_amx_tile_supported()`): see `CpuIsa`. On a CPU with AVX512-BF16 (the AMD EPYC the fixtures were
+recorded on; Intel Cooper Lake / Sapphire Rapids and later) the Gated-DeltaNet / Mamba SSM state is stored in
+float32; on one without it (Intel Skylake-SP / Cascade Lake Xeons, AVX2-only CPUs, ARM) it stays in the model
+dtype, the Mamba page is smaller and the hybrid block size and pool change with it.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from specbench.engines.vllm.args import VllmArgs
 from specbench.errors import FlagError
 from specbench.engines.vllm import sizing as C
 
 CPU_ATTN_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # v1/attention/backends/cpu_attn.py
+
+# ------------------------------------------------------------------------------------------ the machine
+
+AVX512_BF16_ENV = "SPECBENCH_CPU_AVX512_BF16"   # pin: 1 / 0 (a process env var, or a leading VAR=value word)
+AMX_ENV = "SPECBENCH_CPU_AMX"                    # pin: 1 / 0
+CPUINFO = Path("/proc/cpuinfo")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class CpuIsa:
+    """The CPU features vLLM's CPU platform asks torch about (torch.cpu._is_*_supported = cpuinfo's CPUID bits,
+    the same bits Linux lists as /proc/cpuinfo flags `avx512_bf16` and `amx_tile`).
+
+    avx512_bf16 -- vllm/platforms/cpu.py::CpuPlatform.check_and_update_config@0.32.0: `if
+        torch.cpu._is_avx512_bf16_supported() and mamba_ssm_cache_dtype != "float32"` the SSM cache dtype is
+        reset to float32 ("Reset SSM cache type to float32 for accelerated GDN mamba backend ..."), unless fp16/bf16
+        is asked for a GDN model. Without AVX512-BF16 nothing is reset: the SSM state keeps the model dtype
+        (bf16: half the bytes). (The same bit picks the kernel library, vllm/platforms/cpu.py::
+        CpuPlatform.import_kernels@0.32.0: _C with it, _C_AVX512 with AVX-512 only, _C_AVX2 otherwise; the
+        kernels do not change any size.)
+    amx_tile -- vllm/platforms/cpu.py::CpuPlatform.check_and_update_config@0.32.0 and get_attn_backend_cls: an
+        MLA model on an AMX CPU gets AMX_MLA (v1/attention/backends/mla/amx_mla.py, kernel blocks MultipleOf(32),
+        block size left at the default 128) instead of the reference CPU_MLA that forces block_size 16.
+    """
+
+    avx512_bf16: bool
+    amx_tile: bool = False
+    source: str = "pinned"
+
+
+AVX512_BF16_MACHINE = CpuIsa(True, False, "pinned: AVX-512 with BF16, no AMX (the AMD EPYC of tests/data)")
+NO_AVX512_BF16_MACHINE = CpuIsa(False, False, "pinned: no AVX512-BF16, no AMX (e.g. an Intel Cascade Lake Xeon)")
+
+
+def _flag(value: str, name: str) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise FlagError(f"{name} must be 1 or 0, got {value!r}")
+
+
+def cpuinfo_flags(path: Path = CPUINFO) -> set[str] | None:
+    """The first `flags` line of /proc/cpuinfo (x86 Linux); None where there is none to read."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(val.split())
+    return None
+
+
+def cpu_isa(args: VllmArgs | None = None, environ=None, cpuinfo: Path = CPUINFO) -> CpuIsa:
+    """The machine a CPU plan is for: a pin among the command's leading env words, else a pin in the process
+    environment (SPECBENCH_CPU_AVX512_BF16 / SPECBENCH_CPU_AMX), else this machine, read the way vLLM decides it
+    (torch.cpu._is_avx512_bf16_supported / _is_amx_tile_supported: the CPUID bits Linux shows as /proc/cpuinfo
+    flags). A machine with no readable flags (not x86 Linux) counts as having neither, as torch answers there."""
+    environ = os.environ if environ is None else environ
+    pins: dict[str, bool] = {}
+    sources = []
+    for name in (AVX512_BF16_ENV, AMX_ENV):
+        val = args.env_value(name) if args is not None else None
+        where = "command"
+        if val is None:
+            val, where = environ.get(name), "environment"
+        if val not in (None, ""):
+            pins[name] = _flag(val, name)
+            sources.append(f"{name}={val} ({where})")
+    flags = None
+    if len(pins) < 2:
+        flags = cpuinfo_flags(cpuinfo)
+        sources.append(f"{cpuinfo} flags" if flags is not None else f"no {cpuinfo} flags (neither feature)")
+    flags = flags or set()
+    bf16 = pins.get(AVX512_BF16_ENV, "avx512_bf16" in flags)
+    amx = pins.get(AMX_ENV, "amx_tile" in flags)
+    return CpuIsa(bf16, amx, "; ".join(sources))
+
 
 
 @dataclass(frozen=True)
@@ -89,7 +179,9 @@ def kv_space_bytes(args: VllmArgs, v: C.Version, *, node_total_bytes: int | None
                      f"memory was consumed by non-kv usages.")
 
 
-def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = True) -> C.Setup:
+def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = True,
+              amx_tile: bool = False) -> C.Setup:
+    """The resolved setup on a CPU with (or without) AVX512-BF16 / AMX; see CpuIsa for the sources."""
     notes: list[str] = []
     W = args.tp * args.pp
     model_dtype, note = C.resolve_model_dtype(m, args.dtype)
@@ -110,8 +202,11 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
         mnbt = min(mns * L, mnbt)
     if args.max_num_seqs is None:
         mns = min(mns, mnbt)
-    if m.mla is not None:
-        bs = 16   # platforms/cpu.py: the CPU MLA kernel needs block_size 16
+    # vllm/platforms/cpu.py::CpuPlatform.check_and_update_config@0.32.0: reference CPU_MLA needs block_size 16;
+    # AMX_MLA (an AMX CPU) keeps the user's or the default 128
+    amx_mla = m.mla is not None and amx_tile
+    if m.mla is not None and not amx_mla:
+        bs = 16
     elif args.block_size:
         bs = args.block_size
     else:
@@ -121,6 +216,7 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
     prefix, mode, mode_note, conv, ssm = C.mamba_setup(m, args, v, k, model_dtype)
     if mode_note:
         notes.append(mode_note)
+    # vllm/platforms/cpu.py::CpuPlatform.check_and_update_config@0.32.0 (torch.cpu._is_avx512_bf16_supported())
     if avx512_bf16 and v >= (0, 30, 0) and args.mamba_ssm_cache_dtype != "float32":
         keep = args.mamba_ssm_cache_dtype in ("float16", "bfloat16") and m.gdn is not None
         if not keep:
@@ -131,8 +227,9 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
     return C.Setup(version=v, device="cpu", tp=args.tp, max_model_len=L, auto_fit=auto_fit, max_num_seqs=mns,
                    max_num_batched_tokens=mnbt, model_dtype=model_dtype,
                    kv_dtype_bytes=C.kv_dtype_bytes_for(args.kv_cache_dtype, model_dtype), conv_dtype=conv,
-                   ssm_dtype=ssm, block_size=bs, kernel_min_block=16 if m.mla is not None else 32,
-                   backend_lcm=16 if m.mla is not None else 32, prefix_caching=prefix, mamba_mode=mode,
+                   ssm_dtype=ssm, block_size=bs,
+                   kernel_min_block=16 if m.mla is not None and not amx_mla else 32,
+                   backend_lcm=16 if m.mla is not None and not amx_mla else 32, prefix_caching=prefix, mamba_mode=mode,
                    spec_method=method, k=k, async_scheduling=False, notes=tuple(notes))
 
 

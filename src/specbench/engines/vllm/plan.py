@@ -48,7 +48,10 @@ class Context:
     draft_weights_gib: float | None = None
     non_kv_gib: float | None = None
     free_at_start_gib: float | None = None   # GPU: measured F0 (--avail-before-load-gib)
+    # CPU: the machine's features vLLM sizes by (vllm_cpu.CpuIsa); context_for reads them (pin or this machine)
     avx512_bf16: bool = True
+    amx_tile: bool = False
+    cpu_isa_source: str = "default: AVX512-BF16, no AMX"
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
         warnings.append("pipeline parallelism is planned as one stage holding every layer")
     _check_tp(m, args.tp)
     if ctx.device == "cpu":
-        setup = vllm_cpu.cpu_setup(args, m, draft, v, avx512_bf16=ctx.avx512_bf16)
+        setup = vllm_cpu.cpu_setup(args, m, draft, v, avx512_bf16=ctx.avx512_bf16, amx_tile=ctx.amx_tile)
         warnings += vllm_cpu.cpu_warnings(m, draft, setup.spec_method)
     else:
         assert ctx.gpu is not None and ctx.total_bytes is not None
@@ -483,7 +486,9 @@ def context_for(args: VllmArgs, opts) -> Context:
             raise UserError(f"{name} must not be negative, got {val}")
     if device == "cpu":
         total = int(opts.gpu_mem_gib * C.GIB) if opts.gpu_mem_gib else None
-        return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib)
+        isa = getattr(opts, "cpu_isa", None) or vllm_cpu.cpu_isa(args)
+        return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
+                       avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source)
     gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
     total = gpu.total_mib * (1 << 20)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
@@ -503,6 +508,8 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["ignored_flags"] = list(args.ignored)
     out["reason"] = explain(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
+    if ctx.device == "cpu":
+        out["cpu_isa"] = {"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
     out["tp"] = args.tp
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
     out["budget_rows"] = budget_rows(out)
@@ -520,6 +527,23 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 _EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node")
 _FLAG_OF = {"model_tag": None, "model": None, "host": None, "port": None, "served_model_name": None}
+
+
+_SSM_RESET = "Reset SSM cache type to float32 for accelerated GDN mamba backend"
+_SSM_KEPT = "SSM state storage for the CPU accelerated GDN backend"
+
+
+def avx512_bf16_from_log(text: str) -> bool | None:
+    """Whether the CPU that produced a vLLM CPU log has AVX512-BF16, from the engine's own lines: 0.30+
+    vllm/platforms/cpu.py::CpuPlatform.check_and_update_config@0.32.0 logs "Reset SSM cache type to float32 ..."
+    (or "Using ... SSM state storage for the CPU accelerated GDN backend.") exactly when
+    torch.cpu._is_avx512_bf16_supported() and the SSM dtype was not float32 already. None when the log cannot
+    tell (not a CPU boot past its config, or --mamba-ssm-cache-dtype float32)."""
+    if _SSM_RESET in text or _SSM_KEPT in text:
+        return True
+    if "device_config=cpu" not in text or "mamba_ssm_cache_dtype': 'float32'" in text:
+        return None
+    return False
 
 
 def argv_from_vllm_log(text: str) -> list[str] | None:
@@ -552,6 +576,8 @@ def argv_from_vllm_log(text: str) -> list[str] | None:
     words: list[str] = []
     if allow_long:
         words.append("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    if cpu and (bf16 := avx512_bf16_from_log(text)) is not None and args.get("mamba_ssm_cache_dtype") != "float32":
+        words.append(f"{vllm_cpu.AVX512_BF16_ENV}={int(bf16)}")   # the machine the log came from
     if cpu and space is not None and args.get("kv_cache_memory_bytes") is None:
         gib = float(space)
         words.append(f"VLLM_CPU_KVCACHE_SPACE={int(gib) if gib.is_integer() else gib}")
