@@ -20,12 +20,9 @@ MIB = float(1 << 20)
 Version = versions.Version
 
 
-def parse_version(v: str) -> Version:
-    """"0.5.12.post1" -> (0, 5, 12); text that is no release number is a FlagError."""
-    return versions.parse_version(v, "SGLang", "0.5.12")
-
-
-NEWEST_SGLANG = "0.5.23"
+# the releases the rule sets were read from (module docstring); a newer release is planned with the newest
+SGLANG_RULE_SETS = ("0.5.12", "0.5.15", "0.5.23")
+NEWEST_SGLANG = SGLANG_RULE_SETS[-1]
 
 
 # --------------------------------------------------------------------------------------------- dtypes

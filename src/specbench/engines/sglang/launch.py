@@ -11,12 +11,12 @@ from 0.5.14 it only logs "has been removed", so it is dropped there too.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
 import httpx
 
 from specbench.engines import argv as argv_words
+from specbench.engines.versions import parse_release
 
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 HEALTH_PATHS = ("/health_generate", "/health")
@@ -35,17 +35,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def parse_version(version: str | None) -> tuple[int, ...] | None:
-    """"0.5.12", "v0.5.17-cu130", "0.5.15.post1" -> (0, 5, 12) ...; None when absent or unreadable."""
-    if not version:
-        return None
-    m = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
-    return tuple(int(x) for x in m.groups()) if m else None
-
-
 def mamba_strategy_flag(version: str | None) -> str:
     """`--mamba-scheduler-strategy` (<= 0.5.13) or `--mamba-radix-cache-strategy` (0.5.14+; the default)."""
-    v = parse_version(version)
+    v = parse_release(version)
     if v is not None and v <= (0, 5, 13):
         return "--mamba-scheduler-strategy"
     return "--mamba-radix-cache-strategy"
@@ -55,7 +47,7 @@ def spell_flag(flag: str, version: str | None) -> str:
     """A user-written flag in this version's spelling (only the renamed mamba strategy differs).
 
     Without a known version the flag is left as the user wrote it."""
-    if flag in ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") and parse_version(version):
+    if flag in ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") and parse_release(version):
         return mamba_strategy_flag(version)
     return flag
 
@@ -132,7 +124,7 @@ def launch_env(env: dict[str, str], algorithm: str, version: str | None = None) 
     notes: list[str] = []
     out = dict(env)
     if SPEC_V2_ENV in out:
-        v = parse_version(version)
+        v = parse_release(version)
         if algorithm.lower() == "ar":
             del out[SPEC_V2_ENV]
             notes.append(f"{SPEC_V2_ENV} dropped: never set for an autoregressive server")

@@ -23,6 +23,7 @@ from typing import Any
 
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.errors import UserError
+from specbench.engines import versions
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm import cpu as vllm_cpu, gpu as vllm_gpu
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
@@ -49,6 +50,7 @@ class Context:
     non_kv_gib: float | None = None
     free_at_start_gib: float | None = None   # GPU: measured F0 (--avail-before-load-gib)
     avx512_bf16: bool = True
+    version_warning: str | None = None  # a release newer than the newest rule set (versions.rule_set_for)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def _with_dtype(m: ModelSpec, dtype: str) -> ModelSpec:
 
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
     v = ctx.version
-    warnings: list[str] = []
+    warnings: list[str] = [ctx.version_warning] if ctx.version_warning else []
     if args.pp > 1:
         warnings.append("pipeline parallelism is planned as one stage holding every layer")
     _check_tp(m, args.tp)
@@ -475,7 +477,7 @@ def load_models(args: VllmArgs, opts) -> tuple[ModelSpec, ModelSpec | None]:
 
 def context_for(args: VllmArgs, opts) -> Context:
     version_text = opts.engine_version or C.NEWEST_VLLM
-    v = C.parse_version(version_text)
+    v, newer = versions.rule_set_for(version_text, C.VLLM_RULE_SETS, "vLLM")
     device = detect_device(args, opts.gpu)
     for name, val in (("--weights-gib", opts.weights_gib), ("--draft-weights-gib", opts.draft_weights_gib),
                       ("--non-kv-gib", opts.non_kv_gib)):
@@ -483,11 +485,12 @@ def context_for(args: VllmArgs, opts) -> Context:
             raise UserError(f"{name} must not be negative, got {val}")
     if device == "cpu":
         total = int(opts.gpu_mem_gib * C.GIB) if opts.gpu_mem_gib else None
-        return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib)
+        return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
+                       version_warning=newer)
     gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
     total = gpu.total_mib * (1 << 20)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
-                   getattr(opts, "avail_before_load_gib", None))
+                   getattr(opts, "avail_before_load_gib", None), version_warning=newer)
 
 
 def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:

@@ -22,14 +22,14 @@ from specbench.engines import versions
 
 GIB = 1 << 30
 Version = versions.Version
-NEWEST_VLLM = "0.33.0"
+# the releases where a rule changes (vllm-memory.md §9, read from the wheels 0.10.2 .. 0.33.0); a newer release
+# is planned with the newest rules
+VLLM_RULE_SETS = ("0.8.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0",
+                  "0.21.0", "0.22.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.32.0", "0.33.0")
+NEWEST_VLLM = VLLM_RULE_SETS[-1]
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
                "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "int8": 1}
-
-
-def parse_version(text: str | None) -> Version:
-    return versions.parse_version(text or NEWEST_VLLM, "vLLM", "0.32.0")
 
 
 def cdiv(a: int, b: int) -> int:
