@@ -8,14 +8,13 @@ import pytest
 
 from specbench.engines.prometheus import samples as parse_prometheus
 from specbench.load.client import RequestResult
+from specbench.load.speedup import speedup, with_speedup
 from specbench.load.metrics import (
     SpecCounters,
     Slo,
     aggregate,
     spec_delta,
-    speedup,
     summary_ms,
-    with_speedup,
 )
 
 

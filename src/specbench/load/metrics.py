@@ -16,7 +16,7 @@ Mean accept length (tokens per verify step, the bonus token included):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +93,7 @@ def aggregate(
     slo: Slo | None = None,
     spec: SpecCounters | None = None,
 ) -> dict[str, Any]:
-    """One cell's `metrics_json` (keys as in docs/structures.md). `speedup` is left None: see `with_speedup`."""
+    """One cell's `metrics_json` (keys as in docs/structures.md). `speedup` is left None: see load/speedup.py."""
     ok = [r for r in results if r.ok]
     dur = duration_s if duration_s > 0 else math.inf  # nothing ran: throughputs 0, never NaN in metrics_json
     out_tokens = sum(r.output_tokens for r in ok)
@@ -145,26 +145,3 @@ def aggregate(
             errors[key] = errors.get(key, 0) + 1
     m["errors"] = errors
     return m
-
-
-def speedup(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> float | None:
-    """output_throughput / the autoregressive baseline's; None without a usable baseline."""
-    if baseline is None:
-        return None
-    base = baseline.get("output_throughput")
-    mine = metrics.get("output_throughput")
-    if not base or mine is None or not math.isfinite(base) or not math.isfinite(mine):
-        return None
-    return float(mine) / float(base)
-
-
-def with_speedup(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Fill `speedup` for cells given as {"tp", "concurrency", "algorithm", "metrics"}: each spec cell
-    against the "ar" cell of the same tp and concurrency (AR cells keep None)."""
-    cells = [dict(c) for c in cells]
-    base = {(c.get("tp"), c.get("concurrency")): c.get("metrics") for c in cells if c.get("algorithm") == "ar"}
-    for c in cells:
-        m = dict(c.get("metrics") or {})
-        m["speedup"] = None if c.get("algorithm") == "ar" else speedup(m, base.get((c.get("tp"), c.get("concurrency"))))
-        c["metrics"] = m
-    return cells

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from specbench.errors import UserError
+from specbench.load import speedup as speedups
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -80,8 +81,7 @@ class CellRecord:
     @property
     def is_ar(self) -> bool:
         """Autoregressive baseline: `cells.algorithm == "ar"` (docs/structures.md)."""
-        algorithm = (self.algorithm or "").lower()
-        return algorithm == "ar" or (not algorithm and self.label.lower() == "ar")
+        return speedups.is_ar(self.algorithm, self.label)
 
     @property
     def concurrency(self) -> int | None:
@@ -108,9 +108,7 @@ class CellRecord:
     def baseline_key(self) -> tuple[Any, ...]:
         """Cells with equal keys compare against the same AR cell (matrix/spec.py Cell.baseline_key):
         TP, concurrency, and client_json prompt_tokens, output_tokens, request_rate, dataset."""
-        c = self.client
-        return (self.tp, self.concurrency, c.get("prompt_tokens"), c.get("output_tokens"),
-                str(c.get("request_rate")) if c.get("request_rate") is not None else None, c.get("dataset"))
+        return speedups.baseline_key(self.tp, self.concurrency, self.client)
 
     def metric(self, key: str) -> float | None:
         """A numeric metrics_json value, or None when absent or not a number."""
