@@ -17,24 +17,15 @@ from typing import Any, Mapping
 
 from specbench.errors import UserError
 from specbench.load import speedup as speedups
+from specbench.matrix import store as store_schema
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# Columns read per table (docs/structures.md "Results store"); absent ones read as None.
-SERVER_COLUMNS = (
-    "server_id", "phase", "tp", "engine", "settings_json", "command_json", "env_json", "verdict",
-    "plan_json", "server_info_json", "status", "log_path", "log_text", "diagnosis_json",
-    "started_at", "ended_at",
-)
-CELL_COLUMNS = (
-    "cell_id", "server_id", "phase", "tp", "algorithm", "label", "server_json", "client_json",
-    "status", "reason", "attempts", "started_at", "ended_at", "metrics_json", "clamp_json",
-    "log_text", "diagnosis_json",
-)
-REQUEST_COLUMNS = (
-    "cell_id", "idx", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "error", "accept_len",
-    "spec_verify_ct",
-)
+# Columns read per table: the store's own (matrix/store.py, docs/structures.md "Results store"); absent ones read
+# as None. The requests' inter-token latencies (`itl_json`) are not read by the report.
+SERVER_COLUMNS = store_schema.SERVER_COLUMNS
+CELL_COLUMNS = store_schema.CELL_COLUMNS
+REQUEST_COLUMNS = tuple(c for c in store_schema.REQUEST_COLUMNS if c != "itl_json")
 
 
 @dataclass(frozen=True)
