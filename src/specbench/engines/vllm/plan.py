@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
+from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.errors import UserError
 from specbench.engines import versions
 from specbench.engines.vllm import sizing as C
@@ -520,7 +521,6 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ from a log
 
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 _EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node")
 _FLAG_OF = {"model_tag": None, "model": None, "host": None, "port": None, "served_model_name": None}
 
@@ -535,9 +535,9 @@ def argv_from_vllm_log(text: str) -> list[str] | None:
     space: str | None = None
     allow_long = False
     for line in text.splitlines():
-        if args is None and (m := _NON_DEFAULT.search(line)):
+        if args is None and (dump := nondefault_args_text(line) or "").endswith("}"):
             try:
-                val = ast.literal_eval(m.group(1))
+                val = ast.literal_eval(dump)
             except (ValueError, SyntaxError):
                 continue
             if isinstance(val, dict):
