@@ -16,6 +16,7 @@ import jinja2
 import pytest
 from tokenizers import Tokenizer
 
+from specbench.engines import prometheus
 from specbench.engines.vllm import local as vl
 from specbench.errors import UserError
 from specbench.matrix.lifecycle import ServerProcess
@@ -87,10 +88,9 @@ def test_metrics_parser_on_real_text() -> None:
         'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="tiny-target",position="0"} 150.0\n'
         'vllm:cache_config_info{block_size="128",engine="0",kv_cache_size_tokens="524288",num_gpu_blocks="4096"} 1.0\n'
     )
-    samples = vl.parse_metrics(text)
-    assert vl.cache_config_from_metrics(samples) == {"block_size": "128", "kv_cache_size_tokens": "524288",
+    assert vl.cache_config_from_metrics(text) == {"block_size": "128", "kv_cache_size_tokens": "524288",
                                                      "num_gpu_blocks": "4096"}
-    spec = vl.spec_decode_from_metrics(samples)
+    spec = prometheus.spec_decode(text)
     assert spec["spec_decode_num_draft_tokens_total"] == 1170.0
     assert spec["spec_decode_num_accepted_tokens_per_pos_total[0]"] == 150.0
     assert spec["mean_acceptance_length"] == pytest.approx(1.5)

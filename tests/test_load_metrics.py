@@ -6,16 +6,15 @@ import math
 
 import pytest
 
+from specbench.engines.prometheus import samples as parse_prometheus
 from specbench.load.client import RequestResult
+from specbench.load.speedup import speedup, with_speedup
 from specbench.load.metrics import (
     SpecCounters,
     Slo,
     aggregate,
-    parse_prometheus,
     spec_delta,
-    speedup,
     summary_ms,
-    with_speedup,
 )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from specbench.engines.sglang import launch as sg
+from specbench.engines.versions import parse_release
 from specbench.matrix import lifecycle
 
 BASE = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-27B", "--tp", "2",
@@ -59,9 +60,9 @@ def test_spec_v2_never_for_ar_and_gone_from_0_5_14() -> None:
 def test_client_mode_and_versions() -> None:
     assert sg.client_mode(BASE) == "openai"
     assert sg.client_mode(BASE + ["--skip-tokenizer-init"]) == "generate-ids"
-    assert sg.parse_version("v0.5.17-cu130") == (0, 5, 17)
-    assert sg.parse_version("0.5.15.post1") == (0, 5, 15)
-    assert sg.parse_version(None) is None and sg.parse_version("dev") is None
+    assert parse_release("v0.5.17-cu130") == (0, 5, 17)
+    assert parse_release("0.5.15.post1") == (0, 5, 15)
+    assert parse_release(None) is None and parse_release("dev") is None
 
 
 @pytest.fixture(scope="module")

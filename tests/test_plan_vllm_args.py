@@ -66,3 +66,16 @@ def test_absolute_exe_path_and_roundtrip():
 def test_bad_values_are_one_line_user_errors(cmd, msg):
     with pytest.raises(UserError, match=msg):
         parse(cmd)
+
+
+def test_one_non_default_args_reader() -> None:
+    """engines/vllm/loglines.py::nondefault_args_text is what the log reader and the re-planner both use."""
+    from specbench.engines.vllm import plan as vplan
+    from specbench.engines.vllm.loglines import nondefault_args_text
+
+    line = "(APIServer pid=1) INFO 05-12 10:00:00 [utils.py:233] non-default args: {'model': 'm', 'port': 8000}  "
+    assert nondefault_args_text(line) == "{'model': 'm', 'port': 8000}"
+    assert nondefault_args_text("non-default args: {'model': 'm', 'ma") == "{'model': 'm', 'ma"  # truncated dump
+    assert nondefault_args_text("INFO nothing here") is None
+    assert not hasattr(vplan, "_NON_DEFAULT")
+    assert vplan.argv_from_vllm_log(line) is not None

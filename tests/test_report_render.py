@@ -15,7 +15,8 @@ from PIL import Image
 
 from specbench.report.build import Written, report_paths
 from specbench.report.load import load_store
-from specbench.testing.synthetic import SCHEMA, write_store
+from specbench.matrix.store import SCHEMA
+from specbench.testing.synthetic import write_store
 
 GREEN = (0x2C, 0xA0, 0x2C)  # plots.PALETTE[2]: the colour of the third speculative config, ddtree-b16 here
 BLACK_AR = (0x22, 0x22, 0x22)

@@ -13,7 +13,8 @@ from specbench.errors import UserError
 from specbench.report.compare import load_stores, unique_labels
 from specbench.report.load import load_store
 from specbench.report.plots import pareto_front
-from specbench.testing.synthetic import SCHEMA, write_store
+from specbench.matrix.store import SCHEMA
+from specbench.testing.synthetic import write_store
 from specbench.report.tables import build_tables, one_line, safe_name, summarize
 
 
@@ -24,13 +25,26 @@ def _columns(ddl: str) -> dict[str, list[str]]:
     return {t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")] for t in tables}
 
 
-def test_synthetic_schema_matches_docs_and_the_writer() -> None:
+def test_synthetic_schema_matches_docs_and_the_writer(tmp_path: Path) -> None:
+    """docs/structures.md == matrix/store.py SCHEMA (the one owner) == what the synthetic writer and the runner's
+    Store create; the report reads the owner's columns."""
+    from specbench.matrix import store as store_mod
+    from specbench.report import load as report_load
+
     docs = Path(__file__).resolve().parents[1] / "docs" / "structures.md"
     block = re.search(r"```sql\n(.*?)```", docs.read_text(), re.S)
     assert block is not None
     assert _columns(SCHEMA) == _columns(block.group(1))
-    store_mod = pytest.importorskip("specbench.matrix.store")
-    assert _columns(SCHEMA) == _columns(store_mod.SCHEMA)
+    con = sqlite3.connect(write_store(tmp_path / "synthetic.db"))
+    written = {t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")]
+               for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert written == _columns(SCHEMA)
+    store_mod.Store(tmp_path / "runner.db").close()
+    assert _columns(SCHEMA) == {t: list(c) for t, c in store_mod.COLUMNS.items()}
+    for table, cols in (("servers", report_load.SERVER_COLUMNS), ("cells", report_load.CELL_COLUMNS),
+                        ("requests", report_load.REQUEST_COLUMNS)):
+        assert set(cols) <= set(store_mod.COLUMNS[table])
 
 
 def test_speedup_is_throughput_over_ar_at_same_tp_and_concurrency(tmp_path: Path) -> None:

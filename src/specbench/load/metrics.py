@@ -1,4 +1,4 @@
-"""Per-cell aggregation of request results (pure functions) and Prometheus counter helpers.
+"""Per-cell aggregation of request results (pure functions); the /metrics counters come from engines/prometheus.py.
 
 Definitions follow vLLM's bench client (vllm/benchmarks/serve.py::calculate_metrics) so numbers are
 comparable: throughputs divide by the measured wall time; TPOT per request is
@@ -16,13 +16,13 @@ Mean accept length (tokens per verify step, the bonus token included):
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from specbench.engines.prometheus import SpecCounters, spec_delta  # noqa: F401 - the cell's counters (re-exported)
 from specbench.load.client import RequestResult
 
 PERCENTILES = (50, 90, 99)
@@ -56,75 +56,6 @@ def summary_ms(values_s: Sequence[float], name: str) -> dict[str, float | None]:
     for p, v in zip(PERCENTILES, np.percentile(a, PERCENTILES)):
         out[f"{name}_ms_p{p}"] = float(v)
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class SpecCounters:
-    """vLLM spec-decode counters (one /metrics scrape, or a delta of two)."""
-
-    drafts: float = 0.0
-    draft_tokens: float = 0.0
-    accepted: float = 0.0
-
-    @property
-    def accept_length(self) -> float | None:
-        """1 + accepted / drafts; None when nothing was drafted."""
-        return 1.0 + self.accepted / self.drafts if self.drafts > 0 else None
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        return self.accepted / self.draft_tokens if self.draft_tokens > 0 else None
-
-    def minus(self, before: SpecCounters) -> SpecCounters:
-        return SpecCounters(self.drafts - before.drafts, self.draft_tokens - before.draft_tokens,
-                            self.accepted - before.accepted)
-
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> {metric name: value summed over its label sets}.
-
-    `_created` samples (timestamps, not counts) are skipped.
-    """
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        name, value = m.group(1), m.group(3)
-        if name.endswith("_created"):
-            continue
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        if math.isnan(v):
-            continue
-        out[name] = out.get(name, 0.0) + v
-    return out
-
-
-def _counter(samples: Mapping[str, float], base: str) -> float:
-    # prometheus_client exports counter `x` as `x_total`; older vLLM names lacked the suffix
-    return samples.get(base + "_total", samples.get(base, 0.0))
-
-
-def vllm_spec_counters(samples: Mapping[str, float]) -> SpecCounters:
-    """The spec-decode counters vLLM exports on /metrics (vllm/v1/metrics/loggers.py)."""
-    return SpecCounters(
-        drafts=_counter(samples, "vllm:spec_decode_num_drafts"),
-        draft_tokens=_counter(samples, "vllm:spec_decode_num_draft_tokens"),
-        accepted=_counter(samples, "vllm:spec_decode_num_accepted_tokens"),
-    )
-
-
-def spec_delta(before_text: str, after_text: str) -> SpecCounters:
-    """Spec-decode counters accumulated between two /metrics scrapes (one cell)."""
-    return vllm_spec_counters(parse_prometheus(after_text)).minus(vllm_spec_counters(parse_prometheus(before_text)))
 
 
 # Two stream events closer than this arrived in the same socket read (the client stamps each read once).
@@ -162,7 +93,7 @@ def aggregate(
     slo: Slo | None = None,
     spec: SpecCounters | None = None,
 ) -> dict[str, Any]:
-    """One cell's `metrics_json` (keys as in docs/structures.md). `speedup` is left None: see `with_speedup`."""
+    """One cell's `metrics_json` (keys as in docs/structures.md). `speedup` is left None: see load/speedup.py."""
     ok = [r for r in results if r.ok]
     dur = duration_s if duration_s > 0 else math.inf  # nothing ran: throughputs 0, never NaN in metrics_json
     out_tokens = sum(r.output_tokens for r in ok)
@@ -214,26 +145,3 @@ def aggregate(
             errors[key] = errors.get(key, 0) + 1
     m["errors"] = errors
     return m
-
-
-def speedup(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> float | None:
-    """output_throughput / the autoregressive baseline's; None without a usable baseline."""
-    if baseline is None:
-        return None
-    base = baseline.get("output_throughput")
-    mine = metrics.get("output_throughput")
-    if not base or mine is None or not math.isfinite(base) or not math.isfinite(mine):
-        return None
-    return float(mine) / float(base)
-
-
-def with_speedup(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Fill `speedup` for cells given as {"tp", "concurrency", "algorithm", "metrics"}: each spec cell
-    against the "ar" cell of the same tp and concurrency (AR cells keep None)."""
-    cells = [dict(c) for c in cells]
-    base = {(c.get("tp"), c.get("concurrency")): c.get("metrics") for c in cells if c.get("algorithm") == "ar"}
-    for c in cells:
-        m = dict(c.get("metrics") or {})
-        m["speedup"] = None if c.get("algorithm") == "ar" else speedup(m, base.get((c.get("tp"), c.get("concurrency"))))
-        c["metrics"] = m
-    return cells

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from specbench.errors import UserError
+from specbench.load import speedup as speedups
 from specbench.matrix import lifecycle
 from specbench.engines.base import Engine, engine
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
@@ -505,31 +506,23 @@ def _next_log_path(log_dir: Path, server_id: str) -> Path:
 
 
 def fill_speedups(store: Store) -> None:
-    """metrics.speedup = output_throughput / AR output_throughput at the same baseline key (null for AR)."""
+    """metrics.speedup = output_throughput / AR output_throughput at the same baseline key (null for AR),
+    rounded to 4 digits (load/speedup.py)."""
     rows = [r for r in store.cells() if r.get("status") == "done" and r.get("metrics")]
-    ar: dict[tuple[Any, ...], float] = {}
-    for r in rows:
-        if r["algorithm"] == "ar":
-            thr = r["metrics"].get("output_throughput")
-            if thr:
-                ar[_baseline_key(r)] = float(thr)
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        c = r.get("client") or {}
+        return speedups.baseline_key(r.get("tp"), c.get("concurrency"), c)
+
+    index = speedups.ar_index((key(r), speedups.is_ar(r.get("algorithm")), r["metrics"].get("output_throughput"))
+                              for r in rows)
     for r in rows:
         m = dict(r["metrics"])
-        if r["algorithm"] == "ar":
-            new = None
-        else:
-            base = ar.get(_baseline_key(r))
-            thr = m.get("output_throughput")
-            new = round(float(thr) / base, 4) if base and thr is not None else None
+        new = speedups.speedup_at(key(r), speedups.is_ar(r.get("algorithm")), m.get("output_throughput"), index)
+        new = None if new is None else round(new, 4)
         if m.get("speedup") != new or "speedup" not in m:
             m["speedup"] = new
             store.set_metrics(r["cell_id"], m)
-
-
-def _baseline_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    c = row.get("client") or {}
-    return (row.get("tp"), c.get("concurrency"), c.get("prompt_tokens"), c.get("output_tokens"),
-            str(c.get("request_rate")), c.get("dataset"))
 
 
 # ----------------------------------------------------------------------------- dry run

@@ -44,6 +44,32 @@ CREATE TABLE IF NOT EXISTS requests(cell_id TEXT, idx INTEGER, prompt_tokens INT
                       accept_len REAL, spec_verify_ct INTEGER, PRIMARY KEY (cell_id, idx));
 """
 
+
+
+def _columns_of(ddl: str) -> dict[str, tuple[str, ...]]:
+    con = sqlite3.connect(":memory:")
+    try:
+        con.executescript(ddl)
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY rowid")]
+        return {t: tuple(r[1] for r in con.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        con.close()
+
+
+# Column names per table, in DDL order, read from SCHEMA itself (so there is no second list to keep in step)
+COLUMNS: dict[str, tuple[str, ...]] = _columns_of(SCHEMA)
+META_COLUMNS = COLUMNS["meta"]
+SERVER_COLUMNS = COLUMNS["servers"]
+CELL_COLUMNS = COLUMNS["cells"]
+REQUEST_COLUMNS = COLUMNS["requests"]
+
+
+def insert_sql(table: str) -> str:
+    """`INSERT INTO table(every column) VALUES(?, ...)`, for writers that fill whole rows (testing/synthetic.py)."""
+    cols = COLUMNS[table]
+    return f"INSERT INTO {table}({', '.join(cols)}) VALUES({', '.join('?' * len(cols))})"
+
+
 CELL_STATUSES = ("pending", "running", "done", "failed", "skipped")
 SERVER_STATUSES = ("pending", "running", "ready", "stopped", "failed", "skipped")
 

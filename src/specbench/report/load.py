@@ -16,24 +16,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from specbench.errors import UserError
+from specbench.load import speedup as speedups
+from specbench.matrix import store as store_schema
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# Columns read per table (docs/structures.md "Results store"); absent ones read as None.
-SERVER_COLUMNS = (
-    "server_id", "phase", "tp", "engine", "settings_json", "command_json", "env_json", "verdict",
-    "plan_json", "server_info_json", "status", "log_path", "log_text", "diagnosis_json",
-    "started_at", "ended_at",
-)
-CELL_COLUMNS = (
-    "cell_id", "server_id", "phase", "tp", "algorithm", "label", "server_json", "client_json",
-    "status", "reason", "attempts", "started_at", "ended_at", "metrics_json", "clamp_json",
-    "log_text", "diagnosis_json",
-)
-REQUEST_COLUMNS = (
-    "cell_id", "idx", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "error", "accept_len",
-    "spec_verify_ct",
-)
+# Columns read per table: the store's own (matrix/store.py, docs/structures.md "Results store"); absent ones read
+# as None. The requests' inter-token latencies (`itl_json`) are not read by the report.
+SERVER_COLUMNS = store_schema.SERVER_COLUMNS
+CELL_COLUMNS = store_schema.CELL_COLUMNS
+REQUEST_COLUMNS = tuple(c for c in store_schema.REQUEST_COLUMNS if c != "itl_json")
 
 
 @dataclass(frozen=True)
@@ -80,8 +72,7 @@ class CellRecord:
     @property
     def is_ar(self) -> bool:
         """Autoregressive baseline: `cells.algorithm == "ar"` (docs/structures.md)."""
-        algorithm = (self.algorithm or "").lower()
-        return algorithm == "ar" or (not algorithm and self.label.lower() == "ar")
+        return speedups.is_ar(self.algorithm, self.label)
 
     @property
     def concurrency(self) -> int | None:
@@ -108,9 +99,7 @@ class CellRecord:
     def baseline_key(self) -> tuple[Any, ...]:
         """Cells with equal keys compare against the same AR cell (matrix/spec.py Cell.baseline_key):
         TP, concurrency, and client_json prompt_tokens, output_tokens, request_rate, dataset."""
-        c = self.client
-        return (self.tp, self.concurrency, c.get("prompt_tokens"), c.get("output_tokens"),
-                str(c.get("request_rate")) if c.get("request_rate") is not None else None, c.get("dataset"))
+        return speedups.baseline_key(self.tp, self.concurrency, self.client)
 
     def metric(self, key: str) -> float | None:
         """A numeric metrics_json value, or None when absent or not a number."""

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from specbench.load import speedup as speedups
 from specbench.report.compare import Entry, entries
 from specbench.report.load import CellRecord, ServerRecord, Store, label_key, natural_key
 
@@ -179,14 +180,9 @@ ArIndex = Mapping[tuple[Any, ...], float]
 
 
 def ar_throughputs(stores: Sequence[Store]) -> dict[tuple[Any, ...], float]:
-    """(store label, *CellRecord.baseline_key) -> output_throughput of the done AR cell there."""
-    out: dict[tuple[Any, ...], float] = {}
-    for store in stores:
-        for cell in store.cells:
-            tput = cell.metric("output_throughput")
-            if cell.is_ar and cell.status == DONE and tput:
-                out[(store.label, *cell.baseline_key)] = tput
-    return out
+    """(store label, *CellRecord.baseline_key) -> output_throughput of the done AR cell there (load/speedup.py)."""
+    return speedups.ar_index(((store.label, *cell.baseline_key), cell.is_ar and cell.status == DONE,
+                              cell.metric("output_throughput")) for store in stores for cell in store.cells)
 
 
 def speedup_of(store: Store, cell: CellRecord, ar: ArIndex) -> tuple[float | None, str, float | None]:
@@ -202,7 +198,7 @@ def speedup_of(store: Store, cell: CellRecord, ar: ArIndex) -> tuple[float | Non
         return None, "", base
     if not base:
         return None, "no-baseline", None
-    return tput / base, "computed", base
+    return speedups.ratio(tput, base), "computed", base
 
 
 # ---------------------------------------------------------------- diagnosis and logs

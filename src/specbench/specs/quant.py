@@ -18,11 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-DTYPE_BYTES = {
-    "float32": 4.0, "fp32": 4.0, "float": 4.0,
-    "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
-    "float8_e4m3fn": 1.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0,
-}
+from specbench.specs.dtypes import DTYPE_BYTES, canonical
 
 
 @dataclass(frozen=True)
@@ -34,7 +30,7 @@ class Scheme:
 
     @staticmethod
     def dense(dtype: str) -> "Scheme":
-        return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype), DTYPE_BYTES.get(dtype, 2.0))
+        return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype), DTYPE_BYTES.get(canonical(dtype), 2.0))
 
 
 def _short(dtype: str) -> str:

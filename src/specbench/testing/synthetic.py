@@ -1,4 +1,4 @@
-"""Synthetic results stores with the exact schema of docs/structures.md, written with plain sqlite3.
+"""Synthetic results stores with the store's own schema (matrix/store.py SCHEMA), written with plain sqlite3.
 
 For tests and for trying `specbench report` without a GPU. The shape follows the incident in
 shared/scenario/README.md: TP1/TP4/TP8 x ar / dflash / ddtree-b{4,8,16} x concurrency, an AR
@@ -15,20 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
-SCHEMA = """
-CREATE TABLE meta    (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE servers (server_id TEXT PRIMARY KEY, phase INTEGER, tp INTEGER, engine TEXT,
-                      settings_json TEXT, command_json TEXT, env_json TEXT, verdict TEXT, plan_json TEXT,
-                      server_info_json TEXT, status TEXT, log_path TEXT, log_text TEXT, diagnosis_json TEXT,
-                      started_at REAL, ended_at REAL);
-CREATE TABLE cells   (cell_id TEXT PRIMARY KEY, server_id TEXT, phase INTEGER, tp INTEGER, algorithm TEXT,
-                      label TEXT, server_json TEXT, client_json TEXT, status TEXT, reason TEXT,
-                      attempts INTEGER DEFAULT 0, started_at REAL, ended_at REAL, metrics_json TEXT,
-                      clamp_json TEXT, log_text TEXT, diagnosis_json TEXT);
-CREATE TABLE requests(cell_id TEXT, idx INTEGER, prompt_tokens INTEGER, output_tokens INTEGER,
-                      ttft_s REAL, e2e_s REAL, itl_json TEXT, error TEXT,
-                      accept_len REAL, spec_verify_ct INTEGER, PRIMARY KEY (cell_id, idx));
-"""
+from specbench.matrix.store import SCHEMA, insert_sql
 
 LABELS = ("ar", "dflash", "ddtree-b4", "ddtree-b8", "ddtree-b16")
 MEAN_ACCEPT = {"dflash": 3.1, "ddtree-b4": 2.6, "ddtree-b8": 3.4, "ddtree-b16": 4.0}
@@ -117,7 +104,7 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
     rng = random.Random(seed)
     con = sqlite3.connect(path)
     con.executescript(SCHEMA)
-    con.executemany("INSERT INTO meta VALUES (?, ?)", [
+    con.executemany(insert_sql("meta"), [
         ("engine", engine), ("engine_version", engine_version), ("host", "synthetic"),
         ("specbench_version", "0.1.0"), ("synthetic", "true: made-up numbers for tests"),
     ])
@@ -144,7 +131,7 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
                      "explanation": "max_mamba_cache_size is 2, too small for 8 running requests and the draft."}
                     if server_fails else None)
             con.execute(
-                "INSERT INTO servers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                insert_sql("servers"),
                 (sid, phase, tp, engine, json.dumps(settings),
                  json.dumps(["python", "-m", "sglang.launch_server", "--tp", str(tp)]), json.dumps({}),
                  "launch", json.dumps(_plan(tp, label, server_fails)), None, status, f"/logs/{sid}.log",
@@ -172,7 +159,7 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
                     metrics["output_throughput"] *= throughput_scale
                     row.update(status="done", metrics=metrics, accepts=accepts, log=f"cell {cid}: {n_req} requests ok\n")
                 con.execute(
-                    "INSERT INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    insert_sql("cells"),
                     (cid, sid, phase, tp, algorithm.lower() if label == "ar" else algorithm, label,
                      json.dumps(settings), json.dumps(client), row["status"], row["reason"],
                      0 if row["status"] == "pending" else 1, t, t + 30,
@@ -182,7 +169,7 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
                      row["log"], json.dumps(row["diag"]) if row["diag"] else None),
                 )
                 for i, acc in enumerate(row["accepts"]):
-                    con.execute("INSERT INTO requests VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    con.execute(insert_sql("requests"),
                                 (cid, i, 1024, 256, 0.1, 9.0, json.dumps([0.03] * 4), None, acc, 64))
                 t += 31
     con.commit()

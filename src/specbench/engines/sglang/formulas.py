@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import FlagError
 from specbench.engines import versions
+from specbench.specs import dtypes
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 
@@ -20,26 +21,28 @@ MIB = float(1 << 20)
 Version = versions.Version
 
 
-def parse_version(v: str) -> Version:
-    """"0.5.12.post1" -> (0, 5, 12); text that is no release number is a FlagError."""
-    return versions.parse_version(v, "SGLang", "0.5.12")
-
-
-NEWEST_SGLANG = "0.5.23"
+# the releases the rule sets were read from (module docstring); a newer release is planned with the newest
+SGLANG_RULE_SETS = ("0.5.12", "0.5.15", "0.5.23")
+NEWEST_SGLANG = SGLANG_RULE_SETS[-1]
 
 
 # --------------------------------------------------------------------------------------------- dtypes
-def dtype_bytes(name: str) -> float:
-    n = name.lower().replace("torch.", "")
-    if n in ("float32", "fp32", "float"):
-        return 4
-    if n in ("bfloat16", "bf16", "float16", "fp16", "half", "auto"):
-        return 2
+def _sglang_dtype(n: str) -> str:
+    """SGLang's spellings onto specs/dtypes.py: `auto` is the bf16 default; any fp8*/float8*/mxfp8* is one byte and
+    any fp4*/nvfp4*/float4* (fp4_e2m1, ...) one byte per packed pair (sglang-memory.md §3.1)."""
+    if n == "auto":
+        return "bfloat16"
     if n.startswith(("fp8", "float8", "mxfp8")):
-        return 1
+        return "fp8"
     if n.startswith(("fp4", "nvfp4", "float4")):
-        return 1  # torch.float4_e2m1fn_x2: one byte per packed pair (sglang-memory.md §3.1)
-    raise FlagError(f"unknown dtype {name!r}")
+        return "fp4"
+    return n
+
+
+def dtype_bytes(name: str) -> float:
+    n = dtypes.canonical(name)
+    spelled = _sglang_dtype(n)
+    return dtypes.dtype_bytes(name, {n: spelled} if spelled != n else None)
 
 
 def kv_dtype(args: SglangArgs, m: ModelSpec) -> str:

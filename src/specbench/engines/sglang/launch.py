@@ -11,7 +11,6 @@ from 0.5.14 it only logs "has been removed", so it is dropped there too.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -21,6 +20,7 @@ from specbench.engines.base import Launch
 
 from specbench.engines import argv as argv_words
 from specbench.engines.sglang import knobs
+from specbench.engines.versions import parse_release
 
 if TYPE_CHECKING:
     from specbench.matrix.spec import MatrixSpec
@@ -34,17 +34,9 @@ SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
 _SAME_SETTING = {"--speculative-num-draft-tokens": ("--speculative-dflash-block-size",)}
 
 
-def parse_version(version: str | None) -> tuple[int, ...] | None:
-    """"0.5.12", "v0.5.17-cu130", "0.5.15.post1" -> (0, 5, 12) ...; None when absent or unreadable."""
-    if not version:
-        return None
-    m = re.search(r"(\d+)\.(\d+)\.(\d+)", version)
-    return tuple(int(x) for x in m.groups()) if m else None
-
-
 def mamba_strategy_flag(version: str | None) -> str:
     """`--mamba-scheduler-strategy` (<= 0.5.13) or `--mamba-radix-cache-strategy` (0.5.14+; the default)."""
-    v = parse_version(version)
+    v = parse_release(version)
     if v is not None and v <= (0, 5, 13):
         return "--mamba-scheduler-strategy"
     return "--mamba-radix-cache-strategy"
@@ -54,7 +46,7 @@ def spell_flag(flag: str, version: str | None) -> str:
     """A user-written flag in this version's spelling (only the renamed mamba strategy differs).
 
     Without a known version the flag is left as the user wrote it."""
-    if flag in ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") and parse_version(version):
+    if flag in ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") and parse_release(version):
         return mamba_strategy_flag(version)
     return flag
 
@@ -129,7 +121,7 @@ def launch_env(env: dict[str, str], algorithm: str, version: str | None = None) 
     notes: list[str] = []
     out = dict(env)
     if SPEC_V2_ENV in out:
-        v = parse_version(version)
+        v = parse_release(version)
         if algorithm.lower() == "ar":
             del out[SPEC_V2_ENV]
             notes.append(f"{SPEC_V2_ENV} dropped: never set for an autoregressive server")

@@ -7,10 +7,10 @@ Everything here reads the engine's own argument dump; the model-dependent parts 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 from specbench.logs.facts import LogFacts
 
@@ -48,17 +48,12 @@ def sglang_era(args: dict[str, Any]) -> str | None:
     return None
 
 
-def _version_tuple(v: str | None) -> tuple[int, ...] | None:
-    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", v or "")
-    return tuple(int(x) for x in m.groups()) if m else None
-
-
 def scratch_before_split(facts: LogFacts) -> bool:
     """True for SGLang <= 0.5.12: the speculative scratch p·mrr·D (mrr as requested) is taken before the Mamba/KV
     split, so K and N shrink with max_running_requests (`handle_max_mamba_cache`, research §9-§10). Read from the
     printed version when there is one, else from the argument names (<= 0.5.13; 0.5.13 itself cannot be told apart
     by names and is taken as the older rule, as the planner's `infer_version` does)."""
-    version = _version_tuple(facts.engine_version)
+    version = parse_release(facts.engine_version)
     if version is not None:
         return version < (0, 5, 13)
     return sglang_era(facts.server_args) == "<=0.5.13"

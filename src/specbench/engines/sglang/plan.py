@@ -15,6 +15,7 @@ from typing import Any
 from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import FlagError
 from specbench.engines.sglang import formulas as C
+from specbench.engines import versions
 from specbench.engines.sglang.pools import PoolInputs, Pools, size_pools
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
@@ -157,12 +158,12 @@ def era_of(version: C.Version) -> str:
 
 def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: GpuSpec, version_text: str,
                 measured: Measured = Measured()) -> SglangPlan:
-    version = C.parse_version(version_text)
+    version, newer = versions.rule_set_for(version_text, C.SGLANG_RULE_SETS, "SGLang")
     era = era_of(version)
     tp = args.tp
     attn_tp = tp // (args.dp if args.enable_dp_attention else 1) or 1
     _check_divisibility(m, tp, attn_tp)
-    warnings: list[str] = []
+    warnings: list[str] = [newer] if newer else []
     notes: list[str] = []
 
     # flags as the targeted version spells them

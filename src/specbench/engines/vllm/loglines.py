@@ -42,6 +42,14 @@ _V_GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + NUM + GB + r" \(actual\
 _V_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 _V_MAMBA_MODE = re.compile(r"Mamba cache mode is set to '(\w+)'")
 _V_NONDEFAULT = re.compile(r"non-default args: (\{.*)")
+
+
+def nondefault_args_text(line: str) -> str | None:
+    """The `{...}` text of vLLM's start-up dump "non-default args: {...}" (entrypoints/utils.py), to the end of the
+    line, trailing blanks dropped; a truncated dump keeps what was printed. None when the line has none."""
+    m = _V_NONDEFAULT.search(line)
+    return m.group(1).rstrip() if m else None
+
 _V_INIT = re.compile(r"Initializing a V\d LLM engine \(v([\w.+\-]+)\) with config: (.*)")
 _V_VERSION = re.compile(r"vLLM API server version ([\w.+\-]+)")
 _V_READY = re.compile(r"Starting vLLM API server|init engine \(profile, create kv cache, warmup model\) took", re.I)
@@ -144,10 +152,10 @@ def vllm_line(acc: Acc, line: Line) -> bool:
     if m:
         acc.first("mamba_cache_mode", m.group(1))
         return True
-    m = _V_NONDEFAULT.search(t)
-    if m:
+    dump = nondefault_args_text(t)
+    if dump is not None:
         if not acc.server_args:
-            acc.server_args = parse_vllm_dict(m.group(1))
+            acc.server_args = parse_vllm_dict(dump)
         return True
     m = _V_INIT.search(t)
     if m:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
+from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.errors import UserError
+from specbench.engines import versions
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm import cpu as vllm_cpu, gpu as vllm_gpu
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
@@ -52,6 +54,7 @@ class Context:
     avx512_bf16: bool = True
     amx_tile: bool = False
     cpu_isa_source: str = "default: AVX512-BF16, no AMX"
+    version_warning: str | None = None  # a release newer than the newest rule set (versions.rule_set_for)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def _with_dtype(m: ModelSpec, dtype: str) -> ModelSpec:
 
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
     v = ctx.version
-    warnings: list[str] = []
+    warnings: list[str] = [ctx.version_warning] if ctx.version_warning else []
     if args.pp > 1:
         warnings.append("pipeline parallelism is planned as one stage holding every layer")
     _check_tp(m, args.tp)
@@ -478,7 +481,7 @@ def load_models(args: VllmArgs, opts) -> tuple[ModelSpec, ModelSpec | None]:
 
 def context_for(args: VllmArgs, opts) -> Context:
     version_text = opts.engine_version or C.NEWEST_VLLM
-    v = C.parse_version(version_text)
+    v, newer = versions.rule_set_for(version_text, C.VLLM_RULE_SETS, "vLLM")
     device = detect_device(args, opts.gpu)
     for name, val in (("--weights-gib", opts.weights_gib), ("--draft-weights-gib", opts.draft_weights_gib),
                       ("--non-kv-gib", opts.non_kv_gib)):
@@ -488,11 +491,12 @@ def context_for(args: VllmArgs, opts) -> Context:
         total = int(opts.gpu_mem_gib * C.GIB) if opts.gpu_mem_gib else None
         isa = getattr(opts, "cpu_isa", None) or vllm_cpu.cpu_isa(args)
         return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
-                       avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source)
+                       avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,
+                       version_warning=newer)
     gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
     total = gpu.total_mib * (1 << 20)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
-                   getattr(opts, "avail_before_load_gib", None))
+                   getattr(opts, "avail_before_load_gib", None), version_warning=newer)
 
 
 def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
@@ -524,7 +528,6 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ from a log
 
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 _EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node")
 _FLAG_OF = {"model_tag": None, "model": None, "host": None, "port": None, "served_model_name": None}
 
@@ -556,9 +559,9 @@ def argv_from_vllm_log(text: str) -> list[str] | None:
     space: str | None = None
     allow_long = False
     for line in text.splitlines():
-        if args is None and (m := _NON_DEFAULT.search(line)):
+        if args is None and (dump := nondefault_args_text(line) or "").endswith("}"):
             try:
-                val = ast.literal_eval(m.group(1))
+                val = ast.literal_eval(dump)
             except (ValueError, SyntaxError):
                 continue
             if isinstance(val, dict):

@@ -19,17 +19,20 @@ from typing import Iterable
 
 from specbench.errors import FlagError
 from specbench.engines import versions
+from specbench.specs import dtypes
 
 GIB = 1 << 30
 Version = versions.Version
-NEWEST_VLLM = "0.33.0"
+# the releases where a rule changes (vllm-memory.md §9, read from the wheels 0.10.2 .. 0.33.0); a newer release
+# is planned with the newest rules
+VLLM_RULE_SETS = ("0.8.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0",
+                  "0.21.0", "0.22.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.32.0", "0.33.0")
+NEWEST_VLLM = VLLM_RULE_SETS[-1]
 
-DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
-               "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "int8": 1}
-
-
-def parse_version(text: str | None) -> Version:
-    return versions.parse_version(text or NEWEST_VLLM, "vLLM", "0.32.0")
+# the dtype names vLLM's rules accept (config/cache.py CacheDType, model dtypes), sized by specs/dtypes.py
+VLLM_DTYPES = ("float32", "float", "fp32", "bfloat16", "bf16", "float16", "half", "fp16", "fp8", "fp8_e4m3",
+               "fp8_e5m2", "fp8_inc", "int8")
+VLLM_DTYPE_ALIASES = {"fp8_inc": "fp8"}  # Intel Gaudi's fp8 KV cache
 
 
 def cdiv(a: int, b: int) -> int:
@@ -42,10 +45,10 @@ def format_gib(b: float) -> str:
 
 
 def dtype_bytes(name: str) -> int:
-    try:
-        return DTYPE_BYTES[name.lower().replace("torch.", "")]
-    except KeyError:
-        raise FlagError(f"unknown dtype {name!r}") from None
+    n = dtypes.canonical(name)
+    if n not in VLLM_DTYPES:
+        raise FlagError(f"unknown dtype {name!r} (known: {', '.join(VLLM_DTYPES)})")
+    return int(dtypes.dtype_bytes(n, VLLM_DTYPE_ALIASES))
 
 
 # --------------------------------------------------------------------------------------------- layer specs
@@ -647,8 +650,8 @@ def kv_dtype_bytes_for(kv_cache_dtype: str, model_dtype: str) -> int:
         return dtype_bytes(model_dtype)
     if d.startswith("fp8") or d == "int8":
         return 1
-    if d in DTYPE_BYTES:
-        return DTYPE_BYTES[d]
+    if d in VLLM_DTYPES:
+        return dtype_bytes(d)
     raise FlagError(f"--kv-cache-dtype {kv_cache_dtype!r} is not modelled (auto, bfloat16, float16, fp8*)")
 
 

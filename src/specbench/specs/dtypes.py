@@ -1,0 +1,40 @@
+"""Bytes per element of every dtype name a config, a checkpoint or an engine flag uses: the one table.
+
+Names are compared lower-case without a `torch.` prefix. Engine-specific spellings (vLLM's `fp8_inc`, SGLang's
+`fp4_e2m1`) are small alias maps next to their engine that resolve to a name here. fp4 dtypes count one byte per
+*packed pair* (torch.float4_e2m1fn_x2), as SGLang allocates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from specbench.errors import FlagError
+
+DTYPE_BYTES: dict[str, float] = {
+    "float32": 4.0, "fp32": 4.0, "float": 4.0,
+    "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
+    "float8_e4m3fn": 1.0, "float8_e5m2": 1.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "mxfp8": 1.0,
+    "int8": 1.0,
+    "fp4": 1.0, "nvfp4": 1.0, "float4_e2m1fn_x2": 1.0,
+}
+
+
+def canonical(name: str) -> str:
+    """`torch.BFloat16` -> `bfloat16`."""
+    return str(name).strip().lower().removeprefix("torch.")
+
+
+def known(aliases: Mapping[str, str] | None = None) -> list[str]:
+    return sorted(set(DTYPE_BYTES) | set(aliases or {}))
+
+
+def dtype_bytes(name: str, aliases: Mapping[str, str] | None = None, what: str = "dtype") -> float:
+    """Bytes per element; `aliases` maps an engine's own spellings onto the table. An unknown name is a FlagError
+    listing the known ones (never a silent 2 bytes)."""
+    n = canonical(name)
+    n = (aliases or {}).get(n, n)
+    try:
+        return DTYPE_BYTES[n]
+    except KeyError:
+        raise FlagError(f"unknown {what} {name!r} (known: {', '.join(known(aliases))})") from None
