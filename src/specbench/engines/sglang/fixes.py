@@ -9,7 +9,7 @@ dozen plans.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import UserError
@@ -52,7 +52,7 @@ def _bsearch_last(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
     return lo
 
 
-def _bsearch_first(vals: Sequence, ok: Callable) -> object | None:
+def _bsearch_first(vals: Sequence[float], ok: Callable[[float], bool]) -> float | None:
     """First value in sorted `vals` with ok(v), assuming ok is false then true."""
     lo, hi = 0, len(vals) - 1
     if not ok(vals[hi]):
@@ -177,7 +177,7 @@ def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list
         if base_tp and r.plan_at_request is not None and r.plan_at_request.status == "ok":
             cands.insert(0, dict(base_tp))
         for ch in cands:
-            kw = {knobs.fix_field(k): v for k, v in ch.items()}
+            kw = {str(knobs.fix_field(k)): v for k, v in ch.items()}
             if "speculative_num_draft_tokens" in kw and args.spec_algorithm == "DFLASH":
                 kw["speculative_dflash_block_size"] = None
             try:
@@ -188,13 +188,13 @@ def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list
                 out.append({"change": ch, "result": _result(p)})
     # hybrid models at the user's TP: the state knobs the engine itself suggests (sglang-memory.md §10)
     if solver.m.linear_layers:
-        extra: list[dict] = []
+        extra: list[dict[str, Any]] = []
         if (args.mamba_ssm_dtype or solver.m.mamba_ssm_dtype or "float32") in ("float32", "fp32"):
             extra.append({"--mamba-ssm-dtype": "bfloat16"})
-        for r in (0.9, 1.5, 2.0, 3.0):
-            if args.mamba_full_memory_ratio is None or r > args.mamba_full_memory_ratio:
-                if not (args.mamba_full_memory_ratio is None and r == 0.9):
-                    extra.append({"--mamba-full-memory-ratio": r})
+        for ratio in (0.9, 1.5, 2.0, 3.0):
+            if args.mamba_full_memory_ratio is None or ratio > args.mamba_full_memory_ratio:
+                if not (args.mamba_full_memory_ratio is None and ratio == 0.9):
+                    extra.append({"--mamba-full-memory-ratio": ratio})
         for ch in extra:
             kw = {"mamba_ssm_dtype" if "--mamba-ssm-dtype" in ch else "mamba_full_memory_ratio": list(ch.values())[0]}
             try:

@@ -334,8 +334,8 @@ def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
                 raise FlagError(f"{flag}: expected {typ}, got {val!r}") from None
             kw[name] = value
         elif flag in _BOOL_FLAGS:
-            name, v = _BOOL_FLAGS[flag]
-            kw[name] = _bool_word(val) if eq else v
+            name, switch_value = _BOOL_FLAGS[flag]
+            kw[name] = _bool_word(val) if eq else switch_value
         else:
             ignored.append(flag if eq or i + 1 >= len(args) else f"{flag} {args[i + 1]}")
             if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):

@@ -122,7 +122,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     elif ctx.draft_weights_gib is not None:
         W_d = int(ctx.draft_weights_gib * C.GIB)
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else vllm_gpu.default_u(v)
-    common = dict(setup=setup, u=u, weights_bytes=W_t, draft_weights_bytes=W_d, block_size=setup.block_size,
+    common: dict[str, Any] = dict(setup=setup, u=u, weights_bytes=W_t, draft_weights_bytes=W_d, block_size=setup.block_size,
                   mamba_layers=len(m.linear_layers))
 
     def failed(kind: str, text: str, K: int | None, budget: dict, extra_lines=()) -> VllmPlan:
@@ -145,7 +145,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
         cb = vllm_cpu.kv_space_bytes(args, v, node_total_bytes=ctx.total_bytes,
                                      rss_bytes=int(ctx.non_kv_gib * C.GIB) if ctx.non_kv_gib is not None else None,
                                      gpu_memory_utilization=u)
-        budget = {"kv_cache_memory_bytes": cb.kv_bytes, "source": cb.source}
+        budget: dict[str, Any] = {"kv_cache_memory_bytes": cb.kv_bytes, "source": cb.source}
         if cb.line:
             lines.append(cb.line)
         if cb.failure is not None:
