@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 ENGINE_VENV := .venv-vllm
 MODELS := .cache/models
 
-.PHONY: demo test test-fast engine models clean bench browser venv
+.PHONY: demo test test-fast lint engine models clean bench browser venv
 
 $(BIN)/specbench: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,7 +29,12 @@ models: venv
 browser:
 	bash tools/ci/install_chromium.sh || echo "chromium not installed: browser tests will skip outside CI"
 
-test: venv engine models browser
+# ruff (F, I, B, UP) and mypy (--check-untyped-defs on specs/, engines/, plan/, contracts.py): pyproject.toml
+lint: venv
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/mypy
+
+test: venv lint engine models browser
 	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider
 
 test-fast: venv browser
