@@ -282,10 +282,33 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
         if plan is not None:
             fixes = tuple(plan.get("fixes") or ())
             notes += _plan_vs_log(plan, facts)
+    src = er.facts_model_source(facts)
+    path = facts.server_args.get("model_path") or facts.server_args.get("model")
+    if src and isinstance(path, str) and src != path and not facts.model_config:
+        notes.append(f"The model path {path} is not on this machine; its config was resolved by name to the bundled "
+                     f"{src}, as `specbench plan` does.")
+    if with_fixes and not fixes and failure is not None and facts.engine is not None:
+        derived = _log_fixes(facts, failure.kind)
+        if derived:
+            fixes = tuple(derived)
+            notes.append("Fixes are log-derived: no model config resolved, so they come from the log's own numbers "
+                         "(pool sizes, free memory, weights), not from the planner.")
+            why = None
     if why:
         notes.append(f"No fixes: {why}.")
     return Diagnosis(status, failure, facts, " ".join(sentences), tuple(budget_rows(facts)), fixes, tuple(notes),
                      plan, warnings=warns)
+
+
+def _log_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    """The engine's own `logrules.log_derived_fixes`, found by the engine's folder (no engine named here)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"specbench.engines.{facts.engine}.logrules")
+        return list(mod.log_derived_fixes(facts, kind))
+    except (ImportError, AttributeError, ValueError, TypeError, ZeroDivisionError):
+        return []
 
 
 def _plan_vs_log(plan: dict[str, Any], facts: LogFacts) -> list[str]:

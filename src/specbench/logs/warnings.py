@@ -45,7 +45,7 @@ class LogWarning:
                 "cap": self.cap}
 
 
-_FLAG = re.compile(r"(--[a-z][a-z0-9\-]+)(?:[ =](?!or\b|and\b|to\b)([0-9][\w.]*|[a-z][\w.]*\d[\w.]*|bfloat16|float16|"
+_FLAG = re.compile(r"(--[a-z][a-z0-9\-]+)(?:(?: to |[ =])(?!or\b|and\b|to\b)([0-9][\w.]*|[a-z][\w.]*\d[\w.]*|bfloat16|float16|"
                    r"auto|true|false))?")
 
 
@@ -57,7 +57,7 @@ def engine_flags(text: str, why: str) -> list[dict[str, Any]]:
         if flag in seen:
             continue
         seen.add(flag)
-        val: Any = m.group(2)
+        val: Any = m.group(2).rstrip(".") if m.group(2) else None
         try:
             val = int(val) if val and val.isdigit() else float(val) if val and re.fullmatch(r"\d+\.\d+", val) else val
         except ValueError:
