@@ -44,7 +44,9 @@ def diff_json() -> dict:
 def test_failing_log_contract(failing_json: dict):
     j = failing_json
     assert j["status"] == "failed"
-    assert j["failure"] == {"kind": "max_running_requests_zero", "message": "AssertionError: max_running_request is zero"}
+    assert j["failure"] == {"kind": "max_running_requests_zero", "message": "AssertionError: max_running_request is zero",
+                            # issue #13: the wrapper around the root cause is kept as context, never as the cause
+                            "wrapper": "Scheduler hit an exception: Traceback (most recent call last):"}
     f = j["facts"]
     for key in CONTRACT_FACTS:
         assert key in f

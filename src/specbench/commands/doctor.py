@@ -77,12 +77,20 @@ _STATUS = {"started": "[green]started[/]", "failed": "[red]failed[/]", "unknown"
 
 def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
     f = d.facts
-    head = f"{escape(path)}: {_STATUS.get(d.status, d.status)}"
+    status = "[yellow]started, but capped[/]" if d.capped else _STATUS.get(d.status, d.status)
+    head = f"{escape(path)}: {status}"
     if f.engine:
         head += f"  ({f.engine}{' ' + f.engine_version if f.engine_version else ''})"
     console.print(head)
     if d.failure:
         console.print(f"[bold]failure[/]: {d.failure.kind}: {escape(d.failure.message)}")
+        if d.failure.wrapper:
+            console.print(f"  (reported by the wrapper: {escape(d.failure.wrapper)})")
+    for w in d.warnings:
+        console.print(f"[yellow]{'cap' if w.cap else 'warning'}[/]: {w.kind}: {escape(w.message)}")
+        for fx in w.fixes[:3]:
+            change = " ".join(f"{k}" + ("" if v is None else f" {v}") for k, v in (fx.get("change") or {}).items())
+            console.print(f"    fix ({fx.get('source')}): {escape(change)} - {escape(str(fx.get('why', '')))}")
     if d.budget:
         where = "one CPU node" if f.device == "cpu" else "one GPU"
         t = Table(title=f"memory budget (GiB, {where})", title_justify="left")

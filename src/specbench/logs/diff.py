@@ -186,10 +186,21 @@ def diff(left: Diagnosis, right: Diagnosis) -> LogDiff:
     cands = _candidates(lf, rf, changes)
     pick = _pick(cands, observed)
 
-    s: list[str] = [f"Left {left.status}, right {right.status}"
-                    + (f" ({right.failure.message})" if right.failure else "")
-                    + (f"; left failed with {left.failure.message}" if left.failure else "") + "."]
-    if not changes:
+    def said(side: str, d: Any) -> str:
+        # a side is called failed only when its boot failed; a run-time error of a started server is said as such
+        if d.status == "failed" and d.failure:
+            return f"{side} failed ({d.failure.message})"
+        if d.failure:
+            return f"{side} started (then at run time: {d.failure.message})"
+        return f"{side} {'started, but capped' if getattr(d, 'capped', False) else d.status}"
+
+    s: list[str] = [said("Left", left) + ", " + said("right", right) + "."]
+    missing = [side for side, d in (("left", left), ("right", right)) if not d.facts.server_args]
+    if missing:
+        s.append("The server arguments cannot be compared: the " + " and the ".join(missing)
+                 + (" log has" if len(missing) == 1 else " logs have") + " no argument dump (server_args=ServerArgs(...)"
+                 " / non-default args).")
+    elif not changes:
         s.append("The server arguments are the same" + (f" (ignoring {', '.join(noise)})" if noise else "") + ".")
     else:
         s.append("Server arguments that differ: " + ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in changes.items())

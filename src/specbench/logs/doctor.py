@@ -18,6 +18,7 @@ from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure, classify, stop_index, survived_errors
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.parse import facts_from_lines, split_boots
+from specbench.logs.warnings import LogWarning, find_warnings, reached_late_boot
 from specbench.engines.base import engine
 
 @dataclass(frozen=True)
@@ -31,6 +32,12 @@ class Diagnosis:
     notes: tuple[str, ...] = ()
     plan: dict[str, Any] | None = None  # the planner's own result for the logged launch, when available
     extra: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[LogWarning, ...] = ()
+
+    @property
+    def capped(self) -> bool:
+        """Started, but the engine serves less than asked (a cap / reduction / override warning)."""
+        return self.status == "started" and any(w.cap for w in self.warnings)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,6 +51,8 @@ class Diagnosis:
             "budget": [r.to_dict() for r in self.budget],
             "notes": list(self.notes),
             "plan": self.plan,
+            "warnings": [w.to_dict() for w in self.warnings],
+            "capped": self.capped,
         }
 
 
@@ -143,6 +152,8 @@ class _Parsed:
     failure: Failure | None
     survived: tuple[str, ...]  # exception lines the engine printed before it went on to serve
     stopped: bool  # a deliberate stop (SIGTERM) is in the boot
+    warnings: tuple[LogWarning, ...] = ()
+    late_boot: bool = False  # a record of the last start-up steps (graph capture, KV allocated) on any rank
 
 
 def _parse_all(raw: bytes | str) -> _Parsed:
@@ -153,15 +164,25 @@ def _parse_all(raw: bytes | str) -> _Parsed:
     facts, failure = facts_from_lines(lines, boots=len(boots)), classify(lines)
     if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
         facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
-    return _Parsed(facts, failure, tuple(survived_errors(lines)), stop_index(lines) is not None)
+    warns = tuple(find_warnings(lines, facts))
+    return _Parsed(facts, failure, tuple(survived_errors(lines)), stop_index(lines) is not None, warns,
+                   reached_late_boot(lines))
 
 
-def _status(facts: LogFacts, failure: Failure | None) -> str:
+def _status(facts: LogFacts, failure: Failure | None, warnings: tuple[LogWarning, ...] = (),
+            late_boot: bool = False) -> str:
+    """failed: a boot failure; started: the engine said it serves, served, or got past KV sizing to the last start-up
+    steps (CUDA-graph capture, vLLM's KV cache size / block lines) with no error, or printed a cap (caps are printed
+    once the limits are resolved); unknown otherwise."""
     if failure is not None and failure.boot_failure:
         return "failed"
     if facts.ready or facts.accept_lengths or facts.gen_throughputs or facts.running_requests:
         return "started"
     if failure is not None:  # a request-level refusal implies the server was up
+        return "started"
+    if late_boot or facts.graphs:
+        return "started"
+    if any(w.cap for w in warnings):
         return "started"
     return "unknown"
 
@@ -230,12 +251,12 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     if looks_binary(raw):
         return Diagnosis("unknown", None, LogFacts(boots=0), "This is not a text log (binary content).")
     parsed = _parse_all(raw)
-    facts, failure, survived = parsed.facts, parsed.failure, parsed.survived
+    facts, failure, survived, warns = parsed.facts, parsed.failure, parsed.survived, parsed.warnings
     if model_config:
         facts = replace(facts, model_config=model_config)
     if facts.lines == 0:
         return Diagnosis("unknown", None, facts, "The log is empty.")
-    status = _status(facts, failure)
+    status = _status(facts, failure, warns, parsed.late_boot)
     sentences: list[str] = []
     if failure is not None:
         head = "The engine stopped during start-up" if failure.boot_failure else "The engine was running but"
@@ -244,6 +265,9 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
         sentences += failure_sentences(facts, failure)
     if status == "started":
         sentences += started_sentences(facts)
+    caps = [w for w in warns if w.cap]
+    if status == "started" and caps:
+        sentences.append("Started, but capped: " + "; ".join(w.message.rstrip(".") for w in caps[:4]) + ".")
     if status == "unknown":
         sentences.append("The log shows neither a finished start-up nor a failure (cut off, or still starting).")
     notes = _notes(facts, claimed_quant, gpu)
@@ -258,10 +282,33 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
         if plan is not None:
             fixes = tuple(plan.get("fixes") or ())
             notes += _plan_vs_log(plan, facts)
+    src = er.facts_model_source(facts)
+    path = facts.server_args.get("model_path") or facts.server_args.get("model")
+    if src and isinstance(path, str) and src != path and not facts.model_config:
+        notes.append(f"The model path {path} is not on this machine; its config was resolved by name to the bundled "
+                     f"{src}, as `specbench plan` does.")
+    if with_fixes and not fixes and failure is not None and facts.engine is not None:
+        derived = _log_fixes(facts, failure.kind)
+        if derived:
+            fixes = tuple(derived)
+            notes.append("Fixes are log-derived: no model config resolved, so they come from the log's own numbers "
+                         "(pool sizes, free memory, weights), not from the planner.")
+            why = None
     if why:
         notes.append(f"No fixes: {why}.")
     return Diagnosis(status, failure, facts, " ".join(sentences), tuple(budget_rows(facts)), fixes, tuple(notes),
-                     plan)
+                     plan, warnings=warns)
+
+
+def _log_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    """The engine's own `logrules.log_derived_fixes`, found by the engine's folder (no engine named here)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"specbench.engines.{facts.engine}.logrules")
+        return list(mod.log_derived_fixes(facts, kind))
+    except (ImportError, AttributeError, ValueError, TypeError, ZeroDivisionError):
+        return []
 
 
 def _plan_vs_log(plan: dict[str, Any], facts: LogFacts) -> list[str]:

@@ -8,6 +8,8 @@ Real engine logs arrive wrapped in several layers of decoration. We strip, in th
 - SGLang's `[2026-02-01 00:05:02 TP0]` / `[2026-02-01 00:05:02 DP0 TP3 EP3]` prefix (the rank is kept);
 - vLLM's `INFO 01-13 11:35:21 [file.py:12] ` prefix and `(EngineCore_DP0 pid=1)` / `(VllmWorker rank=2 pid=3)`
   / `(Worker_TP1 pid=4)` process tags (the rank is kept);
+- `docker logs --timestamps` (`2026-07-08T22:40:03.166647879Z `), tracing records (`...Z  WARN mod.fn: `), Ray's
+  `(RayWorkerWrapper pid=1, ip=10.0.0.1)` tags and `[repeated 30x across cluster]` suffixes;
 - plain python-logging prefixes (`2026-11-29 10:00:00,123 - INFO - `).
 
 When several ranks write at once, two records can end up glued on one physical line; we split a line again
@@ -37,12 +39,25 @@ _JOURNAL = re.compile(
     r" \S+ [\w@.\-/]+(?:\[\d+\])?: "
 )
 _COMPOSE = re.compile(r"^[\w.\-]+\s+\| ")
+# `docker logs --timestamps`: RFC3339 with nanoseconds and Z, no host
+_DOCKER_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
+# structured (tracing-style) records, e.g. dynamo: `2025-10-15T08:43:28.505650Z  WARN module.func: text`
+_TRACING = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?\s+(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\s+"
+                      r"[\w.:]+: ")
+# Ray's `[repeated 30x across cluster]` de-duplication suffix
+_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+# vLLM records glued on one physical line (a post that lost its newlines): split before each level prefix
+_VLLM_GLUED = re.compile(r"\s{2,}(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d )")
 # SGLang: "[2026-02-01 00:05:02 TP0] " or "[2026-02-01 00:05:02 DP0 TP3 EP3] " or "[2026-02-01 00:05:02] "
-_SGL_PREFIX = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?: [A-Z]{1,4}\d+)*)\] ?")
+# 2024 builds print the time only, always with a rank tag: "[23:17:08 TP4] "
+_SGL_PREFIX = re.compile(r"\[(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<tags>(?: [A-Z]{1,4}\d+)*)|"
+                         r"\d\d:\d\d:\d\d(?P<ttags>(?: [A-Z]{1,4}\d+)+))\] ?")
 _SGL_TP = re.compile(r"\bTP(\d+)\b")
 _SGL_PP = re.compile(r"\bPP(\d+)\b")
 # vLLM process tags: "(EngineCore_DP0 pid=1) ", "(VllmWorker rank=2 pid=3) ", "(Worker_TP1 pid=4) ", "(APIServer pid=5) "
-_VLLM_TAG = re.compile(r"^\((?P<tag>[\w\-]+(?: rank=\d+)?(?: pid=\d+)?)\) ")
+# Ray adds `, ip=...`; a pasted line can lose its opening parenthesis (then the pid is required)
+_VLLM_TAG = re.compile(r"^(?:\((?P<tag>[\w\-]+(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[\w.:\-]+)?)|"
+                       r"(?P<tag2>[\w\-]+ pid=\d+(?:, ip=[\w.:\-]+)?))\) ")
 _VLLM_TAG_RANK = re.compile(r"(?:rank=|_TP|TP)(\d+)")
 # vLLM record prefix: "INFO 01-13 11:35:21 [file.py:12] " (>=0.8) or "INFO 01-13 11:35:21 file.py:12] " (older)
 _VLLM_PREFIX = re.compile(
@@ -79,19 +94,22 @@ def _strip_one(segment: str) -> tuple[int | None, int | None, str]:
     for _ in range(4):  # decorations can nest (journalctl around docker around sglang); a few passes suffice
         before = text
         text = _JOURNAL.sub("", text, count=1)
+        text = _TRACING.sub("", text, count=1)
+        text = _DOCKER_TS.sub("", text, count=1)
         text = _COMPOSE.sub("", text, count=1)
         m = _VLLM_TAG.match(text)
         if m:
-            r = _VLLM_TAG_RANK.search(m.group("tag"))
+            r = _VLLM_TAG_RANK.search(m.group("tag") or m.group("tag2") or "")
             if r and rank is None:
                 rank = int(r.group(1))
             text = text[m.end():]
         m = _SGL_PREFIX.match(text)
         if m:
-            r = _SGL_TP.search(m.group("tags") or "")
+            tags = m.group("tags") or m.group("ttags") or ""
+            r = _SGL_TP.search(tags)
             if r and rank is None:
                 rank = int(r.group(1))
-            pp = _SGL_PP.search(m.group("tags") or "")
+            pp = _SGL_PP.search(tags)
             if pp and stage is None:
                 stage = int(pp.group(1))
             text = text[m.end():]
@@ -108,7 +126,8 @@ def _strip_outer(text: str) -> str:
     """journalctl / docker-compose wrappers around the whole physical line (they may nest)."""
     for _ in range(3):
         before = text
-        text = _COMPOSE.sub("", _JOURNAL.sub("", text.lstrip(), count=1), count=1)
+        text = _JOURNAL.sub("", text.lstrip(), count=1)
+        text = _COMPOSE.sub("", _DOCKER_TS.sub("", _TRACING.sub("", text, count=1), count=1), count=1)
         if text == before:
             break
     return text
@@ -125,8 +144,10 @@ def normalize(raw: bytes | str) -> list[Line]:
             physical = parts[-1] if parts else ""
         if not physical.strip():
             continue
-        physical = _strip_outer(physical)
+        physical = _RAY_REPEAT.sub("", _strip_outer(physical))
         starts = [m.start() for m in _SGL_PREFIX.finditer(physical)]
+        starts += [m.end() for m in _VLLM_GLUED.finditer(physical)]
+        starts.sort()
         cuts = [0] + [s for s in starts if s > 0] + [len(physical)]
         for a, b in zip(cuts, cuts[1:]):
             rank, stage, clean = _strip_one(physical[a:b])

@@ -108,7 +108,14 @@ def model_source(args: dict[str, Any]) -> str | None:
         return None
     org, _, tail = path.replace("__", "/").rpartition("/")
     same = [n for n in bundled_names() if n.lower().startswith(f"{org}__{tail}".lower() + "-")]
-    for cand in [path] + (same if len(same) == 1 else []):
+    # a local folder (`/models/Qwen3.6-27B`) named after the model: its basename among the bundled configs, as `plan`
+    exact = [n for n in bundled_names() if n.lower().split("__", 1)[-1] == tail.lower()]
+    longer = [n for n in bundled_names() if n.lower().split("__", 1)[-1].startswith(tail.lower() + "-")]
+    quant = ("nvfp4", "mxfp4", "fp8", "int8", "int4", "awq", "gptq", "dflash", "eagle", "draft")  # + drafts
+    if len(longer) > 1 and not any(q in tail.lower() for q in quant):  # a plain name means the unquantized model
+        longer = [n for n in longer if not any(q in n.lower().split("__", 1)[-1] for q in quant)]
+    base = exact if len(exact) == 1 else longer if not exact and len(longer) == 1 else []
+    for cand in [path] + (same if len(same) == 1 else []) + base:
         try:
             resolve_config_path(cand)
             return cand
@@ -253,3 +260,48 @@ def kv_dtype_check(facts: LogFacts) -> str | None:
                 f"({per_byte * other:.2f} GiB expected), not the {want} the arguments imply "
                 f"({per_byte * implied:.2f} GiB).")
     return None
+
+
+def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    """Fixes from the log's own numbers when no model config resolves (the planner cannot run): SGLang's Mamba/KV split
+    re-done with what the boot printed. Pools P = rest − B·(1−f); the <= 0.5.12 speculative scratch M·D·p comes off
+    the top; the rest splits between Mamba slots ((K+1)·p) and KV in the proportion this boot got (research §6, §10).
+    A request needs ρ slots. Gives the largest --max-running-requests that fits and the --mem-fraction-static that
+    fits the requested one. Each fix says it is log-derived."""
+    if kind not in ("max_running_requests_zero", "mamba_state_cache_too_small", "mamba_state_cache_no_memory"):
+        return []
+    args = facts.server_args
+    f, b = args.get("mem_fraction_static"), facts.avail_before_load_gib
+    rest = facts.draft_avail_after_load_gib if facts.draft_loaded_before_pools else facts.avail_after_load_gib
+    req, k, p = args.get("max_running_requests"), facts.max_mamba_cache_size, slot_size(facts)
+    rho, _ = slots_per_request(facts)
+    kv = sum(x for x in (facts.k_size_gib, facts.v_size_gib, facts.kv_size_gib) if x is not None)
+    if not isinstance(f, (int, float)) or None in (b, rest, k, p, rho) or not isinstance(req, int) or req < 1 or kv <= 0:
+        return []
+    d = draft_tokens(args) or 0
+    per = p.bytes / GIB  # type: ignore[union-attr]
+    scratch = (lambda m: m * d * per) if scratch_before_split(facts) and d else (lambda m: 0.0)
+    pools = rest - b * (1 - f)  # type: ignore[operator]
+    mamba_obs = (k + 1) * per  # type: ignore[operator]
+    phi = mamba_obs / (mamba_obs + kv)
+
+    def slots(m: int, pools_gib: float) -> int:
+        return int(phi * (pools_gib - scratch(m)) / per) - 1
+
+    src = "log-derived (no model config): " + p.source  # type: ignore[union-attr]
+    out: list[dict[str, Any]] = []
+    # one request's slots of margin: the split proportion is read from this boot's small pool of K+1 slots
+    fit = next((m for m in range(req - 1, 0, -1) if slots(m, pools) >= (m + 1) * rho), None)  # type: ignore[operator]
+    if fit is not None:
+        out.append({"change": {"--max-running-requests": fit}, "source": "log",
+                    "result": {"status": "ok", "max_running_requests": fit, "max_mamba_cache_size": slots(fit, pools)},
+                    "why": f"{src}; about {slots(fit, pools)} Mamba slots for {fit} x {rho} per request"})
+    need = (((req + 1) * rho + 1) * per) / phi + scratch(req)  # type: ignore[operator]
+    frac = 1 - (rest - need) / b  # type: ignore[operator]
+    frac = int(frac * 100 + 0.999) / 100
+    if f < frac <= 0.95:
+        out.append({"change": {"--mem-fraction-static": frac}, "source": "log",
+                    "result": {"status": "ok", "max_running_requests": req,
+                               "max_mamba_cache_size": slots(req, rest - b * (1 - frac))},  # type: ignore[operator]
+                    "why": f"{src}; pools {need:.2f} GiB hold {req} x {rho} slots"})
+    return out

@@ -171,3 +171,54 @@ def vllm_line(acc: Acc, line: Line) -> bool:
         acc.v["ready"] = True
         return True
     return False
+
+
+# ---------------------------------------------------------------- warnings (caps, resets, overrides): logs/warnings.py
+def _w():
+    from specbench.logs.warnings import WarningRule, engine_flags
+
+    def conc_fixes(m, text, f):
+        tokens, conc = to_int(m.group(1)), float(m.group(2))
+        fit = f.kv_tokens or int(tokens * conc)
+        return [{"change": {"--max-model-len": fit}, "source": "log",
+                 "why": f"the KV cache holds {fit:,} tokens, {conc}x of one {tokens:,}-token request"},
+                {"change": {"--gpu-memory-utilization": None}, "source": "log", "why": "or give the KV cache more"}]
+
+    def graph_fixes(m, text, f):
+        return [fx for fx in engine_flags(text.split("To maintain", 1)[-1], "the engine's advice: keep the KV size "
+                                          "it had before CUDA graph memory profiling")]
+
+    def headroom(m, f):
+        t, u = f.total_gpu_memory_gib, f.gpu_memory_utilization
+        return t is not None and u is not None and t * (1 - u) < 1.0 and not f.graphs
+
+    def headroom_fixes(m, text, f):
+        t = f.total_gpu_memory_gib or 0.0
+        return [{"change": {"--gpu-memory-utilization": round(int((1 - 2.0 / t) * 100) / 100, 2)}, "source": "log",
+                 "why": f"leave 2 GiB of the {t:.2f} GiB outside the budget for CUDA graphs (V0 captures them there)"},
+                {"change": {"--enforce-eager": None}, "source": "engine", "why": "or capture no graphs"}]
+
+    return (
+        WarningRule("hybrid_kv_cache_manager_disabled", re.compile(
+            r"Hybrid KV cache manager is disabled for this hybrid model"), key="Hybrid KV cache manager"),
+        WarningRule("attention_block_size_overridden", re.compile(r"Setting attention block size to (\d+) tokens"),
+                    key="attention block size"),
+        WarningRule("mamba_page_padding", re.compile(r"Padding mamba page size by (\d+(?:\.\d+)?)%"),
+                    key="Padding mamba page"),
+        WarningRule("kv_padding_layers", re.compile(
+            r"Add (\d+) padding layers, may waste at most (\d+(?:\.\d+)?)% KV cache memory"), key="padding layers"),
+        WarningRule("effective_gpu_memory_utilization_reduced", re.compile(
+            r"CUDA graph memory profiling is enabled.*?equivalent to --gpu-memory-utilization=(\d+(?:\.\d+)?)"),
+            fixes=graph_fixes, key="CUDA graph memory profiling"),
+        WarningRule("kv_smaller_than_context", _V_CONC, fixes=conc_fixes, when=lambda m, f: float(m.group(2)) < 1.0,
+                    key="Maximum concurrency"),
+        WarningRule("graph_capture_headroom_low", re.compile(r"Capturing cudagraphs for decoding"),
+                    when=headroom, fixes=headroom_fixes, key="Capturing cudagraphs"),
+    )
+
+
+WARNINGS = _w()
+
+# KV cache sized and allocated (vLLM's last start-up steps), on any worker
+LATE_BOOT = re.compile(r"\bKV cache size: [\d,]+ tokens|# GPU blocks: \d|GPU blocks: \d|Maximum concurrency for|"
+                       r"Graph capturing finished|Capturing cudagraphs|Capturing CUDA graphs")

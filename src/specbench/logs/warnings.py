@@ -1,0 +1,140 @@
+"""Caps, resets, reductions, overrides and near-misses the engines log at start-up, as `warnings`. Pure, never raises.
+
+Each engine lists its own lines in `specbench.engines.<name>.loglines.WARNINGS` (a tuple of `WarningRule`); this
+module finds them by folder listing (as the engine registry does), so it names no engine. A warning is
+`{"kind", "message", "fixes", "line", "cap"}`: `message` is the engine's own record (prefixes stripped, a record
+wrapped over several physical lines joined back), `fixes` what to change (`{"change": {flag: value}, "source":
+"engine" | "log" | "planner", "why": ...}`; value None where the engine names the flag but no value), `cap` True when
+the engine silently serves less than asked (a log that started with such a warning is "started, but capped").
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from specbench.logs.facts import LogFacts
+from specbench.logs.normalize import Line
+
+FixFn = Callable[["re.Match[str]", str, LogFacts], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class WarningRule:
+    kind: str
+    pattern: re.Pattern[str]
+    cap: bool = True
+    fixes: FixFn | None = None
+    kind_fn: Callable[["re.Match[str]"], str] | None = None  # a kind that depends on the numbers (e.g. negative)
+    when: Callable[["re.Match[str]", LogFacts], bool] | None = None  # only when this holds (e.g. concurrency < 1)
+    key: str = ""  # cheap substring every matching line contains (skips the regex on most lines)
+
+
+@dataclass(frozen=True)
+class LogWarning:
+    kind: str
+    message: str
+    line: int
+    cap: bool
+    fixes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "fixes": list(self.fixes), "line": self.line,
+                "cap": self.cap}
+
+
+_FLAG = re.compile(r"(--[a-z][a-z0-9\-]+)(?:(?: to |[ =])(?!or\b|and\b|to\b)([0-9][\w.]*|[a-z][\w.]*\d[\w.]*|bfloat16|float16|"
+                   r"auto|true|false))?")
+
+
+def engine_flags(text: str, why: str) -> list[dict[str, Any]]:
+    """The flags the engine's own suggestion names (`To raise it: increase --x or --y, or ... --z bfloat16`)."""
+    out, seen = [], set()
+    for m in _FLAG.finditer(text):
+        flag = m.group(1)
+        if flag in seen:
+            continue
+        seen.add(flag)
+        val: Any = m.group(2).rstrip(".") if m.group(2) else None
+        try:
+            val = int(val) if val and val.isdigit() else float(val) if val and re.fullmatch(r"\d+\.\d+", val) else val
+        except ValueError:
+            pass
+        out.append({"change": {flag: val}, "source": "engine", "why": why})
+    return out
+
+
+def _rules() -> list[WarningRule]:
+    from specbench.engines.base import _packages
+
+    rules: list[WarningRule] = []
+    for pkg in _packages():
+        try:
+            mod = importlib.import_module(pkg.__name__ + ".loglines")
+        except ImportError:
+            continue
+        rules += list(getattr(mod, "WARNINGS", ()) or ())
+    return rules
+
+
+def _late_boot_patterns() -> list[re.Pattern[str]]:
+    from specbench.engines.base import _packages
+
+    out = []
+    for pkg in _packages():
+        try:
+            mod = importlib.import_module(pkg.__name__ + ".loglines")
+        except ImportError:
+            continue
+        if getattr(mod, "LATE_BOOT", None) is not None:
+            out.append(mod.LATE_BOOT)
+    return out
+
+
+def reached_late_boot(lines: list[Line]) -> bool:
+    """True when any rank logged one of the engines' last start-up steps (`loglines.LATE_BOOT`)."""
+    pats = _late_boot_patterns()
+    return any(p.search(ln.text) for ln in lines for p in pats)
+
+
+def _joined(lines: list[Line], idx: int) -> str:
+    """The record at idx with its wrapped continuation lines (a paste that broke one record over several lines)."""
+    text = lines[idx].text.strip()
+    for nxt in lines[idx + 1: idx + 5]:
+        if text.endswith((".", "!", ":")) or nxt.rank is not None or nxt.no == lines[idx].no:
+            break
+        t = nxt.text.strip()
+        if not t or not (t[0].islower() or t[0] in "(-"):
+            break
+        text += " " + t
+    return text
+
+
+def find_warnings(lines: list[Line], facts: LogFacts) -> list[LogWarning]:
+    """Every warning of the engines' tables in the boot, the first of each kind (other ranks repeat them)."""
+    rules = _rules()
+    seen: set[str] = set()
+    out: list[LogWarning] = []
+    for idx, line in enumerate(lines):
+        for rule in rules:
+            if rule.key and rule.key not in line.text:
+                continue
+            m = rule.pattern.search(line.text)
+            if m is None:
+                continue
+            try:
+                text = _joined(lines, idx)
+                m = rule.pattern.search(text) or m
+                if rule.when is not None and not rule.when(m, facts):
+                    continue
+                kind = rule.kind_fn(m) if rule.kind_fn else rule.kind
+                if kind in seen:
+                    continue
+                fixes = tuple(rule.fixes(m, text, facts)) if rule.fixes else ()
+            except (ValueError, TypeError, ZeroDivisionError, IndexError, AttributeError):
+                continue
+            seen.add(kind)
+            out.append(LogWarning(kind, text[:1000], line.no, rule.cap, fixes))
+    return out
