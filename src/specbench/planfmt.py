@@ -1,10 +1,12 @@
-"""Pieces every engine's plan renderer shares: number formatting and the nearest-fixes list (rich)."""
+"""Pieces every engine's plan renderer shares: number formatting, reading the plan, the nearest-fixes list (rich)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from rich.console import Console
+
+from specbench.contracts import PlanResult
 
 
 def fmt(x: Any, nd: int = 2) -> str:
@@ -15,16 +17,20 @@ def fmt(x: Any, nd: int = 2) -> str:
     return f"{x:,}" if isinstance(x, int) else str(x)
 
 
-def print_fixes(r: Mapping[str, Any], con: Console) -> None:
+def as_plan(r: PlanResult | Mapping[str, Any]) -> PlanResult:
+    """The plan as typed fields, whether the caller passes the contract dict or a PlanResult."""
+    return r if isinstance(r, PlanResult) else PlanResult.from_json(r)
+
+
+def print_fixes(p: PlanResult, con: Console) -> None:
     """The nearest working configurations of a failing plan (any engine), nearest first."""
-    fixes = r.get("fixes") or []
-    if not fixes or r["status"] == "ok":
+    if not p.fixes or p.status == "ok":
         return
     con.print("[bold]nearest fixes:[/]")
-    for f in fixes[:6]:
-        ch = " ".join(f"{k} {v}" for k, v in f["change"].items())
-        res = f["result"]
-        slots = res.get("max_mamba_cache_size")
-        con.print(f"  {ch}: starts, {fmt(res.get('kv_tokens'))} KV tokens, "
-                  f"max_running_requests={res.get('max_running_requests')}"
+    for f in p.fixes[:6]:
+        ch = " ".join(f"{k} {v}" for k, v in f.change.items())
+        res = f.result
+        slots = res.extra.get("max_mamba_cache_size")
+        con.print(f"  {ch}: starts, {fmt(res.kv_tokens)} KV tokens, "
+                  f"max_running_requests={res.max_running_requests}"
                   + (f", {slots} Mamba slots" if slots is not None else ""), highlight=False)

@@ -8,20 +8,10 @@ activation peak -> KV.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from specbench.contracts import BudgetRow  # the row type lives with the other JSON contracts; re-exported
 from specbench.logs.facts import LogFacts
 
-
-@dataclass(frozen=True, slots=True)
-class BudgetRow:
-    key: str
-    label: str
-    gib: float | None
-    source: str  # the log line (or the arithmetic over log numbers) it comes from
-
-    def to_dict(self) -> dict[str, object]:
-        return {"key": self.key, "label": self.label, "gib": self.gib, "source": self.source}
+__all__ = ["BudgetRow", "budget_rows", "round_gib"]
 
 
 def round_gib(x: float | None) -> float | None:

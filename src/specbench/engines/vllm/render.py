@@ -1,4 +1,8 @@
-"""vLLM's plan as a person reads it: its own budget rows, the verdict, vLLM's knobs per TP (rich)."""
+"""vLLM's plan as a person reads it: its own budget rows, the verdict, vLLM's knobs per TP (rich).
+
+Reads the plan as a `specbench.contracts.PlanResult`: the keys both engines emit as fields, vLLM's own keys
+(docs/contracts.md, "emitted by: vllm") through `extra`.
+"""
 
 from __future__ import annotations
 
@@ -8,48 +12,49 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from specbench.contracts import PlanResult, VllmTpRow
+from specbench.planfmt import as_plan
 from specbench.planfmt import fmt as _g
 from specbench.planfmt import print_fixes as _print_fixes
 
 
-def render_plan(r: Mapping[str, Any], con: Console) -> None:
+def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     """vLLM's plan: its own budget rows (specbench.engines.vllm.plan.budget_rows) and vLLM's knobs per TP."""
-    ok = r["status"] == "ok"
-    con.print(f"[bold]{r.get('model')}[/] on {r.get('gpu', r.get('device'))} x TP{r.get('tp')} — "
-              f"vllm {r['engine_version']} rules ({r.get('era', '')})", highlight=False)
+    p = as_plan(r)
+    x = p.extra
+    ok = p.status == "ok"
+    con.print(f"[bold]{p.model}[/] on {p.gpu} x TP{p.tp} — "
+              f"vllm {p.engine_version} rules ({p.era})", highlight=False)
     t = Table(title="memory plan (GiB per worker)")
     t.add_column("item")
     t.add_column("GiB", justify="right")
     t.add_column("where it comes from")
-    for item, gib, src in r.get("budget_rows") or []:
+    for item, gib, src in x.get("budget_rows") or []:
         t.add_row(str(item), _g(gib), str(src))
     con.print(t)
-    for line in r.get("log_lines") or []:
+    for line in p.log_lines:
         con.print(f"  [dim]{escape(str(line))}[/]", highlight=False, soft_wrap=True)
     verdict = "[bold green]STARTS[/]" if ok else "[bold red]FAILS[/]"
-    con.print(f"{verdict}: KV tokens={_g(r.get('kv_tokens'))}, max concurrency={_g(r.get('max_concurrency'))}, "
-              f"max_running_requests={r.get('max_running_requests')}")
-    if r.get("error"):
-        con.print(f"[red]{escape(r['error'])}[/]", highlight=False, soft_wrap=True)
-    if r.get("reason") and r.get("reason") != r.get("error"):
-        con.print(r["reason"], highlight=False, soft_wrap=True)
-    for w in r.get("warnings") or []:
+    con.print(f"{verdict}: KV tokens={_g(p.kv_tokens)}, max concurrency={_g(x.get('max_concurrency'))}, "
+              f"max_running_requests={p.max_running_requests}")
+    if p.error:
+        con.print(f"[red]{escape(p.error)}[/]", highlight=False, soft_wrap=True)
+    if p.reason and p.reason != p.error:
+        con.print(p.reason, highlight=False, soft_wrap=True)
+    for w in p.warnings:
         con.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
-    if r.get("ignored_flags"):
-        con.print(f"[dim]ignored (no effect on memory): {' '.join(r['ignored_flags'])}[/]", highlight=False)
-    rows = r.get("per_tp") or []
+    if p.ignored_flags:
+        con.print(f"[dim]ignored (no effect on memory): {' '.join(p.ignored_flags)}[/]", highlight=False)
+    rows = p.per_tp or ()  # VllmTpRow: from_json picks the row type by engine
     if rows:
-        cpu = r.get("device") == "cpu"
+        columns = VllmTpRow.CPU_COLUMNS if x.get("device") == "cpu" else VllmTpRow.COLUMNS
         t = Table(title="nearest working configurations per TP size")
-        for c in ("TP", "as requested", "max --max-num-seqs", "max --max-model-len",
-                  "min VLLM_CPU_KVCACHE_SPACE GiB" if cpu else "min --gpu-memory-utilization"):
+        for c in ("TP", "as requested", *(head for _, head in columns)):
             t.add_column(c, justify="right")
         for row in rows:
-            if row.get("error"):
-                t.add_row(str(row["tp"]), "n/a", escape(str(row["error"])), "", "")
+            if row.error:
+                t.add_row(str(row.tp), "n/a", escape(str(row.error)), "", "")
                 continue
-            t.add_row(str(row["tp"]), row.get("status_as_requested") or "-", _g(row.get("max_num_seqs")),
-                      _g(row.get("max_model_len")),
-                      _g(row.get("min_cpu_kvcache_space_gib") if cpu else row.get("min_gpu_memory_utilization")))
+            t.add_row(str(row.tp), row.status_as_requested or "-", *(_g(getattr(row, key)) for key, _ in columns))
         con.print(t)
-    _print_fixes(r, con)
+    _print_fixes(p, con)

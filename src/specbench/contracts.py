@@ -1,0 +1,321 @@
+"""The JSON contracts as types: what `specbench plan --json` and `specbench doctor --json` emit (docs/contracts.md).
+
+The planners and the doctor build plain dicts (the JSON on the wire); these frozen dataclasses read them back
+(`from_json`) and write them again (`to_json`) key for key and value for value, so a consumer reads typed fields
+instead of `d.get("...")`. Only the keys every engine emits are fields; an engine's own keys stay in `extra`
+(a read-only mapping, in the order the engine emitted them). Pure, no I/O, no heavy imports.
+
+Key order is not part of the contract: `to_json` writes the typed fields first (in the order of docs/contracts.md),
+then `extra`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping, Union
+
+
+def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d))
+
+
+def _plain(v: Any) -> Any:
+    """The JSON form of a field value: tuples become lists, contract types their to_json(), mappings dicts."""
+    if hasattr(v, "to_json"):
+        return v.to_json()
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, MappingProxyType):
+        return dict(v)
+    return v
+
+
+# ------------------------------------------------------------------------------------------------ plan: fixes
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """What a fixed launch plans to. Both engines emit `status`, `error`, `kv_tokens`, `max_running_requests`;
+    SGLang adds the rest of the plan's headline keys (engines/sglang/fixes.py::_result), vLLM its pool numbers (`extra`)."""
+
+    status: str
+    error: str | None
+    kv_tokens: int | None
+    max_running_requests: int | None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FixResult:
+        typed = {f.name for f in fields(cls)} - {"extra"}
+        return cls(status=d["status"], error=d["error"], kv_tokens=d["kv_tokens"],
+                   max_running_requests=d["max_running_requests"],
+                   extra=_frozen({k: v for k, v in d.items() if k not in typed}))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "error": self.error, "kv_tokens": self.kv_tokens,
+                "max_running_requests": self.max_running_requests, **self.extra}
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One nearest working configuration: the flags to change (`{flag: value}`, as the user types them; vLLM's
+    CPU space is the env word `VLLM_CPU_KVCACHE_SPACE`) and what the changed launch plans to."""
+
+    change: Mapping[str, Any]
+    result: FixResult
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Fix:
+        return cls(change=_frozen(d["change"]), result=FixResult.from_json(d["result"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": dict(self.change), "result": self.result.to_json()}
+
+
+# ------------------------------------------------------------------------------------------------ plan: per TP
+
+
+@dataclass(frozen=True)
+class SglangTpRow:
+    """One row of SGLang's nearest-configurations table: per TP, the largest/smallest value of each knob that
+    still starts with the rest of the launch as given (engines/sglang/fixes.py::Solver.row)."""
+
+    tp: int
+    error: str | None  # why this TP cannot be planned at all (e.g. heads not divisible); the knobs are then null
+    max_running_requests: int | None
+    min_mem_fraction_static: float | None
+    max_context_length: int | None
+    max_draft_tokens: int | None
+    status_as_requested: str | None  # "ok" | "fails": the launch as given at this TP
+
+    # (key, the column a person reads) in table order, after TP and "as requested"
+    COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("max_running_requests", "max --max-running-requests"),
+        ("min_mem_fraction_static", "min --mem-fraction-static"),
+        ("max_context_length", "max --context-length"),
+        ("max_draft_tokens", "max draft tokens"),
+    )
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SglangTpRow:
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tp": self.tp, "error": self.error, "max_running_requests": self.max_running_requests,
+                "min_mem_fraction_static": self.min_mem_fraction_static,
+                "max_context_length": self.max_context_length, "max_draft_tokens": self.max_draft_tokens,
+                "status_as_requested": self.status_as_requested}
+
+
+@dataclass(frozen=True)
+class VllmTpRow:
+    """One row of vLLM's nearest-configurations table (engines/vllm/plan.py::per_tp_fixes). A TP that cannot be
+    planned is `{"tp", "error"}` only. A planned row also carries SGLang-shaped aliases of its knobs
+    (`max_running_requests` = `max_num_seqs`, `min_mem_fraction_static` = `min_gpu_memory_utilization`,
+    `max_context_length` = `max_model_len`, `max_draft_tokens` = null): derived here, never stored twice."""
+
+    tp: int
+    error: str | None
+    status_as_requested: str | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    min_gpu_memory_utilization: float | None = None
+    min_cpu_kvcache_space_gib: int | None = None
+
+    COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("max_num_seqs", "max --max-num-seqs"),
+        ("max_model_len", "max --max-model-len"),
+        ("min_gpu_memory_utilization", "min --gpu-memory-utilization"),
+    )
+    CPU_COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("max_num_seqs", "max --max-num-seqs"),
+        ("max_model_len", "max --max-model-len"),
+        ("min_cpu_kvcache_space_gib", "min VLLM_CPU_KVCACHE_SPACE GiB"),
+    )
+
+    def _aliases(self) -> dict[str, Any]:
+        return {"max_running_requests": self.max_num_seqs, "min_mem_fraction_static": self.min_gpu_memory_utilization,
+                "max_context_length": self.max_model_len, "max_draft_tokens": None}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> VllmTpRow:
+        if d.get("error") is not None:
+            return cls(tp=d["tp"], error=d["error"])
+        row = cls(**{f.name: d[f.name] for f in fields(cls)})
+        for k, v in row._aliases().items():
+            if d[k] != v:
+                raise ValueError(f"vLLM per_tp row for TP{row.tp}: {k}={d[k]!r} is not its alias value {v!r}")
+        return row
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"tp": self.tp, "error": self.error}
+        return {"tp": self.tp, "error": None, "status_as_requested": self.status_as_requested,
+                "max_num_seqs": self.max_num_seqs, "max_model_len": self.max_model_len,
+                "min_gpu_memory_utilization": self.min_gpu_memory_utilization,
+                "min_cpu_kvcache_space_gib": self.min_cpu_kvcache_space_gib, **self._aliases()}
+
+
+TpRow = Union[SglangTpRow, VllmTpRow]
+TP_ROW_TYPES: Mapping[str, type] = MappingProxyType({"sglang": SglangTpRow, "vllm": VllmTpRow})
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """`specbench plan --json`: the keys both engines emit as fields (docs/contracts.md, "emitted by: both"),
+    every engine-specific key in `extra`. Units: GiB = 2**30 bytes, per GPU (per worker for vLLM)."""
+
+    status: str  # "ok" | "fails"
+    error: str | None  # the engine's own error text, or null
+    error_kind: str | None  # a stable name for the failure, or null
+    engine: str  # "sglang" | "vllm"
+    engine_version: str  # the rule set used
+    era: str  # the rule family within the engine (SGLang "v0512"/"v0515"/"v0523", vLLM "vLLM GPU V1" ...)
+    model: str
+    model_kind: str  # architecture and shape in words
+    draft_model: str | None
+    gpu: str | None  # catalog name; vLLM CPU: "CPU node"
+    tp: int
+    mem_fraction_static: float  # SGLang f; vLLM: gpu_memory_utilization
+    weights_gib: float
+    draft_weights_gib: float
+    kv_tokens: int | None
+    k_size_gib: float | None
+    v_size_gib: float | None
+    max_mamba_cache_size: int | None
+    conv_state_gib: float | None
+    ssm_state_gib: float | None
+    intermediate_ssm_state_gib: float | None
+    max_running_requests: int | None
+    reason: str  # why it starts or fails, in plain words
+    warnings: tuple[str, ...]
+    log_lines: tuple[str, ...]
+    ignored_flags: tuple[str, ...]
+    fixes: tuple[Fix, ...]
+    per_tp: tuple[TpRow, ...] | None  # None: the key is absent (planned with --no-fixes)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def shared_keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name != "extra")
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PlanResult:
+        """Read a plan dict (as `plan_command` returns it or `plan --json` prints it). KeyError names a missing
+        shared key."""
+        keys = cls.shared_keys()
+        kw: dict[str, Any] = {k: d[k] for k in keys if k != "per_tp"}
+        for k in ("warnings", "log_lines", "ignored_flags"):
+            kw[k] = tuple(kw[k])
+        kw["fixes"] = tuple(Fix.from_json(f) for f in kw["fixes"])
+        if "per_tp" in d:
+            row = TP_ROW_TYPES.get(d["engine"])
+            if row is None:
+                raise ValueError(f"no per-TP row type for engine {d['engine']!r}")
+            kw["per_tp"] = tuple(row.from_json(r) for r in d["per_tp"])
+        else:
+            kw["per_tp"] = None
+        return cls(**kw, extra=_frozen({k: v for k, v in d.items() if k not in keys}))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: _plain(getattr(self, k)) for k in self.shared_keys() if not (k == "per_tp" and self.per_tp is None)}
+        out.update(self.extra)
+        return out
+
+
+# ------------------------------------------------------------------------------------------------ doctor
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRow:
+    """One row of the memory budget a logged boot used (`doctor --json` `budget`)."""
+
+    key: str  # stable row id: free_before_load, weights, kv, graphs ...
+    label: str  # what a person reads
+    gib: float | None  # GiB, one GPU (the lowest rank in the log)
+    source: str  # the log line (or the arithmetic over log numbers) it comes from
+
+    def to_dict(self) -> dict[str, object]:
+        return {"key": self.key, "label": self.label, "gib": self.gib, "source": self.source}
+
+    to_json = to_dict
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> BudgetRow:
+        return cls(d["key"], d["label"], d["gib"], d["source"])
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """`doctor --json` `failure`: a stable kind and the engine's own error text."""
+
+    kind: str
+    message: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FailureSummary:
+        return cls(d["kind"], d["message"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message}
+
+
+@dataclass(frozen=True)
+class StartupWarning:
+    """A cap, reduction, reset or override the engine logged while it started, in the engine's own words, with
+    the fixes that lift it (`doctor --json` `warnings`, ARCHITECTURE.md; not emitted by the doctor yet)."""
+
+    kind: str
+    message: str
+    fixes: tuple[Fix, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> StartupWarning:
+        return cls(d["kind"], d["message"], tuple(Fix.from_json(f) for f in d["fixes"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "fixes": [f.to_json() for f in self.fixes]}
+
+
+@dataclass(frozen=True)
+class DiagnosisSummary:
+    """`specbench doctor LOG --json` (logs/doctor.py::Diagnosis.to_json). `facts` stays a mapping: its keys are the
+    fields of logs/facts.py::LogFacts (documented in docs/contracts.md)."""
+
+    status: str  # "started" | "failed" | "unknown"
+    failure: FailureSummary | None
+    facts: Mapping[str, Any]
+    explanation: str
+    fixes: tuple[Fix, ...]
+    engine: str | None
+    engine_version: str | None
+    budget: tuple[BudgetRow, ...]
+    notes: tuple[str, ...]
+    plan: PlanResult | None  # the planner's result for the logged launch, with the log's measured numbers
+    warnings: tuple[StartupWarning, ...] | None = None  # None: the key is absent (today's doctor)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DiagnosisSummary:
+        return cls(
+            status=d["status"],
+            failure=FailureSummary.from_json(d["failure"]) if d["failure"] is not None else None,
+            facts=_frozen(d["facts"]),
+            explanation=d["explanation"],
+            fixes=tuple(Fix.from_json(f) for f in d["fixes"]),
+            engine=d["engine"],
+            engine_version=d["engine_version"],
+            budget=tuple(BudgetRow.from_json(r) for r in d["budget"]),
+            notes=tuple(d["notes"]),
+            plan=PlanResult.from_json(d["plan"]) if d["plan"] is not None else None,
+            warnings=tuple(StartupWarning.from_json(w) for w in d["warnings"]) if "warnings" in d else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        if self.warnings is None:
+            del out["warnings"]
+        return out
