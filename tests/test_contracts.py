@@ -143,7 +143,7 @@ def test_doctor_round_trips(diagnoses, name):
         s = DiagnosisSummary.from_json(form)
         assert s.to_json() == form
     s = DiagnosisSummary.from_json(d)
-    assert all(isinstance(r, BudgetRow) for r in s.budget) and s.warnings is None
+    assert all(isinstance(r, BudgetRow) for r in s.budget) and s.warnings is not None and s.capped is False
     if name == "incident_failing":
         assert s.failure is not None and s.failure.kind == "max_running_requests_zero"
         assert s.plan is not None and s.plan.status == "fails" and s.fixes
@@ -152,7 +152,7 @@ def test_doctor_round_trips(diagnoses, name):
 def test_startup_warning_round_trips(plans):
     fix = plans["sglang_incident"]["fixes"][0]
     w = {"kind": "mamba_cap", "message": "max_running_requests is capped to 12 by the mamba state cache",
-         "fixes": [fix]}
+         "fixes": [fix], "line": 7, "cap": True}
     assert StartupWarning.from_json(w).to_json() == w
 
 
@@ -197,7 +197,7 @@ def test_per_tp_table(plans, engine):
 
 def test_doctor_tables(diagnoses):
     top = set(_keyed("| key | unit | meaning |"))  # the first such table after the plan section is the doctor's
-    assert top == {f.name for f in fields(DiagnosisSummary)} - {"warnings"}
+    assert top == {f.name for f in fields(DiagnosisSummary)}
     for d in diagnoses.values():
         assert set(d) == top
         assert set(d["facts"]) == set(_keyed("| fact | unit | meaning (the log line it comes from) |"))

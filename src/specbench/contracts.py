@@ -195,6 +195,7 @@ class PlanResult:
     warnings: tuple[str, ...]
     log_lines: tuple[str, ...]
     ignored_flags: tuple[str, ...]
+    unknown_flags: tuple[str, ...]  # flags the release's parser does not have (it would refuse to start)
     fixes: tuple[Fix, ...]
     per_tp: tuple[TpRow, ...] | None  # None: the key is absent (planned with --no-fixes)
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -209,7 +210,7 @@ class PlanResult:
         shared key."""
         keys = cls.shared_keys()
         kw: dict[str, Any] = {k: d[k] for k in keys if k != "per_tp"}
-        for k in ("warnings", "log_lines", "ignored_flags"):
+        for k in ("warnings", "log_lines", "ignored_flags", "unknown_flags"):
             kw[k] = tuple(kw[k])
         kw["fixes"] = tuple(Fix.from_json(f) for f in kw["fixes"])
         if "per_tp" in d:
@@ -255,30 +256,38 @@ class FailureSummary:
 
     kind: str
     message: str
+    wrapper: str | None = None  # the wrapper line the process printed after the cause (absent when none)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> FailureSummary:
-        return cls(d["kind"], d["message"])
+        return cls(d["kind"], d["message"], d.get("wrapper"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message}
+        out = {"kind": self.kind, "message": self.message}
+        if self.wrapper is not None:
+            out["wrapper"] = self.wrapper
+        return out
 
 
 @dataclass(frozen=True)
 class StartupWarning:
     """A cap, reduction, reset or override the engine logged while it started, in the engine's own words, with
-    the fixes that lift it (`doctor --json` `warnings`, ARCHITECTURE.md; not emitted by the doctor yet)."""
+    the fixes that lift it (`doctor --json` `warnings`; logs/warnings.py). A fix here is
+    `{"change": {flag: value | null}, "source": "engine" | "log" | "planner", "why": str[, "result": {...}]}`."""
 
     kind: str
     message: str
-    fixes: tuple[Fix, ...] = ()
+    fixes: tuple[Mapping[str, Any], ...] = ()
+    line: int | None = None  # 1-based physical line of the log
+    cap: bool = False  # the engine serves less than was asked (False: a note)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> StartupWarning:
-        return cls(d["kind"], d["message"], tuple(Fix.from_json(f) for f in d["fixes"]))
+        return cls(d["kind"], d["message"], tuple(_frozen(f) for f in d["fixes"]), d.get("line"), bool(d.get("cap")))
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "fixes": [f.to_json() for f in self.fixes]}
+        return {"kind": self.kind, "message": self.message, "fixes": [_plain(f) for f in self.fixes],
+                "line": self.line, "cap": self.cap}
 
 
 @dataclass(frozen=True)
@@ -296,7 +305,8 @@ class DiagnosisSummary:
     budget: tuple[BudgetRow, ...]
     notes: tuple[str, ...]
     plan: PlanResult | None  # the planner's result for the logged launch, with the log's measured numbers
-    warnings: tuple[StartupWarning, ...] | None = None  # None: the key is absent (today's doctor)
+    warnings: tuple[StartupWarning, ...] | None = None  # None: the key is absent
+    capped: bool | None = None  # started, with a warning that caps what it serves; None: the key is absent
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> DiagnosisSummary:
@@ -312,10 +322,12 @@ class DiagnosisSummary:
             notes=tuple(d["notes"]),
             plan=PlanResult.from_json(d["plan"]) if d["plan"] is not None else None,
             warnings=tuple(StartupWarning.from_json(w) for w in d["warnings"]) if "warnings" in d else None,
+            capped=d.get("capped"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-        if self.warnings is None:
-            del out["warnings"]
+        for key in ("warnings", "capped"):
+            if out[key] is None:
+                del out[key]
         return out

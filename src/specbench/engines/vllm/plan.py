@@ -512,8 +512,8 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["ignored_flags"] = list(args.ignored)
     out["reason"] = explain(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
-    if ctx.device == "cpu":
-        out["cpu_isa"] = {"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
+    out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
+                      if ctx.device == "cpu" else None)
     out["tp"] = args.tp
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
     out["budget_rows"] = budget_rows(out)
