@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any, Iterator, MutableMapping
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from specbench.errors import UserError
+
+if TYPE_CHECKING:  # typer vendors click as typer._click; the separate click package is not needed at run time
+    from typer._click import Command
 
 # Command name -> module that registers it, in the order they appear in --help.
 COMMANDS: dict[str, str] = {
@@ -28,12 +30,12 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class _LazyCommands(MutableMapping[str, click.Command]):
+class _LazyCommands(MutableMapping[str, "Command"]):
     """The group's `commands`: the names of `COMMANDS`; a module is imported on the first look-up of one of them."""
 
     def __init__(self, table: dict[str, str]) -> None:
         self._table = table
-        self._loaded: dict[str, click.Command] = {}
+        self._loaded: dict[str, Command] = {}
 
     def _load(self, module: str) -> None:
         sub = typer.Typer()
@@ -41,12 +43,12 @@ class _LazyCommands(MutableMapping[str, click.Command]):
         for name, cmd in typer.main.get_group(sub).commands.items():
             self._loaded.setdefault(name, cmd)
 
-    def __getitem__(self, name: str) -> click.Command:
+    def __getitem__(self, name: str) -> Command:
         if name not in self._loaded and name in self._table:
             self._load(self._table[name])
         return self._loaded[name]
 
-    def __setitem__(self, name: str, cmd: click.Command) -> None:
+    def __setitem__(self, name: str, cmd: Command) -> None:
         self._loaded[name] = cmd
 
     def __delitem__(self, name: str) -> None:
