@@ -47,6 +47,7 @@ demo: venv engine models
 bench: venv
 	$(BIN)/python benchmarks/planner_speed.py
 	$(BIN)/python benchmarks/planner_accuracy.py
+	$(BIN)/python benchmarks/cli_latency.py
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .cache demo-out

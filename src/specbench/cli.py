@@ -1,36 +1,95 @@
 """The `specbench` command line: parse, call, render. No logic lives here.
 
-Each command group lives in `specbench.commands.<name>` and exposes `register(app)`.
+Each command group lives in `specbench.commands.<module>` and exposes `register(app)`. `COMMANDS` below is the
+static table of commands; a command's module is imported only when that command runs (or when `specbench --help`
+needs its help text), so `specbench plan` does not pay for the report's matplotlib or the runner's HTTP clients.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import TYPE_CHECKING, Any, Iterator, MutableMapping
 
 import typer
+from typer.core import TyperGroup
 
 from specbench.errors import UserError
 
+if TYPE_CHECKING:  # typer vendors click as typer._click; the separate click package is not needed at run time
+    from typer._click import Command
+
+# Command name -> module that registers it, in the order they appear in --help.
+COMMANDS: dict[str, str] = {
+    "plan": "specbench.commands.plan",
+    "doctor": "specbench.commands.doctor",
+    "run": "specbench.commands.run",
+    "report": "specbench.commands.report",
+    "export": "specbench.commands.report",
+    "models": "specbench.commands.models",
+}
+
+
+class _LazyCommands(MutableMapping[str, "Command"]):
+    """The group's `commands`: the names of `COMMANDS`; a module is imported on the first look-up of one of them."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self._table = table
+        self._loaded: dict[str, Command] = {}
+
+    def _load(self, module: str) -> None:
+        sub = typer.Typer()
+        importlib.import_module(module).register(sub)
+        for name, cmd in typer.main.get_group(sub).commands.items():
+            self._loaded.setdefault(name, cmd)
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._loaded and name in self._table:
+            self._load(self._table[name])
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, cmd: Command) -> None:
+        self._loaded[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._table
+        yield from (n for n in self._loaded if n not in self._table)
+
+    def __len__(self) -> int:
+        return len(set(self._table) | set(self._loaded))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table or name in self._loaded
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose subcommands come from `COMMANDS`, each built when first asked for."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        lazy = _LazyCommands(COMMANDS)
+        for name, cmd in self.commands.items():  # any registered directly on `app`
+            lazy[name] = cmd
+        self.commands = lazy
+
+
 app = typer.Typer(
     name="specbench",
+    cls=LazyGroup,
     help="Plan, diagnose, run and report speculative-decoding deployments on SGLang and vLLM.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-# Command modules, in the order they appear in --help.
-COMMAND_MODULES = ("plan", "doctor", "run", "report", "models")
 
-for _name in COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"specbench.commands.{_name}")
-    except ModuleNotFoundError as exc:  # a command module not written yet
-        if exc.name != f"specbench.commands.{_name}":
-            raise
-        continue
-    _mod.register(app)
+@app.callback()
+def _root() -> None:
+    # Without a registered command typer needs a callback to build a group; this one does nothing.
+    pass
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from specbench.errors import UserError
-from specbench.logs.diff import LogDiff, diff
-from specbench.logs.doctor import Diagnosis, diagnose_file
-from specbench.logs.serverargs import to_flag
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from specbench.logs.diff import LogDiff
+    from specbench.logs.doctor import Diagnosis
+
+# The log reader and rich are imported inside the functions: `specbench --help` and the other commands do not pay
+# for them, and `doctor --json` does not load rich's tables.
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +44,9 @@ def doctor_cmd(
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name for the planner's fixes (default H200, or $SPECBENCH_GPU)"),
     no_fixes: bool = typer.Option(False, "--no-fixes", help="skip the planner"),
 ) -> None:
+    from specbench.logs.diff import diff
+    from specbench.logs.doctor import diagnose_file
+
     kw: dict[str, Any] = {"claimed_quant": claimed_quant, "engine_version": engine_version, "gpu": gpu,
                           "model_config": model_config, "draft_config": draft_config,
                           "with_fixes": not no_fixes}
@@ -51,6 +57,8 @@ def doctor_cmd(
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2, default=str))
         else:
+            from rich.console import Console
+
             render_diff(result, logs, Console())
         return
     if len(logs) != 1:
@@ -59,6 +67,8 @@ def doctor_cmd(
     if as_json:
         typer.echo(json.dumps(d.to_json(), indent=2, default=str))
     else:
+        from rich.console import Console
+
         render_diagnosis(d, logs[0], Console())
 
 
@@ -76,6 +86,9 @@ _STATUS = {"started": "[green]started[/]", "failed": "[red]failed[/]", "unknown"
 
 
 def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     f = d.facts
     status = "[yellow]started, but capped[/]" if d.capped else _STATUS.get(d.status, d.status)
     head = f"{escape(path)}: {status}"
@@ -110,6 +123,9 @@ def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
 
 
 def _print_fixes(fixes: tuple[dict[str, Any], ...], title: str, console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=title, title_justify="left")
     t.add_column("change", overflow="fold")
     for col in ("status", "running requests", "KV tokens", "Mamba slots"):
@@ -123,6 +139,11 @@ def _print_fixes(fixes: tuple[dict[str, Any], ...], title: str, console: Console
 
 
 def render_diff(r: LogDiff, paths: list[str], console: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from specbench.logs.serverargs import to_flag
+
     lf, rf = r.left.facts, r.right.facts
     t = Table(title="budgets side by side (GiB, one GPU)", title_justify="left")
     t.add_column("what")

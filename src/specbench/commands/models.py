@@ -10,7 +10,8 @@ from typing import Optional
 import typer
 
 from specbench.errors import UserError
-from specbench.models_gen import ALL_MODELS, build_all, is_current
+
+# specbench.models_gen (tokenizers, safetensors) is imported inside the commands that build or list models.
 
 MODELS_ENV_VAR = "SPECBENCH_MODELS"  # the Makefile exports it; default folder below
 DEFAULT_MODELS_DIR = ".cache/models"
@@ -33,6 +34,8 @@ def build_cmd(
     force: bool = typer.Option(False, "--force", help="rebuild models that already exist"),
     only: Optional[list[str]] = typer.Option(None, "--only", help="build only this model (repeatable)"),
 ) -> None:
+    from specbench.models_gen import build_all
+
     folder = out if out is not None else default_models_dir()
     try:
         built = build_all(folder, force=force, names=tuple(only) if only else None)
@@ -50,6 +53,8 @@ def list_cmd(
     folder: Optional[Path] = typer.Option(None, "--dir", help=f"where to look (default ${MODELS_ENV_VAR} or {DEFAULT_MODELS_DIR})"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object per model, as a list"),
 ) -> None:
+    from specbench.models_gen import ALL_MODELS, is_current
+
     root = folder if folder is not None else default_models_dir()
     rows = []
     for s in ALL_MODELS:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from specbench.engines.base import engine
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, env_gpu_default, plan_command_full
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# The planner, the engines and rich are imported inside the command: `specbench --help` and the other commands
+# do not pay for them.
 
 
 def register(app: typer.Typer) -> None:
@@ -48,10 +49,8 @@ def plan_cmd(
         return
     argv = list(ctx.args)
     if from_log:
-        try:
-            from specbench.logs.doctor import facts_for_plan
-        except ModuleNotFoundError:
-            raise UserError("--from-log needs the log reader (specbench.logs), which is not installed") from None
+        from specbench.logs.doctor import facts_for_plan
+
         facts = facts_for_plan(from_log)
         if not argv:
             argv = list(facts.get("argv") or [])
@@ -64,6 +63,8 @@ def plan_cmd(
     if not argv:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")
+    from specbench.plan.api import PlanOptions, env_gpu_default, plan_command_full
+
     opts = PlanOptions(model_config=model_config, draft_config=draft_config, gpu=gpu or (None if gpu_mem_gib else env_gpu_default()),
                        gpu_mem_gib=gpu_mem_gib, engine=engine, engine_version=engine_version,
                        avail_before_load_gib=avail_before_load_gib, weights_gib=weights_gib,
@@ -72,10 +73,14 @@ def plan_cmd(
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
+        from rich.console import Console
+
         render_plan(result, Console())
     raise typer.Exit(0)
 
 
 def render_plan(r: dict, con: Console) -> None:
     """The plan in the words of the engine that made it."""
+    from specbench.engines.base import engine
+
     engine(r.get("engine")).render_plan(r, con)

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from specbench.errors import UserError
-from specbench.report.build import Written, report_paths
-from specbench.report.compare import load_stores
-from specbench.report.export import FORMATS, export
-from specbench.report.tables import fmt
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from specbench.report.build import Written
+
+# The report package (matplotlib, jinja2) and rich are imported inside the commands: only `report` pays for plots.
 
 
 def _summary(written: Written) -> Table:
     """The fastest configuration per TP and concurrency, as a short rich table."""
+    from rich.table import Table
+
+    from specbench.report.tables import fmt
+
     t = Table(title="fastest per TP and concurrency", title_justify="left")
     best = written.report.tables.best
     ar_won = any(b.is_baseline for b in best)
@@ -36,6 +41,10 @@ def report_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: <first store dir>/report)."),
 ) -> None:
     """Write report.md, report.html (self-contained) and PNG plots from one or more results stores."""
+    from rich.console import Console
+
+    from specbench.report.build import report_paths
+
     written = report_paths(stores, out)
     console = Console(stderr=False, soft_wrap=True)
     summary = written.report.tables.summary
@@ -58,6 +67,9 @@ def export_command(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (default: stdout)."),
 ) -> None:
     """Export every cell with flattened metrics as CSV or JSON."""
+    from specbench.report.compare import load_stores
+    from specbench.report.export import FORMATS, export
+
     if format.lower() not in FORMATS:
         raise UserError(f"--format {format!r}: use one of {', '.join(FORMATS)}")
     text = export(load_stores([store]), format)

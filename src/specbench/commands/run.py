@@ -6,16 +6,16 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
-from specbench.matrix.runner import RunOptions, default_store_path, dry_run, iter_phases, run_matrix
-from specbench.matrix.spec import expand, load_matrix
-from specbench.matrix.store import Store
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+# The matrix package (runner, HTTP clients, adapters) and rich are imported inside the functions: `specbench --help`
+# and the other commands do not pay for them.
 
 
 def _fmt(v: Any, digits: int = 1) -> str:
@@ -28,6 +28,8 @@ def _fmt(v: Any, digits: int = 1) -> str:
 
 def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dict[str, Any]]:
     """One row per cell of the store (only `cell_ids` when given: the matrix as it is now)."""
+    from specbench.matrix.store import Store
+
     with Store(store_path) as store:
         cells = store.cells()
     rows = []
@@ -58,6 +60,9 @@ def _pair(a: Any, b: Any, digits: int) -> str:
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     """Throughput, TTFT and TPOT p50/p99 (ms), mean accept length and speedup over AR, one row per cell."""
+    from rich import box
+    from rich.table import Table
+
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for col, just in (("tp", "right"), ("cell", "left"), ("c", "right"), ("in+out", "right"), ("status", "left"),
                       ("tok/s", "right"), ("TTFT ms p50/99", "right"), ("TPOT ms p50/99", "right"),
@@ -77,6 +82,8 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
 
 
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
+    from specbench.matrix.runner import iter_phases
+
     seen: set[str] = set()
     counts = {"launch": 0, "fixed": 0, "skipped": 0}
     for phase, group in iter_phases(rows):
@@ -118,6 +125,11 @@ def register(app: typer.Typer) -> None:
         no_progress: bool = typer.Option(False, "--no-progress", help="no progress bars"),
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
+        from rich.console import Console
+
+        from specbench.matrix.runner import RunOptions, default_store_path, dry_run, run_matrix
+        from specbench.matrix.spec import expand, load_matrix
+
         spec, text = load_matrix(matrix)
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
