@@ -1,0 +1,327 @@
+"""The first stages of `plan_sglang`, in the engine's order: setup -> weights -> budget -> Mamba strategy -> KV cell
+(the pools and the allocation sizes follow in `plan_alloc.py`). Each stage is a pure function returning a frozen
+value; the formulas they call live in `formulas.py`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from specbench.engines import versions
+from specbench.engines.sglang import formulas as C
+from specbench.engines.sglang.args import SglangArgs
+from specbench.errors import FlagError
+from specbench.specs.gpu import GpuSpec
+from specbench.specs.model import ModelSpec
+from specbench.specs.quant import scheme_for_flag
+from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
+
+GIB = float(1 << 30)
+
+# Free memory lost to the CUDA context (and NCCL at TP>1) before weights load.
+# Sources: the incident log (RTX PRO 6000: 97,887 MiB = 95.59 GiB total, `Load weight begin. avail mem=94.24 GB`)
+# gives 1.35 GiB at TP1; the H200 boots (140.40 GiB total) give 139.13 at TP1 (1.27 GiB) and 138.28 at TP2, so
+# TP>1 adds 0.85 GiB of NCCL / custom all-reduce buffers (tests/data/sglang-0.5.15.post1/q36_27b_tp2_*.log).
+CONTEXT_OVERHEAD_GIB = 1.35
+NCCL_OVERHEAD_GIB = 0.85
+
+# Memory taken between `Load weight end` and pool sizing beyond the logged weights (workspaces, handles).
+# Sources: the incident's two 0.5.12-era logs need 0.04 GiB (KV 87,061 / 11,893 tokens); the real 0.5.12.post1
+# H200 boots (tests/data/sglang-0.5.12.post1/, all at --context-length 32768) behave as if 0.056 GiB is taken;
+# 0.05 keeps both within 1.2 %. 0.5.15.post1 on the H200: with identical `Load weight end. avail mem=88.07 GB`,
+# Qwen3.6-27B gets 175 Mamba slots at context 32,768 (A < 88.053 GiB at sizing) but 176 at context 4,096
+# (A >= 88.053): the residue grows with the context length. Fit to both: 0.01 GiB + 0.9 KiB per context token
+# (0.040 GiB at 32k, 0.014 GiB at 4k). 0.5.18+: not measured, taken as 0.5.15.
+OTHER_RESIDENT_GIB = {"v0512": 0.05}
+
+
+def other_resident_gib(era: str, context_len: int) -> float:
+    if era in OTHER_RESIDENT_GIB:
+        return OTHER_RESIDENT_GIB[era]
+    return 0.01 + 0.9 * 1024 * context_len / GIB
+
+
+# A measured weight size this far from the config's estimate is flagged (see `plan_weights`).
+WEIGHT_MISMATCH = 0.15
+
+# Targets whose EAGLE/NEXTN draft path defaults to the target checkpoint (arg_groups/speculative_hook.py
+# ::_handle_eagle_family); only then (or with an explicit --speculative-draft-model-path) is the draft's KV folded
+# into the cell (model_runner.py::ModelRunner.__init__ 0.5.15 / spec_aux_hidden_state.py 0.5.23).
+_DRAFT_PATH_DEFAULT_ARCHS = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM",
+                             "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM",
+                             "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "BailingMoeV2_5ForCausalLM",
+                             "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+                             "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration")
+
+# Hybrid archs whose `auto` strategy resolves to extra_buffer (0.5.14+, overrides.py::_MAMBA_EXTRA_BUFFER_ARCHS).
+_EXTRA_BUFFER_ARCHS = ("Qwen3Next", "Qwen3_5", "NemotronH", "FalconH1", "GraniteMoeHybrid")
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP")
+DFLASH_FAMILY = ("DFLASH", "DDTREE")
+
+
+@dataclass(frozen=True)
+class Measured:
+    avail_before_load_gib: float | None = None
+    weights_gib: float | None = None
+    draft_weights_gib: float | None = None
+    other_resident_gib: float | None = None
+
+
+def era_of(version: C.Version) -> str:
+    if version <= (0, 5, 12):
+        return "v0512"
+    if version <= (0, 5, 17):
+        return "v0515"
+    return "v0523"
+
+
+# ------------------------------------------------------------------------------------------------ 1. setup
+@dataclass(frozen=True)
+class Setup:
+    """The targeted release, the TP layout, the speculative setup and the engine's defaults."""
+    version_text: str
+    version: C.Version
+    era: str
+    tp: int
+    attn_tp: int
+    spec: C.SpecSetup
+    defaults: C.Defaults
+    mem_fraction: float          # f
+    context_len: int
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: GpuSpec,
+                  version_text: str) -> Setup:
+    version, newer = versions.rule_set_for(version_text, C.SGLANG_RULE_SETS, "SGLang")
+    tp = args.tp
+    attn_tp = tp // (args.dp if args.enable_dp_attention else 1) or 1
+    check_divisibility(m, tp, attn_tp)
+    warnings: list[str] = [newer] if newer else []
+    notes: list[str] = []
+    # flags as the targeted version spells them
+    bad = flag_spelling_error(args, version)
+    if bad:
+        warnings.append(bad + "; planned with the flag's meaning, spell it as that release does")
+    if "--mamba-scheduler-strategy" in args.flags_seen and (0, 5, 14) <= version:
+        notes.append("--mamba-scheduler-strategy is a deprecated alias of --mamba-radix-cache-strategy since 0.5.14")
+    spec = C.resolve_spec(args, m, draft)
+    if spec.unreleased:
+        notes.append("DDTREE follows an unreleased SGLang PR (#29907): planned like DFLASH with budget+1 draft tokens")
+    defaults = C.resolve_defaults(args, m, gpu, version)
+    f = args.mem_fraction_static if args.mem_fraction_static is not None else defaults.mem_fraction_static
+    ctx = args.context_length or int(m.max_position_embeddings or 4096)
+    return Setup(version_text, version, era_of(version), tp, attn_tp, spec, defaults, f, ctx, tuple(warnings),
+                 tuple(notes))
+
+
+def flag_spelling_error(args: SglangArgs, version: C.Version) -> str | None:
+    """argparse rejects a flag the targeted release does not have (server_args.py / arg_groups/fields/*.py)."""
+    if "--mamba-radix-cache-strategy" in args.flags_seen and version <= (0, 5, 13):
+        return ("SGLang <= 0.5.13 has no --mamba-radix-cache-strategy (it was --mamba-scheduler-strategy); the server "
+                "would exit with 'unrecognized arguments'")
+    if "--mamba-scheduler-strategy" in args.flags_seen and version >= (0, 5, 23):
+        return ("SGLang 0.5.23 has no --mamba-scheduler-strategy (renamed --mamba-radix-cache-strategy in 0.5.14); the "
+                "server would exit with 'unrecognized arguments'")
+    return None
+
+
+def check_divisibility(m: ModelSpec, tp: int, attn_tp: int) -> None:
+    if m.num_attention_heads and m.num_attention_heads % attn_tp:
+        raise FlagError(f"--tp {tp} does not divide {m.name}'s {m.num_attention_heads} attention heads")
+    if m.num_kv_heads and m.num_kv_heads > attn_tp and m.num_kv_heads % attn_tp:
+        raise FlagError(f"--tp {tp} does not divide {m.name}'s {m.num_kv_heads} KV heads")
+
+
+# ------------------------------------------------------------------------------------------------ 2. weights
+@dataclass(frozen=True)
+class Weights:
+    """Target and draft weights per rank; `model` is the target as loaded (quantized online if asked)."""
+    model: ModelSpec
+    include_vision: bool
+    estimate_gib: float
+    gib: float                   # W
+    source: str
+    draft_gib: float             # Wd
+    draft_source: str
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup, measured: Measured) -> Weights:
+    warnings: list[str] = []
+    notes: list[str] = []
+    include_vision = m.is_multimodal and not args.language_only
+    if args.quantization and m.quant.method is None:
+        # --quantization on an unquantized checkpoint quantizes online at load (model_config.py::_verify_quantization)
+        online = scheme_for_flag(args.quantization)
+        if online is not None:
+            m = replace(m, quant=online)
+            notes.append(f"weights planned as {online.label}: --quantization {args.quantization} quantizes at load")
+    w_est = weight_bytes(m, s.tp, include_vision=include_vision) / GIB
+    if measured.weights_gib is not None:
+        W, w_src = measured.weights_gib, "measured"
+        # the estimate is within 1 % for every logged checkpoint (README of tests/data/sglang-*); the quantization
+        # schemes differ by 1.8x (fp8 vs bf16) to 3.5x (NVFP4 vs bf16), so a 15 % gap means another checkpoint
+        if abs(W - w_est) / max(W, 1e-9) > WEIGHT_MISMATCH:
+            warnings.append(f"measured weights {W:.2f} GiB differ from the {m.quant.label} estimate {w_est:.2f} GiB "
+                            f"by {abs(W - w_est) / W:.0%}: is the checkpoint the quantization you think?")
+    else:
+        W, w_src = w_est, f"estimated from config ({m.quant.label})"
+    if measured.draft_weights_gib is not None:
+        Wd, wd_src = measured.draft_weights_gib, "measured"
+    else:
+        Wd, wd_src = _draft_estimate_gib(m, draft, s), "estimated from config" if s.spec.algorithm else "none"
+    return Weights(m, include_vision, w_est, W, w_src, Wd, wd_src, tuple(warnings), tuple(notes))
+
+
+def _draft_estimate_gib(m: ModelSpec, draft: ModelSpec | None, s: Setup) -> float:
+    if s.spec.algorithm in EAGLE_FAMILY:
+        return (draft_model_bytes(draft, s.tp) if draft is not None else mtp_draft_bytes(m, s.tp)) / GIB
+    if s.spec.algorithm in DFLASH_FAMILY and draft is not None:
+        return draft_model_bytes(draft, s.tp) / GIB
+    return 0.0
+
+
+# ------------------------------------------------------------------------------------------------ 3. budget
+@dataclass(frozen=True)
+class Budget:
+    """B (free before weights), A (free at pool sizing), the slack B·(1−f) and the rest R for the pools."""
+    before_load_gib: float       # B
+    before_load_source: str
+    draft_before_sizing: bool
+    at_sizing_gib: float         # A
+    slack_gib: float
+    rest_gib: float              # R
+
+
+def plan_budget(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, measured: Measured) -> Budget:
+    tp = s.tp
+    if measured.avail_before_load_gib is not None:
+        B, b_src = measured.avail_before_load_gib, "measured"
+    else:
+        B = gpu.total_gib - CONTEXT_OVERHEAD_GIB - (NCCL_OVERHEAD_GIB if tp > 1 else 0.0)
+        b_src = "modelled: GPU total − CUDA context" + (" − NCCL" if tp > 1 else "")
+    # from 0.5.14 the draft weights load BEFORE the pools are sized (<= 0.5.13: after)
+    draft_before = s.version >= (0, 5, 14)
+    other = measured.other_resident_gib if measured.other_resident_gib is not None \
+        else other_resident_gib(s.era, s.context_len)
+    A = B - w.gib - (w.draft_gib if draft_before else 0.0) - other
+    slack = B * (1 - s.mem_fraction)
+    # kv_cache_configurator.py::mm_runtime_reservation_gb (0.5.18+): SGLANG_VLM_CACHE_SIZE_MB, default 100 MB, kept
+    # back for multimodal models (the feature-cache term only applies to cuda_ipc/cuda_vmm transports)
+    mm = 100 / 1024 if (w.model.is_multimodal and w.include_vision and s.era == "v0523") else 0.0
+    return Budget(B, b_src, draft_before, A, slack, A - slack - mm)
+
+
+def no_memory_error(s: Setup, b: Budget) -> str | None:
+    """R <= 0 before the pools: 0.5.14+ raise a ValueError naming the weights (<= 0.5.12 fail in the pools)."""
+    if b.rest_gib > 0 or s.era == "v0512":
+        return None
+    A, B = b.at_sizing_gib, b.before_load_gib
+    need = (1 - A / B)
+    sug = math.ceil(need * 1000) / 1000
+    return (f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+            f"{s.mem_fraction}. Raise --mem-fraction-static above {sug:.3f} (minimum viable = 1 - available/pre = "
+            f"1 - {A:.2f}/{B:.2f}). If using speculative decoding, draft weights are now counted.")
+
+
+# ------------------------------------------------------------------------------------------------ 4. Mamba strategy
+@dataclass(frozen=True)
+class Mamba:
+    """The hybrid model's radix-cache strategy, slots per request and per-slot state (all None when not hybrid)."""
+    strategy: str | None = None
+    ratio: int | None = None
+    state: C.MambaState | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A configuration the engine refuses before it sizes any pool; `mamba` is as far as the choice got."""
+    error: str
+    kind: str
+    mamba: Mamba = Mamba()
+
+
+def choose_mamba(args: SglangArgs, m: ModelSpec, s: Setup) -> Mamba | Refusal:
+    overlap = _overlap_schedule(args, s)
+    if m.architecture.startswith("NemotronH") and (args.attention_backend or "").lower() == "triton" \
+            and s.version >= (0, 5, 12):
+        return Refusal(  # server_args.py::_handle_model_specific_adjustments
+            "AssertionError: NemotronHForCausalLM does not support triton attention backend,as the first layer might "
+            "not be an attention layer", "unsupported_backend")
+    if not m.linear_layers:
+        return Mamba()
+    strategy = _mamba_strategy(args, m, s, overlap)
+    if strategy == "no_buffer" and s.version >= (0, 5, 14):
+        overlap = False  # no_buffer forces disable_overlap_schedule (overrides.py)
+    if s.era == "v0512" and s.spec.algorithm and strategy == "no_buffer" and not args.disable_radix_cache:
+        return Refusal(
+            f"ValueError: Speculative decoding for {m.architecture} is not compatible with radix cache when using "
+            f"--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
+            f"--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.", "flag_conflict",
+            Mamba(strategy))
+    return Mamba(strategy, C.mamba_ratio(args, strategy, overlap), C.mamba_state(m, s.tp, args.mamba_ssm_dtype))
+
+
+def _overlap_schedule(args: SglangArgs, s: Setup) -> bool:
+    overlap = not args.disable_overlap_schedule
+    if s.era == "v0512" and s.spec.algorithm in DFLASH_FAMILY:
+        overlap = False  # server_args.py (0.5.12): DFLASH always runs without the overlap scheduler
+    if s.era == "v0512" and s.spec.algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
+        env = dict(args.env)
+        spec_v2 = env.get("SGLANG_ENABLE_SPEC_V2", "1" if s.version >= (0, 5, 12) else "0").lower() in ("1", "true")
+        overlap = overlap and spec_v2
+    return overlap
+
+
+def _mamba_strategy(args: SglangArgs, m: ModelSpec, s: Setup, overlap: bool) -> str:
+    req = (args.mamba_strategy or "auto").lower()
+    if req != "auto":
+        return req
+    if s.era == "v0512" or s.version <= (0, 5, 13):
+        return "no_buffer"
+    arch_ok = m.architecture.startswith(_EXTRA_BUFFER_ARCHS)
+    return "extra_buffer" if arch_ok and (overlap or (args.page_size or 1) > 1) else "no_buffer"
+
+
+# ------------------------------------------------------------------------------------------------ 5. KV cell
+@dataclass(frozen=True)
+class KvCell:
+    """Bytes per token slot: the target's cell plus the draft's share folded in."""
+    dtype: str
+    target: int                  # c
+    draft: int
+    total: int
+    layers: int                  # L, the target's attention layers
+
+
+def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -> KvCell:
+    spec, era = s.spec, s.era
+    kvd = C.kv_dtype(args, m)
+    c = C.kv_cell_bytes(m, s.attn_tp, kvd)
+    L = len(m.attention_layers)
+    draft_c = 0
+    if spec.algorithm in DFLASH_FAMILY and draft is not None and L > 0:
+        if era == "v0523":
+            dkv = args.speculative_draft_kv_cache_dtype or kvd
+            draft_c = C.draft_kv_cell_bytes(draft, s.attn_tp, dkv)
+            c_total = c + draft_c
+        else:  # dflash_utils.py::scale_kv_cell_size_per_token_for_dflash (layer-scaled, ceil)
+            c_total = (c * (L + spec.draft_layers) + L - 1) // L
+            draft_c = c_total - c
+    elif spec.algorithm in EAGLE_FAMILY and era != "v0512" \
+            and s.version >= (0, 5, 14) and L > 0 \
+            and (args.speculative_draft_model_path or m.architecture in _DRAFT_PATH_DEFAULT_ARCHS):
+        if era == "v0523":
+            draft_c = (c * spec.draft_layers) // L  # c += floor(c·Ld/L)
+        else:
+            draft_c = int(c * (1 + spec.draft_layers / L)) - c  # pool_configurator.py (0.5.15)
+        c_total = c + draft_c
+    else:
+        c_total = c
+    if c_total <= 0:
+        raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang yet)")
+    return KvCell(kvd, c, draft_c, c_total, L)
