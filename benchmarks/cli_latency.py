@@ -61,8 +61,8 @@ def _once(python: str, args: list[str], tree: Path, env: dict[str, str]) -> tupl
     """Wall time and CPU time (user + system) of one whole `python -m specbench ...` process."""
     c0 = _cpu_children()
     t0 = time.perf_counter()
-    r = subprocess.run([python, "-m", "specbench", *args], cwd=tree, env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+    r = subprocess.run([python, "-m", "specbench", *args], cwd=tree, env=env, capture_output=True,
+                       text=True)
     dt = time.perf_counter() - t0
     return dt, _cpu_children() - c0, r.returncode, r.stdout + r.stderr
 

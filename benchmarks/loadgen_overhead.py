@@ -313,7 +313,7 @@ def start_engine(port: int, core: int | None, work: Path) -> tuple[Proc, str]:
         vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=lambda: proc.p.poll() is None)
     except Exception as exc:
         proc.stop()
-        raise SystemExit(f"engine did not become ready ({exc}); log tail:\n{proc.log.read_text()[-3000:]}")
+        raise SystemExit(f"engine did not become ready ({exc}); log tail:\n{proc.log.read_text()[-3000:]}") from None
     return proc, cfg.served_name
 
 

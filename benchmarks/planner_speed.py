@@ -15,8 +15,8 @@ import statistics
 import time
 
 from specbench.engines.sglang.args import parse_sglang_argv
-from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.engines.sglang.fixes import FRACTIONS, Solver
+from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.specs.gpu import find_gpu
 from specbench.specs.resolve import load_model_spec
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from proc_helpers import free_port  # noqa: F401  (re-exported for the engine tests)
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 from specbench.matrix.lifecycle import ServerProcess
-from proc_helpers import free_port  # noqa: F401  (re-exported for the engine tests)
 
 
 def engine_venv_or_skip() -> Path:
@@ -43,7 +43,7 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory, names: tuple[str, ...] 
     return folder
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _engine_cpu(python: str, env: tuple[tuple[str, str], ...]) -> tuple[bool, bool]:
     code = "import torch.cpu as c; print(int(c._is_avx512_bf16_supported()), int(c._is_amx_tile_supported()))"
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=dict(env), check=True).stdout

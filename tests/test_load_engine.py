@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench.engines.vllm import local as vl
 from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
+from specbench.engines.vllm import local as vl
 from specbench.load.client import LoadSpec, run_load
 from specbench.load.metrics import aggregate, spec_delta
 from specbench.load.prompts import CONTEXT_MARGIN, ChatTokenizer, build_prompts, clamp_lengths

@@ -8,14 +8,14 @@ import pytest
 
 from specbench.engines.prometheus import samples as parse_prometheus
 from specbench.load.client import RequestResult
-from specbench.load.speedup import speedup, with_speedup
 from specbench.load.metrics import (
-    SpecCounters,
     Slo,
+    SpecCounters,
     aggregate,
     spec_delta,
     summary_ms,
 )
+from specbench.load.speedup import speedup, with_speedup
 
 
 def _r(idx: int, ttft: float, e2e: float, out: int, itl: tuple[float, ...] = (), *, prompt: int = 100,

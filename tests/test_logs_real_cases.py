@@ -7,8 +7,9 @@ elsewhere in the source, e.g. nvidia-smi) and compare the parsed value with the 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from proc_helpers import free_port
 from specbench.matrix import lifecycle
 from specbench.matrix.adapters import openai_probe
-from proc_helpers import free_port
-
 
 
 def _proc(tmp_path: Path, code: str | None = None, argv: list[str] | None = None) -> lifecycle.ServerProcess:

@@ -8,6 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from specbench.engines.sglang import launch as sg
@@ -92,7 +93,7 @@ def test_probe_fails_without_a_server() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(Exception):
+    with pytest.raises(httpx.HTTPError):  # nothing listens: the probe's HTTP call fails
         sg.probe(f"http://127.0.0.1:{port}", 2.0)
     assert sg.read_server_info(f"http://127.0.0.1:{port}", 2.0) is None
 

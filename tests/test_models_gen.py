@@ -14,8 +14,16 @@ from tokenizers import Tokenizer
 
 from specbench.cli import main as cli_main
 from specbench.errors import UserError
-from specbench.models_gen import (ALL_MODELS, MODEL_FILES, TINY_DRAFT, TINY_HYBRID, TINY_TARGET, build_all, is_complete,
-                                  is_current)
+from specbench.models_gen import (
+    ALL_MODELS,
+    MODEL_FILES,
+    TINY_DRAFT,
+    TINY_HYBRID,
+    TINY_TARGET,
+    build_all,
+    is_complete,
+    is_current,
+)
 from specbench.models_gen.shapes import TinyModelSpec
 from specbench.models_gen.tokenizer import CHATML_TEMPLATE, TokenizerSpec, train_tokenizer
 from specbench.models_gen.weights import state_dict

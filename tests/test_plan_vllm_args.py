@@ -2,8 +2,8 @@
 
 import pytest
 
-from specbench.engines.vllm.args import human_readable_int, human_readable_int_or_auto, parse_vllm_argv
 from specbench.engines.argv import split_command
+from specbench.engines.vllm.args import human_readable_int, human_readable_int_or_auto, parse_vllm_argv
 from specbench.errors import UserError
 
 

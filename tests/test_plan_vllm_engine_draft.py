@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_for
 from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
-from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_for
 
 CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")
 SPEC = {"method": "draft_model", "model": "M/tiny-draft", "num_speculative_tokens": 2}

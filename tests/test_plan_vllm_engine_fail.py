@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_for
 from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
-from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_for
 
 L = 2_000_000
 ERROR = re.compile(r"ValueError: (To serve at least one request.*?for more details\.)")
@@ -83,8 +83,8 @@ def test_live_failure_matches_the_plan(failed_boot):
 @pytest.mark.engine
 def test_the_planners_cpu_reading_is_the_engines(monkeypatch):
     """Unpinned, the planner reads this machine from /proc/cpuinfo; vLLM asks torch (CPUID): the same answer."""
-    from specbench.engines.vllm import cpu as vllm_cpu
     from engine_boot import engine_cpu
+    from specbench.engines.vllm import cpu as vllm_cpu
 
     venv = engine_venv_or_skip()
     cmd = vl.launch_command(vl.LocalServerConfig(model="M", port=1), venv)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_ready
 from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
-from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_ready
 
 EXTRA = ("--no-enable-prefix-caching", "--mamba-ssm-cache-dtype", "bfloat16")
 CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from proc_helpers import free_port
 from specbench.report.build import Written, report_paths
 from specbench.report.export import export
 from specbench.report.load import load_store
-from proc_helpers import free_port
 
 pytestmark = pytest.mark.engine
 

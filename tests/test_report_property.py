@@ -11,12 +11,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specbench.matrix.store import SCHEMA
 from specbench.report.build import write_report
 from specbench.report.compare import load_stores
 from specbench.report.html import render_html
 from specbench.report.markdown import render_markdown
 from specbench.report.model import build_report
-from specbench.matrix.store import SCHEMA
 from specbench.report.tables import build_tables
 
 ODD = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True, allow_infinity=True),

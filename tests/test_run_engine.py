@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from specbench.matrix.adapters import models_dir
 from engine_boot import engine_venv_or_skip
 from proc_helpers import free_port, pid_alive
+from specbench.matrix.adapters import models_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.engine

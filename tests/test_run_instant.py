@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from proc_helpers import free_port, pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]

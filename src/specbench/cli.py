@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import TYPE_CHECKING, Any, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup

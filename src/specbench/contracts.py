@@ -11,9 +11,10 @@ then `extra`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping, Union
+from typing import Any, ClassVar
 
 
 def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -157,8 +158,8 @@ class VllmTpRow:
                 "min_cpu_kvcache_space_gib": self.min_cpu_kvcache_space_gib, **self._aliases()}
 
 
-TpRow = Union[SglangTpRow, VllmTpRow]
-TP_ROW_TYPES: Mapping[str, type] = MappingProxyType({"sglang": SglangTpRow, "vllm": VllmTpRow})
+TpRow = SglangTpRow | VllmTpRow
+TP_ROW_TYPES: Mapping[str, type[SglangTpRow] | type[VllmTpRow]] = MappingProxyType({"sglang": SglangTpRow, "vllm": VllmTpRow})
 
 
 # ------------------------------------------------------------------------------------------------ plan

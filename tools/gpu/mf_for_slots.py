@@ -15,7 +15,10 @@ sglang/srt/configs/mamba_utils.py). Aims at K + 0.5 slots.
 
 usage: mf_for_slots.py LOG CONFIG_JSON K MRR D RATIO   -> prints f (3 decimals)
 """
-import json, math, re, sys
+import json
+import math
+import re
+import sys
 
 log, cfg_path, K, mrr, D, r = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 text = open(log, errors="replace").read()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor_cmd(
-    logs: List[str] = typer.Argument(..., help="LOG, or WORKING.log FAILING.log with --diff"),
+    logs: list[str] = typer.Argument(..., help="LOG, or WORKING.log FAILING.log with --diff"),
     diff_mode: bool = typer.Option(False, "--diff", help="compare two logs (left = working, right = failing)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (the contract)"),
     claimed_quant: Optional[str] = typer.Option(None, "--claimed-quant",

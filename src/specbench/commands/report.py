@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -37,7 +37,7 @@ def _summary(written: Written) -> Table:
 
 
 def report_command(
-    stores: List[Path] = typer.Argument(..., help="Results store(s) of `specbench run`; several are compared."),
+    stores: list[Path] = typer.Argument(..., help="Results store(s) of `specbench run`; several are compared."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: <first store dir>/report)."),
 ) -> None:
     """Write report.md, report.html (self-contained) and PNG plots from one or more results stores."""

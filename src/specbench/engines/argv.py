@@ -6,7 +6,8 @@ Which spellings name the same flag is engine knowledge: callers pass them (`spel
 from __future__ import annotations
 
 import shlex
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from specbench.errors import FlagError
 

@@ -7,7 +7,7 @@ Knows no engine: the engine package passes its folder.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -45,13 +45,13 @@ def _release(name: str) -> Version | None:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lists(folder: str) -> tuple[tuple[Version, Path], ...]:
     found = [(v, p) for p in Path(folder).glob("*.txt") if (v := _release(p.stem)) is not None]
     return tuple(sorted(found))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path: Path, release: str) -> FlagList:
     kinds: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():

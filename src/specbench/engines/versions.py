@@ -8,7 +8,8 @@ release number. A `Release` is a tuple, so rule code compares it with `(0, 5, 14
 from __future__ import annotations
 
 import re
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from packaging.version import InvalidVersion
 from packaging.version import Version as _Pep440

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import UserError
+from specbench.engines.base import engine
 from specbench.engines.sglang import logrules as er
+from specbench.errors import UserError
 from specbench.logs.budget import BudgetRow, budget_rows
 from specbench.logs.explain import failure_sentences, started_sentences
 from specbench.logs.facts import LogFacts
@@ -19,7 +20,7 @@ from specbench.logs.failures import Failure, classify, stop_index, survived_erro
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.parse import facts_from_lines, split_boots
 from specbench.logs.warnings import LogWarning, find_warnings, reached_late_boot
-from specbench.engines.base import engine
+
 
 @dataclass(frozen=True)
 class Diagnosis:

@@ -4,8 +4,9 @@ into before it is frozen as `LogFacts`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from specbench.logs.facts import EngineError, GraphCapture
 

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import re
 
+from specbench.engines.sglang.loglines import LOAD_END, SERVER_ARGS, runtime_line, sglang_line
+from specbench.engines.vllm.loglines import V_LOAD, vllm_line
 from specbench.logs.facts import EngineError, LogFacts
 from specbench.logs.lineacc import Acc
 from specbench.logs.normalize import Line, decode, normalize
 from specbench.logs.serverargs import parse_sglang_server_args
-from specbench.engines.sglang.loglines import LOAD_END, SERVER_ARGS, runtime_line, sglang_line
-from specbench.engines.vllm.loglines import V_LOAD, vllm_line
 
 _VLLM_MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gpu_memory_utilization|"
                         r"Mamba cache blocks|max_num_seqs|GPU blocks:")

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from specbench.logs.facts import LogFacts
 from specbench.logs.normalize import Line
@@ -27,8 +28,8 @@ class WarningRule:
     pattern: re.Pattern[str]
     cap: bool = True
     fixes: FixFn | None = None
-    kind_fn: Callable[["re.Match[str]"], str] | None = None  # a kind that depends on the numbers (e.g. negative)
-    when: Callable[["re.Match[str]", LogFacts], bool] | None = None  # only when this holds (e.g. concurrency < 1)
+    kind_fn: Callable[[re.Match[str]], str] | None = None  # a kind that depends on the numbers (e.g. negative)
+    when: Callable[[re.Match[str], LogFacts], bool] | None = None  # only when this holds (e.g. concurrency < 1)
     key: str = ""  # cheap substring every matching line contains (skips the regex on most lines)
 
 

@@ -3,8 +3,8 @@ registry (`specbench.engines.base.server_adapter`), and the model/tokenizer fold
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from specbench.engines.base import Launch, ServerAdapter, server_adapter
 from specbench.engines.openai.server import openai_probe, served_model

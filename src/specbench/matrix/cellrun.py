@@ -10,8 +10,9 @@ request in `meta_info` (completion_tokens / spec_verify_ct).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from specbench.errors import UserError
 from specbench.matrix.adapters import Adapter, local_tokenizer_dir, served_model

@@ -21,14 +21,15 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
+from specbench.engines.base import Engine, engine
 from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.matrix import lifecycle
-from specbench.engines.base import Engine, engine
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand

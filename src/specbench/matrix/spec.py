@@ -38,7 +38,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -49,10 +49,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 # A flag value: a scalar, `true` (a bare switch), `false` (left out), or a list of strings passed
 # as several argv words after the flag (written as a list inside a list when it is also an axis).
-FlagValue = Union[Scalar, list[str]]
+FlagValue = Scalar | list[str]
 
 AR_NAMES = frozenset({"", "ar", "none", "autoregressive"})
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
@@ -91,7 +91,7 @@ class SpecVariant(_Strict):
         return (self.algorithm or "").strip().lower() in AR_NAMES
 
     @model_validator(mode="after")
-    def _check(self) -> "SpecVariant":
+    def _check(self) -> SpecVariant:
         if self.is_ar:
             for name in ("draft_model", "num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget"):
                 if getattr(self, name) is not None:
@@ -312,7 +312,7 @@ class MatrixSpec(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _command(self) -> "MatrixSpec":
+    def _command(self) -> MatrixSpec:
         from specbench.engines.base import servers
 
         kinds = servers()

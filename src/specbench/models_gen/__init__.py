@@ -8,8 +8,15 @@ Modules: `corpus` (deterministic training text), `tokenizer` (byte-level BPE + H
 `build` (writes folders).
 """
 
-from specbench.models_gen.build import (MODEL_FILES, BuiltModel, build_all, build_model, fingerprint, is_complete,
-                                        is_current)
+from specbench.models_gen.build import (
+                                        MODEL_FILES,
+                                        BuiltModel,
+                                        build_all,
+                                        build_model,
+                                        fingerprint,
+                                        is_complete,
+                                        is_current,
+)
 from specbench.models_gen.shapes import ALL_MODELS, TINY_DRAFT, TINY_HYBRID, TINY_TARGET, TinyModelSpec, by_name
 
 __all__ = ["ALL_MODELS", "MODEL_FILES", "TINY_DRAFT", "TINY_HYBRID", "TINY_TARGET", "BuiltModel", "TinyModelSpec",

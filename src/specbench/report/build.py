@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
 
 from specbench.errors import UserError
 from specbench.report.compare import load_stores

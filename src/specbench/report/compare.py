@@ -6,9 +6,9 @@ With one store a series is the cell label ("ar", "dflash", "ddtree-b8"); with se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from specbench.report.load import CellRecord, Store, load_store
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from specbench.errors import UserError
 from specbench.report.load import Store

@@ -7,8 +7,8 @@ Logs stay separate files (`logs/<cell>.log`), linked relatively, so a whole log 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from html import escape
-from typing import Mapping
 
 from specbench.report.model import Report
 from specbench.report.plots import MEMORY_COLORS
@@ -61,7 +61,7 @@ def _cell_table(rows: tuple[CellRow, ...]) -> str:
     body = []
     for r in rows:
         tds = []
-        for (h, attr), text in zip(CELL_COLUMNS, cell_values(r)):
+        for (_h, attr), text in zip(CELL_COLUMNS, cell_values(r)):
             if attr == "status":
                 tds.append(f'<td class="text">{_status(r.status)}</td>')
             elif attr == "cell_id":

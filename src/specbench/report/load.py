@@ -11,9 +11,10 @@ import json
 import math
 import re
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from specbench.errors import UserError
 from specbench.load import speedup as speedups

@@ -16,9 +16,9 @@ Quantities (all from `cells.metrics_json` via tables.CellRow):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import matplotlib
 

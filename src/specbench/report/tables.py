@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from specbench.load import speedup as speedups
 from specbench.report.compare import Entry, entries

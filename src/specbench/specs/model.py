@@ -16,9 +16,10 @@ Layer-kind rules follow the engines, not the config's optional hints:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 from specbench.errors import ConfigError
 from specbench.specs.quant import QuantSpec, parse_quant
@@ -350,7 +351,8 @@ def model_spec_from_dict(config: Mapping[str, Any], *, name: str = "model",
 
     draft = _draft_info(config, arch)
     mtp = _int(cfg, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0, name=name)
-    vision = _vision_spec(config.get("vision_config")) if isinstance(config.get("vision_config"), Mapping) else None
+    vision_cfg = config.get("vision_config")
+    vision = _vision_spec(vision_cfg) if isinstance(vision_cfg, Mapping) else None
 
     return ModelSpec(
         name=name, architecture=arch, model_type=model_type, dtype=dtype, hidden_size=hidden, num_layers=n_layers,

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from specbench.specs.dtypes import DTYPE_BYTES, canonical
 
@@ -29,7 +30,7 @@ class Scheme:
     bytes_per_param: float
 
     @staticmethod
-    def dense(dtype: str) -> "Scheme":
+    def dense(dtype: str) -> Scheme:
         return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype), DTYPE_BYTES.get(canonical(dtype), 2.0))
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from specbench.matrix.store import SCHEMA, insert_sql
 

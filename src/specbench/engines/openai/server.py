@@ -3,8 +3,9 @@ completion as the readiness probe. Shared by every engine whose server speaks th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import httpx
 

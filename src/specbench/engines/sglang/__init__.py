@@ -4,8 +4,8 @@ inside the methods."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
+from collections.abc import Sequence
+from typing import Any
 
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
 
@@ -47,9 +47,8 @@ class SglangEngine:
         return "0.5.12" if logrules.sglang_era(facts.server_args) == "<=0.5.13" else None
 
     def log_plan_argv(self, facts: Any, text: str | None) -> list[str]:
-        from specbench.logs.serverargs import argv_from_dump
-
         from specbench.engines.sglang.knobs import PLAN_KEYS
+        from specbench.logs.serverargs import argv_from_dump
 
         return argv_from_dump(["python", "-m", "sglang.launch_server"], facts.server_args, PLAN_KEYS)
 

@@ -77,7 +77,7 @@ def explain(p) -> str:
                 f"before the Mamba/KV split (SGLang <= 0.5.12), leaving only {p.max_mamba_cache_size} Mamba slots; "
                 f"each request needs {p.mamba_ratio}, so max_running_requests rounds to 0.")
     if p.error_kind == "mamba_state_too_small":
-        return (f"After weights ({p.weights_gib:.2f} GiB{' + draft %.2f GiB' % p.draft_weights_gib if p.draft_weights_gib else ''}) "
+        return (f"After weights ({p.weights_gib:.2f} GiB{f' + draft {p.draft_weights_gib:.2f} GiB' if p.draft_weights_gib else ''}) "
                 f"and the runtime slack, {p.rest_gib:.2f} GiB remain; the Mamba share holds "
                 f"{p.max_mamba_cache_size} slots, fewer than the {p.mamba_ratio} one request needs"
                 + (f" together with its {p.draft_tokens}-token speculative scratch" if p.draft_tokens else "") + ".")

@@ -16,6 +16,7 @@ from specbench.engines.argv import split_command  # noqa: F401  (re-exported for
 from specbench.engines.sglang.knobs import BY_FLAG, KNOBS, Knob, release_flags
 from specbench.errors import FlagError
 
+
 @dataclass(frozen=True)
 class SglangArgs:
     model_path: str | None = None
@@ -65,7 +66,7 @@ class SglangArgs:
     release: str | None = field(default=None, compare=False)  # the release whose flag list read the command
     flags_seen: tuple[str, ...] = field(default=(), compare=False)
 
-    def with_(self, **kw: Any) -> "SglangArgs":
+    def with_(self, **kw: Any) -> SglangArgs:
         return replace(self, **kw)
 
     @property

@@ -36,15 +36,15 @@ def rows(f: LogFacts) -> list[BudgetRow]:
                               f"Mamba Cache is allocated: {detail}"))
     kv = f.kv_total_gib()
     if kv is not None:
-        detail = []
+        kv_parts: list[str] = []
         if f.k_size_gib is not None or f.v_size_gib is not None:
-            detail.append(f"target K {f.k_size_gib} + V {f.v_size_gib}")
+            kv_parts.append(f"target K {f.k_size_gib} + V {f.v_size_gib}")
         if f.kv_size_gib is not None:
-            detail.append(f"target {f.kv_size_gib}")
+            kv_parts.append(f"target {f.kv_size_gib}")
         if f.draft_k_size_gib is not None:
-            detail.append(f"draft K {f.draft_k_size_gib} + V {f.draft_v_size_gib}")
+            kv_parts.append(f"draft K {f.draft_k_size_gib} + V {f.draft_v_size_gib}")
         rows.append(BudgetRow("kv", f"KV cache ({f.kv_tokens:,} tokens)" if f.kv_tokens else "KV cache", kv,
-                              "KV Cache is allocated: " + ", ".join(detail)))
+                              "KV Cache is allocated: " + ", ".join(kv_parts)))
     rows.append(BudgetRow("pool_end", "free after the pools", f.draft_memory_pool_end_gib or f.memory_pool_end_gib,
                           "last Memory pool end. avail mem"))
     graphs = f.graphs_gib()

@@ -8,13 +8,14 @@ dozen plans.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from specbench.engines.sglang.args import SglangArgs
-from specbench.errors import UserError
 from specbench.engines.sglang import knobs
+from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.plan import Measured, SglangPlan, plan_sglang
+from specbench.errors import UserError
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbench.engines import versions
 from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import FlagError
-from specbench.engines import versions
 from specbench.specs import dtypes
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec

@@ -12,9 +12,10 @@ tools/engine/sglang_cli_flags.py from the release's server_args.py) minus this t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from specbench.engines.cli_flags import FlagList, flag_list
 

@@ -11,14 +11,14 @@ from 0.5.14 it only logs "has been removed", so it is dropped there too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from specbench.engines.base import Launch
-
 from specbench.engines import argv as argv_words
+from specbench.engines.base import Launch
 from specbench.engines.sglang import knobs
 from specbench.engines.versions import parse_release
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from specbench.logs.facts import GraphCapture
-from specbench.logs.lineacc import GB, INT, NUM, Acc, to_float, first_of, to_int, find
+from specbench.logs.lineacc import GB, INT, NUM, Acc, find, first_of, to_float, to_int
 from specbench.logs.normalize import Line
 from specbench.logs.serverargs import parse_sglang_server_args
 

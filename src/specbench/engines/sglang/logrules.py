@@ -248,8 +248,12 @@ def kv_dtype_check(facts: LogFacts) -> str | None:
     if implied is None:
         return None
 
+    k_gib = facts.k_size_gib
+    if k_gib is None:
+        return None
+
     def fits(itemsize: int) -> bool:
-        return abs(per_byte * itemsize - facts.k_size_gib) <= max(0.011, 0.02 * facts.k_size_gib)
+        return abs(per_byte * itemsize - k_gib) <= max(0.011, 0.02 * k_gib)
 
     if fits(implied):
         return None

@@ -100,7 +100,7 @@ class SglangPlan:
     def contract(self) -> dict[str, Any]:
         """The keys of ARCHITECTURE.md's plan contract (plus extras)."""
         d = asdict(self)
-        out = {
+        out: dict[str, Any] = {
             "status": self.status, "error": self.error, "engine": "sglang", "engine_version": self.engine_version,
             "mem_fraction_static": self.mem_fraction_static, "weights_gib": round(self.weights_gib, 3),
             "draft_weights_gib": round(self.draft_weights_gib, 3), "kv_tokens": self.kv_tokens,

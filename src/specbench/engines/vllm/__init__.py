@@ -4,7 +4,8 @@ Light: the work is imported inside the methods."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 # Engine arguments that shape memory; the launch argv rebuilt from a log's dump carries only these.
 PLAN_KEYS = (

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 from specbench.engines.cli_flags import FlagList, flag_list
 from specbench.errors import FlagError
@@ -195,7 +196,7 @@ class VllmArgs:
     unknown: tuple[str, ...] = field(default=(), compare=False)  # flags `vllm serve` of the release does not have
     flags_seen: tuple[str, ...] = field(default=(), compare=False)
 
-    def with_(self, **kw: Any) -> "VllmArgs":
+    def with_(self, **kw: Any) -> VllmArgs:
         return replace(self, **kw)
 
     def env_value(self, name: str) -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from specbench.logs.budget import BudgetRow
-from specbench.logs.budget import round_gib as _r
 from specbench.logs.facts import LogFacts
 
 

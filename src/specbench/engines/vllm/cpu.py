@@ -26,9 +26,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
 from specbench.errors import FlagError
-from specbench.engines.vllm import sizing as C
 
 CPU_ATTN_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # v1/attention/backends/cpu_attn.py
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specbench.engines.vllm.args import VllmArgs
 from specbench.engines.vllm import sizing as C
+from specbench.engines.vllm.args import VllmArgs
 from specbench.specs.gpu import GpuSpec
 
 # Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib):

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from specbench.engines.argv import set_flag
 from specbench.engines import prometheus
+from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
-from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
+from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.errors import UserError
 
 if TYPE_CHECKING:

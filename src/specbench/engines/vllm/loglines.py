@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from specbench.logs.facts import GraphCapture
-from specbench.logs.lineacc import GB, INT, NUM, Acc, to_float, to_int, find
+from specbench.logs.lineacc import GB, INT, NUM, Acc, find, to_float, to_int
 from specbench.logs.normalize import Line
 from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
 
@@ -179,7 +179,7 @@ def _w():
 
     def conc_fixes(m, text, f):
         tokens, conc = to_int(m.group(1)), float(m.group(2))
-        fit = f.kv_tokens or int(tokens * conc)
+        fit = f.kv_tokens or int((tokens or 0) * conc)
         return [{"change": {"--max-model-len": fit}, "source": "log",
                  "why": f"the KV cache holds {fit:,} tokens, {conc}x of one {tokens:,}-token request"},
                 {"change": {"--gpu-memory-utilization": None}, "source": "log", "why": "or give the KV cache more"}]

@@ -21,12 +21,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.engines import versions
+from specbench.engines.vllm import cpu as vllm_cpu
+from specbench.engines.vllm import gpu as vllm_gpu
+from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.errors import UserError
-from specbench.engines import versions
-from specbench.engines.vllm import sizing as C
-from specbench.engines.vllm import cpu as vllm_cpu, gpu as vllm_gpu
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
 from specbench.specs.model import ModelSpec
 from specbench.specs.resolve import load_spec_for
@@ -386,12 +387,12 @@ def per_tp_fixes(args: VllmArgs, m, draft, ctx: Context, tp_sizes: tuple[int, ..
                 table.append({"tp": tp, "error": str(exc)})
             continue
         mns_hi = max(MNS_SEARCH_MAX, at.setup.max_num_seqs)
-        best_mns = _bsearch_last(1, mns_hi, lambda x: _ok(a.with_(max_num_seqs=x), m, draft, ctx))
+        best_mns = _bsearch_last(1, mns_hi, lambda x, a=a: _ok(a.with_(max_num_seqs=x), m, draft, ctx))
         L0 = at.max_model_len
         len_hi = derived
         if (a.env_value("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() in ("1", "true"):
             len_hi = max(derived, L0)
-        best_len = _bsearch_last(1, len_hi, lambda x: _ok(a.with_(max_model_len=x), m, draft, ctx))
+        best_len = _bsearch_last(1, len_hi, lambda x, a=a: _ok(a.with_(max_model_len=x), m, draft, ctx))
         min_u = None
         min_space = None
         if ctx.device == "cpu":

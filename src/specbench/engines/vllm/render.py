@@ -6,7 +6,8 @@ Reads the plan as a `specbench.contracts.PlanResult`: the keys both engines emit
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape

@@ -14,11 +14,11 @@ release 0.10.2 .. 0.33.0).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Iterable
 
-from specbench.errors import FlagError
 from specbench.engines import versions
+from specbench.errors import FlagError
 from specbench.specs import dtypes
 
 GIB = 1 << 30
@@ -380,7 +380,7 @@ def size_pool(specs: list[LayerSpec], K: int, charge: Charge, v: Version, device
     L = charge.max_model_len
     warnings: list[str] = []
     lines: list[str] = []
-    for kind, pad, pct in grouping.padding_layers:
+    for _kind, pad, pct in grouping.padding_layers:
         lines.append(f"Add {pad} padding layers, may waste at most {pct:.2f}% KV cache memory")
     if not grouping.groups:
         return grouping, Pool(1, 1, 0.0, 0, None, None, L, tuple(lines), ("attention-free model: no KV cache",))
