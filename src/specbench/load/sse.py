@@ -1,0 +1,163 @@
+"""After the run: a request's timestamps and the few SSE events kept of it (the first ones, to skip the chat
+role chunk; the last ones: `usage`, SGLang `meta_info`, `[DONE]`) -> its `RequestResult`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.load.results import RequestResult
+from specbench.load.stream import EV, Raw
+
+
+def _payloads(seg: bytes) -> list[bytes]:
+    """The `data:` payloads in a stretch of a (possibly chunk-framed) SSE body, in order."""
+    out = []
+    for part in seg.split(EV)[1:]:
+        end = part.find(b"\n")
+        out.append((part if end < 0 else part[:end]).strip())
+    return out
+
+
+def _loads(p: bytes) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(p)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _has_content(obj: dict[str, Any], api: str) -> bool:
+    if api == "generate":
+        return True
+    choices = obj.get("choices") or []
+    if not choices:
+        return False
+    c = choices[0]
+    if api == "chat":
+        d = c.get("delta") or {}
+        return bool(d.get("content") or d.get("reasoning_content") or d.get("reasoning") or d.get("tool_calls"))
+    return bool(c.get("text"))
+
+
+def _error_text(seg: bytes) -> str | None:
+    for p in _payloads(seg):
+        if p.startswith(b'{"error"'):
+            obj = _loads(p) or {}
+            err = obj.get("error")
+            msg = err.get("message") if isinstance(err, dict) else err
+            return f"error event: {msg}"
+    return None
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """What the last events of a response say: how many are not content, the usage / meta_info, an error."""
+    k_end: int = 0
+    usage: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def finalize(rec: Raw, api: str, t_start: float) -> RequestResult:
+    """One request's record -> its RequestResult (times relative to `t_start`, the start of the measured run)."""
+    start = rec.t0 - t_start
+    e2e = rec.t_end - rec.t0 if rec.t_end else None
+    error = _transport_error(rec)
+    if error is not None:
+        return RequestResult(rec.idx, start, None, e2e, (), rec.prompt_tokens, 0, error, events=rec.n_ev)
+    # non-content events at the start (the chat role chunk) and at the end ([DONE], usage-only chunk)
+    k_start = _leading_non_content(rec.head, api)
+    tail = _read_tail(rec.tail, api)
+    if tail.error is not None:
+        return RequestResult(rec.idx, start, None, e2e, (), rec.prompt_tokens, 0, tail.error, events=rec.n_ev)
+    n_content = max(0, rec.n_ev - k_start - tail.k_end)
+    ts = _content_times(rec, k_start, n_content)
+    ttft = ts[0] - rec.t0 if ts else None
+    itl = tuple(b - a for a, b in zip(ts, ts[1:]))
+    prompt_tokens, out, verify, accept = _token_counts(rec.prompt_tokens, n_content, tail)
+    if not ts:
+        return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, out, "no content events in the response",
+                             verify, accept, 0)
+    return RequestResult(rec.idx, start, ttft, e2e, itl, prompt_tokens, out, None, verify, accept, n_content)
+
+
+def _transport_error(rec: Raw) -> str | None:
+    """The connection's own error, or the text of an error event the hot path saw."""
+    if rec.error is not None:
+        return rec.error
+    if rec.error_ev:
+        return _error_text(rec.head) or _error_text(rec.tail) or "error event in stream"
+    return None
+
+
+def _leading_non_content(head: bytes, api: str) -> int:
+    """How many of the first events carry no content (the chat role chunk)."""
+    k_start = 0
+    for p in _payloads(head)[:4]:
+        if p == b"[DONE]":
+            k_start += 1
+            continue
+        obj = _loads(p)
+        if obj is None or _has_content(obj, api):  # None: cut off by the head's size limit, a long event
+            break
+        k_start += 1
+    return k_start
+
+
+def _read_tail(tail: bytes, api: str) -> _Tail:
+    """The last events, newest first, back to the last content event (or SGLang's meta_info)."""
+    k_end = 0
+    usage: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    for p in reversed(_payloads(tail)):
+        if p == b"[DONE]":
+            k_end += 1
+            continue
+        obj = _loads(p)
+        if obj is None:
+            break
+        if obj.get("error"):  # an error event whose marker a read boundary split (the hot path saw no match)
+            err = obj["error"]
+            msg = err.get("message") if isinstance(err, dict) else err
+            return _Tail(error=f"error event: {msg}")
+        if usage is None and isinstance(obj.get("usage"), dict):
+            usage = obj["usage"]
+        if api == "generate":
+            meta = obj.get("meta_info") if isinstance(obj.get("meta_info"), dict) else None
+            break
+        if _has_content(obj, api):
+            break
+        k_end += 1
+    return _Tail(k_end, usage, meta)
+
+
+def _content_times(rec: Raw, k_start: int, n_content: int) -> list[float]:
+    """One timestamp per content event (events of one read share its time)."""
+    ts: list[float] = []
+    for t, k in rec.marks:
+        ts.extend([t] * k)
+    return ts[k_start:k_start + n_content]
+
+
+def _token_counts(prompt_tokens: int | None, n_content: int,
+                  tail: _Tail) -> tuple[int | None, int, int | None, float | None]:
+    """(prompt tokens, output tokens, spec_verify_ct, accept length): the server's counts where it gives them."""
+    out = n_content
+    verify: int | None = None
+    accept: float | None = None
+    usage, meta = tail.usage, tail.meta
+    if usage is not None:
+        prompt_tokens = usage.get("prompt_tokens", prompt_tokens)
+        out = int(usage.get("completion_tokens", out))
+    if meta is not None:
+        prompt_tokens = meta.get("prompt_tokens", prompt_tokens)
+        out = int(meta.get("completion_tokens", out))
+        v = meta.get("spec_verify_ct")
+        if isinstance(v, int) and v > 0:
+            verify = v
+            accept = out / v
+        elif isinstance(meta.get("spec_accept_length"), (int, float)):
+            accept = float(meta["spec_accept_length"])
+    return prompt_tokens, out, verify, accept

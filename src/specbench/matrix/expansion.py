@@ -1,0 +1,241 @@
+"""A `MatrixSpec` -> its server tuples (one boot each, in phase order) and their cells (one client run each).
+
+Ids are stable hashes of the settings, so a re-run of the same matrix finds its finished cells in the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from specbench.errors import UserError
+from specbench.matrix.schema import (
+    CLIENT_AXES,
+    SERVER_SCALARS,
+    SPEC_V2_ENV,
+    MatrixSpec,
+    SpecVariant,
+    as_axis,
+)
+
+
+def stable_id(prefix: str, payload: Any) -> str:
+    """`prefix-` + 12 hex digits of the SHA-256 of canonical JSON: the same settings give the same id."""
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{prefix}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class ServerTuple:
+    """One server boot: the resolved server-side settings."""
+
+    server_id: str
+    phase: int
+    index: int  # order within the matrix
+    settings: dict[str, Any]  # tp, label, algorithm, spec params, mem/mrr/context, flags, env
+    client_axes: dict[str, Any] = field(default_factory=dict)  # the client axes for this tuple (after overrides)
+
+    @property
+    def tp(self) -> int:
+        return int(self.settings["tp"])
+
+    @property
+    def label(self) -> str:
+        return str(self.settings["label"])
+
+    @property
+    def algorithm(self) -> str:
+        return str(self.settings["algorithm"])
+
+    @property
+    def is_ar(self) -> bool:
+        return self.algorithm == "ar"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One client run on one server tuple."""
+
+    cell_id: str
+    server_id: str
+    phase: int
+    tp: int
+    algorithm: str
+    label: str
+    server: dict[str, Any]
+    client: dict[str, Any]
+
+    @property
+    def baseline_key(self) -> tuple[Any, ...]:
+        """Cells with the same key compare against the same autoregressive baseline."""
+        c = self.client
+        return (self.tp, c["concurrency"], c["prompt_tokens"], c["output_tokens"], c["request_rate"], c["dataset"])
+
+
+def _expand_variants(v: SpecVariant) -> list[dict[str, Any]]:
+    if v.is_ar:
+        return [{"label": v.label or "ar", "algorithm": "ar", "params": {}, "flags": dict(v.flags), "env": dict(v.env)}]
+    names = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget")
+    axes = [(n, as_axis(getattr(v, n))) for n in names if getattr(v, n) is not None]
+    out = []
+    for combo in itertools.product(*(vals for _, vals in axes)) if axes else [()]:
+        params = {n: val for (n, _), val in zip(axes, combo)}
+        if v.draft_model is not None:
+            params["draft_model"] = v.draft_model
+        label = v.label or _default_label(v.algorithm or "", params)
+        try:
+            label = label.format(**params)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise UserError(f"spec label {v.label!r}: cannot fill {exc}; known names: {sorted(params)}") from None
+        out.append({"label": label, "algorithm": v.algorithm, "params": params, "flags": dict(v.flags), "env": dict(v.env)})
+    return out
+
+
+def _default_label(algorithm: str, params: dict[str, Any]) -> str:
+    label = algorithm.lower()
+    if "ddtree_budget" in params:
+        label += "-b{ddtree_budget}"
+    elif "num_draft_tokens" in params:
+        label += "-d{num_draft_tokens}"
+    return label
+
+
+def _flag_axes(flags: dict[str, Any]) -> list[tuple[str, tuple[Any, ...]]]:
+    """A list value is an axis, except a list of strings under a list (several argv words)."""
+    return [(k, as_axis(v)) for k, v in flags.items()]
+
+
+def _matches(when: dict[str, Any], settings: dict[str, Any]) -> bool:
+    for k, want in when.items():
+        have = settings["label"] if k == "spec" else settings.get(k)
+        wants = as_axis(want)
+        if k == "algorithm":
+            if str(have).lower() not in {str(w).lower() for w in wants}:
+                return False
+        elif have not in wants:
+            return False
+    return True
+
+
+def expand(spec: MatrixSpec) -> tuple[list[ServerTuple], list[Cell]]:
+    """All server tuples (phase order) and their cells; ids are stable hashes of the settings."""
+    settled = [_apply_overrides(spec, idx, settings) for idx, settings in enumerate(_server_settings(spec))]
+    uniq = _dedupe(spec, settled)
+
+    def phase_key(item: tuple[str, int, dict[str, Any], dict[str, Any]]) -> tuple[Any, ...]:
+        st = item[2]
+        return tuple(_sortable(st["label"] if a == "spec" else st.get(a)) for a in spec.phases)
+
+    uniq.sort(key=lambda it: (phase_key(it), it[1]))
+    phase_of: dict[tuple[Any, ...], int] = {}
+    tuples: list[ServerTuple] = []
+    cells: list[Cell] = []
+    for order, item in enumerate(uniq):
+        sid, _, settings, client = item
+        phase = phase_of.setdefault(phase_key(item), len(phase_of) + 1)
+        st = ServerTuple(server_id=sid, phase=phase, index=order, settings=settings, client_axes=client)
+        tuples.append(st)
+        cells.extend(_cells_of(st, client, sid))
+    return tuples, cells
+
+
+def _server_settings(spec: MatrixSpec) -> list[dict[str, Any]]:
+    """The cartesian product of the server axes: scalars x spec variants x flag axes x env axes."""
+    s = spec.server
+    variants = [x for v in s.spec for x in _expand_variants(v)]
+    flag_axes = _flag_axes(s.flags)
+    env_axes = [(k, as_axis(v)) for k, v in s.env.items()]
+    scalar_axes = [(k, as_axis(getattr(s, k))) for k in SERVER_SCALARS]
+    raw: list[dict[str, Any]] = []
+    for scal in itertools.product(*(vals for _, vals in scalar_axes)):
+        for var in variants:
+            for fl in itertools.product(*(vals for _, vals in flag_axes)) if flag_axes else [()]:
+                for en in itertools.product(*(vals for _, vals in env_axes)) if env_axes else [()]:
+                    settings: dict[str, Any] = {k: v for (k, _), v in zip(scalar_axes, scal)}
+                    settings.update(label=var["label"], algorithm=var["algorithm"], **var["params"])
+                    flags = {k: v for (k, _), v in zip(flag_axes, fl)}
+                    flags.update(var["flags"])
+                    env = {k: v for (k, _), v in zip(env_axes, en)}
+                    env.update(var["env"])
+                    settings["flags"] = flags
+                    settings["env"] = env
+                    raw.append(settings)
+    return raw
+
+
+def _apply_overrides(spec: MatrixSpec, idx: int,
+                     settings: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """(idx, settings, client axes) after the matching overrides (later ones win); drops SPEC_V2 from AR servers."""
+    client = {k: getattr(spec.client, k) for k in type(spec.client).model_fields}
+    for ov in spec.override:
+        if _matches(ov.when, settings):
+            for k, v in ov.server.items():
+                if k in ("flags", "env"):
+                    settings[k] = {**settings[k], **v}
+                else:
+                    settings[k] = v
+            client.update(ov.client)
+    notes = []
+    if settings["algorithm"] == "ar" and SPEC_V2_ENV in settings["env"]:
+        settings["env"] = {k: v for k, v in settings["env"].items() if k != SPEC_V2_ENV}
+        notes.append(f"{SPEC_V2_ENV} dropped: never set for an autoregressive server")
+    settings["notes"] = notes
+    return idx, settings, client
+
+
+def _dedupe(spec: MatrixSpec, tuples_pre: list[tuple[int, dict[str, Any], dict[str, Any]]]
+            ) -> list[tuple[str, int, dict[str, Any], dict[str, Any]]]:
+    """(server id, idx, settings, client) of the first of each set of equal tuples (overrides can make two equal)."""
+    ident_base = {"engine": spec.engine, "command": spec.command, "model": spec.model}
+    seen: dict[str, int] = {}
+    uniq = []
+    for idx, settings, client in tuples_pre:
+        sid = stable_id("srv", {**ident_base, **{k: v for k, v in settings.items() if k != "notes"}})
+        if sid in seen:
+            continue
+        seen[sid] = idx
+        uniq.append((sid, idx, settings, client))
+    return uniq
+
+
+def _sortable(v: Any) -> tuple[int, Any]:
+    if v is None:
+        return (0, 0)
+    if isinstance(v, (int, float)):
+        return (1, v)
+    return (2, str(v))
+
+
+def _rate(v: Any) -> float:
+    if isinstance(v, str):
+        return math.inf
+    return float(v)
+
+
+def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
+    axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
+    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES}
+    out = []
+    server_view = {k: v for k, v in st.settings.items() if k != "notes"}
+    for combo in itertools.product(*(vals for _, vals in axes)):
+        c = {k: v for (k, _), v in zip(axes, combo)}
+        c["request_rate"] = "inf" if math.isinf(_rate(c["request_rate"])) else float(c["request_rate"])
+        c.update(fixed)
+        cid = stable_id("cell", {"server": sid, "client": c})
+        out.append(
+            Cell(
+                cell_id=cid,
+                server_id=sid,
+                phase=st.phase,
+                tp=st.tp,
+                algorithm=st.algorithm if st.is_ar else str(st.algorithm),
+                label=st.label,
+                server=server_view,
+                client=c,
+            )
+        )
+    return out

@@ -1,0 +1,284 @@
+"""The pydantic models of a matrix file (`MatrixSpec` and its tables), with the checks of each value.
+
+The file format is described in `matrix/spec.py`'s docstring; `toml_load.py` reads a file into these models and
+`expansion.py` turns a `MatrixSpec` into server tuples and cells.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Scalar = bool | int | float | str
+# A flag value: a scalar, `true` (a bare switch), `false` (left out), or a list of strings passed
+# as several argv words after the flag (written as a list inside a list when it is also an axis).
+FlagValue = Scalar | list[str]
+
+AR_NAMES = frozenset({"", "ar", "none", "autoregressive"})
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def as_axis(value: Any) -> tuple[Any, ...]:
+    """A scalar is an axis of one value; a list is an axis of its values."""
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,)
+
+
+class SpecVariant(_Strict):
+    """One value of the speculative axis: autoregressive (no `algorithm`) or one algorithm.
+
+    Any parameter given as a list expands into several variants (e.g. `ddtree_budget = [8, 16, 32]`);
+    `label` may name parameters in braces: `"ddtree-b{ddtree_budget}"`.
+    """
+
+    label: str | None = None
+    algorithm: str | None = None  # engine spelling: SGLang DFLASH/DDTREE/EAGLE3..., vLLM draft_model/eagle3/ngram
+    draft_model: str | None = None
+    num_draft_tokens: int | list[int] | None = None
+    num_steps: int | list[int] | None = None
+    eagle_topk: int | list[int] | None = None
+    ddtree_budget: int | list[int] | None = None
+    flags: dict[str, FlagValue | list[FlagValue]] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def is_ar(self) -> bool:
+        return (self.algorithm or "").strip().lower() in AR_NAMES
+
+    @model_validator(mode="after")
+    def _check(self) -> SpecVariant:
+        if self.is_ar:
+            for name in ("draft_model", "num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"`{name}` needs an `algorithm` (this variant is autoregressive)")
+            if SPEC_V2_ENV in self.env:
+                raise ValueError(f"{SPEC_V2_ENV} must not be set for an autoregressive variant")
+        for name in ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget"):
+            for v in as_axis(getattr(self, name)):
+                if v is not None and v < 1:
+                    raise ValueError(f"`{name}` must be >= 1, got {v}")
+        return self
+
+
+class ServerAxes(_Strict):
+    """Server-side axes: each distinct combination is one server boot."""
+
+    tp: int | list[int] = 1
+    mem_fraction_static: float | list[float] | None = None  # SGLang mem fraction; vLLM gpu-memory-utilization
+    max_running_requests: int | list[int] | None = None  # SGLang --max-running-requests; vLLM --max-num-seqs
+    context_length: int | list[int] | None = None  # SGLang --context-length; vLLM --max-model-len
+    flags: dict[str, FlagValue | list[FlagValue]] = Field(default_factory=dict)
+    env: dict[str, str | list[str]] = Field(default_factory=dict)
+    spec: list[SpecVariant] = Field(default_factory=lambda: [SpecVariant()])
+
+    @field_validator("tp")
+    @classmethod
+    def _tp(cls, v: int | list[int]) -> int | list[int]:
+        for t in as_axis(v):
+            if t < 1:
+                raise ValueError(f"tp must be >= 1, got {t}")
+        return v
+
+    @field_validator("mem_fraction_static")
+    @classmethod
+    def _frac(cls, v: float | list[float] | None) -> float | list[float] | None:
+        for f in as_axis(v):
+            if f is not None and not 0.0 < f <= 1.0:
+                raise ValueError(f"mem_fraction_static must be in (0, 1], got {f}")
+        return v
+
+    @field_validator("max_running_requests", "context_length")
+    @classmethod
+    def _positive(cls, v: int | list[int] | None) -> int | list[int] | None:
+        for n in as_axis(v):
+            if n is not None and n < 1:
+                raise ValueError(f"must be >= 1, got {n}")
+        return v
+
+    @field_validator("spec")
+    @classmethod
+    def _spec_nonempty(cls, v: list[SpecVariant]) -> list[SpecVariant]:
+        if not v:
+            raise ValueError("at least one [[server.spec]] variant is needed (an empty one is autoregressive)")
+        return v
+
+
+# "random": distinct prompts of exact token length, words of the tokenizer's own vocabulary
+# (specbench.load.prompts.build_prompts); the only dataset the load generator builds today.
+DATASETS = frozenset({"random"})
+
+
+class ClientAxes(_Strict):
+    """Client-side axes: each combination is one cell on the running server."""
+
+    concurrency: int | list[int] = 1
+    prompt_tokens: int | list[int] = 256
+    output_tokens: int | list[int] = 64
+    num_requests: int | list[int] = 8
+    dataset: str | list[str] = "random"
+    # requests per second (Poisson arrivals); "inf" = all at once, capped by concurrency (closed loop)
+    request_rate: float | str | list[float | str] = "inf"
+    warmup_requests: int = 1
+    slo_ttft_ms: float | None = None  # goodput: a request counts when it meets every SLO given
+    slo_tpot_ms: float | None = None
+
+    @field_validator("concurrency", "prompt_tokens", "output_tokens", "num_requests")
+    @classmethod
+    def _positive(cls, v: int | list[int]) -> int | list[int]:
+        for n in as_axis(v):
+            if n < 1:
+                raise ValueError(f"must be >= 1, got {n}")
+        return v
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v: str | list[str]) -> str | list[str]:
+        for d in as_axis(v):
+            if d not in DATASETS:
+                raise ValueError(f"unknown dataset {d!r}; supported: {sorted(DATASETS)}")
+        return v
+
+    @field_validator("request_rate")
+    @classmethod
+    def _rate(cls, v: Any) -> Any:
+        for r in as_axis(v):
+            if isinstance(r, str):
+                if r.strip().lower() not in ("inf", "infinity"):
+                    raise ValueError(f'request_rate must be a number or "inf", got {r!r}')
+            elif r <= 0:
+                raise ValueError(f"request_rate must be > 0, got {r}")
+        return v
+
+    @field_validator("warmup_requests")
+    @classmethod
+    def _warm(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError(f"must be >= 0, got {v}")
+        return v
+
+
+SERVER_SCALARS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
+CLIENT_AXES = ("concurrency", "prompt_tokens", "output_tokens", "num_requests", "dataset", "request_rate")
+
+
+class Override(_Strict):
+    """Settings for the tuples that match `when`: e.g. `when = {tp = 1}`, `server = {max_running_requests = 4}`.
+
+    `when` keys: `tp`, `mem_fraction_static`, `max_running_requests`, `context_length`, `spec` (a label),
+    `algorithm`; a list value matches any of its values. `server` sets scalars (and merges `flags`, `env`);
+    `client` replaces client axes (a list is an axis) for the cells of those tuples. Later overrides win.
+    """
+
+    when: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    server: dict[str, Any] = Field(default_factory=dict)
+    client: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("when")
+    @classmethod
+    def _when(cls, v: dict[str, Any]) -> dict[str, Any]:
+        allowed = set(SERVER_SCALARS) | {"spec", "algorithm"}
+        for k in v:
+            if k not in allowed:
+                raise ValueError(f"unknown `when` key {k!r}; use one of {sorted(allowed)}")
+        return v
+
+    @field_validator("server")
+    @classmethod
+    def _server(cls, v: dict[str, Any]) -> dict[str, Any]:
+        allowed = set(SERVER_SCALARS) | {"flags", "env"}
+        for k, val in v.items():
+            if k not in allowed:
+                raise ValueError(f"unknown `server` key {k!r}; use one of {sorted(allowed)}")
+            if k in SERVER_SCALARS and isinstance(val, list):
+                raise ValueError(f"`server.{k}` in an override must be one value, not a list")
+            if k in ("flags", "env") and not isinstance(val, dict):
+                raise ValueError(f"`server.{k}` in an override must be a table")
+        return v
+
+    @field_validator("client")
+    @classmethod
+    def _client(cls, v: dict[str, Any]) -> dict[str, Any]:
+        allowed = set(CLIENT_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms"}
+        for k in v:
+            if k not in allowed:
+                raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed)}")
+        ClientAxes.model_validate({k: val for k, val in v.items()})  # same checks as [client]
+        return v
+
+
+class Timeouts(_Strict):
+    ready_s: float = 900.0  # health + first generation
+    request_s: float = 600.0  # one request
+    stop_s: float = 30.0  # SIGTERM grace before SIGKILL of the group
+    port_free_s: float = 60.0
+    gpu_free_s: float = 120.0
+
+
+class PlanSettings(_Strict):
+    """What the planner needs besides the launch command (see `specbench.plan.api.PlanOptions`)."""
+
+    model_config_: str | None = Field(default=None, alias="model_config")
+    draft_config: str | None = None
+    gpu: str | None = None
+    gpu_mem_gib: float | None = None
+    engine_version: str | None = None
+    avail_before_load_gib: float | None = None
+    weights_gib: float | None = None
+    draft_weights_gib: float | None = None
+    non_kv_gib: float | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+
+
+class MatrixSpec(_Strict):
+    name: str = "matrix"
+    engine: str  # a server kind of the engine registry: sglang | vllm | local | openai (any OpenAI-compatible server)
+    command: list[str] = Field(default_factory=list)  # base launch command (argv), without the axes' flags
+    model: str | None = None  # local engine: a model name under SPECBENCH_MODELS (default tiny-target)
+    served_model_name: str | None = None  # the "model" field of requests; default: what /v1/models answers
+    tokenizer: str | None = None  # folder with tokenizer.json (+ chat template) for exact-length prompts
+    # request endpoint: auto = /v1/chat/completions when the tokenizer has a chat template (else
+    # /v1/completions), SGLang's /generate with token ids for --skip-tokenizer-init servers
+    api: Literal["auto", "chat", "completions", "generate"] = "auto"
+    host: str = "127.0.0.1"
+    port: int = 30000
+    auto_fix: bool = False
+    phases: list[str] = Field(default_factory=lambda: ["tp"])  # axes ordering the phases
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    plan: PlanSettings = Field(default_factory=PlanSettings)
+    server: ServerAxes = Field(default_factory=ServerAxes)
+    client: ClientAxes = Field(default_factory=ClientAxes)
+    override: list[Override] = Field(default_factory=list)
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, v: int) -> int:
+        if not 1 <= v <= 65535:
+            raise ValueError(f"port must be in 1..65535, got {v}")
+        return v
+
+    @field_validator("phases")
+    @classmethod
+    def _phases(cls, v: list[str]) -> list[str]:
+        allowed = set(SERVER_SCALARS) | {"spec", "algorithm"}
+        for a in v:
+            if a not in allowed:
+                raise ValueError(f"unknown phase axis {a!r}; use one of {sorted(allowed)}")
+        return v
+
+    @model_validator(mode="after")
+    def _command(self) -> MatrixSpec:
+        from specbench.engines.base import servers
+
+        kinds = servers()
+        if self.engine not in kinds:
+            raise ValueError(f"unknown engine {self.engine!r}; use one of {sorted(kinds)}")
+        if kinds[self.engine](None).needs_command and not self.command:
+            raise ValueError(f"engine {self.engine!r} needs `command`, the base launch command as a list")
+        return self

@@ -1,0 +1,171 @@
+"""A matrix file -> a validated `MatrixSpec`, every problem named as `file:line: key: message`.
+
+pydantic gives the key path of a problem; `key_lines` finds the line of that path in the TOML text (tables,
+arrays of tables with their index, dotted and quoted keys, multi-line values).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from specbench.errors import UserError
+from specbench.matrix.schema import MatrixSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def _split_key(text: str) -> list[str]:
+    """`a."b.c".d` -> ["a", "b.c", "d"]."""
+    parts, cur, quote = [], "", None
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                cur += ch
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ".":
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+def _key_part(line: str) -> str | None:
+    """The key of a `key = value` line, or None."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "=":
+            return line[:i].strip() or None
+        elif ch == "#":
+            return None
+    return None
+
+
+def key_lines(text: str) -> dict[tuple[Any, ...], int]:
+    """Map every key path of a TOML document to its 1-based line (array-of-tables carry their index)."""
+    lines: dict[tuple[Any, ...], int] = {}
+    table: tuple[Any, ...] = ()
+    counts: dict[tuple[Any, ...], int] = {}
+    depth = 0  # open brackets of a multi-line value
+    for no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if depth > 0:
+            depth += line.count("[") + line.count("{") - line.count("]") - line.count("}")
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = _HEADER.match(line)
+        if m and "=" not in line.split("#")[0]:
+            path = tuple(_split_key(m.group(2)))
+            if m.group(1) == "[[":
+                # an array of tables: [[server.spec]] is server.spec[i]; parents may be arrays too
+                base = _resolve_parent(path[:-1], counts)
+                arr = base + (path[-1],)
+                idx = counts.get(arr, 0)
+                counts[arr] = idx + 1
+                table = arr + (idx,)
+                lines.setdefault(arr, no)
+            else:
+                table = _resolve_parent(path[:-1], counts) + (path[-1],)
+            lines.setdefault(table, no)
+            continue
+        key = _key_part(line)
+        if key is None:
+            continue
+        path = table + tuple(_split_key(key))
+        for i in range(len(table) + 1, len(path) + 1):
+            lines.setdefault(path[:i], no)
+        value = line.split("=", 1)[1]
+        depth = value.count("[") + value.count("{") - value.count("]") - value.count("}")
+        depth = max(depth, 0)
+    return lines
+
+
+def _resolve_parent(path: tuple[Any, ...], counts: dict[tuple[Any, ...], int]) -> tuple[Any, ...]:
+    out: tuple[Any, ...] = ()
+    for part in path:
+        out = out + (part,)
+        if out in counts:  # inside the latest element of an array of tables
+            out = out + (counts[out] - 1,)
+    return out
+
+
+def line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """The line of the longest prefix of `loc` that the text names."""
+    table = key_lines(text)
+    # pydantic names the alias of an aliased field; union members add their type name to the path
+    clean = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in _UNION_TAGS)))
+    for n in range(len(clean), 0, -1):
+        if clean[:n] in table:
+            return table[clean[:n]]
+    return None
+
+
+_UNION_TAGS = {"int", "float", "str", "bool", "list", "dict", "none", "function-after", "function-before"}
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for p in loc:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif isinstance(p, str) and ("[" in p or p in _UNION_TAGS):
+            continue
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "(top level)"
+
+
+def parse_matrix(text: str, source: str = "<matrix>") -> MatrixSpec:
+    """Validate TOML text; raise UserError naming `source:line: key: problem`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{source}: not valid TOML: {exc}") from None
+    try:
+        return MatrixSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        seen = set()
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            key = _format_loc(loc)
+            if key in seen:  # a union reports each member; the first is enough
+                continue
+            seen.add(key)
+            line = line_of(text, loc)
+            where = f"{source}:{line}" if line else source
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {key}: {msg}")
+        raise UserError("; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")) from None
+
+
+def load_matrix(path: str | Path) -> tuple[MatrixSpec, str]:
+    """Read and validate a matrix file; returns the spec and its text (stored with the results)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such matrix file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{p}: cannot read: {exc}") from None
+    return parse_matrix(text, str(p)), text

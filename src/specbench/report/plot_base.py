@@ -1,0 +1,122 @@
+"""What every report figure shares: the Agg canvas, the palette and series styles, the TP panels, the legend and
+`save`, which writes the PNG and measures each panel's pixel box (see `plots.py` for the figures)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display, before anything imports pyplot
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from specbench.report.load import label_key, natural_key  # noqa: E402
+from specbench.report.tables import CellRow  # noqa: E402
+
+DPI = 110
+PANEL_W, PANEL_H = 4.3, 3.4
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+           "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5")
+AR_COLOR = "#222222"
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+MEMORY_COLORS = {"weights": "#4C72B0", "draft": "#8172B3", "Mamba": "#DD8452", "KV": "#55A868", "headroom": "#D9D9D9"}
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    box: tuple[int, int, int, int]  # left, top, right, bottom in image pixels
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str  # file name, e.g. "throughput.png"
+    path: Path
+    title: str
+    caption: str
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True)
+class Style:
+    color: str
+    linestyle: str
+    marker: str
+
+
+def styles(rows: Sequence[CellRow], stores: Sequence[str]) -> dict[str, Style]:
+    """Series -> style: colour by configuration (same config, same colour across stores), line style by store."""
+    configs = sorted({r.config for r in rows}, key=label_key)
+    spec_configs = [c for c in configs if not c.split(" [")[0] == "ar"]
+    color = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(spec_configs)}
+    out = {}
+    for r in rows:
+        idx = stores.index(r.store) if r.store in stores else 0
+        out[r.series] = Style(color=color.get(r.config, AR_COLOR), linestyle=LINESTYLES[idx % len(LINESTYLES)],
+                              marker=MARKERS[idx % len(MARKERS)])
+    return out
+
+
+def series_order(rows: Iterable[CellRow]) -> list[str]:
+    seen: dict[str, CellRow] = {}
+    for r in rows:
+        seen.setdefault(r.series, r)
+    return sorted(seen, key=lambda s: (label_key(seen[s].config), natural_key(seen[s].store)))
+
+
+def new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained", facecolor="white")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Sequence[tuple[str, object]]) -> Plot:
+    """Draw, read each panel's pixel box (the layout is final after draw), save without re-layout."""
+    fig.canvas.draw()
+    width, height = fig.canvas.get_width_height()
+    panels = []
+    for panel_title, ax in axes:
+        pos = ax.get_position()  # type: ignore[attr-defined]
+        panels.append(Panel(panel_title, (round(pos.x0 * width), round((1 - pos.y1) * height),
+                                          round(pos.x1 * width), round((1 - pos.y0) * height))))
+    fig.set_layout_engine("none")  # freeze the positions just measured
+    out = path / name
+    fig.savefig(out, dpi=DPI, facecolor="white")
+    return Plot(name=name, path=out, title=title, caption=caption, panels=tuple(panels))
+
+
+def tps_of(rows: Sequence[CellRow]) -> list[int | None]:
+    return sorted({r.tp for r in rows}, key=lambda t: t or 0)
+
+
+def tp_title(tp: int | None) -> str:
+    return f"TP{tp}" if tp is not None else "TP ?"
+
+
+def concurrency_axis(ax: object, values: Sequence[int]) -> None:
+    vals = sorted(set(values))
+    if vals and vals[-1] / max(vals[0], 1) >= 8:
+        ax.set_xscale("log", base=2)  # type: ignore[attr-defined]
+    ax.set_xticks(vals)  # type: ignore[attr-defined]
+    ax.set_xticklabels([str(v) for v in vals])  # type: ignore[attr-defined]
+    ax.minorticks_off()  # type: ignore[attr-defined]
+    ax.set_xlabel("concurrency")  # type: ignore[attr-defined]
+
+
+def legend_columns(labels: Sequence[str], width_in: float) -> int:
+    """As many legend columns as fit the figure width (about 6 px per character at fontsize 8, plus the handle)."""
+    entry_px = 6.2 * max((len(t) for t in labels), default=1) + 48
+    return max(1, min(len(labels), int(width_in * DPI // entry_px)))
+
+
+def legend(fig: Figure, handles: list[object]) -> None:
+    """A legend under the panels, wrapped into rows so that it never runs off the image."""
+    if handles:
+        labels = [h.get_label() for h in handles]  # type: ignore[attr-defined]
+        fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(labels, fig.get_figwidth()),
+                   frameon=False, fontsize=8)
