@@ -125,6 +125,8 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
     try:
         api, pmode, tok, clamp = plan_requests(cell, ctx)
         n, w = int(c["num_requests"]), int(c.get("warmup_requests") or 0)
+        if c.get("requests_per_concurrency"):
+            n = max(n, int(c["requests_per_concurrency"]) * int(c["concurrency"]))
         prompts = build_prompts(tok, n=n + w, prompt_tokens=clamp.prompt_tokens, mode=pmode,
                                 seed=int(cell.cell_id.split("-")[-1], 16) % 1_000_000,
                                 vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)

@@ -79,7 +79,7 @@ class Cell:
 def _expand_variants(v: SpecVariant) -> list[dict[str, Any]]:
     if v.is_ar:
         return [{"label": v.label or "ar", "algorithm": "ar", "params": {}, "flags": dict(v.flags), "env": dict(v.env)}]
-    names = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget")
+    names = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget", "simulated_accept_len")
     axes = [(n, as_axis(getattr(v, n))) for n in names if getattr(v, n) is not None]
     out = []
     for combo in itertools.product(*(vals for _, vals in axes)) if axes else [()]:
@@ -218,7 +218,8 @@ def _rate(v: Any) -> float:
 
 def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
     axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
-    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES}
+    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES
+             and not (k == "requests_per_concurrency" and v is None)}  # ids of matrices without it stay
     out = []
     server_view = {k: v for k, v in st.settings.items() if k != "notes"}
     for combo in itertools.product(*(vals for _, vals in axes)):

@@ -44,6 +44,10 @@ class SpecVariant(_Strict):
     num_steps: int | list[int] | None = None
     eagle_topk: int | list[int] | None = None
     ddtree_budget: int | list[int] | None = None
+    # the engine's own simulated-acceptance switch (engines/simulate.py): SGLang SGLANG_SIMULATE_ACC_LEN, vLLM
+    # synthetic rejection sampling; an axis; refused with the engine's reason where the release/algorithm does not
+    # apply it. Carried in the tuple's settings only when given (ids of other matrices stay as they were).
+    simulated_accept_len: float | list[float] | None = None
     flags: dict[str, FlagValue | list[FlagValue]] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
 
@@ -54,7 +58,8 @@ class SpecVariant(_Strict):
     @model_validator(mode="after")
     def _check(self) -> SpecVariant:
         if self.is_ar:
-            for name in ("draft_model", "num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget"):
+            for name in ("draft_model", "num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget",
+                         "simulated_accept_len"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"`{name}` needs an `algorithm` (this variant is autoregressive)")
             if SPEC_V2_ENV in self.env:
@@ -63,6 +68,9 @@ class SpecVariant(_Strict):
             for v in as_axis(getattr(self, name)):
                 if v is not None and v < 1:
                     raise ValueError(f"`{name}` must be >= 1, got {v}")
+        for a in as_axis(self.simulated_accept_len):
+            if a is not None and (isinstance(a, bool) or not 1.0 <= a < float("inf")):
+                raise ValueError(f"`simulated_accept_len` must be a finite number >= 1, got {a}")
         return self
 
 
@@ -125,6 +133,9 @@ class ClientAxes(_Strict):
     # requests per second (Poisson arrivals); "inf" = all at once, capped by concurrency (closed loop)
     request_rate: float | str | list[float | str] = "inf"
     warmup_requests: int = 1
+    # at least this many requests per unit of concurrency (num_requests = max(num_requests, k x concurrency)),
+    # so one matrix keeps every concurrency busy without over-long low-concurrency cells
+    requests_per_concurrency: int | None = None
     slo_ttft_ms: float | None = None  # goodput: a request counts when it meets every SLO given
     slo_tpot_ms: float | None = None
 
@@ -153,6 +164,13 @@ class ClientAxes(_Strict):
                     raise ValueError(f'request_rate must be a number or "inf", got {r!r}')
             elif r <= 0:
                 raise ValueError(f"request_rate must be > 0, got {r}")
+        return v
+
+    @field_validator("requests_per_concurrency")
+    @classmethod
+    def _rpc(cls, v: int | None) -> int | None:
+        if v is not None and (isinstance(v, bool) or v < 1):
+            raise ValueError(f"must be an integer >= 1, got {v}")
         return v
 
     @field_validator("warmup_requests")

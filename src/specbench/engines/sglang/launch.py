@@ -20,7 +20,9 @@ import httpx
 from specbench.engines import argv as argv_words
 from specbench.engines.base import Launch
 from specbench.engines.sglang import knobs
+from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
+from specbench.errors import UserError
 
 if TYPE_CHECKING:
     from specbench.matrix.spec import MatrixSpec
@@ -199,6 +201,13 @@ class SglangServer:
     def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         argv = build_argv(spec.command, settings, spec.host, spec.port, self.version)
         env, notes = launch_env(settings.get("env") or {}, str(settings["algorithm"]), self.version)
+        if settings.get("simulated_accept_len") is not None:
+            sim = simulated_acceptance(float(settings["simulated_accept_len"]), argv, self.version)
+            if not sim.applies:
+                raise UserError(f"simulated_accept_len for {settings.get('label') or settings['algorithm']}: "
+                                f"{sim.refusal}")
+            env = {**env, **sim.env}
+            notes = [*notes, f"simulated acceptance {sim.accept_len} ({sim.source})"]
         return Launch(argv, env, env_to_drop(str(settings["algorithm"])), tuple(notes))
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
