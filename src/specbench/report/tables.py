@@ -10,8 +10,8 @@ Every number comes from the store (docs/structures.md):
   `k_size_gib` + `v_size_gib`, or vLLM's `kv_pool_gib`), headroom = GPU total (`gpu_total_gib`, or vLLM's
   `budget.total_gib`) - those parts.
 
-The row types live in rows.py and the display strings in formatting.py; both are re-exported here, where the
-renderers and the plots import them.
+The row types live in rows.py and the display strings in formatting.py; the ones the renderers and the plots import
+from here are re-exported.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from specbench.load import speedup as speedups
 from specbench.report.compare import Entry, entries
-from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt, fmt_speedup
+from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
 from specbench.report.load import CellRecord, ServerRecord, Store, label_key, natural_key
 from specbench.report.rows import (
     DONE,
@@ -39,9 +39,10 @@ from specbench.report.rows import (
     Tables,
 )
 
-__all__ = ["CELL_COLUMNS", "DONE", "FAILED_STATES", "Best", "CellRow", "Failure", "LogFile", "MemoryRow", "PhaseTable",
-           "Summary", "Tables", "ar_throughputs", "best_per_point", "build_tables", "cell_values", "failures_and_logs",
-           "fmt", "fmt_speedup", "memory_rows", "one_line", "phase_tables", "safe_name", "speedup_of", "summarize"]
+# re-exported: the renderers and the plots import these names from here
+__all__ = ["CELL_COLUMNS", "DONE", "CellRow", "MemoryRow", "Tables", "ar_throughputs", "best_per_point", "build_tables",
+           "cell_values", "failures_and_logs", "fmt", "memory_rows", "one_line", "phase_tables", "safe_name", "speedup_of",
+           "summarize"]
 
 # ---------------------------------------------------------------- speedup
 
