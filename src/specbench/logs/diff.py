@@ -1,9 +1,13 @@
-"""Two boots side by side: budgets, server-argument changes, and which change explains the difference. Pure.
+"""Two boots side by side: budgets, server-argument changes, and which change explains the difference.
+
+Not pure: it reads files through `engines/sglang/logrules.py::slot_size`, which loads the model's config.json (when one
+resolves) for the per-slot Mamba state size p.
 
 "Explains" is checked with numbers, not guessed: each changed argument that moves memory gets a predicted change of
 the pool budget (GiB), and the candidate whose prediction matches the observed change of the pools best is named.
 Observed pool budget = Mamba main state (K+1 slots × p) + KV tokens × bytes per token (target + draft); this is the
-part of the budget that SGLang splits after the speculative scratch is taken (research sglang-memory.md §5.2, §10).
+part of the budget that SGLang splits after the speculative scratch is taken (`KVCacheConfigurator._handle_max_mamba_cache`
+in mem_cache/kv_cache_configurator.py@0.5.23; `handle_max_mamba_cache` in model_runner_kv_cache_mixin.py@0.5.12.post1).
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ def _kv_bytes_per_token(*facts: LogFacts) -> tuple[float | None, str]:
         if total is None or not f.kv_tokens:
             continue
         has_draft = f.draft_k_size_gib is not None
-        per = total * er.GIB / (f.kv_tokens + 1)  # K/V buffers have N + page_size rows (research §3.1)
+        per = total * er.GIB / (f.kv_tokens + 1)  # K/V buffers have N + page_size rows (MHATokenToKVPool._create_buffers_normal@0.5.23)
         label = "target + draft" if has_draft else "target only"
         if best is None or has_draft:
             best = (per, label)

@@ -1,6 +1,6 @@
 """Diagnose one engine log: status, failure, facts, budget, explanation, fixes (from the planner).
 
-The JSON shape is the contract of `../shared/design/ARCHITECTURE.md` (`status`, `failure`, `facts`, `explanation`,
+The JSON shape is the doctor contract of docs/contracts.md (`status`, `failure`, `facts`, `explanation`,
 `fixes`) plus extra keys (`budget`, `notes`, `engine`, `engine_version`, `plan`).
 """
 
@@ -14,12 +14,15 @@ from specbench.engines.base import engine
 from specbench.engines.sglang import logrules as er
 from specbench.errors import UserError
 from specbench.logs.budget import BudgetRow, budget_rows
+from specbench.logs.engine_parts import module_of
 from specbench.logs.explain import failure_sentences, started_sentences
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure, classify, stop_index, survived_errors
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.parse import facts_from_lines, split_boots
 from specbench.logs.warnings import LogWarning, find_warnings, reached_late_boot
+from specbench.plan.api import PlanOptions, env_gpu_default, plan_command
+from specbench.specs.gpu import find_gpu
 
 
 @dataclass(frozen=True)
@@ -115,10 +118,6 @@ def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None 
     """Call the planner with the log's measured numbers; (result, None) or (None, why not)."""
     if not facts.server_args:
         return None, "no argument dump in the log, so no launch to re-plan"
-    try:
-        from specbench.plan.api import PlanOptions, env_gpu_default, plan_command
-    except ImportError:
-        return None, "the planner (specbench.plan.api) is not available in this build"
     opts = PlanOptions(
         model_config=er.facts_model_source(facts),
         draft_config=draft_config or er.model_source(
@@ -197,10 +196,8 @@ def _gpu_total_gib(gpu: str | None) -> float | None:
     if not gpu:
         return None
     try:
-        from specbench.specs.gpu import find_gpu
-
         return float(find_gpu(gpu).total_gib)
-    except (ImportError, UserError, AttributeError):
+    except (UserError, AttributeError):
         return None
 
 
@@ -302,13 +299,14 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
 
 
 def _log_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
-    """The engine's own `logrules.log_derived_fixes`, found by the engine's folder (no engine named here)."""
-    import importlib
-
+    """The engine's own `logrules.log_derived_fixes`, found by the engine's folder (no engine named here); none when
+    the engine has no `logrules` module."""
+    mod = module_of(facts.engine, "logrules")
+    if mod is None:
+        return []
     try:
-        mod = importlib.import_module(f"specbench.engines.{facts.engine}.logrules")
         return list(mod.log_derived_fixes(facts, kind))
-    except (ImportError, AttributeError, ValueError, TypeError, ZeroDivisionError):
+    except (AttributeError, ValueError, TypeError, ZeroDivisionError):
         return []
 
 

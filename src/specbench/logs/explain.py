@@ -1,7 +1,12 @@
-"""Plain-words explanation of one boot: what happened and why, with the log's own numbers. Pure.
+"""Plain-words explanation of one boot: what happened and why, with the log's own numbers.
 
-Each sentence cites the numbers it uses; formulas are the engine's (research sglang-memory.md §5.2, §6, §10;
-vllm-memory.md §4.6, §6.4).
+Not pure: it reads files through `engines/sglang/logrules.py::slot_size`, which loads the model's config.json (when one
+resolves, via `specs.resolve.load_model_spec`) for the per-slot Mamba state size.
+
+Each sentence cites the numbers it uses; formulas are the engine's (SGLang mem_cache/kv_cache_configurator.py@0.5.23
+`KVCacheConfigurator._handle_max_mamba_cache` / `resolve_max_num_reqs`, model_runner_kv_cache_mixin.py@0.5.12.post1
+`handle_max_mamba_cache`; vLLM config/compilation.py::CompilationConfig.resolve_cudagraph_mode_and_sizes and
+v1/core/kv_cache_utils.py::check_enough_kv_cache_memory, each named where used).
 """
 
 from __future__ import annotations
@@ -95,7 +100,7 @@ _VLLM_REQ = re.compile(r"you requested (\d+) tokens \((\d+) in the messages, (\d
 _VLLM_REQ2 = re.compile(r"your request has (\d+) input tokens \((\d+) > (\d+) - \d+\)")
 
 
-# vllm kv_cache_utils.py::check_enough_kv_cache_memory (vllm-memory.md §6.4)
+# vllm v1/core/kv_cache_utils.py::check_enough_kv_cache_memory
 _VLLM_LEN = re.compile(r"max seq len \((\d+)\), \((\d+(?:\.\d+)?) GiB KV cache is needed, which is larger than "
                        r"the available KV cache memory \((\d+(?:\.\d+)?) GiB\)")
 _VLLM_EST = re.compile(r"estimated maximum model length is (\d+)")
@@ -211,7 +216,8 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
 
 def _reduced_sentence(f: LogFacts) -> str:
     """`max_running_requests was reduced from the requested A to B ... due to the available KV cache capacity`:
-    SGLang 0.5.13+ prints this text also when the Mamba cap min(mrr, K // ρ) is what bit (research §6); say which."""
+    SGLang 0.5.13+ prints this text also when the Mamba cap min(mrr, K // ρ) is what bit
+    (`KVCacheConfigurator.resolve_max_num_reqs`@0.5.23); say which."""
     final, k = f.max_running_requests, f.max_mamba_cache_size
     rho, src = er.slots_per_request(f)
     kv_cap = f.kv_tokens // 2 if f.kv_tokens is not None else None  # resolve_max_num_reqs: min(req, N // 2)

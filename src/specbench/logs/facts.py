@@ -1,6 +1,6 @@
 """What a log says, as data: the frozen `LogFacts` and its parts.
 
-Key names and units follow the planner contract (`../shared/design/ARCHITECTURE.md`): GiB where the engine
+Key names and units follow the plan contract (docs/contracts.md): GiB where the engine
 prints "GB" (SGLang's GB is GiB: `memory_pool.py` `GB = 1024**3`), token counts as ints, and every number
 exactly as the log printed it (no re-derivation). Values a log does not contain are None.
 """
@@ -135,8 +135,8 @@ class LogFacts:
         return round(sum(vals), 2) if vals else None
 
     def vllm_non_kv_gib(self) -> float | None:
-        """vLLM memory that is not KV inside the budget: C + P (>= 0.27 summary) or W + N + P (older); research
-        vllm-memory.md §2.6 (`K = R - C - P`)."""
+        """vLLM memory that is not KV inside the budget: C + P (>= 0.27 summary) or W + N + P (older); the summary
+        line of vllm v1/worker/gpu_worker.py::_compile_or_warm_up_model (>= 0.27: `K = R - C - P`)."""
         if self.consumed_gib is not None and self.activation_peak_gib is not None:
             return round(self.consumed_gib + self.activation_peak_gib, 2)
         if None not in (self.weights_gib, self.non_torch_gib, self.activation_peak_gib):

@@ -1,7 +1,7 @@
 """Name the failure in a log: a stable `kind` plus the engine's own message text. Pure, never raises.
 
-Each known failure is a regex over the cleaned lines and the engine place that raises it (research notes
-`../shared/research/sglang-memory.md` §3, §5.2, §6, §8; `vllm-memory.md` §4.6, §6.4, §6.5). The first known failure
+Each known failure is a regex over the cleaned lines and the engine place that raises it (`where` of each rule,
+the engine's file::function, shown by `doctor`). The first known failure
 in the boot wins (later ones are usually consequences: "scheduler died", "capture_bs=[]" ...); with none known, the
 last exception line of a traceback is reported as kind `exception`.
 """

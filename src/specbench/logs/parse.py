@@ -1,7 +1,6 @@
 """Parse an engine log into `LogFacts`. Tolerant regexes, one per line format; never raises on any input.
 
-Formats (file::function in the engine that prints them; see `../shared/research/sglang-memory.md` §1, §3, §5.3,
-§8 and `vllm-memory.md` §2.6, §4.5, §4.6, §5.5):
+Formats (file::function in the engine that prints them; real boots with each are kept in tests/data/):
 
 SGLang 0.4.x-0.5.x
 - `Memory baseline taken. mem usage=%.2f GB`                         distributed/bootstrap.py

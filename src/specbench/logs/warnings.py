@@ -10,12 +10,12 @@ the engine silently serves less than asked (a log that started with such a warni
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.logs.engine_parts import modules_named
 from specbench.logs.facts import LogFacts
 from specbench.logs.normalize import Line
 
@@ -68,30 +68,14 @@ def engine_flags(text: str, why: str) -> list[dict[str, Any]]:
 
 
 def _rules() -> list[WarningRule]:
-    from specbench.engines.base import _packages
-
     rules: list[WarningRule] = []
-    for pkg in _packages():
-        try:
-            mod = importlib.import_module(pkg.__name__ + ".loglines")
-        except ImportError:
-            continue
+    for mod in modules_named("loglines"):
         rules += list(getattr(mod, "WARNINGS", ()) or ())
     return rules
 
 
 def _late_boot_patterns() -> list[re.Pattern[str]]:
-    from specbench.engines.base import _packages
-
-    out = []
-    for pkg in _packages():
-        try:
-            mod = importlib.import_module(pkg.__name__ + ".loglines")
-        except ImportError:
-            continue
-        if getattr(mod, "LATE_BOOT", None) is not None:
-            out.append(mod.LATE_BOOT)
-    return out
+    return [mod.LATE_BOOT for mod in modules_named("loglines") if getattr(mod, "LATE_BOOT", None) is not None]
 
 
 def reached_late_boot(lines: list[Line]) -> bool:

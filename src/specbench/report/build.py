@@ -1,4 +1,8 @@
-"""Write a report folder: report.md, report.html, PNGs, logs/. The only module here that writes files."""
+"""Write a report folder: report.md, report.html, PNGs, logs/.
+
+The folder is written from here, except the PNGs: each figure saves itself (plot_base.py `save`, called through
+plots.all_plots). Every other module of the package only reads (load.py) or computes.
+"""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ import base64
 from collections.abc import Mapping
 from html import escape
 
+from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
 from specbench.report.model import Report
 from specbench.report.plots import MEMORY_COLORS
-from specbench.report.tables import CELL_COLUMNS, CellRow, MemoryRow, cell_values, fmt
+from specbench.report.rows import CellRow, MemoryRow
 
 CSS = """
 :root { --fg:#1d2126; --muted:#5f6b7a; --line:#dde3ea; --bg:#ffffff; --head:#f4f6f9; }
@@ -99,7 +100,8 @@ def _simple_table(header: list[str], rows: list[list[str]], text_cols: set[int],
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def render_html(report: Report, images: Mapping[str, bytes]) -> str:
+def _head(report: Report) -> list[str]:
+    """Doctype, title, style, the navigation bar and the state banner."""
     t = report.tables
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -110,30 +112,37 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
     nav += [("failures", "Failures"), ("memory", "Memory")]
     out.append("<nav>" + "".join(f'<a href="#{a}">{escape(n)}</a>' for a, n in nav) + "</nav>")
     out.append(f'<div class="state {escape(t.summary.state)}" id="state">{escape(t.summary.headline)}</div>')
+    return out
 
-    out.append('<h2 id="stores">Stores</h2>')
-    out.append(_simple_table(
+
+def _stores(report: Report) -> list[str]:
+    return ['<h2 id="stores">Stores</h2>', _simple_table(
         ["store", "file", "engine", "version", "servers", "cells", "meta"],
         [[escape(s.label), f"<code>{escape(s.path)}</code>", escape(s.engine or "–"), escape(s.engine_version or "–"),
           str(s.n_servers), str(s.n_cells), escape("; ".join(f"{k}={v}" for k, v in s.meta))] for s in report.stores],
-        {0, 1, 2, 3, 6}))
+        {0, 1, 2, 3, 6})]
 
-    out.append('<h2 id="best">Fastest configuration per TP and concurrency</h2>')
-    if t.best:
-        workloads = any(b.workload for b in t.best)
-        ar_won = any(b.is_baseline for b in t.best)
-        header = ["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s",
-                                                                 "speedup vs AR"] + (["best speculative"] if ar_won else [])
-        out.append(_simple_table(
-            header,
-            [[fmt(b.tp)] + ([escape(b.workload or "–")] if workloads else []) +
-             [fmt(b.concurrency), escape(b.series), fmt(b.output_throughput), fmt(b.ar_throughput),
-              escape(b.speedup_text)] + ([escape(b.best_spec_text or "–")] if ar_won else []) for b in t.best],
-            {i for i, h in enumerate(header) if h in ("workload", "fastest", "best speculative")}))
-    else:
-        out.append('<p class="muted">No cell finished with measurements.</p>')
 
-    out.append('<h2 id="figures">Figures</h2>')
+def _best(report: Report) -> list[str]:
+    t = report.tables
+    out = ['<h2 id="best">Fastest configuration per TP and concurrency</h2>']
+    if not t.best:
+        return out + ['<p class="muted">No cell finished with measurements.</p>']
+    workloads = any(b.workload for b in t.best)
+    ar_won = any(b.is_baseline for b in t.best)
+    header = ["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s",
+                                                             "speedup vs AR"] + (["best speculative"] if ar_won else [])
+    out.append(_simple_table(
+        header,
+        [[fmt(b.tp)] + ([escape(b.workload or "–")] if workloads else []) +
+         [fmt(b.concurrency), escape(b.series), fmt(b.output_throughput), fmt(b.ar_throughput),
+          escape(b.speedup_text)] + ([escape(b.best_spec_text or "–")] if ar_won else []) for b in t.best],
+        {i for i, h in enumerate(header) if h in ("workload", "fastest", "best speculative")}))
+    return out
+
+
+def _figures(report: Report, images: Mapping[str, bytes]) -> list[str]:
+    out = ['<h2 id="figures">Figures</h2>']
     if not report.plots:
         out.append('<p class="muted">No figures: nothing was measured.</p>')
     for p in report.plots:
@@ -143,43 +152,62 @@ def render_html(report: Report, images: Mapping[str, bytes]) -> str:
         uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
         out.append(f'<figure id="fig-{escape(p.name.rsplit(".", 1)[0])}">'
                    f'<img alt="{escape(p.title)}" src="{uri}"><figcaption>{escape(p.caption)}</figcaption></figure>')
+    return out
 
-    for i, table in enumerate(t.phases):
+
+def _phases(report: Report) -> list[str]:
+    out = []
+    for i, table in enumerate(report.tables.phases):
         out.append(f'<h2 id="phase-{i}">{escape(table.title)}</h2>')
         out.append(_cell_table(table.rows))
-    if not t.phases:
+    if not report.tables.phases:
         out.append('<p class="muted">No cells in the store.</p>')
+    return out
 
-    out.append('<h2 id="failures">Failures</h2>')
-    if t.failures:
-        out.append(_simple_table(
-            ["store", "what", "id", "config", "TP", "c", "status", "diagnosis", "log"],
-            [[escape(f.store), f.kind, f"<code>{escape(f.ident)}</code>", escape(f.series), fmt(f.tp),
-              fmt(f.concurrency), _status(f.status), escape(f.diagnosis),
-              f'<a href="{escape(f.log_file)}">{escape(f.log_file)}</a>' if f.log_file else "–"] for f in t.failures],
-            {0, 1, 2, 3, 6, 7, 8}, wrap_cols={7}, drop_cols=set() if report.multi else {0}))
-    else:
-        out.append("<p>None.</p>")
 
-    out.append('<h2 id="memory">Memory plan per server tuple</h2>')
-    if t.memory:
-        scale = max((m.total or sum(v for _, v in m.parts)) for m in t.memory) or 0.0
-        legend = "".join(f'<span style="background:{c}"></span>{escape(n)}' for n, c in MEMORY_COLORS.items())
-        out.append(f'<p class="legend muted">GiB per GPU from the planner (servers.plan_json):{legend}</p>')
-        out.append(_simple_table(
-            ["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom", "GPU total",
-             "KV tokens", "max running", "mem frac", "split"],
-            [[escape(m.store), f"<code>{escape(m.server_id)}</code>", escape(m.series), fmt(m.tp),
-              f'<span class="fails">{escape(m.plan_text)}</span>' if m.plan_status == "fails"
-              else escape(m.plan_text), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
-              fmt(m.headroom, 2), fmt(m.total, 2), fmt(m.kv_tokens), fmt(m.max_running_requests),
-              fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in t.memory],
-            {0, 1, 2, 4, 14}, drop_cols=set() if report.multi else {0}))
-    else:
-        out.append('<p class="muted">No server in the store has a memory plan.</p>')
+def _failures(report: Report) -> list[str]:
+    t = report.tables
+    out = ['<h2 id="failures">Failures</h2>']
+    if not t.failures:
+        return out + ["<p>None.</p>"]
+    out.append(_simple_table(
+        ["store", "what", "id", "config", "TP", "c", "status", "diagnosis", "log"],
+        [[escape(f.store), f.kind, f"<code>{escape(f.ident)}</code>", escape(f.series), fmt(f.tp),
+          fmt(f.concurrency), _status(f.status), escape(f.diagnosis),
+          f'<a href="{escape(f.log_file)}">{escape(f.log_file)}</a>' if f.log_file else "–"] for f in t.failures],
+        {0, 1, 2, 3, 6, 7, 8}, wrap_cols={7}, drop_cols=set() if report.multi else {0}))
+    return out
 
-    if t.warnings:
-        out.append('<h2 id="warnings">Store warnings</h2><ul>' +
-                   "".join(f"<li>{escape(w)}</li>" for w in t.warnings) + "</ul>")
-    out.append("</body></html>")
+
+def _memory(report: Report) -> list[str]:
+    t = report.tables
+    out = ['<h2 id="memory">Memory plan per server tuple</h2>']
+    if not t.memory:
+        return out + ['<p class="muted">No server in the store has a memory plan.</p>']
+    scale = max((m.total or sum(v for _, v in m.parts)) for m in t.memory) or 0.0
+    legend = "".join(f'<span style="background:{c}"></span>{escape(n)}' for n, c in MEMORY_COLORS.items())
+    out.append(f'<p class="legend muted">GiB per GPU from the planner (servers.plan_json):{legend}</p>')
+    out.append(_simple_table(
+        ["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom", "GPU total",
+         "KV tokens", "max running", "mem frac", "split"],
+        [[escape(m.store), f"<code>{escape(m.server_id)}</code>", escape(m.series), fmt(m.tp),
+          f'<span class="fails">{escape(m.plan_text)}</span>' if m.plan_status == "fails"
+          else escape(m.plan_text), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
+          fmt(m.headroom, 2), fmt(m.total, 2), fmt(m.kv_tokens), fmt(m.max_running_requests),
+          fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in t.memory],
+        {0, 1, 2, 4, 14}, drop_cols=set() if report.multi else {0}))
+    return out
+
+
+def _warnings(report: Report) -> list[str]:
+    if not report.tables.warnings:
+        return []
+    return ['<h2 id="warnings">Store warnings</h2><ul>' +
+            "".join(f"<li>{escape(w)}</li>" for w in report.tables.warnings) + "</ul>"]
+
+
+def render_html(report: Report, images: Mapping[str, bytes]) -> str:
+    """The page, section by section in the order of its navigation bar."""
+    out = [*_head(report), *_stores(report), *_best(report), *_figures(report, images), *_phases(report),
+           *_failures(report), *_memory(report), *_warnings(report), "</body></html>"]
     return "\n".join(out) + "\n"

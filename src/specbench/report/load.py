@@ -203,9 +203,18 @@ def _open(path: Path) -> sqlite3.Connection:
     return con
 
 
-def load_store(path: str | Path, label: str | None = None) -> Store:
-    """Read one store. Raises UserError when the file is missing or not SQLite."""
-    path = Path(path)
+@dataclass(frozen=True)
+class _Rows:
+    """The raw rows of each table, every wanted column present (None where the store lacks it)."""
+
+    meta: list[dict[str, Any]]
+    servers: list[dict[str, Any]]
+    cells: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+    warnings: list[str]  # absent tables and columns
+
+
+def _read_rows(path: Path) -> _Rows:
     con = _open(path)
     warnings: list[str] = []
     try:
@@ -218,69 +227,78 @@ def load_store(path: str | Path, label: str | None = None) -> Store:
             raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
     finally:
         con.close()
+    return _Rows(meta_rows, server_rows, cell_rows, request_rows, warnings)
 
-    meta = {str(r["key"]): "" if r["value"] is None else str(r["value"]) for r in meta_rows if r["key"] is not None}
 
-    servers = tuple(
-        ServerRecord(
-            server_id=str(r["server_id"]),
-            phase=_int(r["phase"]),
-            tp=_int(r["tp"]),
-            engine=r["engine"],
-            settings=_mapping(_json(r["settings_json"], f"servers[{r['server_id']}].settings_json", warnings, {})),
-            command=_argv(_json(r["command_json"], f"servers[{r['server_id']}].command_json", warnings, [])),
-            verdict=r["verdict"],
-            plan=_json(r["plan_json"], f"servers[{r['server_id']}].plan_json", warnings, None),
-            status=r["status"],
-            log_path=r["log_path"],
-            log_text=r["log_text"],
-            diagnosis=_json(r["diagnosis_json"], f"servers[{r['server_id']}].diagnosis_json", warnings, None),
-        )
-        for r in server_rows
-        if r["server_id"] is not None
+def _server_record(r: dict[str, Any], warnings: list[str]) -> ServerRecord:
+    where = f"servers[{r['server_id']}]"
+    return ServerRecord(
+        server_id=str(r["server_id"]),
+        phase=_int(r["phase"]),
+        tp=_int(r["tp"]),
+        engine=r["engine"],
+        settings=_mapping(_json(r["settings_json"], f"{where}.settings_json", warnings, {})),
+        command=_argv(_json(r["command_json"], f"{where}.command_json", warnings, [])),
+        verdict=r["verdict"],
+        plan=_json(r["plan_json"], f"{where}.plan_json", warnings, None),
+        status=r["status"],
+        log_path=r["log_path"],
+        log_text=r["log_text"],
+        diagnosis=_json(r["diagnosis_json"], f"{where}.diagnosis_json", warnings, None),
     )
 
-    # requests.accept_len: one value per request; used when metrics_json.accept_lengths is absent.
+
+def _request_accepts(request_rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """requests.accept_len: one value per request, by cell; used when metrics_json.accept_lengths is absent."""
     req_accept: dict[str, list[tuple[int, float]]] = {}
     for r in request_rows:
         acc = _float(r["accept_len"])
         if r["cell_id"] is not None and acc is not None and not r["error"]:
             req_accept.setdefault(str(r["cell_id"]), []).append((_int(r["idx"]) or 0, acc))
+    return req_accept
 
-    cells = []
-    for r in cell_rows:
-        if r["cell_id"] is None:
-            continue
-        cid = str(r["cell_id"])
-        metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
-        listed = metrics.get("accept_lengths")
-        if isinstance(listed, list) and listed:
-            accepts = tuple(float(a) for a in listed
-                            if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a))
-        else:
-            accepts = tuple(a for _, a in sorted(req_accept.get(cid, [])))
-        cells.append(
-            CellRecord(
-                cell_id=cid,
-                server_id=r["server_id"],
-                phase=_int(r["phase"]),
-                tp=_int(r["tp"]),
-                algorithm=r["algorithm"],
-                label=str(r["label"] or r["algorithm"] or cid),
-                status=str(r["status"] or "pending"),
-                reason=r["reason"],
-                attempts=_int(r["attempts"]) or 0,
-                started_at=_float(r["started_at"]),
-                ended_at=_float(r["ended_at"]),
-                metrics=metrics,
-                server=_mapping(_json(r["server_json"], f"cells[{cid}].server_json", warnings, {})),
-                client=_mapping(_json(r["client_json"], f"cells[{cid}].client_json", warnings, {})),
-                clamp=_mapping(_json(r["clamp_json"], f"cells[{cid}].clamp_json", warnings, {})),
-                log_text=r["log_text"],
-                diagnosis=_json(r["diagnosis_json"], f"cells[{cid}].diagnosis_json", warnings, None),
-                accept_lengths=accepts,
-            )
-        )
+
+def _cell_record(r: dict[str, Any], req_accept: Mapping[str, list[tuple[int, float]]],
+                 warnings: list[str]) -> CellRecord:
+    cid = str(r["cell_id"])
+    metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
+    listed = metrics.get("accept_lengths")
+    if isinstance(listed, list) and listed:
+        accepts = tuple(float(a) for a in listed
+                        if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a))
+    else:
+        accepts = tuple(a for _, a in sorted(req_accept.get(cid, [])))
+    return CellRecord(
+        cell_id=cid,
+        server_id=r["server_id"],
+        phase=_int(r["phase"]),
+        tp=_int(r["tp"]),
+        algorithm=r["algorithm"],
+        label=str(r["label"] or r["algorithm"] or cid),
+        status=str(r["status"] or "pending"),
+        reason=r["reason"],
+        attempts=_int(r["attempts"]) or 0,
+        started_at=_float(r["started_at"]),
+        ended_at=_float(r["ended_at"]),
+        metrics=metrics,
+        server=_mapping(_json(r["server_json"], f"cells[{cid}].server_json", warnings, {})),
+        client=_mapping(_json(r["client_json"], f"cells[{cid}].client_json", warnings, {})),
+        clamp=_mapping(_json(r["clamp_json"], f"cells[{cid}].clamp_json", warnings, {})),
+        log_text=r["log_text"],
+        diagnosis=_json(r["diagnosis_json"], f"cells[{cid}].diagnosis_json", warnings, None),
+        accept_lengths=accepts,
+    )
+
+
+def load_store(path: str | Path, label: str | None = None) -> Store:
+    """Read one store. Raises UserError when the file is missing or not SQLite."""
+    path = Path(path)
+    rows = _read_rows(path)
+    warnings = rows.warnings
+    meta = {str(r["key"]): "" if r["value"] is None else str(r["value"]) for r in rows.meta if r["key"] is not None}
+    servers = [_server_record(r, warnings) for r in rows.servers if r["server_id"] is not None]
+    req_accept = _request_accepts(rows.requests)
+    cells = [_cell_record(r, req_accept, warnings) for r in rows.cells if r["cell_id"] is not None]
     cells.sort(key=cell_sort_key)
     return Store(
         path=path,

@@ -1,14 +1,17 @@
-"""What the report says, as frozen rows: pure functions from stores to tables.
+"""What the report says, as frozen rows: pure functions from loaded stores to tables.
 
 Every number comes from the store (docs/structures.md):
 - throughput, TTFT/TPOT/ITL percentiles, accept length: `cells.metrics_json` keys
   `output_throughput`, `ttft_ms_p50`, `ttft_ms_p99`, `tpot_ms_*`, `itl_ms_*`, `accept_length_mean`;
 - speedup: `metrics_json.speedup` when the runner stored it, else computed here as
   `output_throughput / output_throughput of the "ar" cell at the same store, TP and concurrency`;
-- memory plan: `servers.plan_json` (planner keys of ARCHITECTURE.md: `weights_gib`,
+- memory plan: `servers.plan_json` (the plan contract of docs/contracts.md: `weights_gib`,
   `draft_weights_gib`, `conv_state_gib` + `ssm_state_gib` + `intermediate_ssm_state_gib`,
   `k_size_gib` + `v_size_gib`, or vLLM's `kv_pool_gib`), headroom = GPU total (`gpu_total_gib`, or vLLM's
   `budget.total_gib`) - those parts.
+
+The row types live in rows.py and the display strings in formatting.py; the ones the renderers and the plots import
+from here are re-exported.
 """
 
 from __future__ import annotations
@@ -17,162 +20,29 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from specbench.load import speedup as speedups
 from specbench.report.compare import Entry, entries
+from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
 from specbench.report.load import CellRecord, ServerRecord, Store, label_key, natural_key
+from specbench.report.rows import (
+    DONE,
+    FAILED_STATES,
+    Best,
+    CellRow,
+    Failure,
+    LogFile,
+    MemoryRow,
+    PhaseTable,
+    Summary,
+    Tables,
+)
 
-DONE = "done"
-FAILED_STATES = ("failed", "skipped")
-
-
-@dataclass(frozen=True)
-class CellRow:
-    """One line of a phase table."""
-
-    store: str
-    cell_id: str
-    series: str
-    config: str
-    label: str
-    phase: int | None
-    tp: int | None
-    concurrency: int | None
-    workload: str
-    status: str
-    output_throughput: float | None
-    ttft_p50: float | None
-    ttft_p99: float | None
-    tpot_p50: float | None
-    tpot_p99: float | None
-    tpot_mean: float | None
-    itl_p50: float | None
-    itl_p99: float | None
-    accept_length: float | None
-    speedup: float | None
-    speedup_source: str  # "store" | "computed" | "baseline" | "no-baseline" | ""
-    ar_throughput: float | None  # the AR cell's output_throughput at the same baseline key
-    note: str
-    log_file: str | None = None  # relative to the report folder, when the cell stored a log
-
-
-@dataclass(frozen=True)
-class PhaseTable:
-    phase: int | None
-    tp: int | None
-    rows: tuple[CellRow, ...]
-
-    @property
-    def title(self) -> str:
-        tp = f"TP{self.tp}" if self.tp is not None else "TP ?"
-        return f"Phase {self.phase} · {tp}" if self.phase is not None else tp
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A failed or skipped cell, or a failed server, with a one-line diagnosis and its log file."""
-
-    store: str
-    kind: str  # "cell" | "server"
-    ident: str
-    series: str
-    tp: int | None
-    concurrency: int | None
-    status: str
-    diagnosis: str
-    log_file: str | None  # relative to the report folder
-
-
-@dataclass(frozen=True)
-class LogFile:
-    relpath: str
-    text: str
-
-
-@dataclass(frozen=True)
-class MemoryRow:
-    """The planner's memory plan of one server tuple, GiB per GPU (servers.plan_json)."""
-
-    store: str
-    server_id: str
-    series: str
-    tp: int | None
-    status: str
-    plan_status: str | None
-    verdict: str | None  # servers.verdict: launch | fixed | skipped
-
-    @property
-    def plan_text(self) -> str:
-        """'ok', 'fails', 'ok (fixed)': the planner's status and, when not a plain launch, the runner's verdict."""
-        text = str(self.plan_status) if self.plan_status else "–"
-        return f"{text} ({self.verdict})" if self.verdict and self.verdict != "launch" else text
-    weights: float | None
-    draft: float | None
-    mamba: float | None
-    kv: float | None
-    headroom: float | None
-    total: float | None
-    kv_tokens: int | None
-    max_running_requests: int | None
-    mem_fraction_static: float | None
-
-    @property
-    def parts(self) -> tuple[tuple[str, float], ...]:
-        named = (("weights", self.weights), ("draft", self.draft), ("Mamba", self.mamba), ("KV", self.kv),
-                 ("headroom", self.headroom))
-        return tuple((name, v) for name, v in named if v is not None and v > 0)
-
-
-@dataclass(frozen=True)
-class Best:
-    """The fastest configuration at one TP, workload and concurrency (highest output_throughput, done cells)."""
-
-    tp: int | None
-    workload: str
-    concurrency: int | None
-    series: str
-    output_throughput: float
-    speedup: float | None
-    ar_throughput: float | None
-    is_baseline: bool = False
-    best_spec: str | None = None  # the fastest speculative configuration at this point
-    best_spec_speedup: float | None = None
-
-    @property
-    def best_spec_text(self) -> str:
-        """'<config> <speedup>×' of the fastest speculative configuration here, when AR won."""
-        if not self.is_baseline or self.best_spec is None:
-            return ""
-        sp = f" {self.best_spec_speedup:.2f}×" if self.best_spec_speedup is not None else ""
-        return f"{self.best_spec}{sp}"
-
-    @property
-    def speedup_text(self) -> str:
-        if self.is_baseline:
-            return "1.00× (AR is fastest)"
-        return f"{self.speedup:.2f}×" if self.speedup is not None else "–"
-
-
-@dataclass(frozen=True)
-class Summary:
-    state: str  # "empty" | "all-failed" | "partial" | "complete"
-    headline: str
-    counts: Mapping[str, int]
-    n_cells: int
-
-
-@dataclass(frozen=True)
-class Tables:
-    summary: Summary
-    phases: tuple[PhaseTable, ...]
-    best: tuple[Best, ...]
-    failures: tuple[Failure, ...]
-    memory: tuple[MemoryRow, ...]
-    logs: tuple[LogFile, ...]
-    warnings: tuple[str, ...]
-
+# re-exported: the renderers and the plots import these names from here
+__all__ = ["CELL_COLUMNS", "DONE", "CellRow", "MemoryRow", "Tables", "ar_throughputs", "best_per_point", "build_tables",
+           "cell_values", "failures_and_logs", "fmt", "memory_rows", "one_line", "phase_tables", "safe_name", "speedup_of",
+           "summarize"]
 
 # ---------------------------------------------------------------- speedup
 
@@ -359,8 +229,8 @@ def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
 
 
 def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
-    """GPU memory per device in GiB: plan_json `gpu_total_gib` (plan/sglang.py SglangPlan.gpu_total_gib),
-    else plan_json `budget.total_gib` (plan/vllm_api.py), else `gpu_mem_gib` in the plan or server settings."""
+    """GPU memory per device in GiB: plan_json `gpu_total_gib` (engines/sglang/plan.py SglangPlan.gpu_total_gib),
+    else plan_json `budget.total_gib` (engines/vllm/plan.py), else `gpu_mem_gib` in the plan or server settings."""
     budget = plan.get("budget") if isinstance(plan.get("budget"), Mapping) else {}
     for src in (plan, budget, server.settings):
         total = _num(src, "gpu_total_gib") or _num(src, "gpu_mem_gib") or _num(src, "total_gib")
@@ -382,7 +252,7 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
             mamba = _num(plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib",
                          "intermediate_conv_window_gib")
             kv = _num(plan, "k_size_gib", "v_size_gib")  # SGLang rule sets
-            if kv is None:  # vLLM rule sets: the KV pool (plan/vllm_api.py `kv_pool_gib`)
+            if kv is None:  # vLLM rule sets: the KV pool (engines/vllm/plan.py `kv_pool_gib`)
                 kv = _num(plan, "kv_pool_gib") or _num(plan, "available_kv_gib") or _num(plan, "kv_cache_gib")
             if weights is None and draft is None and mamba is None and kv is None:
                 continue  # e.g. {"status": None, "planner_error": ...}: the planner did not size this server
@@ -435,44 +305,3 @@ def build_tables(stores: Sequence[Store]) -> Tables:
         if isinstance(srv.plan, Mapping) and srv.plan.get("planner_error"))
     return Tables(summary=summarize(stores), phases=phases, best=best_per_point(phases), failures=failures,
                   memory=memory_rows(stores), logs=logs, warnings=warnings)
-
-
-# ---------------------------------------------------------------- formatting shared by markdown and html
-
-
-def fmt(value: float | int | None, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:,.{digits}f}"
-
-
-def fmt_speedup(row: CellRow) -> str:
-    if row.speedup_source == "baseline":
-        return "base"
-    if row.speedup is None:
-        return "n/a" if row.speedup_source == "no-baseline" else "–"
-    return f"{row.speedup:.2f}×"
-
-
-CELL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("config", "series"), ("c", "concurrency"), ("status", "status"), ("out tok/s", "output_throughput"),
-    ("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("TPOT p50 ms", "tpot_p50"),
-    ("TPOT p99 ms", "tpot_p99"), ("ITL p50 ms", "itl_p50"), ("ITL p99 ms", "itl_p99"),
-    ("accept len", "accept_length"), ("speedup vs AR", "speedup"), ("cell", "cell_id"), ("note", "note"),
-)
-
-
-def cell_values(row: CellRow) -> list[str]:
-    """The CELL_COLUMNS of one row as display strings."""
-    out = []
-    for _, attr in CELL_COLUMNS:
-        if attr == "speedup":
-            out.append(fmt_speedup(row))
-        elif attr == "accept_length":
-            out.append(fmt(row.accept_length, 2))
-        else:
-            value = getattr(row, attr)
-            out.append(value if isinstance(value, str) else fmt(value))
-    return out

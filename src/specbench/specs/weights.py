@@ -3,7 +3,8 @@
 Module names follow the HF checkpoints (so a checkpoint's quantization map applies by name). Sharding follows
 SGLang's parallel layers (sglang/srt/layers/linear.py: ColumnParallelLinear splits the output dim,
 RowParallelLinear the input dim, QKVParallelLinear keeps one KV head per rank when num_kv_heads < tp, i.e.
-replicates it; vocab_parallel_embedding.py pads the vocabulary to a multiple of 64·tp and splits it).
+replicates it; vocab_parallel_embedding.py::pad_vocab_size pads the vocabulary to a multiple of 64,
+DEFAULT_VOCAB_PADDING_SIZE, not of 64·tp, and VocabParallelEmbedding splits the padded rows over the TP ranks).
 Small tensors (norms, biases, A_log, dt_bias, conv weights) are counted too, replicated or split as the layers do.
 """
 
@@ -206,7 +207,8 @@ def _weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool, scheme_overrid
 def mtp_draft_tensors(m: ModelSpec, tp: int) -> list[Tensor]:
     """Built-in MTP / NextN draft (Qwen3.5/3.6 `mtp.*`, DeepSeek `num_nextn_predict_layers`): per layer one decoder
     layer (full attention + MLP/MoE), `fc`/`eh_proj` (2h -> h) and two norms; plus its own embed_tokens and
-    lm_head, which SGLang allocates and only later replaces by the target's (sglang-memory.md §7.4)."""
+    lm_head, which SGLang allocates and only later replaces by the target's (measured: 4.60 GiB come back after the
+pools are sized in tests/data/sglang-0.5.15.post1/q36_27b_mrr16_mf85_mtp.log)."""
     t = max(1, tp)
     h = m.hidden_size
     res: list[Tensor] = []

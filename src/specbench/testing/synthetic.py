@@ -91,6 +91,77 @@ def _plan(tp: int, label: str, fails: bool) -> dict[str, Any]:
     }
 
 
+SERVER_DIAGNOSIS = {"status": "failed", "failure": {"kind": "no_request_slots",
+                                                    "message": "AssertionError: max_running_request is zero"},
+                    "explanation": "max_mamba_cache_size is 2, too small for 8 running requests and the draft."}
+CELL_DIAGNOSIS = {"status": "failed", "failure": {"kind": "server_died", "message": "ServerDisconnectedError"},
+                  "explanation": "the engine process exited during the cell."}
+CLAMP = {"requested_prompt_tokens": 1024, "prompt_tokens": 1024, "output_tokens": 256, "context_len": 32768,
+         "clamped": False}
+
+
+def _settings(tp: int, label: str) -> dict[str, Any]:
+    """servers.settings_json (and cells.server_json) of one server tuple."""
+    algorithm = "ar" if label == "ar" else label.split("-")[0].upper()
+    budget = int(label.rsplit("b", 1)[1]) if "-b" in label else None
+    settings = {"tp": tp, "label": label, "algorithm": algorithm, "mem_fraction_static": 0.75,
+                "max_running_requests": 4 * tp, "context_length": 32768, "flags": {}, "env": {}}
+    if budget:
+        settings["ddtree_budget"] = budget
+    return settings
+
+
+def _insert_server(con: sqlite3.Connection, sid: str, phase: int, tp: int, label: str, settings: dict[str, Any],
+                   engine: str, server_fails: bool, pending: bool, t: float) -> None:
+    if pending:
+        status = "pending"
+    else:
+        status = "failed" if server_fails else "stopped"
+    diag = SERVER_DIAGNOSIS if server_fails else None
+    con.execute(
+        insert_sql("servers"),
+        (sid, phase, tp, engine, json.dumps(settings),
+         json.dumps(["python", "-m", "sglang.launch_server", "--tp", str(tp)]), json.dumps({}),
+         "launch", json.dumps(_plan(tp, label, server_fails)), None, status, f"/logs/{sid}.log",
+         OOM_LOG if server_fails else f"server {sid} ready\n" if not pending else None,
+         json.dumps(diag) if diag else None, t, t + 60),
+    )
+
+
+def _cell_outcome(cid: str, sid: str, tp: int, label: str, conc: int, rng: random.Random, n_req: int,
+                  state: str, throughput_scale: float) -> dict[str, Any]:
+    """status, reason, metrics, log, diagnosis and per-request accept lengths of one cell; `state` is "pending",
+    "server_failed", "failed" or "done" (only a done cell draws from `rng`)."""
+    row: dict[str, Any] = {"status": "pending", "reason": None, "metrics": None, "log": None, "diag": None,
+                           "accepts": []}
+    if state == "server_failed":
+        row.update(status="skipped", reason=f"server {sid} failed to start")
+    elif state == "failed":
+        row.update(status="failed", reason="all 16 requests failed: server disconnected",
+                   log="client: ServerDisconnectedError after 3 requests\n" * 3, diag=CELL_DIAGNOSIS)
+    elif state == "done":
+        metrics, accepts = _metrics(tp, label, conc, rng, n_req)
+        metrics["output_throughput"] *= throughput_scale
+        row.update(status="done", metrics=metrics, accepts=accepts, log=f"cell {cid}: {n_req} requests ok\n")
+    return row
+
+
+def _insert_cell(con: sqlite3.Connection, cid: str, sid: str, phase: int, tp: int, label: str,
+                 settings: dict[str, Any], client: dict[str, Any], row: dict[str, Any], t: float) -> None:
+    algorithm = settings["algorithm"]
+    con.execute(
+        insert_sql("cells"),
+        (cid, sid, phase, tp, algorithm.lower() if label == "ar" else algorithm, label,
+         json.dumps(settings), json.dumps(client), row["status"], row["reason"],
+         0 if row["status"] == "pending" else 1, t, t + 30,
+         json.dumps(row["metrics"]) if row["metrics"] else None, json.dumps(CLAMP),
+         row["log"], json.dumps(row["diag"]) if row["diag"] else None),
+    )
+    for i, acc in enumerate(row["accepts"]):
+        con.execute(insert_sql("requests"),
+                    (cid, i, 1024, 256, 0.1, 9.0, json.dumps([0.03] * 4), None, acc, 64))
+
+
 def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Sequence[str] = LABELS,
                 concurrencies: Sequence[int] = (1, 2, 4, 8), seed: int = 7, n_req: int = 16,
                 failing_server: tuple[int, str] | None = (1, "ddtree-b16"),
@@ -114,64 +185,19 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
     for phase, tp in enumerate(tps, start=1):
         for label in labels:
             sid = f"srv-tp{tp}-{label}"
-            algorithm = "ar" if label == "ar" else label.split("-")[0].upper()
-            budget = int(label.rsplit("b", 1)[1]) if "-b" in label else None
-            settings = {"tp": tp, "label": label, "algorithm": algorithm, "mem_fraction_static": 0.75,
-                        "max_running_requests": 4 * tp, "context_length": 32768, "flags": {}, "env": {}}
-            if budget:
-                settings["ddtree_budget"] = budget
+            settings = _settings(tp, label)
             if pending_from == (tp, label):
                 pending = True
             server_fails = failing_server == (tp, label)
-            if pending:
-                status = "pending"
-            else:
-                status = "failed" if server_fails else "stopped"
-            diag = ({"status": "failed", "failure": {"kind": "no_request_slots",
-                                                      "message": "AssertionError: max_running_request is zero"},
-                     "explanation": "max_mamba_cache_size is 2, too small for 8 running requests and the draft."}
-                    if server_fails else None)
-            con.execute(
-                insert_sql("servers"),
-                (sid, phase, tp, engine, json.dumps(settings),
-                 json.dumps(["python", "-m", "sglang.launch_server", "--tp", str(tp)]), json.dumps({}),
-                 "launch", json.dumps(_plan(tp, label, server_fails)), None, status, f"/logs/{sid}.log",
-                 OOM_LOG if server_fails else f"server {sid} ready\n" if not pending else None,
-                 json.dumps(diag) if diag else None, t, t + 60),
-            )
+            _insert_server(con, sid, phase, tp, label, settings, engine, server_fails, pending, t)
             for conc in concurrencies:
                 cid = f"cell-tp{tp}-{label}-c{conc}"
                 client = {"concurrency": conc, "prompt_tokens": 1024, "output_tokens": 256, "num_requests": n_req,
                           "dataset": "random", "request_rate": "inf"}
-                row: dict[str, Any] = {"status": "pending", "reason": None, "metrics": None, "log": None,
-                                       "diag": None, "accepts": []}
-                if pending:
-                    pass
-                elif server_fails:
-                    row.update(status="skipped", reason=f"server {sid} failed to start")
-                elif failing_cell == (tp, label, conc):
-                    row.update(status="failed", reason="all 16 requests failed: server disconnected",
-                               log="client: ServerDisconnectedError after 3 requests\n" * 3,
-                               diag={"status": "failed", "failure": {"kind": "server_died",
-                                                                     "message": "ServerDisconnectedError"},
-                                     "explanation": "the engine process exited during the cell."})
-                else:
-                    metrics, accepts = _metrics(tp, label, conc, rng, n_req)
-                    metrics["output_throughput"] *= throughput_scale
-                    row.update(status="done", metrics=metrics, accepts=accepts, log=f"cell {cid}: {n_req} requests ok\n")
-                con.execute(
-                    insert_sql("cells"),
-                    (cid, sid, phase, tp, algorithm.lower() if label == "ar" else algorithm, label,
-                     json.dumps(settings), json.dumps(client), row["status"], row["reason"],
-                     0 if row["status"] == "pending" else 1, t, t + 30,
-                     json.dumps(row["metrics"]) if row["metrics"] else None,
-                     json.dumps({"requested_prompt_tokens": 1024, "prompt_tokens": 1024, "output_tokens": 256,
-                                 "context_len": 32768, "clamped": False}),
-                     row["log"], json.dumps(row["diag"]) if row["diag"] else None),
-                )
-                for i, acc in enumerate(row["accepts"]):
-                    con.execute(insert_sql("requests"),
-                                (cid, i, 1024, 256, 0.1, 9.0, json.dumps([0.03] * 4), None, acc, 64))
+                state = ("pending" if pending else "server_failed" if server_fails
+                         else "failed" if failing_cell == (tp, label, conc) else "done")
+                row = _cell_outcome(cid, sid, tp, label, conc, rng, n_req, state, throughput_scale)
+                _insert_cell(con, cid, sid, phase, tp, label, settings, client, row, t)
                 t += 31
     con.commit()
     con.close()

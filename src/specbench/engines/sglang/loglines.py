@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from specbench.logs.facts import GraphCapture
 from specbench.logs.lineacc import GB, INT, NUM, Acc, find, first_of, to_float, to_int
@@ -61,114 +62,129 @@ _C_WEIGHT = re.compile(r"weight usage " + NUM + GB + r" \(" + NUM + r" to " + NU
 _C_EACH_KV = re.compile(NUM + GB + r" each for K/V")
 
 
-def sglang_line(acc: Acc, line: Line) -> None:
+# ---------------------------------------------------------------- one handler per line format
+# Each takes the accumulator, the line and the match of its row's pattern in `_LINE_RULES`.
+
+
+def _load_begin(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    avail = find(_AVAIL, line.text)
+    acc.first("avail_before_load_gib" if acc.load_begins == 0 else "draft_avail_before_load_gib", avail)
+    acc.load_begins += 1
+
+
+def _load_end(acc: Acc, line: Line, m: re.Match[str]) -> None:
     t = line.text
-    if _LOAD_BEGIN.search(t):
-        avail = find(_AVAIL, t)
-        acc.first("avail_before_load_gib" if acc.load_begins == 0 else "draft_avail_before_load_gib", avail)
-        acc.load_begins += 1
-        return
-    if LOAD_END.search(t):
-        prefix = "" if acc.load_ends == 0 else "draft_"
-        acc.first(prefix + "avail_after_load_gib", find(_AVAIL, t))
-        acc.first(prefix + "weights_gib", find(_MEM_USAGE, t))
-        if acc.load_ends == 0:
-            acc.first("model_class", find(_TYPE, t, str))
-            acc.first("model_dtype", find(_DTYPE, t, str))
-            algo = re.search(r"\bquant_algo=([\w\-]+)", t)  # 2026+: `quant=modelopt_fp4, quant_algo=NVFP4`
-            acc.first("weight_quant", algo.group(1) if algo else (find(_QUANT, t, str) or _bare_quant(t)))
-        acc.load_ends += 1
-        return
-    m = _KV_DTYPE_LINE.search(t)
-    if m:  # 0.5.x prints it before each pool; the first is the target's
-        acc.first("kv_dtype", m.group(1))
-        return
-    m = _BASELINE.search(t)
-    if m:
-        acc.first("memory_baseline_gib", to_float(m.group(1)))
-        return
-    if _MAMBA.search(t):
+    prefix = "" if acc.load_ends == 0 else "draft_"
+    acc.first(prefix + "avail_after_load_gib", find(_AVAIL, t))
+    acc.first(prefix + "weights_gib", find(_MEM_USAGE, t))
+    if acc.load_ends == 0:
+        acc.first("model_class", find(_TYPE, t, str))
+        acc.first("model_dtype", find(_DTYPE, t, str))
+        algo = re.search(r"\bquant_algo=([\w\-]+)", t)  # 2026+: `quant=modelopt_fp4, quant_algo=NVFP4`
+        acc.first("weight_quant", algo.group(1) if algo else (find(_QUANT, t, str) or _bare_quant(t)))
+    acc.load_ends += 1
+
+
+def _kv_dtype(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.first("kv_dtype", m.group(1))  # 0.5.x prints it before each pool; the first is the target's
+
+
+def _baseline(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.first("memory_baseline_gib", to_float(m.group(1)))
+
+
+def _mamba_pool(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    t = line.text
+    acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
+    acc.first("max_mamba_cache_size", find(_MAMBA_K, t, to_int))
+    acc.first("conv_state_gib", find(_CONV, t))
+    acc.first("ssm_state_gib", find(_SSM, t))
+    acc.first("intermediate_ssm_state_gib", find(_ISSM, t))
+    acc.first("intermediate_conv_window_gib", find(_ICONV, t))
+
+
+def _kv_pool(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    t = line.text
+    low = t.lower()
+    label = low.split("kv cache is allocated", 1)[0]  # e.g. "[draft] KV Cache is allocated ..."
+    is_draft = acc.kv_lines > 0 or "draft" in label or "draft" in low.split("allocated", 1)[-1][-40:]
+    prefix = "draft_" if is_draft else ""
+    if not is_draft:
         acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
-        acc.first("max_mamba_cache_size", find(_MAMBA_K, t, to_int))
-        acc.first("conv_state_gib", find(_CONV, t))
-        acc.first("ssm_state_gib", find(_SSM, t))
-        acc.first("intermediate_ssm_state_gib", find(_ISSM, t))
-        acc.first("intermediate_conv_window_gib", find(_ICONV, t))
-        return
-    if _KV_LINE.search(t):
-        low = t.lower()
-        label = low.split("kv cache is allocated", 1)[0]  # e.g. "[draft] KV Cache is allocated ..."
-        is_draft = acc.kv_lines > 0 or "draft" in label or "draft" in low.split("allocated", 1)[-1][-40:]
-        prefix = "draft_" if is_draft else ""
-        if not is_draft:
-            acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
-        acc.first(prefix + "kv_tokens", find(_KV_TOKENS, t, to_int))
-        kv = find(_KV_SIZE, t)
-        if kv is not None and not is_draft:
-            acc.first("kv_size_gib", kv)
-        else:
-            acc.first(prefix + "k_size_gib", find(_K_SIZE, t))
-            acc.first(prefix + "v_size_gib", find(_V_SIZE, t))
-        if not is_draft:
-            acc.first("kv_dtype", find(_DTYPE, t, str))
-        acc.kv_lines += 1
-        return
-    m = _SWA_POOL.search(t)
-    if m:  # sliding-window hybrids (research §3): one pool, full-layer and SWA-layer token counts
-        acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
-        acc.first("kv_size_gib", to_float(m.group(1)))
-        acc.first("swa_kv_tokens", to_int(m.group(2)))
-        acc.first("kv_tokens", to_int(m.group(3)))
-        return
-    m = _POOL_END.search(t)
-    if m:
-        acc.first("memory_pool_end_gib" if acc.pool_ends == 0 else "draft_memory_pool_end_gib", to_float(m.group(1)))
-        acc.pool_ends += 1
-        return
-    if _SUMMARY.search(t):
-        for km in _KEYNUM.finditer(t):
-            key, val = km.group(1), km.group(2)
-            if key == "available_gpu_mem":
-                acc.first("available_gpu_mem_gib", to_float(val))
-            elif key in ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
-                         "max_running_requests", "context_len") and "." not in val:
-                acc.first(key, to_int(val))
-        acc.v["ready"] = True
-        return
-    m = _CAP.search(t)
-    if m:
-        acc.first("mamba_cap_requests", to_int(m.group(1)))
-        acc.first("max_mamba_cache_size", to_int(m.group(2)))
-        acc.first("state_slots_per_request", to_int(m.group(3)))
-        return
-    m = _REDUCED.search(t)
-    if m:
-        acc.first("mrr_reduced_from", to_int(m.group(1)))
-        return
-    m = _FINAL_MRR.search(t)
-    if m:
-        acc.first("max_running_requests", to_int(m.group(1)))
-        return
-    m = _FEWER.search(t)
-    if m:
-        acc.first("kv_pool_fewer_than_context", to_int(m.group(1)))
-        return
-    m = _CAPTURE.search(t)
-    if m:
-        _capture(acc, line, m.group("label").strip(), m.group("edge").lower())
-        return
-    m = SERVER_ARGS.search(t)
-    if m:
-        if not acc.server_args:
-            acc.server_args = parse_sglang_server_args(m.group(1))
-        return
-    if _ACCEPT.search(t) or _THROUGHPUT.search(t) or _MAMBA_NUM.search(t):
-        runtime_line(acc, t)
-        return
-    if _SGL_READY.search(t):
-        acc.v["ready"] = True
-        return
-    # condensed / transcribed excerpts (only fill what nothing above filled)
+    acc.first(prefix + "kv_tokens", find(_KV_TOKENS, t, to_int))
+    kv = find(_KV_SIZE, t)
+    if kv is not None and not is_draft:
+        acc.first("kv_size_gib", kv)
+    else:
+        acc.first(prefix + "k_size_gib", find(_K_SIZE, t))
+        acc.first(prefix + "v_size_gib", find(_V_SIZE, t))
+    if not is_draft:
+        acc.first("kv_dtype", find(_DTYPE, t, str))
+    acc.kv_lines += 1
+
+
+def _swa_pool(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    """Sliding-window hybrids (mem_cache/swa_memory_pool.py::SWAKVPool): one pool, full-layer and SWA-layer
+    token counts."""
+    acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
+    acc.first("kv_size_gib", to_float(m.group(1)))
+    acc.first("swa_kv_tokens", to_int(m.group(2)))
+    acc.first("kv_tokens", to_int(m.group(3)))
+
+
+def _pool_end(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.first("memory_pool_end_gib" if acc.pool_ends == 0 else "draft_memory_pool_end_gib", to_float(m.group(1)))
+    acc.pool_ends += 1
+
+
+def _summary(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    for km in _KEYNUM.finditer(line.text):
+        key, val = km.group(1), km.group(2)
+        if key == "available_gpu_mem":
+            acc.first("available_gpu_mem_gib", to_float(val))
+        elif key in ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+                     "max_running_requests", "context_len") and "." not in val:
+            acc.first(key, to_int(val))
+    acc.v["ready"] = True
+
+
+def _mamba_cap(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.first("mamba_cap_requests", to_int(m.group(1)))
+    acc.first("max_mamba_cache_size", to_int(m.group(2)))
+    acc.first("state_slots_per_request", to_int(m.group(3)))
+
+
+def _mrr_reduced(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.first("mrr_reduced_from", to_int(m.group(1)))
+
+
+def _final_mrr(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.first("max_running_requests", to_int(m.group(1)))
+
+
+def _fewer(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.first("kv_pool_fewer_than_context", to_int(m.group(1)))
+
+
+def _graph(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    _capture(acc, line, m.group("label").strip(), m.group("edge").lower())
+
+
+def _server_args(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    if not acc.server_args:
+        acc.server_args = parse_sglang_server_args(m.group(1))
+
+
+def _runtime(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    runtime_line(acc, line.text)
+
+
+def _ready(acc: Acc, line: Line, m: re.Match[str]) -> None:
+    acc.v["ready"] = True
+
+
+def _condensed(acc: Acc, t: str) -> None:
+    """Author-condensed / transcribed excerpts: only fill what nothing above filled."""
     acc.first("max_mamba_cache_size", first_of(t, to_int, _MAMBA_K, _C_MAMBA_SLOTS))
     acc.first("kv_tokens", first_of(t, to_int, _C_KV_TOKENS, _C_KV_SLOTS))
     m = _C_WEIGHT.search(t)
@@ -179,6 +195,42 @@ def sglang_line(acc: Acc, line: Line) -> None:
     each = find(_C_EACH_KV, t)
     acc.first("k_size_gib", each)
     acc.first("v_size_gib", each)
+
+
+# The first row whose pattern is found in the line handles it; order matters (e.g. a `Load weight end` line also
+# carries `avail mem=`, a summary line also `max_running_requests=`). No row: `_condensed`.
+_LINE_RULES: tuple[tuple[re.Pattern[str], Callable[[Acc, Line, re.Match[str]], None]], ...] = (
+    (_LOAD_BEGIN, _load_begin),
+    (LOAD_END, _load_end),
+    (_KV_DTYPE_LINE, _kv_dtype),
+    (_BASELINE, _baseline),
+    (_MAMBA, _mamba_pool),
+    (_KV_LINE, _kv_pool),
+    (_SWA_POOL, _swa_pool),
+    (_POOL_END, _pool_end),
+    (_SUMMARY, _summary),
+    (_CAP, _mamba_cap),
+    (_REDUCED, _mrr_reduced),
+    (_FINAL_MRR, _final_mrr),
+    (_FEWER, _fewer),
+    (_CAPTURE, _graph),
+    (SERVER_ARGS, _server_args),
+    (_ACCEPT, _runtime),
+    (_THROUGHPUT, _runtime),
+    (_MAMBA_NUM, _runtime),
+    (_SGL_READY, _ready),
+)
+
+
+def sglang_line(acc: Acc, line: Line) -> None:
+    """Fold one SGLang line into the accumulator: the first matching row of `_LINE_RULES`, else `_condensed`."""
+    t = line.text
+    for pattern, handle in _LINE_RULES:
+        m = pattern.search(t)
+        if m:
+            handle(acc, line, m)
+            return
+    _condensed(acc, t)
 
 
 def runtime_line(acc: Acc, t: str) -> None:

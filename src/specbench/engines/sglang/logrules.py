@@ -10,9 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.engines.sglang.formulas import mamba_state
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 from specbench.logs.facts import LogFacts
+from specbench.specs import quant as q
+from specbench.specs.model import ModelSpec
+from specbench.specs.resolve import bundled_names, load_model_spec, resolve_config_path
+from specbench.specs.weights import weight_bytes
 
 MIB = 2**20
 GIB = 2**30
@@ -25,7 +30,7 @@ def spec_algorithm(args: dict[str, Any]) -> str | None:
 
 def draft_tokens(args: dict[str, Any]) -> int | None:
     """D = speculative_num_draft_tokens (DFLASH: also `speculative_dflash_block_size`); EAGLE topk 1: steps + 1.
-    sglang arg_groups/speculative_hook.py (research sglang-memory.md §7.2)."""
+    sglang arg_groups/speculative_hook.py::handle_speculative_decoding@0.5.23 (topk 1 forces D = steps + 1)."""
     if spec_algorithm(args) is None:
         return None
     for key in ("speculative_num_draft_tokens", "speculative_dflash_block_size"):
@@ -40,7 +45,8 @@ def draft_tokens(args: dict[str, Any]) -> int | None:
 
 def sglang_era(args: dict[str, Any]) -> str | None:
     """`<=0.5.13` when the dump still has `mamba_scheduler_strategy` (renamed `mamba_radix_cache_strategy` in
-    0.5.14, research §5.1/§9); `>=0.5.14` with the new name; None when neither appears."""
+    0.5.14: the ServerArgs field of sglang server_args.py, as the dumps in tests/data/sglang-0.5.12.post1/ and
+    tests/data/sglang-0.5.15.post1/ show); `>=0.5.14` with the new name; None when neither appears."""
     if "mamba_scheduler_strategy" in args:
         return "<=0.5.13"
     if "mamba_radix_cache_strategy" in args:
@@ -50,7 +56,8 @@ def sglang_era(args: dict[str, Any]) -> str | None:
 
 def scratch_before_split(facts: LogFacts) -> bool:
     """True for SGLang <= 0.5.12: the speculative scratch p·mrr·D (mrr as requested) is taken before the Mamba/KV
-    split, so K and N shrink with max_running_requests (`handle_max_mamba_cache`, research §9-§10). Read from the
+    split, so K and N shrink with max_running_requests
+    (`model_executor/model_runner_kv_cache_mixin.py::handle_max_mamba_cache@0.5.12.post1`). Read from the
     printed version when there is one, else from the argument names (<= 0.5.13; 0.5.13 itself cannot be told apart
     by names and is taken as the older rule, as the planner's `infer_version` does)."""
     version = parse_release(facts.engine_version)
@@ -60,7 +67,10 @@ def scratch_before_split(facts: LogFacts) -> bool:
 
 
 def slots_per_request(facts: LogFacts) -> tuple[int | None, str]:
-    """ρ, the Mamba slots one running request holds (`_calculate_mamba_ratio`, research §5.1), and where it came from.
+    """ρ, the Mamba slots one running request holds (`ModelRunnerKVCacheMixin._calculate_mamba_ratio` in
+    model_executor/model_runner_kv_cache_mixin.py up to 0.5.17, `KVCacheConfigurator._calculate_mamba_ratio` in
+    mem_cache/kv_cache_configurator.py@0.5.23: 3, plus 2 for extra_buffer with overlap, 1 without or for
+    extra_buffer_lazy; 1 without the radix cache), and where it came from.
     Printed by the engine's cap warning when present; else derived from the dumped strategy and overlap."""
     if facts.state_slots_per_request:
         return facts.state_slots_per_request, "the engine's cap warning"
@@ -73,7 +83,7 @@ def slots_per_request(facts: LogFacts) -> tuple[int | None, str]:
     era = sglang_era(args)
     overlap = args.get("disable_overlap_schedule") is not True
     if era == "<=0.5.13" and spec_algorithm(args) == "DFLASH":
-        overlap = False  # DFLASH always ran without overlap up to 0.5.13 (research §7.1)
+        overlap = False  # DFLASH always ran without overlap up to 0.5.13 (read in the 0.5.12.post1/0.5.13.post1 wheels)
     if strategy == "extra_buffer":
         return (5 if overlap else 4), f"mamba strategy extra_buffer, overlap {'on' if overlap else 'off'}"
     if strategy == "extra_buffer_lazy":
@@ -102,10 +112,6 @@ def model_source(args: dict[str, Any]) -> str | None:
     path = args.get("model_path") or args.get("model")
     if not isinstance(path, str) or not path:
         return None
-    try:
-        from specbench.specs.resolve import bundled_names, resolve_config_path
-    except ImportError:
-        return None
     org, _, tail = path.replace("__", "/").rpartition("/")
     same = [n for n in bundled_names() if n.lower().startswith(f"{org}__{tail}".lower() + "-")]
     # a local folder (`/models/Qwen3.6-27B`) named after the model: its basename among the bundled configs, as `plan`
@@ -129,36 +135,32 @@ def facts_model_source(facts: LogFacts) -> str | None:
     return facts.model_config or model_source(facts.server_args)
 
 
-def _model_spec(facts: LogFacts) -> Any | None:
+def _model_spec(facts: LogFacts) -> ModelSpec | None:
     """The ModelSpec behind the boot; None when unknown."""
     args = facts.server_args
     src = facts_model_source(facts)
     if src is None:
         return None
     try:
-        from specbench.specs.resolve import load_model_spec
-
         return load_model_spec(src, name=str(args.get("model_path") or args.get("model")))
-    except (ImportError, UserError, ValueError, KeyError, TypeError, OSError):
+    except (UserError, ValueError, KeyError, TypeError, OSError):
         return None
 
 
 def slot_size(facts: LogFacts) -> SlotSize | None:
-    """p from the model config and the dumped TP / ssm dtype (exact, `plan/sglang_common.py::mamba_state`); else
+    """p from the model config and the dumped TP / ssm dtype (exact, `engines/sglang/formulas.py::mamba_state`); else
     estimated from the log as (conv_state + ssm_state) / (max_mamba_cache_size + 1) (the pool has K+1 slots)."""
     args = facts.server_args
     spec = _model_spec(facts)
     if spec is not None:
         try:
-            from specbench.engines.sglang.formulas import mamba_state
-
             tp = args.get("tp_size") or args.get("tensor_parallel_size") or 1
             ssm = args.get("mamba_ssm_dtype")
             st = mamba_state(spec, int(tp), ssm if isinstance(ssm, str) else None)
             if st is not None:
                 return SlotSize(float(st.per_slot), f"{facts_model_source(facts)} config, TP{tp}, "
                                                     f"{ssm or 'default'} ssm")
-        except (ImportError, UserError, ValueError, TypeError, AttributeError):
+        except (UserError, ValueError, TypeError, AttributeError):
             pass
     k, conv, ssm_g = facts.max_mamba_cache_size, facts.conv_state_gib, facts.ssm_state_gib
     if k is not None and conv is not None and ssm_g is not None and k >= 0:
@@ -201,9 +203,6 @@ def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
     if spec is None:
         return None
     try:
-        from specbench.specs import quant as q
-        from specbench.specs.weights import weight_bytes
-
         schemes = {"nvfp4": q.NVFP4, "mxfp4": q.MXFP4, "fp8": q.FP8, "int8": q.INT8, "int4": q.int4_group(128),
                    "awq": q.int4_group(128), "gptq": q.int4_group(128)}
         tp = int(facts.server_args.get("tp_size") or 1)
@@ -215,7 +214,7 @@ def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
             return None
         else:
             expected = weight_bytes(spec, tp, scheme_override=schemes[key]) / GIB
-    except (ImportError, UserError, ValueError, TypeError, AttributeError, KeyError):
+    except (UserError, ValueError, TypeError, AttributeError, KeyError):
         return None
     ratio = facts.weights_gib / expected if expected else 0.0
     return WeightCheck(claim, round(expected, 2), facts.weights_gib, 0.85 <= ratio <= 1.2, round(dense, 2))
@@ -224,7 +223,8 @@ def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
 def kv_dtype_check(facts: LogFacts) -> str | None:
     """A sentence when the printed K size does not fit the KV dtype the launch implies but fits another one.
 
-    Logged K size = L·(N+P)·n·hd·itemsize / 2^30 (research §3.1; L full-attention layers, n KV heads per rank).
+    Logged K size = L·(N+P)·n·hd·itemsize / 2^30 (`mem_cache/memory_pool.py::MHATokenToKVPool._create_buffers_normal@0.5.23`:
+    one `(2, N+P, n, hd)` tensor per layer; L full-attention layers, n KV heads per rank).
     `auto` means the model dtype, or fp8 when the checkpoint's kv_cache_quant_algo is FP8 (`kv_cache_dtype.py`)."""
     args = facts.server_args
     if facts.k_size_gib is None or facts.kv_tokens is None or args.get("enable_dp_attention"):
@@ -269,7 +269,8 @@ def kv_dtype_check(facts: LogFacts) -> str | None:
 def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
     """Fixes from the log's own numbers when no model config resolves (the planner cannot run): SGLang's Mamba/KV split
     re-done with what the boot printed. Pools P = rest − B·(1−f); the <= 0.5.12 speculative scratch M·D·p comes off
-    the top; the rest splits between Mamba slots ((K+1)·p) and KV in the proportion this boot got (research §6, §10).
+    the top; the rest splits between Mamba slots ((K+1)·p) and KV in the proportion this boot got (the split of
+    `pools.py`, `handle_max_mamba_cache@0.5.12.post1` / `KVCacheConfigurator._handle_max_mamba_cache@0.5.23`).
     A request needs ρ slots. Gives the largest --max-running-requests that fits and the --mem-fraction-static that
     fits the requested one. Each fix says it is log-derived."""
     if kind not in ("max_running_requests_zero", "mamba_state_cache_too_small", "mamba_state_cache_no_memory"):

@@ -1,0 +1,156 @@
+"""The frozen rows the report is made of: phase-table rows, fastest per point, failures, logs, memory plan rows,
+the summary, and `Tables` holding them all (built by tables.py, drawn by markdown.py, html.py and the plots)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DONE = "done"
+FAILED_STATES = ("failed", "skipped")
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One line of a phase table."""
+
+    store: str
+    cell_id: str
+    series: str
+    config: str
+    label: str
+    phase: int | None
+    tp: int | None
+    concurrency: int | None
+    workload: str
+    status: str
+    output_throughput: float | None
+    ttft_p50: float | None
+    ttft_p99: float | None
+    tpot_p50: float | None
+    tpot_p99: float | None
+    tpot_mean: float | None
+    itl_p50: float | None
+    itl_p99: float | None
+    accept_length: float | None
+    speedup: float | None
+    speedup_source: str  # "store" | "computed" | "baseline" | "no-baseline" | ""
+    ar_throughput: float | None  # the AR cell's output_throughput at the same baseline key
+    note: str
+    log_file: str | None = None  # relative to the report folder, when the cell stored a log
+
+
+@dataclass(frozen=True)
+class PhaseTable:
+    phase: int | None
+    tp: int | None
+    rows: tuple[CellRow, ...]
+
+    @property
+    def title(self) -> str:
+        tp = f"TP{self.tp}" if self.tp is not None else "TP ?"
+        return f"Phase {self.phase} · {tp}" if self.phase is not None else tp
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed or skipped cell, or a failed server, with a one-line diagnosis and its log file."""
+
+    store: str
+    kind: str  # "cell" | "server"
+    ident: str
+    series: str
+    tp: int | None
+    concurrency: int | None
+    status: str
+    diagnosis: str
+    log_file: str | None  # relative to the report folder
+
+
+@dataclass(frozen=True)
+class LogFile:
+    relpath: str
+    text: str
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """The planner's memory plan of one server tuple, GiB per GPU (servers.plan_json)."""
+
+    store: str
+    server_id: str
+    series: str
+    tp: int | None
+    status: str
+    plan_status: str | None
+    verdict: str | None  # servers.verdict: launch | fixed | skipped
+    weights: float | None
+    draft: float | None
+    mamba: float | None
+    kv: float | None
+    headroom: float | None
+    total: float | None
+    kv_tokens: int | None
+    max_running_requests: int | None
+    mem_fraction_static: float | None
+
+    @property
+    def plan_text(self) -> str:
+        """'ok', 'fails', 'ok (fixed)': the planner's status and, when not a plain launch, the runner's verdict."""
+        text = str(self.plan_status) if self.plan_status else "–"
+        return f"{text} ({self.verdict})" if self.verdict and self.verdict != "launch" else text
+
+    @property
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        named = (("weights", self.weights), ("draft", self.draft), ("Mamba", self.mamba), ("KV", self.kv),
+                 ("headroom", self.headroom))
+        return tuple((name, v) for name, v in named if v is not None and v > 0)
+
+
+@dataclass(frozen=True)
+class Best:
+    """The fastest configuration at one TP, workload and concurrency (highest output_throughput, done cells)."""
+
+    tp: int | None
+    workload: str
+    concurrency: int | None
+    series: str
+    output_throughput: float
+    speedup: float | None
+    ar_throughput: float | None
+    is_baseline: bool = False
+    best_spec: str | None = None  # the fastest speculative configuration at this point
+    best_spec_speedup: float | None = None
+
+    @property
+    def best_spec_text(self) -> str:
+        """'<config> <speedup>×' of the fastest speculative configuration here, when AR won."""
+        if not self.is_baseline or self.best_spec is None:
+            return ""
+        sp = f" {self.best_spec_speedup:.2f}×" if self.best_spec_speedup is not None else ""
+        return f"{self.best_spec}{sp}"
+
+    @property
+    def speedup_text(self) -> str:
+        if self.is_baseline:
+            return "1.00× (AR is fastest)"
+        return f"{self.speedup:.2f}×" if self.speedup is not None else "–"
+
+
+@dataclass(frozen=True)
+class Summary:
+    state: str  # "empty" | "all-failed" | "partial" | "complete"
+    headline: str
+    counts: Mapping[str, int]
+    n_cells: int
+
+
+@dataclass(frozen=True)
+class Tables:
+    summary: Summary
+    phases: tuple[PhaseTable, ...]
+    best: tuple[Best, ...]
+    failures: tuple[Failure, ...]
+    memory: tuple[MemoryRow, ...]
+    logs: tuple[LogFile, ...]
+    warnings: tuple[str, ...]
