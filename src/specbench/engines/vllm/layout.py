@@ -174,6 +174,9 @@ def draft_layer_specs(m, draft, setup: Setup, bs: int, dtp: int) -> list[LayerSp
         if m.mla is not None:
             p = bs * attention_page_per_token(m, setup, setup.tp)
             return [LayerSpec("mla", bs, p, p, draft=True) for _ in range(n)]
+        if not m.num_kv_heads or not m.attention_layers:  # an all-Mamba model: no attention shape to reuse
+            raise FlagError(f"speculative method {method!r} drafts with the target's attention layers; this model "
+                            f"has none (an all-Mamba model has no MTP layers to plan)")
         p = bs * attention_bytes_per_token(kv_heads_per_rank(m.num_kv_heads, setup.tp), m.head_dim,
                                            m.v_head_dim or m.head_dim, setup.kv_dtype_bytes)
         return [LayerSpec("full", bs, p, p, draft=True) for _ in range(n)]
