@@ -1,23 +1,11 @@
-"""vLLM: planned (`plan.py`, `sizing.py`, `gpu.py`, `cpu.py`), its logs read (`loglines.py`, `budget.py`,
-`explain.py`), its servers driven (`launch.py`), and its CPU build embedded as the default engine (`local.py`).
-Light: the work is imported inside the methods."""
+"""vLLM: its flags once (`knobs.py`, read by `args.py`), planned (`plan.py`, `sizing.py`, `gpu.py`, `cpu.py`), its
+logs read (`loglines.py`, `budget.py`, `explain.py`), its servers driven (`launch.py`), and its CPU build embedded as
+the default engine (`local.py`). Light: the work is imported inside the methods."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-# Engine arguments that shape memory; the launch argv rebuilt from a log's dump carries only these.
-PLAN_KEYS = (
-    "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
-    "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype", "quantization", "enforce_eager",
-    "enable_prefix_caching", "kv_cache_memory_bytes", "mamba_cache_mode", "mamba_block_size",
-)
-
-
-_FIX_AXES = {"max_num_seqs": "max_running_requests", "gpu_memory_utilization": "mem_fraction_static",
-             "max_model_len": "context_length", "num_speculative_tokens": "num_draft_tokens",
-             "tensor_parallel_size": "tp", "tp": "tp"}
 
 
 class VllmEngine:
@@ -55,6 +43,7 @@ class VllmEngine:
 
     def log_plan_argv(self, facts: Any, text: str | None) -> list[str]:
         """The engine's own dump with its env (the CPU KV space ...), so a CPU log is planned on the CPU rules."""
+        from specbench.engines.vllm.knobs import PLAN_KEYS
         from specbench.engines.vllm.plan import argv_from_vllm_log
         from specbench.logs.serverargs import argv_from_dump
 
@@ -74,8 +63,10 @@ class VllmEngine:
         return rows(facts)
 
     def fix_axis(self, key: str) -> str | None:
-        """The matrix axis a fix of this vLLM argument sets (vllm/engine/arg_utils.py::EngineArgs names)."""
-        return _FIX_AXES.get(key.lstrip("-").replace("-", "_"))
+        """The matrix axis a fix of this vLLM argument sets (engines/vllm/knobs.py)."""
+        from specbench.engines.vllm.knobs import fix_axis
+
+        return fix_axis(key)
 
     def started_headline(self, facts: Any) -> str:
         from specbench.engines.vllm.explain import started_headline

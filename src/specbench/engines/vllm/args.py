@@ -1,163 +1,44 @@
-"""Parse a pasted vLLM launch command into `VllmArgs`.
+"""Parse a pasted vLLM launch command into `VllmArgs`, as `vllm serve` of the release reads it.
 
 Accepted shapes: `vllm serve MODEL [flags]`, `python -m vllm.entrypoints.openai.api_server --model MODEL [flags]`,
 an absolute `/path/to/bin/vllm serve ...`, each optionally preceded by `VAR=value` words (the environment:
 `VLLM_CPU_KVCACHE_SPACE=4 vllm serve ...`).
 
-Flag spelling follows vLLM's own parser (vllm/utils/argparse_utils.py::FlexibleArgumentParser): `--a_b` equals
-`--a-b`, `--flag=value` equals `--flag value`, `-tp`/`-pp`/`-dp` are the short forms, and argparse's unique-prefix
-rule makes `--kv-cache-memory=...` (the spelling in vLLM's own start-up hint) mean `--kv-cache-memory-bytes`.
-Integers of `--kv-cache-memory-bytes` and `--max-num-batched-tokens` go through `human_readable_int`
-(k/m/g/t decimal, K/M/G/T binary, no decimals with binary suffixes), `--max-model-len` through
-`human_readable_int_or_auto` (-1 / auto = fit to memory) (vllm/utils/argparse_utils.py).
+The words go through the rewrite vLLM's own parser applies before argparse
+(vllm/utils/argparse_utils.py::FlexibleArgumentParser.parse_args@0.32.0, `flexible_words`): `--a_b` is `--a-b`
+(up to the first `.`), `-O3` / `-O=3` / `-O 3` are `--optimization-level 3`, and dotted keys
+(`-cc.cudagraph_mode=NONE`, `--compilation-config.pass_config.x 1`) are merged into one JSON value of their flag.
+Then each flag is read as argparse reads it against the release's whole flag list (knobs.release_flags): exact,
+or a unique prefix (`--kv-cache-memory=...`, the spelling in vLLM's own start-up hint, is
+`--kv-cache-memory-bytes`); an ambiguous prefix is the engine's own error. The memory knobs are knobs.py's table;
+value types (human_readable_int for `--kv-cache-memory-bytes` / `--max-num-batched-tokens`,
+human_readable_int_or_auto for `--max-model-len`, `--speculative-config` JSON) are values.py's.
 
-Flags that do not change the memory plan are listed in `ignored` so the plan can say so.
+Known flags that do not change the memory plan are listed in `ignored` (as the release's option names them) so the
+plan can say so; flags the release does not have are listed in `unknown`, as vLLM's "unrecognized arguments"
+error prints them (after the rewrite).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from specbench.engines.cli_flags import FlagList, flag_list
+from specbench.engines.cli_flags import FlagList
+from specbench.engines.vllm.knobs import BY_FLAG, KNOBS, Knob, release_flags
+from specbench.engines.vllm.values import (
+    SpeculativeConfig,
+    bool_word,
+    human_readable_int,
+    human_readable_int_or_auto,
+    parse_speculative_config,
+)
 from specbench.errors import FlagError
 
-
-def human_readable_int(value: str) -> int:
-    """vllm/utils/argparse_utils.py::human_readable_int."""
-    v = value.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", v)
-    if m:
-        number, suffix = m.groups()
-        dec = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-        binary = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-        if suffix in dec:
-            return int(float(number) * dec[suffix])
-        if "." in number:
-            raise FlagError(f"Decimals are not allowed with binary suffixes like {suffix}. "
-                            f"Did you mean to use {number}{suffix.lower()} instead?")
-        return int(number) * binary[suffix]
-    try:
-        return int(v)
-    except ValueError:
-        raise FlagError(f"expected an integer (like 4096, 32k or 2G), got {value!r}") from None
-
-
-def human_readable_int_or_auto(value: str) -> int:
-    """vllm/utils/argparse_utils.py::human_readable_int_or_auto: -1 or 'auto' mean fit to memory."""
-    if value.strip().lower() in ("auto", "-1"):
-        return -1
-    return human_readable_int(value)
-
-
-def _bool_word(v: str) -> bool:
-    s = v.strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise FlagError(f"expected true/false, got {v!r}")
-
-
-@dataclass(frozen=True)
-class SpeculativeConfig:
-    """`--speculative-config '{json}'` (vllm/config/speculative.py::SpeculativeConfig)."""
-
-    method: str | None
-    model: str | None
-    num_speculative_tokens: int
-    draft_tensor_parallel_size: int | None = None
-    raw: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def uses_draft_weights(self) -> bool:
-        return (self.method or "") not in ("ngram", "ngram_gpu", "suffix", "custom_class")
-
-    @property
-    def kind(self) -> str:
-        """The method name vLLM resolves: given, else 'draft_model' with a model, 'ngram' without."""
-        if self.method:
-            return self.method
-        return "draft_model" if self.model else "ngram"
-
-
-def parse_speculative_config(text: str) -> SpeculativeConfig:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FlagError(f"--speculative-config is not valid JSON: {exc.msg} (at {exc.pos})") from None
-    if not isinstance(data, dict):
-        raise FlagError("--speculative-config must be a JSON object")
-    k = data.get("num_speculative_tokens")
-    if k is None:
-        raise FlagError("--speculative-config needs num_speculative_tokens")
-    try:
-        k = int(k)
-    except (TypeError, ValueError):
-        raise FlagError(f"--speculative-config: num_speculative_tokens must be an integer, got {k!r}") from None
-    if k < 1:
-        raise FlagError(f"--speculative-config: num_speculative_tokens must be at least 1, got {k}")
-    dtp = data.get("draft_tensor_parallel_size")
-    method = data.get("method")
-    return SpeculativeConfig(method=str(method) if method else None,
-                             model=str(data["model"]) if data.get("model") else None,
-                             num_speculative_tokens=k,
-                             draft_tensor_parallel_size=int(dtp) if dtp is not None else None,
-                             raw=tuple(sorted((str(a), json.dumps(b)) for a, b in data.items())))
-
-
-# flag -> (field, converter); every alias maps to the same field. Names as in vllm/engine/arg_utils.py.
-_VALUE_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "--model": ("model", str),
-    "--tensor-parallel-size": ("tp", int), "-tp": ("tp", int),
-    "--pipeline-parallel-size": ("pp", int), "-pp": ("pp", int),
-    "--data-parallel-size": ("dp", int), "-dp": ("dp", int),
-    "--gpu-memory-utilization": ("gpu_memory_utilization", float),
-    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", human_readable_int),
-    "--max-model-len": ("max_model_len", human_readable_int_or_auto),
-    "--max-num-seqs": ("max_num_seqs", int),
-    "--max-num-batched-tokens": ("max_num_batched_tokens", human_readable_int),
-    "--block-size": ("block_size", int),
-    "--kv-cache-dtype": ("kv_cache_dtype", str),
-    "--dtype": ("dtype", str),
-    "--quantization": ("quantization", str), "-q": ("quantization", str),
-    "--speculative-config": ("speculative", parse_speculative_config),
-    "--mamba-cache-dtype": ("mamba_cache_dtype", str),
-    "--mamba-ssm-cache-dtype": ("mamba_ssm_cache_dtype", str),
-    "--mamba-cache-mode": ("mamba_cache_mode", str),
-    "--mamba-block-size": ("mamba_block_size", int),
-    "--num-gpu-blocks-override": ("num_gpu_blocks_override", int),
-    "--device": ("device", str),
-    "--performance-mode": ("performance_mode", str),
-    "--compilation-config": ("compilation_config", str), "-cc": ("compilation_config", str),
-    "--swap-space": ("swap_space", float),
-    "--cpu-offload-gb": ("cpu_offload_gb", float),
-}
-_BOOL_FLAGS: dict[str, tuple[str, bool]] = {
-    "--enforce-eager": ("enforce_eager", True),
-    "--enable-prefix-caching": ("enable_prefix_caching", True),
-    "--no-enable-prefix-caching": ("enable_prefix_caching", False),
-    "--enable-chunked-prefill": ("enable_chunked_prefill", True),
-    "--no-enable-chunked-prefill": ("enable_chunked_prefill", False),
-    "--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
-    "--language-model-only": ("language_model_only", True),
-}
-# flags that take a value but do not change the memory plan
-_VALUE_NO_MEMORY = {
-    "--host", "--port", "--served-model-name", "--tokenizer", "--tokenizer-mode", "--chat-template", "--api-key",
-    "--revision", "--tokenizer-revision", "--seed", "--download-dir", "--load-format", "--uvicorn-log-level",
-    "--tool-call-parser", "--reasoning-parser", "--generation-config", "--max-logprobs", "--config",
-    "--allowed-local-media-path", "--root-path", "--middleware", "--distributed-executor-backend",
-    "--hf-overrides", "--override-generation-config", "--chat-template-content-format", "--response-role",
-    "--ssl-keyfile", "--ssl-certfile", "--lora-modules", "--max-loras", "--max-lora-rank", "--otlp-traces-endpoint",
-    "--worker-cls", "--api-server-count", "--data-parallel-address", "--data-parallel-rpc-port",
-    "--limit-mm-per-prompt", "--mm-processor-kwargs", "--optimization-level", "-O",
-}
-_ALL_LONG = sorted(set(_VALUE_FLAGS) | set(_BOOL_FLAGS) | _VALUE_NO_MEMORY)
+__all__ = ["SpeculativeConfig", "VllmArgs", "flexible_words", "human_readable_int", "human_readable_int_or_auto",
+           "is_vllm_command", "parse_speculative_config", "parse_vllm_argv", "release_flags"]
 
 
 @dataclass(frozen=True)
@@ -220,24 +101,29 @@ class VllmArgs:
             return False
         return True
 
+
     def to_argv(self) -> list[str]:
         """A canonical `vllm serve` command (memory-relevant flags only, env words first)."""
         argv = [f"{k}={v}" for k, v in self.env] + ["vllm", "serve", self.model or "MODEL"]
-        skip = {"--model", "-tp", "-pp", "-dp", "-q", "-cc"}
-        for flag, (name, _conv) in _VALUE_FLAGS.items():
-            if flag in skip:
+        for knob in KNOBS:
+            v = getattr(self, knob.field)
+            if knob.is_switch or knob.field == "model" or v is None or (knob.field in ("tp", "pp", "dp") and v == 1) \
+                    or (knob.field in ("kv_cache_dtype", "dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype")
+                        and v == "auto"):
                 continue
-            v = getattr(self, name)
-            if v is None or (name in ("tp", "pp", "dp") and v == 1) or (
-                    name in ("kv_cache_dtype", "dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype") and v == "auto"):
-                continue
-            if name == "speculative":
+            if knob.field == "speculative":
                 v = json.dumps({k: json.loads(j) for k, j in v.raw})
-            argv += [flag, str(v)]
-        for flag, (name, val) in _BOOL_FLAGS.items():
-            if getattr(self, name) is val:
-                argv.append(flag)
+            argv += [knob.flag, str(v)]
+        for knob in KNOBS:
+            v = getattr(self, knob.field) if knob.is_switch else None
+            if v is True:
+                argv.append(knob.flag)
+            elif v is False and knob.negatable and _TRI_STATE.get(knob.field):
+                argv.append(knob.negations[0])  # a tri-state switch (default None) set off
         return argv
+
+
+_TRI_STATE = {f.name: f.default is None for f in VllmArgs.__dataclass_fields__.values()}
 
 
 def is_vllm_command(argv: list[str]) -> bool:
@@ -250,33 +136,86 @@ def _is_env_word(w: str) -> bool:
     return "=" in w and not w.startswith("-") and w.split("=", 1)[0].isidentifier()
 
 
-def _canonical(flag: str) -> str | None:
-    """`--a_b` -> `--a-b`; a unique prefix -> the full flag (argparse allow_abbrev); None when unknown."""
-    if flag.startswith("--"):
-        flag = "--" + flag[2:].replace("_", "-")
-    if flag in _VALUE_FLAGS or flag in _BOOL_FLAGS or flag in _VALUE_NO_MEMORY:
-        return flag
-    if flag.startswith("--") and len(flag) > 3:
-        cands = [f for f in _ALL_LONG if f.startswith(flag)]
-        if len(cands) == 1:
-            return cands[0]
-    return None
+# ----------------------------------------------------------------------------- FlexibleArgumentParser's rewrite
+
+_BEFORE_DOT = re.compile(r"(?<=--)[^\.]*")  # everything between the first -- and the first .
 
 
-def _underscores(flag: str) -> str:
-    """FlexibleArgumentParser reads `--a_b` as `--a-b` (vllm/utils/argparse_utils.py@0.32.0)."""
-    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+def _dashes(word: str) -> list[str]:
+    """One word as FlexibleArgumentParser.parse_args@0.32.0 rewrites it before the dotted keys."""
+    if word.startswith("--"):
+        key, eq, value = word.partition("=")
+        return [_BEFORE_DOT.sub(lambda m: m.group(0).replace("_", "-"), key, count=1) + eq + value]
+    if word.startswith("-O") and word != "-O":  # -O3, -Odecode, -O=3
+        return ["--optimization-level", word[3:] if word[2] == "=" else word[2:]]
+    return [word]
 
 
-def release_flags(release: str | None = None) -> FlagList:
-    """Every flag `vllm serve` of that release accepts (cli_flags/<release>.txt, tools/engine/vllm_cli_flags.py)."""
-    return flag_list(Path(__file__).with_name("cli_flags"), release)
+def _dotted_value(text: str) -> Any:
+    """A dotted key's value: JSON, else a human-readable int, else the text (argparse_utils.py@0.32.0)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return human_readable_int(text)
+        except (FlagError, ValueError):
+            return text
 
 
-def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
-    """Parse the words of a vLLM launch command. Leading `VAR=value` words become `env`."""
-    args = list(argv)
+def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
+    """argparse_utils.py::recursive_dict_update: dicts merge, lists extend, anything else is replaced."""
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(original.get(k), dict):
+            _merge(original[k], v)
+        elif isinstance(v, list) and isinstance(original.get(k), list):
+            original[k] += v
+        else:
+            original[k] = v
+
+
+def flexible_words(words: list[str]) -> list[str]:
+    """The flag words as vLLM's parser hands them to argparse: underscores, -O and dotted keys rewritten; each
+    dotted flag's merged JSON is appended at the end, as FlexibleArgumentParser.parse_args does."""
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if word == "-O" and i + 1 < len(words) and words[i + 1] in ("0", "1", "2", "3"):
+            out.append("--optimization-level")  # -O <n>
+        else:
+            out += _dashes(word)
+    dicts: dict[str, dict[str, Any]] = {}
+    drop: set[int] = set()
+    for i, word in enumerate(out):
+        if i in drop or not word.startswith("-") or "." not in word:
+            continue
+        name, eq, text = word.partition("=")
+        if eq and "." not in name:
+            continue  # the '.' was only in the value
+        if not eq:
+            if i + 1 >= len(out):
+                continue  # no value: vLLM itself stops (IndexError); left for argparse to name
+            text = out[i + 1]
+            drop.add(i + 1)
+        if name.endswith("+"):
+            name, text = name[:-1], json.dumps(text.split(","))
+        key, *keys = name.split(".")
+        nested: Any = _dotted_value(text)
+        for k in reversed(keys):
+            nested = {k: nested}
+        _merge(dicts.setdefault(key, {}), nested)
+        drop.add(i)
+    kept = [w for i, w in enumerate(out) if i not in drop]
+    for key, value in dicts.items():
+        kept += [key, json.dumps(value)]
+    return kept
+
+
+# ----------------------------------------------------------------------------- the launch command
+
+
+def _leading_env(args: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """`VAR=value` words before the program (and after `env`): the environment."""
     env: list[tuple[str, str]] = []
+    args = list(args)
     while args and _is_env_word(args[0]):
         k, v = args.pop(0).split("=", 1)
         env.append((k, v))
@@ -285,66 +224,128 @@ def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
         while args and _is_env_word(args[0]):
             k, v = args.pop(0).split("=", 1)
             env.append((k, v))
-    kw: dict[str, Any] = {}
-    # the program: vllm serve MODEL | python -m vllm.entrypoints.openai.api_server | .../bin/vllm serve MODEL
+    return env, args
+
+
+def _program(args: list[str]) -> tuple[str | None, list[str]]:
+    """(the positional model, the flag words) after the program: vllm serve MODEL |
+    python -m vllm.entrypoints.openai.api_server | .../bin/vllm serve MODEL."""
+    args = list(args)
+    model = None
     while args and not args[0].startswith("-"):
         word = args.pop(0)
         if word == "serve" and args and not args[0].startswith("-"):
-            kw["model"] = args.pop(0)
+            model = args.pop(0)
             break
     if args and args[0] == "-m":  # python -m vllm.entrypoints.openai.api_server
         args.pop(0)
         if args:
             args.pop(0)
-    ignored: list[str] = []
-    unknown: list[str] = []
-    seen: list[str] = []
+    return model, args
+
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as values, not options
+
+
+def _is_option(word: str) -> bool:
+    return word.startswith("-") and not _NEGATIVE_NUMBER.match(word)
+
+
+@dataclass
+class _Read:
+    """What the flag loop collects (mutable while reading; frozen into VllmArgs at the end)."""
+
+    kw: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
+
+
+def _lookup(name: str, flags: FlagList) -> tuple[tuple[Knob, bool | None] | None, str | None]:
+    """(the knob with a switch spelling's value, the release's option) that `name` means; (None, None): unknown.
+    A knob is taken by its exact spelling first (a retired one only so); else argparse's rule over the release's
+    list, where an ambiguous prefix raises FlagError (the engine's own start-up error)."""
+    if name in BY_FLAG:
+        return BY_FLAG[name], name
+    canonical = flags.resolve(name)
+    if canonical is None:
+        return None, None
+    return BY_FLAG.get(canonical), canonical
+
+
+def _values_after(words: list[str], i: int, kind: str) -> int:
+    """How many words after the non-knob flag at `i` are its values (argparse's nargs for its kind)."""
+    if kind == "switch":
+        return 0
+    n = 0
+    while i + 1 + n < len(words) and not _is_option(words[i + 1 + n]):
+        n += 1
+        if kind != "list":
+            break
+    return n
+
+
+def _knob_value(knob: Knob, flag: str, words: list[str], i: int, eq: str, val: str) -> tuple[Any, int]:
+    """(the value, the words it took) of the value knob at `i`."""
+    used = 1
+    if not eq:
+        if i + 1 >= len(words) or (words[i + 1].startswith("--") and knob.field != "max_model_len"):
+            raise FlagError(f"{flag} needs a value")
+        val, used = words[i + 1], 2
+    assert knob.type is not None
+    try:
+        return knob.type(val), used
+    except FlagError as exc:
+        raise FlagError(f"{flag}: {exc}") from None
+    except ValueError:
+        typ = getattr(knob.type, "__name__", "value")
+        raise FlagError(f"{flag}: expected {typ}, got {val!r}") from None
+
+
+def _read_flag(words: list[str], i: int, flags: FlagList, r: _Read) -> int:
+    """Read the flag at `i` into `r`; returns the index of the next word."""
+    tok = words[i]
+    name, eq, val = tok.partition("=")
+    hit, canonical = _lookup(name, flags)
+    if canonical is None:  # unknown: the word after it goes with it unless it looks like a flag
+        if not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            r.unknown.append(f"{name} {words[i + 1]}")
+            return i + 2
+        r.unknown.append(tok)
+        return i + 1
+    r.seen.append(canonical)
+    if hit is None:  # a flag of the release without memory effect
+        n = 0 if eq else _values_after(words, i, flags.kinds.get(canonical, "value"))
+        r.ignored.append(" ".join([canonical, *([val] if eq else words[i + 1:i + 1 + n])]))
+        return i + 1 + n
+    knob, switch_value = hit
+    if knob.is_switch:
+        r.kw[knob.field] = bool_word(val) if eq else switch_value
+        return i + 1
+    r.kw[knob.field], used = _knob_value(knob, canonical, words, i, eq, val)
+    return i + used
+
+
+def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
+    """Parse the words of a vLLM launch command as `vllm serve` of `release` reads them (default: the newest flag
+    list). Leading `VAR=value` words become `env`."""
+    env, args = _leading_env(argv)
+    model, args = _program(args)
+    words = flexible_words(args)
+    flags = release_flags(release)
+    r = _Read()
+    if model is not None:
+        r.kw["model"] = model
     i = 0
-    while i < len(args):
-        tok = args[i]
-        if not tok.startswith("-"):
-            ignored.append(tok)
-            i += 1
-            continue
-        raw_flag, eq, val = tok.partition("=")
-        flag = _canonical(raw_flag)
-        if flag is None:
-            known = release_flags(release).resolve(_underscores(raw_flag)) is not None
-            bucket = ignored if known else unknown
-            if not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
-                bucket.append(f"{raw_flag} {args[i + 1]}")
-                i += 2
-            else:
-                bucket.append(tok)
-                i += 1
-            continue
-        seen.append(flag)
-        if flag in _VALUE_FLAGS:
-            name, conv = _VALUE_FLAGS[flag]
-            if not eq:
-                if i + 1 >= len(args) or (args[i + 1].startswith("--") and flag != "--max-model-len"):
-                    raise FlagError(f"{flag} needs a value")
-                val = args[i + 1]
-                i += 1
-            try:
-                value = conv(val)
-            except FlagError as exc:
-                raise FlagError(f"{flag}: {exc}") from None
-            except ValueError:
-                typ = getattr(conv, "__name__", "value")
-                raise FlagError(f"{flag}: expected {typ}, got {val!r}") from None
-            kw[name] = value
-        elif flag in _BOOL_FLAGS:
-            name, switch_value = _BOOL_FLAGS[flag]
-            kw[name] = _bool_word(val) if eq else switch_value
+    while i < len(words):
+        if words[i].startswith("-"):
+            i = _read_flag(words, i, flags, r)
         else:
-            ignored.append(flag if eq or i + 1 >= len(args) else f"{flag} {args[i + 1]}")
-            if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):
-                i += 1
-        i += 1
-    _validate(kw)
-    return VllmArgs(**kw, env=tuple(env), ignored=tuple(ignored), unknown=tuple(unknown),
-                    flags_seen=tuple(seen))
+            r.ignored.append(words[i])
+            i += 1
+    _validate(r.kw)
+    return VllmArgs(**r.kw, env=tuple(env), ignored=tuple(r.ignored), unknown=tuple(r.unknown),
+                    flags_seen=tuple(r.seen))
 
 
 def _validate(kw: dict[str, Any]) -> None:

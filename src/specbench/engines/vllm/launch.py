@@ -19,6 +19,7 @@ from specbench.engines import prometheus
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
+from specbench.engines.vllm import knobs
 from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.errors import UserError
 
@@ -110,11 +111,6 @@ def _with_nondefault_args(out: dict[str, Any], log_text: str) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- vLLM argv
 
-VLLM_ALIASES = {"--tensor-parallel-size": ("--tensor-parallel-size", "-tp"),
-                "--max-model-len": ("--max-model-len",),
-                "--max-num-seqs": ("--max-num-seqs",)}
-
-
 def vllm_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int, local: bool) -> list[str]:
     argv = list(base)
     argv = _set_vllm(argv, "--tensor-parallel-size", int(settings["tp"]))
@@ -141,12 +137,8 @@ def vllm_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: in
 
 
 def _set_vllm(argv: list[str], flag: str, value: Any) -> list[str]:
-    names = VLLM_ALIASES.get(flag, (flag,))
-    out = argv
-    for name in names:
-        if name != flag:
-            out = set_flag(out, name, None)
-    return set_flag(out, flag, value)
+    """argv with `flag` set, every vLLM spelling of it (knobs.py: `-tp`, `--no-X` ...) replaced."""
+    return set_flag(argv, flag, value, knobs.spellings(flag))
 
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from specbench.logs.facts import GraphCapture
 from specbench.logs.lineacc import GB, INT, NUM, Acc, find, to_float, to_int
@@ -54,122 +56,184 @@ _V_INIT = re.compile(r"Initializing a V\d LLM engine \(v([\w.+\-]+)\) with confi
 _V_VERSION = re.compile(r"vLLM API server version ([\w.+\-]+)")
 _V_READY = re.compile(r"Starting vLLM API server|init engine \(profile, create kv cache, warmup model\) took", re.I)
 
+# ---------------------------------------------------------------- one handler per line format
+
+
+def _weights(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("weights_gib", to_float(m.group(1)))
+    return True
+
+
+def _total(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("total_gpu_memory_gib", to_float(m.group(1)))
+    acc.first("gpu_memory_utilization", to_float(m.group(2)))
+    acc.first("budget_gib", to_float(m.group(3)))
+    return True
+
+
+def _v0_breakdown(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("weights_gib", to_float(m.group(1)))
+    acc.first("non_torch_gib", to_float(m.group(2)))
+    acc.first("activation_peak_gib", to_float(m.group(3)))
+    acc.first("available_kv_gib", to_float(m.group(4)))
+    return True
+
+
+def _avail_kv(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("available_kv_gib", to_float(m.group(1)))
+    return True
+
+
+def _cpu_kv(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("device", "cpu")
+    acc.first("available_kv_gib", to_float(m.group(1)))
+    acc.first("total_gpu_memory_gib", to_float(m.group(2)))  # node memory on the CPU backend
+    acc.first("non_torch_gib", find(_V_CPU_NONKV, line.text))
+    return True
+
+
+def _kv_size_or_concurrency(t: str) -> tuple[Any, Any] | None:
+    """The capacity line: "KV cache size: N tokens" and/or "Maximum concurrency for L tokens ...: Cx"."""
+    size, conc = _V_KV_SIZE.search(t), _V_CONC.search(t)
+    return (size, conc) if size or conc else None
+
+
+def _capacity(acc: Acc, m: Any, line: Line) -> bool:
+    size, conc = m
+    if size:
+        acc.first("device", size.group(1).lower())
+        acc.first("kv_tokens", to_int(size.group(2)))
+    if conc:
+        acc.first("max_concurrency_tokens", to_int(conc.group(1)))
+        acc.first("max_concurrency", to_float(conc.group(2)))
+    return True
+
+
+def _blocks(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("gpu_blocks", to_int(m.group(1)))
+    acc.first("cpu_blocks", to_int(m.group(2)))
+    return True
+
+
+def _graph(acc: Acc, m: Any, line: Line) -> bool:
+    acc.graphs.append(GraphCapture(label="vllm cuda graph", mem_usage_gib=to_float(m.group(2)),
+                                   elapsed_s=to_float(m.group(1)), line=line.no))
+    return True
+
+
+def _graph_estimate(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("cuda_graph_estimate_gib", to_float(m.group(1)))
+    return True
+
+
+def _mamba_blocks(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("max_num_seqs", to_int(m.group(1)))
+    acc.first("mamba_cache_blocks", to_int(m.group(2)))
+    # the error line itself is recorded by the generic exception pass
+    return False
+
+
+def _spec(acc: Acc, m: Any, line: Line) -> bool:
+    acc.push("accept_lengths", to_float(m.group(1)))
+    acc.push("acceptance_rates_pct", find(_V_SPEC_RATE, line.text))
+    return True
+
+
+def _is_summary(t: str) -> str | None:
+    """The >= 0.18 memory summary (or a piece of it)."""
+    return t if (_V_FREE_START.search(t) or _V_DESIRED.search(t) or "for peak activation" in t) else None
+
+
+def _summary(acc: Acc, m: Any, line: Line) -> bool:
+    t = line.text
+    free = _V_FREE_START.search(t)
+    if free:
+        acc.first("avail_before_load_gib", to_float(free.group(1)))
+        acc.first("total_gpu_memory_gib", to_float(free.group(2)))
+    desired = _V_DESIRED.search(t)
+    if desired:
+        acc.first("gpu_memory_utilization", to_float(desired.group(1)))
+        acc.first("budget_gib", to_float(desired.group(2)))
+    acc.first("consumed_gib", find(_V_CONSUMED, t))
+    acc.first("weights_gib", find(_V_WEIGHT_PART, t))
+    acc.first("activation_peak_gib", find(_V_PEAK_PART, t))
+    acc.first("non_torch_gib", find(_V_NONTORCH_PART, t))
+    acc.first("cuda_graph_actual_gib", find(_V_GRAPH_PART, t))
+    acc.first("available_kv_gib", find(_V_KV_IN_USE, t))
+    return True
+
+
+def _graph_pool(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("cuda_graph_actual_gib", to_float(m.group(1)))
+    acc.first("cuda_graph_estimate_gib", to_float(m.group(2)))
+    return True
+
+
+def _block(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("attention_block_size", to_int(m.group(1)))
+    return True
+
+
+def _mamba_mode(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("mamba_cache_mode", m.group(1))
+    return True
+
+
+def _nondefault(acc: Acc, dump: Any, line: Line) -> bool:
+    if not acc.server_args:
+        acc.server_args = parse_vllm_dict(dump)
+    return True
+
+
+def _init(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("engine_version", m.group(1))
+    if not acc.server_args:
+        acc.server_args = parse_keyvalues(m.group(2))
+    return True
+
+
+def _version(acc: Acc, m: Any, line: Line) -> bool:
+    acc.first("engine_version", m.group(1))
+    return True
+
+
+def _ready(acc: Acc, m: Any, line: Line) -> bool:
+    acc.v["ready"] = True
+    return True
+
+
+# (match the line's text -> a match or None, handle it -> whether the line was a vLLM format), tried in order;
+# the first match decides.
+_ROWS: tuple[tuple[Callable[[str], Any], Callable[[Acc, Any, Line], bool]], ...] = (
+    (V_LOAD.search, _weights),
+    (_V_TOTAL.search, _total),
+    (_V_V0_BREAKDOWN.search, _v0_breakdown),
+    (_V_AVAIL_KV.search, _avail_kv),
+    (_V_CPU_KV.search, _cpu_kv),
+    (_kv_size_or_concurrency, _capacity),
+    (_V_BLOCKS.search, _blocks),
+    (_V_GRAPH.search, _graph),
+    (_V_GRAPH_EST.search, _graph_estimate),
+    (_V_MAMBA_BLOCKS.search, _mamba_blocks),
+    (_V_SPEC.search, _spec),
+    (_is_summary, _summary),
+    (_V_GRAPH_POOL.search, _graph_pool),
+    (_V_BLOCK.search, _block),
+    (_V_MAMBA_MODE.search, _mamba_mode),
+    (nondefault_args_text, _nondefault),
+    (_V_INIT.search, _init),
+    (_V_VERSION.search, _version),
+    (_V_READY.search, _ready),
+)
+
+
 def vllm_line(acc: Acc, line: Line) -> bool:
     """vLLM formats; returns True when the line was one of them."""
     t = line.text
-    m = V_LOAD.search(t)
-    if m:
-        acc.first("weights_gib", to_float(m.group(1)))
-        return True
-    m = _V_TOTAL.search(t)
-    if m:
-        acc.first("total_gpu_memory_gib", to_float(m.group(1)))
-        acc.first("gpu_memory_utilization", to_float(m.group(2)))
-        acc.first("budget_gib", to_float(m.group(3)))
-        return True
-    m = _V_V0_BREAKDOWN.search(t)
-    if m:
-        acc.first("weights_gib", to_float(m.group(1)))
-        acc.first("non_torch_gib", to_float(m.group(2)))
-        acc.first("activation_peak_gib", to_float(m.group(3)))
-        acc.first("available_kv_gib", to_float(m.group(4)))
-        return True
-    m = _V_AVAIL_KV.search(t)
-    if m:
-        acc.first("available_kv_gib", to_float(m.group(1)))
-        return True
-    m = _V_CPU_KV.search(t)
-    if m:
-        acc.first("device", "cpu")
-        acc.first("available_kv_gib", to_float(m.group(1)))
-        acc.first("total_gpu_memory_gib", to_float(m.group(2)))  # node memory on the CPU backend
-        acc.first("non_torch_gib", find(_V_CPU_NONKV, t))
-        return True
-    matched = False
-    m = _V_KV_SIZE.search(t)
-    if m:
-        acc.first("device", m.group(1).lower())
-        acc.first("kv_tokens", to_int(m.group(2)))
-        matched = True
-    m = _V_CONC.search(t)
-    if m:
-        acc.first("max_concurrency_tokens", to_int(m.group(1)))
-        acc.first("max_concurrency", to_float(m.group(2)))
-        matched = True
-    if matched:
-        return True
-    m = _V_BLOCKS.search(t)
-    if m:
-        acc.first("gpu_blocks", to_int(m.group(1)))
-        acc.first("cpu_blocks", to_int(m.group(2)))
-        return True
-    m = _V_GRAPH.search(t)
-    if m:
-        acc.graphs.append(GraphCapture(label="vllm cuda graph", mem_usage_gib=to_float(m.group(2)),
-                                       elapsed_s=to_float(m.group(1)), line=line.no))
-        return True
-    m = _V_GRAPH_EST.search(t)
-    if m:
-        acc.first("cuda_graph_estimate_gib", to_float(m.group(1)))
-        return True
-    m = _V_MAMBA_BLOCKS.search(t)
-    if m:
-        acc.first("max_num_seqs", to_int(m.group(1)))
-        acc.first("mamba_cache_blocks", to_int(m.group(2)))
-        # the error line itself is recorded by the generic exception pass
-        return False
-    m = _V_SPEC.search(t)
-    if m:
-        acc.push("accept_lengths", to_float(m.group(1)))
-        acc.push("acceptance_rates_pct", find(_V_SPEC_RATE, t))
-        return True
-    if _V_FREE_START.search(t) or _V_DESIRED.search(t) or "for peak activation" in t:
-        m = _V_FREE_START.search(t)
-        if m:
-            acc.first("avail_before_load_gib", to_float(m.group(1)))
-            acc.first("total_gpu_memory_gib", to_float(m.group(2)))
-        m = _V_DESIRED.search(t)
-        if m:
-            acc.first("gpu_memory_utilization", to_float(m.group(1)))
-            acc.first("budget_gib", to_float(m.group(2)))
-        acc.first("consumed_gib", find(_V_CONSUMED, t))
-        acc.first("weights_gib", find(_V_WEIGHT_PART, t))
-        acc.first("activation_peak_gib", find(_V_PEAK_PART, t))
-        acc.first("non_torch_gib", find(_V_NONTORCH_PART, t))
-        acc.first("cuda_graph_actual_gib", find(_V_GRAPH_PART, t))
-        acc.first("available_kv_gib", find(_V_KV_IN_USE, t))
-        return True
-    m = _V_GRAPH_POOL.search(t)
-    if m:
-        acc.first("cuda_graph_actual_gib", to_float(m.group(1)))
-        acc.first("cuda_graph_estimate_gib", to_float(m.group(2)))
-        return True
-    m = _V_BLOCK.search(t)
-    if m:
-        acc.first("attention_block_size", to_int(m.group(1)))
-        return True
-    m = _V_MAMBA_MODE.search(t)
-    if m:
-        acc.first("mamba_cache_mode", m.group(1))
-        return True
-    dump = nondefault_args_text(t)
-    if dump is not None:
-        if not acc.server_args:
-            acc.server_args = parse_vllm_dict(dump)
-        return True
-    m = _V_INIT.search(t)
-    if m:
-        acc.first("engine_version", m.group(1))
-        if not acc.server_args:
-            acc.server_args = parse_keyvalues(m.group(2))
-        return True
-    m = _V_VERSION.search(t)
-    if m:
-        acc.first("engine_version", m.group(1))
-        return True
-    if _V_READY.search(t):
-        acc.v["ready"] = True
-        return True
+    for match, handle in _ROWS:
+        m = match(t)
+        if m is not None:
+            return handle(acc, m, line)
     return False
 
 

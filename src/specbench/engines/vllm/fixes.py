@@ -1,0 +1,123 @@
+"""The nearest working vLLM configurations: per TP, the largest --max-num-seqs, the longest --max-model-len and the
+smallest --gpu-memory-utilization (CPU: VLLM_CPU_KVCACHE_SPACE) that start, each found by re-planning
+(engines/vllm/plan.py::plan_once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specbench.engines.vllm import sizing as C
+from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.outcome import Context, VllmPlan
+from specbench.engines.vllm.plan import plan_once
+from specbench.errors import UserError
+
+MNS_SEARCH_MAX = 4096
+U_GRID = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # 0.30 .. 0.99
+
+
+def _result(p: VllmPlan) -> dict[str, Any]:
+    return {"status": p.status, "error": p.error, "kv_tokens": p.kv_tokens,
+            "max_concurrency": round(p.max_concurrency, 2) if p.max_concurrency is not None else None,
+            "num_blocks": p.num_blocks, "max_running_requests": p.max_running_requests,
+            "max_model_len": p.max_model_len, "gpu_memory_utilization": p.u}
+
+
+def _bsearch_last(lo: int, hi: int, ok) -> int | None:
+    """Largest x in [lo, hi] with ok(x) (ok true then false); the search `plan/solve.py` uses for SGLang."""
+    from specbench.engines.sglang.fixes import _bsearch_last as search
+
+    return None if hi < lo else search(lo, hi, ok)
+
+
+def _try(args: VllmArgs, m, draft, ctx: Context) -> VllmPlan | None:
+    try:
+        return plan_once(args, m, draft, ctx)
+    except UserError:
+        return None
+
+
+def _ok(args, m, draft, ctx) -> bool:
+    p = _try(args, m, draft, ctx)
+    return p is not None and p.status == "ok"
+
+
+def per_tp_fixes(args: VllmArgs, m, draft, ctx: Context, tp_sizes: tuple[int, ...]) -> tuple[list[dict], list[dict]]:
+    """Per TP: the largest --max-num-seqs, the longest --max-model-len and the smallest --gpu-memory-utilization
+    (CPU: the smallest VLLM_CPU_KVCACHE_SPACE) that start. Returns (fixes nearest first, per-TP table)."""
+    fixes: list[dict] = []
+    table: list[dict] = []
+    order = [args.tp] + [t for t in tp_sizes if t != args.tp]
+    derived = C.derived_max_model_len(m)
+    for tp in order:
+        a = args.with_(tp=tp)
+        base = {} if tp == args.tp else {"--tensor-parallel-size": tp}
+        at = _try(a, m, draft, ctx)
+        if at is None:
+            try:
+                plan_once(a, m, draft, ctx)
+            except UserError as exc:
+                table.append({"tp": tp, "error": str(exc)})
+            continue
+        mns_hi = max(MNS_SEARCH_MAX, at.setup.max_num_seqs)
+        best_mns = _bsearch_last(1, mns_hi, lambda x, a=a: _ok(a.with_(max_num_seqs=x), m, draft, ctx))
+        L0 = at.max_model_len
+        len_hi = derived
+        if (a.env_value("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() in ("1", "true"):
+            len_hi = max(derived, L0)
+        best_len = _bsearch_last(1, len_hi, lambda x, a=a: _ok(a.with_(max_model_len=x), m, draft, ctx))
+        min_u = None
+        min_space = None
+        if ctx.device == "cpu":
+            if a.env_value("VLLM_CPU_KVCACHE_SPACE") not in (None, ""):
+                env = tuple((k, v) for k, v in a.env if k != "VLLM_CPU_KVCACHE_SPACE")
+                for g in range(1, 257):
+                    if _ok(a.with_(env=env + (("VLLM_CPU_KVCACHE_SPACE", str(g)),)), m, draft, ctx):
+                        min_space = g
+                        break
+        elif a.kv_cache_memory_bytes is None:
+            for u in U_GRID:
+                if _ok(a.with_(gpu_memory_utilization=u), m, draft, ctx):
+                    min_u = u
+                    break
+        table.append({"tp": tp, "error": None, "status_as_requested": at.status,
+                      "max_num_seqs": best_mns, "max_model_len": best_len, "min_gpu_memory_utilization": min_u,
+                      "min_cpu_kvcache_space_gib": min_space,
+                      # the SGLang-shaped names the plan renderer reads (vLLM's analogues)
+                      "max_running_requests": best_mns, "min_mem_fraction_static": min_u,
+                      "max_context_length": best_len, "max_draft_tokens": None})
+        cands: list[dict] = []
+        if base and at.status == "ok":
+            cands.append(dict(base))
+        if best_mns is not None and best_mns != at.setup.max_num_seqs:
+            if at.status != "ok" or best_mns < at.setup.max_num_seqs or args.max_num_seqs is not None:
+                cands.append({**base, "--max-num-seqs": best_mns})
+        if best_len is not None and best_len != L0 and (at.status != "ok" or best_len > L0):
+            cands.append({**base, "--max-model-len": best_len})
+        if min_u is not None and (at.status != "ok" or min_u != at.u):
+            cands.append({**base, "--gpu-memory-utilization": min_u})
+        if min_space is not None:
+            cur = a.env_value("VLLM_CPU_KVCACHE_SPACE")
+            if cur is None or str(min_space) != cur:
+                cands.append({**base, "VLLM_CPU_KVCACHE_SPACE": min_space})
+        for ch in cands:
+            p = _try(_apply(a, ch), m, draft, ctx)
+            if p is not None and p.status == "ok":
+                fixes.append({"change": ch, "result": _result(p)})
+    return fixes, table
+
+
+def _apply(a: VllmArgs, ch: dict) -> VllmArgs:
+    kw: dict[str, Any] = {}
+    for k, val in ch.items():
+        if k == "--max-num-seqs":
+            kw["max_num_seqs"] = int(val)
+        elif k == "--max-model-len":
+            kw["max_model_len"] = int(val)
+        elif k == "--gpu-memory-utilization":
+            kw["gpu_memory_utilization"] = float(val)
+        elif k == "--tensor-parallel-size":
+            kw["tp"] = int(val)
+        elif k == "VLLM_CPU_KVCACHE_SPACE":
+            kw["env"] = tuple((x, y) for x, y in a.env if x != k) + ((k, str(val)),)
+    return a.with_(**kw)

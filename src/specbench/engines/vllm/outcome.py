@@ -1,0 +1,60 @@
+"""The frozen values a vLLM plan passes between its stages and to its readers: `Context` (everything besides the
+launch command that a plan depends on) and `VllmPlan` (one plan's outcome, engines/vllm/plan.py::plan_once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specbench.engines.vllm import sizing as C
+from specbench.specs.gpu import GpuSpec
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything besides the launch command that a plan depends on."""
+
+    version_text: str
+    version: C.Version
+    device: str                      # cuda | cpu
+    gpu: GpuSpec | None
+    total_bytes: int | None          # GPU: T; CPU: node total (if known)
+    weights_gib: float | None = None
+    draft_weights_gib: float | None = None
+    non_kv_gib: float | None = None
+    free_at_start_gib: float | None = None   # GPU: measured F0 (--avail-before-load-gib)
+    # CPU: the machine's features vLLM sizes by (vllm_cpu.CpuIsa); context_for reads them (pin or this machine)
+    avx512_bf16: bool = True
+    amx_tile: bool = False
+    cpu_isa_source: str = "default: AVX512-BF16, no AMX"
+    version_warning: str | None = None  # a release newer than the newest rule set (versions.rule_set_for)
+
+
+@dataclass(frozen=True)
+class VllmPlan:
+    status: str
+    error: str | None
+    error_kind: str | None
+    setup: C.Setup
+    u: float
+    kv_budget_bytes: int | None
+    weights_bytes: int
+    draft_weights_bytes: int
+    num_blocks: int | None
+    blocks_per_request: int | None
+    max_concurrency: float | None
+    kv_tokens: int | None
+    max_running_requests: int | None
+    max_model_len: int
+    estimated_max_model_len: int | None
+    block_size: int
+    bytes_per_block: int | None
+    group_size: int | None
+    groups: tuple[dict, ...]
+    mamba_page: int | None
+    mamba_page_padded: int | None
+    conv_bytes: int | None
+    ssm_bytes: int | None
+    mamba_layers: int
+    budget: dict
+    log_lines: tuple[str, ...]
+    warnings: tuple[str, ...] = field(default=())
