@@ -39,6 +39,7 @@ from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: 
     resolve_setup,
 )
 from specbench.engines.sglang.plan_verdict import log_lines, verdict_warnings
+from specbench.engines.sglang.start_checks import check_mamba, first_failure
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 
@@ -58,6 +59,8 @@ class SglangPlan:
     context_len: int
     avail_before_load_gib: float
     avail_before_load_source: str
+    context_overhead_gib: float
+    context_overhead_source: str
     weights_gib: float
     weights_source: str
     weights_estimate_gib: float
@@ -122,14 +125,24 @@ def _r(x: float | None) -> float | None:
 
 def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: GpuSpec, version_text: str,
                 measured: Measured = Measured()) -> SglangPlan:
+    start = first_failure(args, m, draft, version_text)
+    if start is not None and start.check in ("speculative_algorithm", "dflash_block"):
+        args = args.with_(speculative_algorithm=None)  # the budget as far as it gets: without the refused spec
     s = resolve_setup(args, m, draft, gpu, version_text)
     w = plan_weights(args, m, draft, s, measured)
     m = w.model
     b = plan_budget(args, gpu, s, w, measured)
+    if start is not None:
+        return _failed(_budget_fields(args, gpu, s, w, b, Mamba()), (args.kv_cache_dtype or "auto"),
+                       args.max_running_requests, start.error, "start_check")
     mamba = choose_mamba(args, m, s)
     if isinstance(mamba, Refusal):
         return _failed(_budget_fields(args, gpu, s, w, b, mamba.mamba), C.kv_dtype(args, m),
                        args.max_running_requests, mamba.error, mamba.kind)
+    mcheck = check_mamba(args, m, mamba.strategy, s.spec.num_draft_tokens)
+    if mcheck is not None:
+        return _failed(_budget_fields(args, gpu, s, w, b, mamba), C.kv_dtype(args, m), args.max_running_requests,
+                       mcheck.error, "start_check")
     err = no_memory_error(s, b)
     if err is not None:
         return _failed(_budget_fields(args, gpu, s, w, b, mamba), C.kv_dtype(args, m), args.max_running_requests,
@@ -159,7 +172,8 @@ def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budg
         engine_version=s.version_text, era=s.era, gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=s.tp,
         mem_fraction_static=s.mem_fraction, mem_fraction_defaulted=args.mem_fraction_static is None,
         context_len=s.context_len, avail_before_load_gib=round(b.before_load_gib, 3),
-        avail_before_load_source=b.before_load_source, weights_gib=w.gib, weights_source=w.source,
+        avail_before_load_source=b.before_load_source, context_overhead_gib=b.context_overhead_gib,
+        context_overhead_source=b.context_overhead_source, weights_gib=w.gib, weights_source=w.source,
         weights_estimate_gib=round(w.estimate_gib, 3), draft_weights_gib=w.draft_gib,
         draft_weights_source=w.draft_source, draft_loaded_before_sizing=b.draft_before_sizing,
         avail_at_sizing_gib=round(b.at_sizing_gib, 3), slack_gib=round(b.slack_gib, 3), rest_gib=round(b.rest_gib, 3),
