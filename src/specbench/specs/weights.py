@@ -9,7 +9,9 @@ Small tensors (norms, biases, A_log, dt_bias, conv weights) are counted too, rep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import Scheme
@@ -220,8 +222,10 @@ def rope_cache_bytes(m: ModelSpec, itemsize: int, max_positions: int | None = No
     if m.mla is not None:
         rot = m.mla.qk_rope_head_dim
     else:
-        cfg = m.raw.get("text_config") if isinstance(m.raw.get("text_config"), dict) else m.raw
-        rp = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+        tc = m.raw.get("text_config")
+        cfg: Mapping[str, Any] = tc if isinstance(tc, Mapping) else m.raw
+        rpv = cfg.get("rope_parameters")
+        rp: Mapping[str, Any] = rpv if isinstance(rpv, Mapping) else {}
         frac = float(rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)) or 1.0)
         rot = int(m.head_dim * frac)
     return pos * rot * itemsize
@@ -329,7 +333,8 @@ def _draft_model_bytes(d: ModelSpec, tp: int, shares_target_embed: bool = False)
     if kind == "eagle3":
         raw = d.raw
         h_in = int(raw.get("target_hidden_size") or h)
-        ec = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+        ecv = raw.get("eagle_config")
+        ec: Mapping[str, Any] = ecv if isinstance(ecv, Mapping) else {}
         n_aux = int(raw.get("num_aux_hidden_states") or len(ec.get("eagle_aux_hidden_state_layer_ids") or ()) or 3)
         total += n_aux * h_in * h * dense.bytes_per_param  # fc
         if d.attention_layers and d.num_attention_heads:  # layer 0's qkv_proj reads 2h: the extra h inputs

@@ -73,6 +73,7 @@ class SglangPlan:
     kv_dtype: str
     kv_cell_bytes: int
     kv_tokens: int
+    swa_kv_tokens: int | None
     k_size_gib: float
     v_size_gib: float
     draft_k_size_gib: float | None
@@ -119,6 +120,14 @@ class SglangPlan:
         return out
 
 
+def _swa_tokens(full: int, ratio: float | None, page: int) -> int | None:
+    """pool_configurator.py::HybridSWAPoolConfigurator._solve_pool_sizes@0.5.15.post1: swa = page-aligned
+    int(full x ratio)."""
+    if ratio is None or full <= 0:
+        return None
+    return int(full * ratio) // page * page
+
+
 def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
@@ -155,13 +164,23 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     return SglangPlan(
         **_budget_fields(args, gpu, s, w, b, mamba, warnings, pp.notes),
         status="ok" if pools.error is None else "fails", error=pools.error, error_kind=pools.error_kind,
-        kv_dtype=cell.dtype, kv_cell_bytes=cell.total, kv_tokens=pools.kv_tokens, k_size_gib=sizes.k_gib,
+        kv_dtype=cell.dtype, kv_cell_bytes=cell.total, kv_tokens=pools.kv_tokens,
+        swa_kv_tokens=_swa_tokens(pools.kv_tokens, cell.swa_ratio, args.page_size or 1), k_size_gib=sizes.k_gib,
         v_size_gib=sizes.v_gib, draft_k_size_gib=_r(sizes.draft_k_gib), max_mamba_cache_size=pools.mamba_slots,
         mamba_full_memory_ratio=pp.full_memory_ratio if m.linear_layers else None, conv_state_gib=sizes.conv_gib,
         ssm_state_gib=sizes.ssm_gib, intermediate_ssm_state_gib=sizes.intermediate_ssm_gib,
         intermediate_conv_window_gib=sizes.intermediate_conv_gib, spec_scratch_gib=round(pools.scratch_gib, 3),
         spec_scratch_requests=pools.scratch_reqs, max_running_requests=pools.max_running_requests,
-        requested_max_running_requests=pp.requested_mrr, log_lines=log_lines(s, w, b, cell.dtype, pp, sizes))
+        requested_max_running_requests=pp.requested_mrr,
+        log_lines=_with_swa_line(log_lines(s, w, b, cell.dtype, pp, sizes), pools.kv_tokens, cell.swa_ratio,
+                                 args.page_size or 1))
+
+
+def _with_swa_line(lines: tuple[str, ...], full: int, ratio: float | None, page: int) -> tuple[str, ...]:
+    swa = _swa_tokens(full, ratio, page)
+    if swa is None:
+        return lines
+    return (f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",) + lines
 
 
 def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budget, mamba: Mamba,
@@ -189,6 +208,7 @@ def _failed(budget: dict[str, Any], kv_dtype: str, requested_mrr: int | None, er
     """A configuration the engine refuses before it sizes any pool: the budget as far as it got, empty pools."""
     return SglangPlan(
         **budget, status="fails", error=err, error_kind=kind, kv_dtype=kv_dtype, kv_cell_bytes=0, kv_tokens=0,
+        swa_kv_tokens=None,
         k_size_gib=0.0, v_size_gib=0.0, draft_k_size_gib=None, max_mamba_cache_size=None, mamba_full_memory_ratio=None,
         conv_state_gib=None, ssm_state_gib=None, intermediate_ssm_state_gib=None, intermediate_conv_window_gib=None,
         spec_scratch_gib=0.0, spec_scratch_requests=0, max_running_requests=0,

@@ -325,6 +325,28 @@ class KvCell:
     draft: int
     total: int
     layers: int                  # L, the target's attention layers
+    swa_ratio: float | None = None   # hybrid SWA pool: swa_layer_tokens = full_layer_tokens x ratio
+
+
+# configs/model_config.py::is_hybrid_swa_model@0.5.15.post1 (the archs with a first-class SWA pool; Gemma2/3 and
+# Exaone disable it in arg_groups/overrides.py); --swa-full-tokens-ratio default 0.8 (server_args.py@0.5.15.post1)
+HYBRID_SWA_ARCHS = ("GptOssForCausalLM", "MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM", "Step3p5ForCausalLM",
+                    "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Llama4ForConditionalGeneration")
+SWA_FULL_TOKENS_RATIO = 0.8
+
+
+def swa_cell(m: ModelSpec, attn_tp: int, kvd: str, draft_full_layers: int = 0) -> tuple[int, float] | None:
+    """model_executor/pool_configurator.py::HybridSWAPoolConfigurator.__init__@0.5.15.post1: bytes per token of
+    max_total_num_tokens = full_per_token·(full layers + EAGLE draft layers) + ratio·swa_per_token·swa layers
+    (the SWA pool holds ratio x the full pool's tokens). None when the model has no hybrid SWA pool."""
+    if m.architecture not in HYBRID_SWA_ARCHS or not m.sliding_layers:
+        return None
+    ns = len(m.sliding_layers)
+    nf = len(m.attention_layers) - ns
+    per = C.kv_heads_per_rank(m, attn_tp) * (m.head_dim + m.v_head_dim) * int(C.dtype_bytes(kvd))
+    r = SWA_FULL_TOKENS_RATIO
+    cell = per * (nf + draft_full_layers) + r * per * ns if nf else per * ns + per * draft_full_layers
+    return int(math.ceil(cell)), (r if nf else 1.0)
 
 
 def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -> KvCell:
@@ -353,4 +375,7 @@ def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -
         c_total = c
     if c_total <= 0:
         raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang yet)")
+    swa = swa_cell(m, s.attn_tp, kvd, spec.draft_layers if draft_c and spec.algorithm in EAGLE_FAMILY else 0)
+    if swa is not None and s.version >= (0, 5, 15):
+        return KvCell(kvd, c, draft_c, swa[0], L, swa[1])
     return KvCell(kvd, c, draft_c, c_total, L)

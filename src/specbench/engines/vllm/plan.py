@@ -25,11 +25,13 @@ from specbench.engines import versions
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import gpu as vllm_gpu
 from specbench.engines.vllm import sizing as C
+from specbench.engines.vllm import start_checks as vllm_start
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.errors import UserError
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
 from specbench.specs.model import ModelSpec
+from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
@@ -115,6 +117,13 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     derived = C.derived_max_model_len(m)
     # weights per rank (vLLM loads in the resolved dtype; a float32 checkpoint is downcast)
     mw = _with_dtype(m, setup.model_dtype)
+    online = scheme_for_flag(args.quantization) if args.quantization and mw.quant.method is None else None
+    if online is not None:
+        # online quantization of an unquantized checkpoint (`--quantization fp8`: Fp8LinearMethod /
+        # Fp8MoEMethod keep linears and experts in fp8 with per-tensor fp32 scales, embed/lm_head unquantized:
+        # model_executor/layers/quantization/fp8.py@0.32.0)
+        mw = dataclasses.replace(mw, quant=online)
+        lines.append(f"weights planned as {mw.quant.label}: --quantization {args.quantization} quantizes at load")
     W_t = weight_bytes(mw, args.tp)
     W_d = _draft_bytes(m, draft, args, setup)
     if ctx.weights_gib is not None:
@@ -134,6 +143,9 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
                         ssm_bytes=None, budget=budget, log_lines=tuple(lines) + tuple(extra_lines),
                         warnings=tuple(warnings), **common)
 
+    start_error = vllm_start.first_failure(args)
+    if start_error is not None:
+        return failed("start_check", start_error, None, {})
     if args.max_model_len not in (None, -1) and args.max_model_len > derived:
         if (args.env_value("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() in ("1", "true"):
             warnings.append(f"max_model_len {args.max_model_len} is above the derived {derived}; allowed by "
@@ -249,7 +261,8 @@ def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C
     d = _with_dtype(draft, setup.model_dtype)
     if method == "draft_model" or d.draft is None:
         return weight_bytes(d, _draft_tp(args))    # draft_model shares nothing with the target (§5.2)
-    return draft_model_bytes(d, _draft_tp(args))
+    # EAGLE drafters without their own embed_tokens share the target's (llm_base_proposer.py@0.32.0)
+    return draft_model_bytes(d, _draft_tp(args), shares_target_embed=True)
 
 
 # ------------------------------------------------------------------------------------------ contract
