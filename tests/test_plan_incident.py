@@ -95,9 +95,12 @@ def test_cli_json_and_one_line_errors(tmp_path):
                            capture_output=True, text=True)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
-    r = subprocess.run(exe + ["plan", "--model-config", "Qwen/Qwen3.5-27B", "--", "sglang", "serve", "--tp", "3"],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and "does not divide" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(exe + ["plan", "--json", "--no-fixes", "--model-config", "Qwen/Qwen3.5-27B", "--", "sglang",
+                              "serve", "--tp", "3"], capture_output=True, text=True)
+    # a start check now (engines/sglang/start_checks.py): the plan fails with the engine's assert, exit 0
+    tp3 = json.loads(r.stdout)
+    assert r.returncode == 0 and tp3["status"] == "fails" and tp3["error_kind"] == "start_check"
+    assert "total_num_kv_heads % tp_size" in tp3["error"] and "Traceback" not in r.stderr
     r = subprocess.run(exe + ["plan", "--model-config", "Qwen/Qwen3.5-27B", "--", "sglang", "serve",
                               "--mem-fraction-static", "-1"], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -3,7 +3,8 @@
 SGLang reads exactly this number (sglang/srt/utils/common.py::get_device_memory_capacity, min over GPUs) to pick
 its defaults (chunked prefill, cuda-graph max bs, mem_fraction_static). Sources: nvidia-smi output in public logs
 and vendor datasheets; the RTX PRO 6000 value is the one used in sglang-memory.md §2's worked example, the H200
-value is what the device machine's nvidia-smi prints.
+value is what the device machine's nvidia-smi prints. Each row says whether its MiB is measured, from a public log
+or from the datasheet (`mib_source`); `OVERHEADS` is the per-GPU (and TP) context overhead with its source.
 """
 
 from __future__ import annotations
@@ -20,29 +21,92 @@ class GpuSpec:
     total_mib: int
     sms: int
     aliases: tuple[str, ...] = ()
+    arch: str = ""                # "sm80", "sm89", "sm90", "sm100", "sm103", "sm120", "sm121", "gfx942", "gfx950"
+    mib_source: str = "spec"      # "measured" (nvidia-smi on a machine we booted), "public log", "spec"
 
     @property
     def total_gib(self) -> float:
         return self.total_mib / 1024
 
+    @property
+    def vendor(self) -> str:
+        return "amd" if self.arch.startswith("gfx") else "nvidia"
 
+
+# MiB as `nvidia-smi --query-gpu=memory.total` / `rocm-smi --showmeminfo vram` print it. "spec" rows are the
+# datasheet's capacity in GiB x 1024 x 0.99575, the ratio the measured H200 shows (141 GiB -> 143,771 MiB; the B200's
+# 180 GiB gives 183,537 by the rule against 183,359 printed, 0.1 % off); they are estimates until someone boots one.
 CATALOG: tuple[GpuSpec, ...] = (
     GpuSpec("RTX PRO 6000 Blackwell", 97887, 188, ("rtx-pro-6000", "rtxpro6000", "pro6000", "rtx-pro-6000-blackwell",
-                                                   "rtx pro 6000")),
-    GpuSpec("H100 80GB", 81559, 132, ("h100", "h100-sxm", "h100-80gb", "h100-pcie")),
-    GpuSpec("H200", 143771, 132, ("h200", "h200-sxm", "h200-141gb")),
-    GpuSpec("H20", 97871, 78, ("h20",)),
-    GpuSpec("B200", 183359, 148, ("b200",)),
-    GpuSpec("A100 80GB", 81920, 108, ("a100-80gb", "a100", "a100-80g", "a100-sxm4-80gb")),
-    GpuSpec("A100 40GB", 40960, 108, ("a100-40gb", "a100-40g", "a100-sxm4-40gb")),
-    GpuSpec("L40S", 46068, 142, ("l40s",)),
-    GpuSpec("RTX 6000 Ada", 49140, 142, ("rtx-6000-ada", "rtx6000ada")),
-    GpuSpec("RTX 4090", 24564, 128, ("4090", "rtx-4090", "rtx4090")),
-    GpuSpec("RTX 5090", 32607, 170, ("5090", "rtx-5090", "rtx5090")),
-    GpuSpec("RTX 5080", 16303, 84, ("5080", "rtx-5080", "rtx5080")),
-    GpuSpec("RTX 3090", 24576, 82, ("3090", "rtx-3090", "rtx3090")),
-    GpuSpec("DGX Spark GB10", 122572, 48, ("gb10", "dgx-spark", "spark")),
+                                                   "rtx pro 6000"), "sm120", "public log"),
+    GpuSpec("H100 80GB", 81559, 132, ("h100", "h100-sxm", "h100-80gb", "h100-pcie"), "sm90", "public log"),
+    GpuSpec("H200", 143771, 132, ("h200", "h200-sxm", "h200-141gb"), "sm90", "measured"),
+    GpuSpec("H20", 97871, 78, ("h20",), "sm90", "public log"),
+    GpuSpec("H800", 81559, 132, ("h800", "h800-sxm", "h800-80gb"), "sm90", "spec"),  # the H100's 80 GB HBM3 board
+    GpuSpec("B200", 183359, 148, ("b200",), "sm100", "public log"),
+    GpuSpec("B300", 293659, 148, ("b300", "b300-sxm", "hgx-b300"), "sm103", "spec"),        # 288 GB HBM3e
+    GpuSpec("GB200", 189654, 148, ("gb200", "gb200-nvl72"), "sm100", "spec"),               # 186 GB HBM3e per GPU
+    GpuSpec("GB300", 293659, 148, ("gb300", "gb300-nvl72"), "sm103", "spec"),               # 288 GB HBM3e per GPU
+    GpuSpec("A100 80GB", 81920, 108, ("a100-80gb", "a100", "a100-80g", "a100-sxm4-80gb"), "sm80", "public log"),
+    GpuSpec("A100 40GB", 40960, 108, ("a100-40gb", "a100-40g", "a100-sxm4-40gb"), "sm80", "public log"),
+    GpuSpec("A800", 81920, 108, ("a800", "a800-80gb", "a800-sxm4-80gb"), "sm80", "spec"),  # the A100 80GB board
+    GpuSpec("L40S", 46068, 142, ("l40s",), "sm89", "public log"),
+    GpuSpec("L20", 46068, 92, ("l20",), "sm89", "spec"),     # 48 GB GDDR6, the L40S's memory
+    GpuSpec("L4", 23034, 58, ("l4",), "sm89", "spec"),       # 24 GB GDDR6 with ECC on (not the rule)
+    GpuSpec("RTX 6000 Ada", 49140, 142, ("rtx-6000-ada", "rtx6000ada"), "sm89", "public log"),
+    GpuSpec("RTX 4090", 24564, 128, ("4090", "rtx-4090", "rtx4090"), "sm89", "public log"),
+    GpuSpec("RTX 5090", 32607, 170, ("5090", "rtx-5090", "rtx5090"), "sm120", "public log"),
+    GpuSpec("RTX 5080", 16303, 84, ("5080", "rtx-5080", "rtx5080"), "sm120", "public log"),
+    GpuSpec("RTX 3090", 24576, 82, ("3090", "rtx-3090", "rtx3090"), "sm86", "public log"),
+    GpuSpec("DGX Spark GB10", 122572, 48, ("gb10", "dgx-spark", "spark"), "sm121", "public log"),
+    GpuSpec("MI300X", 195772, 304, ("mi300x", "mi300"), "gfx942", "spec"),   # 192 GB HBM3
+    GpuSpec("MI325X", 261030, 304, ("mi325x", "mi325"), "gfx942", "spec"),   # 256 GB HBM3e
+    GpuSpec("MI355X", 293659, 256, ("mi355x", "mi355"), "gfx950", "spec"),   # 288 GB HBM3e
 )
+
+
+@dataclass(frozen=True)
+class ContextOverhead:
+    """Free memory a process loses before weights load: CUDA/HIP context, the allocator, NCCL communicators and
+    custom all-reduce buffers (SGLang `Load weight begin. avail mem=B`: overhead = GPU total − B)."""
+    gpu: str            # catalog name, or "*" for the default row
+    tp: int             # 1, or the TP size it was measured at (rows at larger TP include the NCCL share)
+    gib: float
+    source: str
+
+
+# Each row: a boot whose `Load weight begin. avail mem` we have, or an estimate said to be one.
+OVERHEADS: tuple[ContextOverhead, ...] = (
+    ContextOverhead("RTX PRO 6000 Blackwell", 1, 1.35, "measured: tests/data/incident/*.log (95.59 GiB total, "
+                    "Load weight begin. avail mem=94.24 GB)"),
+    ContextOverhead("H200", 1, 1.27, "measured: tests/data/sglang-0.5.15.post1/*.log (140.40 GiB, avail mem=139.13 GB)"),
+    ContextOverhead("H200", 2, 2.12, "measured: tests/data/sglang-0.5.15.post1/q36_27b_tp2_*.log (avail mem=138.28 GB)"),
+    ContextOverhead("H200", 8, 3.06, "public log: https://github.com/sgl-project/sglang/pull/11716 (TP0 avail "
+                    "mem=137.34 GB, TP8, 0.5.4-era)"),
+    ContextOverhead("RTX 4090", 1, 1.53, "public log: https://github.com/sgl-project/sglang/issues/4895 (Load weight "
+                    "end avail 3.64 + usage 18.82 = 22.46 of 23.99 GiB; docker, a display may hold some)"),
+    ContextOverhead("*", 1, 1.1, "estimate: 24-48 GB cards without a measured boot (issue #12's ~1.1 GiB)"),
+    ContextOverhead("*big", 1, 1.27, "estimate: the H200's measured 1.27 GiB for data-centre cards without a boot"),
+)
+NCCL_EXTRA_GIB = 0.85  # TP>1 without a row: the H200's TP2 - TP1 (2.12 - 1.27), measured
+
+
+def context_overhead(gpu: GpuSpec, tp: int) -> ContextOverhead:
+    """The overhead row for (GPU, TP): an exact row, else the GPU's TP1 row (+ NCCL_EXTRA_GIB at TP>1), else the
+    default by card size (+ NCCL at TP>1). The row's `source` says which."""
+    t = max(1, tp)
+    rows = [r for r in OVERHEADS if r.gpu == gpu.name]
+    exact = [r for r in rows if r.tp == t]
+    if exact:
+        return exact[0]
+    base = next((r for r in rows if r.tp == 1), None)
+    if base is None:
+        key = "*big" if gpu.total_mib > 60 * 1024 else "*"
+        base = next(r for r in OVERHEADS if r.gpu == key)
+    if t == 1:
+        return base
+    return ContextOverhead(gpu.name, t, base.gib + NCCL_EXTRA_GIB,
+                           f"{base.source} + NCCL {NCCL_EXTRA_GIB} GiB (H200 TP2 - TP1, measured)")
 
 
 def _norm(s: str) -> str:

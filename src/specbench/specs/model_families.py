@@ -178,7 +178,10 @@ def read_nemotron_h(c: Common) -> Layout:
                       moe_intermediate_size=c.int_field("moe_intermediate_size"),
                       shared_intermediate_size=c.int_field("moe_shared_expert_intermediate_size", default=0)
                       if n_shared else 0,
-                      moe_layers=moe_layers)
+                      moe_layers=moe_layers,
+                      # sglang/srt/models/nemotron_h.py::NemotronHMoE.__init__@0.5.15.post1: experts get
+                      # hidden_size=moe_latent_size, with fc1/fc2_latent_proj (hidden <-> latent) around them
+                      latent_size=c.int_field("moe_latent_size", default=0))
     dense = read_dense(c)
     return replace(dense, attention=tuple(i for i, ch in enumerate(pattern) if ch == "*"),
                    linear=tuple(i for i, ch in enumerate(pattern) if ch == "M"),

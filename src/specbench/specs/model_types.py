@@ -27,6 +27,7 @@ class MoeSpec:
     moe_intermediate_size: int
     shared_intermediate_size: int  # total width of shared expert(s); 0 if none
     moe_layers: tuple[int, ...]    # layer ids whose MLP is MoE
+    latent_size: int = 0           # Nemotron-3-Super `moe_latent_size`: routed experts work in this dim, not hidden
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ Small tensors (norms, biases, A_log, dt_bias, conv weights) are counted too, rep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import Scheme
@@ -36,7 +38,14 @@ def _pad_vocab(vocab: int, tp: int) -> int:
     return _ceil_div(vocab, 64) * 64
 
 
-def tensors_per_rank(m: ModelSpec, tp: int, *, include_vision: bool = True) -> list[Tensor]:
+def _round_up(a: int, b: int) -> int:
+    return _ceil_div(a, b) * b if b > 1 else a
+
+
+def tensors_per_rank(m: ModelSpec, tp: int, *, include_vision: bool = True,
+                     moe_pad: tuple[int, int] = (1, 1)) -> list[Tensor]:
+    """`moe_pad` = (hidden, intermediate) alignment the engine's MoE kernel pads the routed experts to (the MXFP4
+    backends: `engines/<engine>/` names it per GPU; (1, 1) = none)."""
     t = max(1, tp)
     h = m.hidden_size
     out: list[Tensor] = []
@@ -57,7 +66,7 @@ def tensors_per_rank(m: ModelSpec, tp: int, *, include_vision: bool = True) -> l
         if i in lin:
             out.extend(_linear_attention(m, p, t))
         if i in moe_layers:
-            out.extend(_moe(m, p, t))
+            out.extend(_moe(m, p, t, moe_pad))
         elif i in mlp_layers:
             out.extend(_mlp(m, p, t, m.intermediate_size))
     if include_vision and m.vision is not None:
@@ -148,15 +157,26 @@ def _mlp(m: ModelSpec, p: str, t: int, inter: int) -> list[Tensor]:
     return res
 
 
-def _moe(m: ModelSpec, p: str, t: int) -> list[Tensor]:
+def _moe(m: ModelSpec, p: str, t: int, pad: tuple[int, int] = (1, 1)) -> list[Tensor]:
     assert m.moe is not None
     h = m.hidden_size
     e = m.moe
-    i = _ceil_div(e.moe_intermediate_size, t)
+    i = _round_up(_ceil_div(e.moe_intermediate_size, t), pad[1])
+    # latent MoE (Nemotron-3-Super): the routed experts work in `moe_latent_size`, between two replicated
+    # projections hidden -> latent -> hidden (sglang/srt/models/nemotron_h.py::NemotronHMoE.__init__@0.5.15.post1)
+    hm = _round_up(e.latent_size or h, pad[0])
     gated = str(m.raw.get("mlp_hidden_act", "silu")) != "relu2"
-    per_expert = h * i * (3 if gated else 2)
+    per_expert = hm * i * (3 if gated else 2)
     res = [Tensor(f"{p}.mlp.gate", h * e.num_experts, False, group="moe"),
            Tensor(f"{p}.mlp.experts", e.num_experts * per_expert, True, expert=True, group="moe")]
+    if e.latent_size:
+        res.append(Tensor(f"{p}.mlp.fc1_latent_proj", h * e.latent_size, True, group="moe"))
+        res.append(Tensor(f"{p}.mlp.fc2_latent_proj", e.latent_size * h, True, group="moe"))
+        res.append(Tensor(f"{p}.mlp.gate.e_score_correction_bias", 2 * e.num_experts, False, group="moe"))  # fp32
+    if m.model_type == "gpt_oss":
+        # gpt-oss experts carry bf16 biases: w13_bias (E, 2I), w2_bias (E, H) (layers/quantization/mxfp4.py::
+        # Mxfp4MoEMethod.create_weights@0.5.15.post1), padded like the weights
+        res.append(Tensor(f"{p}.mlp.experts.bias", e.num_experts * (2 * i + hm), False, group="moe"))
     if e.shared_intermediate_size:
         si = _ceil_div(e.shared_intermediate_size, t)
         res.append(Tensor(f"{p}.mlp.shared_expert", h * si * (3 if gated else 2), True, group="moe"))
@@ -180,16 +200,43 @@ def _memo(kind: str, m: ModelSpec, *key, compute):
     return v
 
 
-def weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True, scheme_override: Scheme | None = None) -> int:
-    """Bytes of weights on one GPU at tensor-parallel size `tp`."""
-    return _memo("w", m, tp, include_vision, scheme_override,
-                 compute=lambda: _weight_bytes(m, tp, include_vision=include_vision, scheme_override=scheme_override))
+def weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True, scheme_override: Scheme | None = None,
+                 moe_pad: tuple[int, int] = (1, 1), rope_itemsize: int = 0) -> int:
+    """Bytes of weights on one GPU at tensor-parallel size `tp`; `moe_pad` as in `tensors_per_rank`;
+    `rope_itemsize` > 0 adds the rotary cos/sin cache the engine builds at model init (`rope_cache_bytes`)."""
+    return _memo("w", m, tp, include_vision, scheme_override, moe_pad, rope_itemsize,
+                 compute=lambda: _weight_bytes(m, tp, include_vision=include_vision, scheme_override=scheme_override,
+                                               moe_pad=moe_pad) + rope_cache_bytes(m, rope_itemsize))
 
 
-def _weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool, scheme_override: Scheme | None) -> int:
+def rope_cache_bytes(m: ModelSpec, itemsize: int, max_positions: int | None = None) -> int:
+    """The rotary embedding's `cos_sin_cache` buffer: (max_position_embeddings, rotary_dim) x itemsize, one per
+    distinct rope (layers share it: layers/rotary_embedding/factory.py::get_rope caches by key). SGLang keeps it
+    in fp32 on CUDA (layers/rotary_embedding/base.py::RotaryEmbedding.__init__@0.5.15.post1: "cache needs to be
+    in FP32"), allocated with the model, so `Load weight end ... mem usage` includes it: Llama-3.1-8B logs 15.02 GB
+    = 14.96 GiB of parameters + 131072 x 128 x 4 B (tests/data/sglang-0.5.15.post1/llama31_8b_mrr8.log).
+    YaRN caches max_position x scaling = the config's max_position_embeddings (gpt-oss: 4096 x 32 = 131072).
+    Nemotron-H attention has no rope (models/nemotron_h.py builds none)."""
+    if itemsize <= 0 or not m.attention_layers or m.model_type == "nemotron_h":
+        return 0
+    pos = int(max_positions or m.max_position_embeddings or 0)
+    if m.mla is not None:
+        rot = m.mla.qk_rope_head_dim
+    else:
+        tc = m.raw.get("text_config")
+        cfg: Mapping[str, Any] = tc if isinstance(tc, Mapping) else m.raw
+        rpv = cfg.get("rope_parameters")
+        rp: Mapping[str, Any] = rpv if isinstance(rpv, Mapping) else {}
+        frac = float(rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)) or 1.0)
+        rot = int(m.head_dim * frac)
+    return pos * rot * itemsize
+
+
+def _weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool, scheme_override: Scheme | None,
+                  moe_pad: tuple[int, int] = (1, 1)) -> int:
     total = 0.0
     dense = Scheme.dense(m.dtype)
-    for ten in tensors_per_rank(m, tp, include_vision=include_vision):
+    for ten in tensors_per_rank(m, tp, include_vision=include_vision, moe_pad=moe_pad):
         if not ten.linear:
             s = dense
         elif scheme_override is not None:
@@ -242,26 +289,41 @@ def _mtp_draft_bytes(m: ModelSpec, tp: int) -> int:
     return int(total)
 
 
-def draft_model_bytes(d: ModelSpec, tp: int) -> int:
-    return _memo("draft", d, tp, compute=lambda: _draft_model_bytes(d, tp))
+def draft_model_bytes(d: ModelSpec, tp: int, *, shares_target_embed: bool = False, rope_itemsize: int = 0,
+                      max_positions: int | None = None) -> int:
+    """`shares_target_embed`: the engine drops an EAGLE drafter's own embed_tokens before it measures the weights
+    (vLLM: v1/spec_decode/llm_base_proposer.py::_maybe_share_embeddings@0.32.0 when the checkpoint has none);
+    SGLang allocates it and only later points it at the target's (`set_embed`), so its log counts it."""
+    return _memo("draft", d, tp, shares_target_embed, rope_itemsize, max_positions,
+                 compute=lambda: _draft_model_bytes(d, tp, shares_target_embed)
+                 + rope_cache_bytes(d, rope_itemsize, max_positions))
 
 
-def _draft_model_bytes(d: ModelSpec, tp: int) -> int:
-    """A separate drafter checkpoint (DFlash, EAGLE3): its own layers; DFlash borrows the target's embedding and
-    lm_head (sglang/srt/models/dflash.py loads none), EAGLE3 has its own lm_head over draft_vocab_size and shares
-    the target's embedding."""
+def _draft_model_bytes(d: ModelSpec, tp: int, shares_target_embed: bool = False) -> int:
+    """A separate drafter checkpoint (DFlash, EAGLE/EAGLE3).
+
+    DFlash (sglang/srt/models/dflash.py::DFlashDraftModel.__init__@0.5.15.post1): no embedding, no lm_head; its
+    layers, `fc` (len(target_layer_ids) x hidden -> hidden), hidden_norm and norm.
+    EAGLE3 (models/llama_eagle3.py::LlamaModel/LlamaForCausalLMEagle3.__init__@0.5.15.post1): its OWN
+    VocabParallelEmbedding(vocab_size, hidden); layer 0's qkv_proj reads 2·hidden (embeds + target hidden);
+    `fc` = Linear(target_hidden_size x num_aux_hidden_states (3, or len(eagle_aux_hidden_state_layer_ids)),
+    hidden); lm_head = ParallelLMHead(draft_vocab_size or vocab_size) unless tied; d2t/t2d are loaded into
+    `hot_token_id` (draft_vocab int64, not a parameter: ignored here, < 1 MB).
+    """
     t = max(1, tp)
     h = d.hidden_size
     total = 0.0
     dense = Scheme.dense(d.dtype)
     kind = d.draft.kind if d.draft else "separate"
+    eagle = kind in ("eagle3", "eagle")
     for ten in tensors_per_rank(d, t, include_vision=False):
-        if ten.group == "embed" and kind in ("dflash", "eagle3", "eagle"):
+        if ten.group == "embed" and (kind == "dflash" or (eagle and shares_target_embed)):
             continue
         if ten.group == "lm_head" and kind == "dflash":
             continue
         if ten.group == "lm_head" and kind == "eagle3" and d.draft and d.draft.draft_vocab_size:
-            total += _ceil_div(int(d.draft.draft_vocab_size), t) * h * dense.bytes_per_param
+            dv = _ceil_div(_pad_vocab(int(d.draft.draft_vocab_size), t), t)
+            total += dv * h * dense.bytes_per_param
             continue
         s = d.quant.scheme_for(ten.name, d.dtype) if ten.linear else dense
         total += ten.params * s.bytes_per_param
@@ -271,5 +333,14 @@ def _draft_model_bytes(d: ModelSpec, tp: int) -> int:
         n_t = max(1, len(d.draft.target_layer_ids) or 5)
         total += (n_t * h * h + h) * dense.bytes_per_param
     if kind == "eagle3":
-        total += 3 * h * h * dense.bytes_per_param  # fc: 3 target hidden states -> hidden
+        raw = d.raw
+        h_in = int(raw.get("target_hidden_size") or h)
+        ecv = raw.get("eagle_config")
+        ec: Mapping[str, Any] = ecv if isinstance(ecv, Mapping) else {}
+        n_aux = int(raw.get("num_aux_hidden_states") or len(ec.get("eagle_aux_hidden_state_layer_ids") or ()) or 3)
+        total += n_aux * h_in * h * dense.bytes_per_param  # fc
+        if d.attention_layers and d.num_attention_heads:  # layer 0's qkv_proj reads 2h: the extra h inputs
+            heads, kv = _ceil_div(d.num_attention_heads, t), max(1, d.num_kv_heads // t)
+            total += h * (heads + 2 * kv) * d.head_dim * dense.bytes_per_param
+        total += h * dense.bytes_per_param  # hidden_norm
     return int(total)

@@ -115,6 +115,8 @@ class Solver:
             base = self.plan(tp=tp)
         except UserError as exc:
             return TpRow(tp, str(exc), None, None, None, None, None)
+        if base.error_kind == "start_check" and base.error:  # no memory change makes this TP start
+            return TpRow(tp, base.error, None, None, None, None, base)
         mrr = self.args.max_running_requests
         spec = self.args.spec_algorithm is not None
         max_mrr = _bsearch_last(1, MRR_MAX, lambda x: self.serves(self.plan(tp=tp, max_running_requests=x), x))

@@ -183,8 +183,7 @@ def resolve_spec(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> Spe
             d = args.speculative_ddtree_budget + 1  # verify width = budget + 1 (SGLang PR #29907)
         else:
             a, b = args.speculative_dflash_block_size, args.speculative_num_draft_tokens
-            if a is not None and b is not None and a != b:
-                raise FlagError("--speculative-dflash-block-size and --speculative-num-draft-tokens must match")
+            # a != b is a start check (start_checks.py::check_dflash_block) with the engine's ValueError
             d = a or b or (draft.draft.block_size if draft is not None and draft.draft and draft.draft.block_size
                            else None) or 16
         if draft is None:

@@ -39,6 +39,7 @@ from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: 
     resolve_setup,
 )
 from specbench.engines.sglang.plan_verdict import log_lines, verdict_warnings
+from specbench.engines.sglang.start_checks import check_mamba, first_failure
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 
@@ -58,6 +59,8 @@ class SglangPlan:
     context_len: int
     avail_before_load_gib: float
     avail_before_load_source: str
+    context_overhead_gib: float
+    context_overhead_source: str
     weights_gib: float
     weights_source: str
     weights_estimate_gib: float
@@ -70,6 +73,7 @@ class SglangPlan:
     kv_dtype: str
     kv_cell_bytes: int
     kv_tokens: int
+    swa_kv_tokens: int | None
     k_size_gib: float
     v_size_gib: float
     draft_k_size_gib: float | None
@@ -116,20 +120,38 @@ class SglangPlan:
         return out
 
 
+def _swa_tokens(full: int, ratio: float | None, page: int) -> int | None:
+    """pool_configurator.py::HybridSWAPoolConfigurator._solve_pool_sizes@0.5.15.post1: swa = page-aligned
+    int(full x ratio)."""
+    if ratio is None or full <= 0:
+        return None
+    return int(full * ratio) // page * page
+
+
 def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
 
 def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: GpuSpec, version_text: str,
                 measured: Measured = Measured()) -> SglangPlan:
+    start = first_failure(args, m, draft, version_text)
+    if start is not None and start.check in ("speculative_algorithm", "dflash_block"):
+        args = args.with_(speculative_algorithm=None)  # the budget as far as it gets: without the refused spec
     s = resolve_setup(args, m, draft, gpu, version_text)
     w = plan_weights(args, m, draft, s, measured)
     m = w.model
     b = plan_budget(args, gpu, s, w, measured)
+    if start is not None:
+        return _failed(_budget_fields(args, gpu, s, w, b, Mamba()), (args.kv_cache_dtype or "auto"),
+                       args.max_running_requests, start.error, "start_check")
     mamba = choose_mamba(args, m, s)
     if isinstance(mamba, Refusal):
         return _failed(_budget_fields(args, gpu, s, w, b, mamba.mamba), C.kv_dtype(args, m),
                        args.max_running_requests, mamba.error, mamba.kind)
+    mcheck = check_mamba(args, m, mamba.strategy, s.spec.num_draft_tokens)
+    if mcheck is not None:
+        return _failed(_budget_fields(args, gpu, s, w, b, mamba), C.kv_dtype(args, m), args.max_running_requests,
+                       mcheck.error, "start_check")
     err = no_memory_error(s, b)
     if err is not None:
         return _failed(_budget_fields(args, gpu, s, w, b, mamba), C.kv_dtype(args, m), args.max_running_requests,
@@ -142,13 +164,23 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     return SglangPlan(
         **_budget_fields(args, gpu, s, w, b, mamba, warnings, pp.notes),
         status="ok" if pools.error is None else "fails", error=pools.error, error_kind=pools.error_kind,
-        kv_dtype=cell.dtype, kv_cell_bytes=cell.total, kv_tokens=pools.kv_tokens, k_size_gib=sizes.k_gib,
+        kv_dtype=cell.dtype, kv_cell_bytes=cell.total, kv_tokens=pools.kv_tokens,
+        swa_kv_tokens=_swa_tokens(pools.kv_tokens, cell.swa_ratio, args.page_size or 1), k_size_gib=sizes.k_gib,
         v_size_gib=sizes.v_gib, draft_k_size_gib=_r(sizes.draft_k_gib), max_mamba_cache_size=pools.mamba_slots,
         mamba_full_memory_ratio=pp.full_memory_ratio if m.linear_layers else None, conv_state_gib=sizes.conv_gib,
         ssm_state_gib=sizes.ssm_gib, intermediate_ssm_state_gib=sizes.intermediate_ssm_gib,
         intermediate_conv_window_gib=sizes.intermediate_conv_gib, spec_scratch_gib=round(pools.scratch_gib, 3),
         spec_scratch_requests=pools.scratch_reqs, max_running_requests=pools.max_running_requests,
-        requested_max_running_requests=pp.requested_mrr, log_lines=log_lines(s, w, b, cell.dtype, pp, sizes))
+        requested_max_running_requests=pp.requested_mrr,
+        log_lines=_with_swa_line(log_lines(s, w, b, cell.dtype, pp, sizes), pools.kv_tokens, cell.swa_ratio,
+                                 args.page_size or 1))
+
+
+def _with_swa_line(lines: tuple[str, ...], full: int, ratio: float | None, page: int) -> tuple[str, ...]:
+    swa = _swa_tokens(full, ratio, page)
+    if swa is None:
+        return lines
+    return (f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",) + lines
 
 
 def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budget, mamba: Mamba,
@@ -159,7 +191,8 @@ def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budg
         engine_version=s.version_text, era=s.era, gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=s.tp,
         mem_fraction_static=s.mem_fraction, mem_fraction_defaulted=args.mem_fraction_static is None,
         context_len=s.context_len, avail_before_load_gib=round(b.before_load_gib, 3),
-        avail_before_load_source=b.before_load_source, weights_gib=w.gib, weights_source=w.source,
+        avail_before_load_source=b.before_load_source, context_overhead_gib=b.context_overhead_gib,
+        context_overhead_source=b.context_overhead_source, weights_gib=w.gib, weights_source=w.source,
         weights_estimate_gib=round(w.estimate_gib, 3), draft_weights_gib=w.draft_gib,
         draft_weights_source=w.draft_source, draft_loaded_before_sizing=b.draft_before_sizing,
         avail_at_sizing_gib=round(b.at_sizing_gib, 3), slack_gib=round(b.slack_gib, 3), rest_gib=round(b.rest_gib, 3),
@@ -175,6 +208,7 @@ def _failed(budget: dict[str, Any], kv_dtype: str, requested_mrr: int | None, er
     """A configuration the engine refuses before it sizes any pool: the budget as far as it got, empty pools."""
     return SglangPlan(
         **budget, status="fails", error=err, error_kind=kind, kv_dtype=kv_dtype, kv_cell_bytes=0, kv_tokens=0,
+        swa_kv_tokens=None,
         k_size_gib=0.0, v_size_gib=0.0, draft_k_size_gib=None, max_mamba_cache_size=None, mamba_full_memory_ratio=None,
         conv_state_gib=None, ssm_state_gib=None, intermediate_ssm_state_gib=None, intermediate_conv_window_gib=None,
         spec_scratch_gib=0.0, spec_scratch_requests=0, max_running_requests=0,

@@ -10,15 +10,32 @@ from dataclasses import dataclass, replace
 from specbench.engines import versions
 from specbench.engines.sglang import formulas as C
 from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.errors import FlagError
-from specbench.specs.gpu import GpuSpec
+from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
+# SGLang keeps the rotary cos/sin cache in fp32 on CUDA (layers/rotary_embedding/base.py@0.5.15.post1)
+ROPE_ITEMSIZE = 4
+
+
+def mxfp4_moe_pad(gpu: GpuSpec) -> tuple[int, int]:
+    """(hidden, intermediate) alignment of MXFP4 routed experts by the MoE backend SGLang picks for gpt-oss
+    (arg_groups/overrides.py::_gpt_oss_overrides@0.5.15.post1: sm100 -> flashinfer_mxfp4, sm120 -> marlin, else
+    triton_kernel) as layers/quantization/mxfp4.py::Mxfp4MoEMethod.create_weights@0.5.15.post1 pads them:
+    flashinfer on sm100: both to 256; marlin: intermediate 128, hidden 256; triton_kernels: intermediate 64."""
+    if gpu.arch.startswith("sm10"):
+        return (256, 256)
+    if gpu.arch.startswith("sm12"):
+        return (256, 128)
+    return (1, 64)
+
 GIB = float(1 << 30)
 
-# Free memory lost to the CUDA context (and NCCL at TP>1) before weights load.
+# Free memory lost to the CUDA context (and NCCL at TP>1) before weights load: per GPU and TP in
+# specs/gpu.py::OVERHEADS (`context_overhead`); these two stay as the RTX PRO 6000 row and the H200's NCCL share.
 # Sources: the incident log (RTX PRO 6000: 97,887 MiB = 95.59 GiB total, `Load weight begin. avail mem=94.24 GB`)
 # gives 1.35 GiB at TP1; the H200 boots (140.40 GiB total) give 139.13 at TP1 (1.27 GiB) and 138.28 at TP2, so
 # TP>1 adds 0.85 GiB of NCCL / custom all-reduce buffers (tests/data/sglang-0.5.15.post1/q36_27b_tp2_*.log).
@@ -83,6 +100,7 @@ class Setup:
     version_text: str
     version: C.Version
     era: str
+    gpu: GpuSpec
     tp: int
     attn_tp: int
     spec: C.SpecSetup
@@ -98,7 +116,8 @@ def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: 
     version, newer = versions.rule_set_for(version_text, C.SGLANG_RULE_SETS, "SGLang")
     tp = args.tp
     attn_tp = tp // (args.dp if args.enable_dp_attention else 1) or 1
-    check_divisibility(m, tp, attn_tp)
+    # head / KV-head divisibility is a start check (start_checks.py::check_divisibility): a failing plan, not a
+    # FlagError; `check_divisibility` below stays for callers that want the one-line error
     warnings: list[str] = [newer] if newer else []
     notes: list[str] = []
     # flags as the targeted version spells them
@@ -112,8 +131,8 @@ def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: 
         notes.append("DDTREE follows an unreleased SGLang PR (#29907): planned like DFLASH with budget+1 draft tokens")
     defaults = C.resolve_defaults(args, m, gpu, version)
     f = args.mem_fraction_static if args.mem_fraction_static is not None else defaults.mem_fraction_static
-    ctx = args.context_length or int(m.max_position_embeddings or 4096)
-    return Setup(version_text, version, era_of(version), tp, attn_tp, spec, defaults, f, ctx, tuple(warnings),
+    ctx = args.context_length or derived_context_length(m.raw)
+    return Setup(version_text, version, era_of(version), gpu, tp, attn_tp, spec, defaults, f, ctx, tuple(warnings),
                  tuple(notes))
 
 
@@ -160,7 +179,8 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
         if online is not None:
             m = replace(m, quant=online)
             notes.append(f"weights planned as {online.label}: --quantization {args.quantization} quantizes at load")
-    w_est = weight_bytes(m, s.tp, include_vision=include_vision) / GIB
+    pad = mxfp4_moe_pad(s.gpu) if m.quant.method == "mxfp4" else (1, 1)
+    w_est = weight_bytes(m, s.tp, include_vision=include_vision, moe_pad=pad, rope_itemsize=ROPE_ITEMSIZE) / GIB
     if measured.weights_gib is not None:
         W, w_src = measured.weights_gib, "measured"
         # the estimate is within 1 % for every logged checkpoint (README of tests/data/sglang-*); the quantization
@@ -178,10 +198,14 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
 
 
 def _draft_estimate_gib(m: ModelSpec, draft: ModelSpec | None, s: Setup) -> float:
+    """The drafter as SGLang allocates it, its own rope cache included (a distinct rope key: the drafter's
+    max_position_embeddings, raised to the context length when SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN lets
+    configs/model_config.py::_derive_context_length override it)."""
+    if draft is not None and s.spec.algorithm in EAGLE_FAMILY + DFLASH_FAMILY:
+        pos = max(int(draft.max_position_embeddings or 0), s.context_len)
+        return draft_model_bytes(draft, s.tp, rope_itemsize=ROPE_ITEMSIZE, max_positions=pos) / GIB
     if s.spec.algorithm in EAGLE_FAMILY:
-        return (draft_model_bytes(draft, s.tp) if draft is not None else mtp_draft_bytes(m, s.tp)) / GIB
-    if s.spec.algorithm in DFLASH_FAMILY and draft is not None:
-        return draft_model_bytes(draft, s.tp) / GIB
+        return mtp_draft_bytes(m, s.tp) / GIB  # shares the target's rope (same get_rope key)
     return 0.0
 
 
@@ -191,6 +215,8 @@ class Budget:
     """B (free before weights), A (free at pool sizing), the slack B·(1−f) and the rest R for the pools."""
     before_load_gib: float       # B
     before_load_source: str
+    context_overhead_gib: float  # GPU total - B as modelled (None-like 0.0 when B was measured)
+    context_overhead_source: str
     draft_before_sizing: bool
     at_sizing_gib: float         # A
     slack_gib: float
@@ -199,11 +225,14 @@ class Budget:
 
 def plan_budget(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, measured: Measured) -> Budget:
     tp = s.tp
+    ov = context_overhead(gpu, tp)
     if measured.avail_before_load_gib is not None:
         B, b_src = measured.avail_before_load_gib, "measured"
+        ov_gib, ov_src = gpu.total_gib - B, "measured (GPU total − the given avail before load)"
     else:
-        B = gpu.total_gib - CONTEXT_OVERHEAD_GIB - (NCCL_OVERHEAD_GIB if tp > 1 else 0.0)
+        B = gpu.total_gib - ov.gib
         b_src = "modelled: GPU total − CUDA context" + (" − NCCL" if tp > 1 else "")
+        ov_gib, ov_src = ov.gib, ov.source
     # from 0.5.14 the draft weights load BEFORE the pools are sized (<= 0.5.13: after)
     draft_before = s.version >= (0, 5, 14)
     other = measured.other_resident_gib if measured.other_resident_gib is not None \
@@ -213,7 +242,7 @@ def plan_budget(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, measured: 
     # kv_cache_configurator.py::mm_runtime_reservation_gb (0.5.18+): SGLANG_VLM_CACHE_SIZE_MB, default 100 MB, kept
     # back for multimodal models (the feature-cache term only applies to cuda_ipc/cuda_vmm transports)
     mm = 100 / 1024 if (w.model.is_multimodal and w.include_vision and s.era == "v0523") else 0.0
-    return Budget(B, b_src, draft_before, A, slack, A - slack - mm)
+    return Budget(B, b_src, round(ov_gib, 3), ov_src, draft_before, A, slack, A - slack - mm)
 
 
 def no_memory_error(s: Setup, b: Budget) -> str | None:
@@ -296,6 +325,28 @@ class KvCell:
     draft: int
     total: int
     layers: int                  # L, the target's attention layers
+    swa_ratio: float | None = None   # hybrid SWA pool: swa_layer_tokens = full_layer_tokens x ratio
+
+
+# configs/model_config.py::is_hybrid_swa_model@0.5.15.post1 (the archs with a first-class SWA pool; Gemma2/3 and
+# Exaone disable it in arg_groups/overrides.py); --swa-full-tokens-ratio default 0.8 (server_args.py@0.5.15.post1)
+HYBRID_SWA_ARCHS = ("GptOssForCausalLM", "MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM", "Step3p5ForCausalLM",
+                    "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Llama4ForConditionalGeneration")
+SWA_FULL_TOKENS_RATIO = 0.8
+
+
+def swa_cell(m: ModelSpec, attn_tp: int, kvd: str, draft_full_layers: int = 0) -> tuple[int, float] | None:
+    """model_executor/pool_configurator.py::HybridSWAPoolConfigurator.__init__@0.5.15.post1: bytes per token of
+    max_total_num_tokens = full_per_token·(full layers + EAGLE draft layers) + ratio·swa_per_token·swa layers
+    (the SWA pool holds ratio x the full pool's tokens). None when the model has no hybrid SWA pool."""
+    if m.architecture not in HYBRID_SWA_ARCHS or not m.sliding_layers:
+        return None
+    ns = len(m.sliding_layers)
+    nf = len(m.attention_layers) - ns
+    per = C.kv_heads_per_rank(m, attn_tp) * (m.head_dim + m.v_head_dim) * int(C.dtype_bytes(kvd))
+    r = SWA_FULL_TOKENS_RATIO
+    cell = per * (nf + draft_full_layers) + r * per * ns if nf else per * ns + per * draft_full_layers
+    return int(math.ceil(cell)), (r if nf else 1.0)
 
 
 def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -> KvCell:
@@ -324,4 +375,7 @@ def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -
         c_total = c
     if c_total <= 0:
         raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang yet)")
+    swa = swa_cell(m, s.attn_tp, kvd, spec.draft_layers if draft_c and spec.algorithm in EAGLE_FAMILY else 0)
+    if swa is not None and s.version >= (0, 5, 15):
+        return KvCell(kvd, c, draft_c, swa[0], L, swa[1])
     return KvCell(kvd, c, draft_c, c_total, L)

@@ -26,6 +26,7 @@ from specbench.engines import versions
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import gpu as vllm_gpu
 from specbench.engines.vllm import sizing as C
+from specbench.engines.vllm import start_checks as vllm_start
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.contract import budget_rows, contract, explain
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
@@ -33,6 +34,7 @@ from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
 from specbench.specs.gpu import custom_gpu, find_gpu
 from specbench.specs.model import ModelSpec
+from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
@@ -100,6 +102,14 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
         setup = dataclasses.replace(setup, kv_dtype_bytes=1)
     # weights per rank (vLLM loads in the resolved dtype; a float32 checkpoint is downcast)
     mw = _with_dtype(m, setup.model_dtype)
+    notes: list[str] = list(setup.notes)
+    online = scheme_for_flag(args.quantization) if args.quantization and mw.quant.method is None else None
+    if online is not None:
+        # online quantization of an unquantized checkpoint (`--quantization fp8`: Fp8LinearMethod /
+        # Fp8MoEMethod keep linears and experts in fp8 with per-tensor fp32 scales, embed/lm_head unquantized:
+        # model_executor/layers/quantization/fp8.py@0.32.0)
+        mw = dataclasses.replace(mw, quant=online)
+        notes.append(f"weights planned as {mw.quant.label}: --quantization {args.quantization} quantizes at load")
     W_t = weight_bytes(mw, args.tp)
     W_d = _draft_bytes(m, draft, args, setup)
     if ctx.weights_gib is not None:
@@ -108,7 +118,7 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
     elif ctx.draft_weights_gib is not None:
         W_d = int(ctx.draft_weights_gib * C.GIB)
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else vllm_gpu.default_u(v)
-    return _Start(setup, u, W_t, W_d, mw, len(m.linear_layers), tuple(setup.notes), tuple(warnings))
+    return _Start(setup, u, W_t, W_d, mw, len(m.linear_layers), tuple(notes), tuple(warnings))
 
 
 def _failed(st: _Start, kind: str, text: str, K: int | None, budget: dict) -> VllmPlan:
@@ -224,6 +234,9 @@ def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
     """One plan of one command: setup -> length check -> KV budget K -> the pool (V0: its own pool)."""
     st = _start(args, m, draft, ctx)
+    start_error = vllm_start.first_failure(args)  # the engine's own non-memory checks (start_checks.py)
+    if start_error is not None:
+        return _failed(st, "start_check", start_error, None, {})
     error, warning = _too_long(args, C.derived_max_model_len(m))
     if error is not None:
         return _failed(st, "derived_max_len", error, None, {})
@@ -262,7 +275,8 @@ def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C
     d = _with_dtype(draft, setup.model_dtype)
     if method == "draft_model" or d.draft is None:
         return weight_bytes(d, _draft_tp(args))    # draft_model shares nothing with the target (§5.2)
-    return draft_model_bytes(d, _draft_tp(args))
+    # EAGLE drafters without their own embed_tokens share the target's (llm_base_proposer.py@0.32.0)
+    return draft_model_bytes(d, _draft_tp(args), shares_target_embed=True)
 
 
 

@@ -1,0 +1,177 @@
+"""SGLang's non-memory start checks: what ends a boot before (or while) the weights load, whatever the memory.
+
+Each check returns the engine's own error text (or None); `first_failure` runs them in the engine's order. Read
+from sglang 0.5.12.post1 and 0.5.15.post1 (server_args.py, arg_groups/speculative_hook.py, configs/model_config.py,
+speculative/spec_info.py, models/*.py); releases after 0.5.17 are assumed to keep them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.engines import versions
+from specbench.engines.sglang.args import SglangArgs
+from specbench.specs.model import ModelSpec
+
+# server_args.py `choices=` of --dtype / --kv-cache-dtype (identical in 0.5.12.post1 and 0.5.15.post1)
+DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
+# speculative/spec_info.py::SpeculativeAlgorithm members; NEXTN is rewritten to EAGLE by the speculative hook
+# before from_string; DDTREE is the unreleased PR #29907 this planner also follows
+SPEC_ALGORITHMS = ("DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN", "DDTREE")
+MAMBA_TRACK_INTERVAL = 256  # server_args.py default --mamba-track-interval (0.5.12.post1, 0.5.15.post1)
+# keys of utils/hf_transformers/common.py::CONTEXT_LENGTH_KEYS@0.5.15.post1, in the engine's order
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                       "max_position_embeddings")
+
+
+@dataclass(frozen=True)
+class StartFailure:
+    error: str
+    check: str     # which check: context_length, draft_context_length, dflash_block, divisibility, ...
+
+
+def derived_context_length(config: Mapping[str, Any]) -> int:
+    """utils/hf_transformers/common.py::get_context_length@0.5.15.post1 on the text config: the first of
+    CONTEXT_LENGTH_KEYS, times rope_scaling.factor unless the scaling has original_max_position_embeddings or is
+    llama3; 2048 when none is set."""
+    text = config.get("text_config")
+    cfg: Mapping[str, Any] = {**config, **text} if isinstance(text, Mapping) else config
+    rs = cfg.get("rope_scaling")
+    factor = 1.0
+    if isinstance(rs, Mapping) and rs:
+        factor = float(rs.get("factor", 1) or 1)
+        if "original_max_position_embeddings" in rs or rs.get("rope_type") == "llama3":
+            factor = 1.0
+    for k in CONTEXT_LENGTH_KEYS:
+        if cfg.get(k) is not None:
+            return int(factor * int(cfg[k]))
+    return 2048
+
+
+def _env_on(args: SglangArgs, name: str) -> bool:
+    return dict(args.env).get(name, "").lower() in ("1", "true", "yes")
+
+
+def _context_msg(reason: str, asked: int, derived: int) -> str:
+    """configs/model_config.py::ModelConfig._derive_context_length@0.5.15.post1 (same text in 0.5.12.post1)."""
+    return (f"ValueError: Warning: {reason} context_length ({asked}) is greater than the derived context_length "
+            f"({derived}). This may lead to incorrect model outputs or CUDA errors. Note that the derived "
+            f"context_length may differ from max_position_embeddings in the model's config. To allow overriding "
+            f"this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+
+
+def check_choices(args: SglangArgs, dtypes: bool = True) -> StartFailure | None:
+    """argparse `choices=` (server_args.py): the server exits before anything starts. `dtypes=False` checks the
+    speculative algorithm only (the dtype lists of releases not read here may be longer)."""
+    for flag, value, choices in (("--dtype", args.dtype, DTYPE_CHOICES),
+                                 ("--kv-cache-dtype", args.kv_cache_dtype, KV_CACHE_DTYPE_CHOICES)):
+        if dtypes and value is not None and value not in choices:
+            opts = ", ".join(f"'{c}'" for c in choices)
+            return StartFailure(f"error: argument {flag}: invalid choice: '{value}' (choose from {opts})", "choices")
+    algo = args.spec_algorithm
+    if algo is not None and algo not in SPEC_ALGORITHMS:
+        return StartFailure(f"ValueError: Unknown speculative algorithm name: {args.speculative_algorithm} "
+                            f"(this release knows: {', '.join(SPEC_ALGORITHMS[:-1])})", "speculative_algorithm")
+    return None
+
+
+def check_context(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> StartFailure | None:
+    """--context-length above the target's derived length, then the drafter's derived length below the target's
+    context (speculative workers build the drafter's ModelConfig with the target's context_len:
+    speculative/eagle_worker_v2.py / dflash_worker_v2.py@0.5.15.post1; model_runner.py builds it first for EAGLE/
+    DFLASH KV sizing). SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (or SGLANG_IS_IN_CI) turns both into warnings."""
+    if _env_on(args, "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or _env_on(args, "SGLANG_IS_IN_CI"):
+        return None
+    derived = derived_context_length(m.raw)
+    if args.context_length is not None and args.context_length > derived:
+        return StartFailure(_context_msg("User-specified", args.context_length, derived), "context_length")
+    target_ctx = args.context_length or derived
+    if draft is not None and args.spec_algorithm in ("EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DDTREE",
+                                                      "FROZEN_KV_MTP"):
+        d = derived_context_length(draft.raw)
+        if target_ctx > d:
+            return StartFailure(_context_msg("Target model's", target_ctx, d), "draft_context_length")
+    return None
+
+
+def check_dflash_block(args: SglangArgs) -> StartFailure | None:
+    """arg_groups/speculative_hook.py::_handle_dflash@0.5.15.post1."""
+    if args.spec_algorithm != "DFLASH" or args.speculative_dflash_block_size is None:
+        return None
+    b = int(args.speculative_dflash_block_size)
+    if b <= 0:
+        return StartFailure(f"ValueError: DFLASH requires --speculative-dflash-block-size to be positive, got {b}.",
+                            "dflash_block")
+    d = args.speculative_num_draft_tokens
+    if d is not None and int(d) != b:
+        return StartFailure(
+            "ValueError: Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they "
+            f"differ. For DFLASH they must match. speculative_num_draft_tokens={d}, speculative_dflash_block_size={b}.",
+            "dflash_block")
+    return None
+
+
+def check_divisibility(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> StartFailure | None:
+    """DP attention needs tp % dp == 0 (server_args.py::_handle_data_parallelism); the attention layers assert
+    heads % attn_tp == 0 and KV heads % attn_tp == 0 (or attn_tp % KV heads == 0 when fewer)
+    (models/qwen3.py / llama.py / qwen2.py::*Attention.__init__, bare asserts); a DFLASH drafter the same
+    with its own message (models/dflash.py::DFlashAttention.__init__@0.5.15.post1)."""
+    tp = max(1, args.tp)
+    if args.enable_dp_attention and tp % max(1, args.dp):
+        return StartFailure(f"AssertionError (assert self.tp_size % self.dp_size == 0): --tp {tp}, --dp {args.dp}",
+                            "divisibility")
+    attn_tp = tp // (args.dp if args.enable_dp_attention else 1) or 1
+    for who, spec in (("target", m), ("draft", draft)):
+        if spec is None or not spec.num_attention_heads or spec.mla is not None:
+            continue
+        h, kv = spec.num_attention_heads, spec.num_kv_heads or spec.num_attention_heads
+        dflash = who == "draft" and spec.draft is not None and spec.draft.kind == "dflash"
+        if h % attn_tp:
+            text = (f"DFlashAttention requires total_num_heads divisible by tp_size. total_num_heads={h}, "
+                    f"tp_size={attn_tp}.") if dflash else "assert self.total_num_heads % tp_size == 0"
+            return StartFailure(f"AssertionError: {text} ({spec.name}: {h} attention heads, attention TP {attn_tp})",
+                                "divisibility")
+        if (kv >= attn_tp and kv % attn_tp) or (kv < attn_tp and attn_tp % kv):
+            text = "assert self.total_num_kv_heads % tp_size == 0" if kv >= attn_tp \
+                else "assert tp_size % self.total_num_kv_heads == 0"
+            return StartFailure(f"AssertionError: {text} ({spec.name}: {kv} KV heads, attention TP {attn_tp})",
+                                "divisibility")
+    return None
+
+
+def check_mamba(args: SglangArgs, m: ModelSpec, strategy: str | None, draft_tokens: int) -> StartFailure | None:
+    """server_args.py::_validate_mamba_no_buffer / _validate_mamba_extra_buffer@0.5.15.post1 (0.5.12.post1: the
+    same rules in _handle_mamba_radix_cache) for a hybrid model whose radix cache is on."""
+    if not m.linear_layers or strategy is None or args.disable_radix_cache:
+        return None
+    page = args.page_size
+    if strategy == "no_buffer" and page not in (None, 1):
+        return StartFailure(f"AssertionError: no_buffer only supports page_size=1. (--page-size {page})",
+                            "mamba_page_size")
+    if strategy.startswith("extra_buffer"):
+        if draft_tokens and strategy == "extra_buffer_lazy":
+            return StartFailure("AssertionError: extra_buffer_lazy unsupported with spec.", "mamba_strategy")
+        if draft_tokens and MAMBA_TRACK_INTERVAL < draft_tokens:
+            return StartFailure(f"AssertionError (assert view.mamba_track_interval >= view.speculative_num_draft_"
+                                f"tokens): {MAMBA_TRACK_INTERVAL} < {draft_tokens}", "mamba_track_interval")
+        if page and MAMBA_TRACK_INTERVAL % page:
+            return StartFailure(f"AssertionError: mamba_track_interval {MAMBA_TRACK_INTERVAL} must be divisible by "
+                                f"page_size {page}", "mamba_page_size")
+    return None
+
+
+def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
+                  version_text: str | None = None) -> StartFailure | None:
+    """The checks that run before any weight (argparse, server_args, model configs), in the engine's order. The
+    `choices=` lists were read in 0.5.12.post1 / 0.5.15.post1 only: releases after 0.5.17 skip that check."""
+    rel = versions.parse_release(version_text)
+    read = rel is None or rel <= (0, 5, 17)
+    for check in (lambda: check_choices(args, dtypes=read), lambda: check_dflash_block(args),
+                  lambda: check_context(args, m, draft), lambda: check_divisibility(args, m, draft)):
+        f = check()
+        if f is not None:
+            return f
+    return None
