@@ -4,6 +4,7 @@ Light: the work is imported inside the methods."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ PLAN_KEYS = (
     "enable_prefix_caching", "kv_cache_memory_bytes", "mamba_cache_mode", "mamba_block_size",
 )
 
+
+_IMAGE = re.compile(r"(^|/)vllm(-openai[\w.-]*)?(:|$)")  # vllm/vllm-openai[-cpu|-rocm]:<tag>, rocm/vllm:<tag>
 
 _FIX_AXES = {"max_num_seqs": "max_running_requests", "gpu_memory_utilization": "mem_fraction_static",
              "max_model_len": "context_length", "num_speculative_tokens": "num_draft_tokens",
@@ -28,6 +31,18 @@ class VllmEngine:
         from specbench.engines.vllm.args import is_vllm_command
 
         return 2 if is_vllm_command(list(argv)) else 0
+
+    def image_argv(self, image: str, args: Sequence[str], entrypoint: str | None) -> list[str] | None:
+        """The words a vLLM image runs: vllm/vllm-openai (and -cpu, -rocm) have ENTRYPOINT ["vllm", "serve"]
+        (docker/Dockerfile of vllm-project/vllm, `vllm-openai` stage), so `IMAGE MODEL ...` or `IMAGE --model X`
+        are `vllm serve` arguments; an --entrypoint replaces it."""
+        if not _IMAGE.search(image.lower()):
+            return None
+        if entrypoint:
+            return [entrypoint, *args]
+        if args and self.recognise(args):  # the command spelled out again after the image
+            return list(args)
+        return ["vllm", "serve", *args]
 
     def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
         from specbench.engines.cli_flags import unknown_flags_warning

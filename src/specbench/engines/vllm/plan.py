@@ -29,6 +29,7 @@ from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.errors import UserError
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
+from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.resolve import load_spec_for
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
@@ -117,6 +118,11 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     mw = _with_dtype(m, setup.model_dtype)
     W_t = weight_bytes(mw, args.tp)
     W_d = _draft_bytes(m, draft, args, setup)
+    hw = header_weight_bytes(mw, args.tp)  # exact when the checkpoint's safetensors headers were reachable
+    W_t, w_src = (hw, WEIGHTS_SOURCE) if hw is not None else (W_t, "estimated from config.json (specs/weights.py)")
+    hd = header_weight_bytes(_with_dtype(draft, setup.model_dtype), _draft_tp(args), as_draft=True) \
+        if W_d and draft is not None and draft is not m else None
+    W_d = hd if hd is not None else W_d
     if ctx.weights_gib is not None:
         W_t = int(ctx.weights_gib * C.GIB)
         W_d = int(ctx.draft_weights_gib * C.GIB) if ctx.draft_weights_gib is not None else 0
@@ -161,8 +167,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
                   "requested_gib": round(gb.requested_bytes / C.GIB, 3),
                   "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
                   "weights_gib": round(gb.weights_bytes / C.GIB, 3),
-                  "weights_source": ("measured (--weights-gib)" if ctx.weights_gib is not None
-                                     else "estimated from config.json (specs/weights.py)"),
+                  "weights_source": "measured (--weights-gib)" if ctx.weights_gib is not None else w_src,
                   "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
                   "non_kv_measured": gb.non_kv_measured,
                   "cuda_graph_gib": round(gb.cuda_graph_bytes / C.GIB, 3),
