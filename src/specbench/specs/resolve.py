@@ -91,7 +91,7 @@ def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
 
 
 def hf_cache_config(repo_id: str, revision: str | None = None) -> Path | None:
-    if "/" not in repo_id:
+    if not _REPO_ID.match(repo_id):  # a path ("/no/such/model") is not a repo id: huggingface_hub would raise
         return None
     s = hub.settings()
     hit = hub.cached_file(s, repo_id, "config.json", revision)
