@@ -18,3 +18,6 @@ from specbench.engines.vllm import cpu as vllm_cpu
 def _pin_the_fixtures_cpu(monkeypatch):
     monkeypatch.setenv(vllm_cpu.AVX512_BF16_ENV, "1")
     monkeypatch.setenv(vllm_cpu.AMX_ENV, "0")
+    # plans resolve models from the bundled configs, never from a Hub the test machine may reach (specs/hub.py);
+    # the Hub tests (test_plan_hub.py) lift this for their stand-in server on 127.0.0.1
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")

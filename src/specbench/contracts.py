@@ -12,7 +12,7 @@ then `extra`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -199,6 +199,11 @@ class PlanResult:
     unknown_flags: tuple[str, ...]  # flags the release's parser does not have (it would refuse to start)
     fixes: tuple[Fix, ...]
     per_tp: tuple[TpRow, ...] | None  # None: the key is absent (planned with --no-fixes)
+    # where the configs came from (specs/resolve.py::SOURCES) and what the reading of command and model says;
+    # optional on input: plans written before they existed read back with the defaults
+    model_source: str | None = None
+    draft_model_source: str | None = None
+    model_notes: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -210,9 +215,11 @@ class PlanResult:
         """Read a plan dict (as `plan_command` returns it or `plan --json` prints it). KeyError names a missing
         shared key."""
         keys = cls.shared_keys()
-        kw: dict[str, Any] = {k: d[k] for k in keys if k != "per_tp"}
-        for k in ("warnings", "log_lines", "ignored_flags", "unknown_flags"):
-            kw[k] = tuple(kw[k])
+        optional = {f.name for f in fields(cls) if f.default is not MISSING or f.default_factory is not MISSING}
+        kw: dict[str, Any] = {k: d[k] for k in keys if k != "per_tp" and (k in d or k not in optional)}
+        for k in ("warnings", "log_lines", "ignored_flags", "unknown_flags", "model_notes"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
         kw["fixes"] = tuple(Fix.from_json(f) for f in kw["fixes"])
         if "per_tp" in d:
             row = TP_ROW_TYPES.get(d["engine"])

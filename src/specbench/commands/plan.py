@@ -41,6 +41,7 @@ def plan_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the JSON contract"),
     no_fixes: bool = typer.Option(False, "--no-fixes", help="skip the nearest-working-configuration search"),
     list_models: bool = typer.Option(False, "--list-models", help="list the bundled model configs"),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Hub revision of the model (default: the command's --revision, else main)"),
 ) -> None:
     if list_models:
         from specbench.specs.resolve import bundled_names
@@ -68,7 +69,8 @@ def plan_cmd(
     opts = PlanOptions(model_config=model_config, draft_config=draft_config, gpu=gpu or (None if gpu_mem_gib else env_gpu_default()),
                        gpu_mem_gib=gpu_mem_gib, engine=engine, engine_version=engine_version,
                        avail_before_load_gib=avail_before_load_gib, weights_gib=weights_gib,
-                       draft_weights_gib=draft_weights_gib, non_kv_gib=non_kv_gib, fixes=not no_fixes)
+                       draft_weights_gib=draft_weights_gib, non_kv_gib=non_kv_gib, fixes=not no_fixes,
+                       revision=revision)
     result, _rows = plan_command_full(argv, opts)
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
@@ -84,3 +86,9 @@ def render_plan(r: dict, con: Console) -> None:
     from specbench.engines.base import engine
 
     engine(r.get("engine")).render_plan(r, con)
+    src = r.get("model_source")
+    if src:
+        draft = r.get("draft_model_source")
+        con.print(f"model config: {src}" + (f"; draft: {draft}" if draft else ""), style="dim", markup=False)
+    for note in r.get("model_notes") or ():
+        con.print(f"note: {note}", style="dim", markup=False, highlight=False)

@@ -1,8 +1,9 @@
 """The planner's one entry point: a pasted launch command + options -> the JSON contract (a dict).
 
 Used by `specbench plan`, `specbench doctor` (fixes from measured values), the runner's preflight and the
-benchmarks. The engine is the one named (`--engine`) or the one that recognises the command
-(`specbench.engines.base.engine_for_command`); its package plans it.
+benchmarks. The command is read as a shell would run it (`specbench.engines.command.read_command`: docker, env,
+unsupported servers, shell variables); the engine is the one named (`--engine`) or the one that recognises the
+command; its package plans it, with the models resolved at the command's `--revision` (`specs/resolve.py`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.engines.argv import split_command
-from specbench.engines.base import engine, engine_for_command
+from specbench.engines.command import read_command, revisions_of
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
 
 DEFAULT_GPU = "H200"
@@ -32,11 +32,12 @@ class PlanOptions:
     non_kv_gib: float | None = None
     fixes: bool = True
     tp_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    revision: str | None = None  # the target's Hub revision, over the command's --revision
 
 
 def detect_engine(argv: list[str]) -> str:
-    """The name of the engine that recognises the command (after any leading VAR=value words)."""
-    return engine_for_command(argv).name
+    """The name of the engine that recognises the command (after env words, docker's options and image)."""
+    return read_command(argv).engine.name
 
 
 def resolve_gpu(opts: PlanOptions) -> GpuSpec:
@@ -51,9 +52,36 @@ def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> di
 
 def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> tuple[dict[str, Any], list[Any]]:
     """Plan and (if opts.fixes) the per-TP table. Returns (contract dict, rows)."""
-    args_list = split_command(argv)
-    eng = engine(opts.engine) if opts.engine else engine_for_command(args_list)
-    return eng.plan(args_list, opts)
+    from specbench.specs.resolve import revisions
+
+    cmd = read_command(argv, opts.engine)
+    revs = revisions_of(cmd.argv)
+    if opts.revision:
+        revs["model"] = opts.revision
+    with revisions(revs):
+        out, rows = cmd.engine.plan(cmd.argv, opts)
+        out.update(origin_keys(out, opts, cmd.notes))
+    return out, rows
+
+
+def origin_keys(out: dict[str, Any], opts: PlanOptions, command_notes: tuple[str, ...]) -> dict[str, Any]:
+    """`model_source`, `draft_model_source`, `model_notes`: where the configs were found and what that means for
+    the weights (docs/contracts.md, plan keys)."""
+    from specbench.specs.header_weights import ESTIMATE_ERROR, WEIGHTS_SOURCE
+    from specbench.specs.resolve import origin_for
+
+    notes = list(command_notes)
+    target = origin_for(opts.model_config or out.get("model"), "model")
+    draft_name = out.get("draft_model")
+    draft = origin_for(opts.draft_config or draft_name, "draft") if draft_name else None
+    for o in (target, draft):
+        if o is not None:
+            notes += [n for n in o.notes if n not in notes]
+    w_src = out.get("weights_source") or (out.get("budget") or {}).get("weights_source") or ""
+    if w_src != WEIGHTS_SOURCE and not str(w_src).startswith("measured"):
+        notes.append(ESTIMATE_ERROR)
+    return {"model_source": target.source if target else None,
+            "draft_model_source": draft.source if draft else None, "model_notes": notes}
 
 
 def env_gpu_default() -> str:

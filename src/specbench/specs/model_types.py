@@ -110,6 +110,7 @@ class ModelSpec:
     quant: QuantSpec = field(default_factory=QuantSpec)
     attention_bias: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    origin: Any = field(default=None, repr=False, compare=False)  # specs/resolve.py::ModelOrigin: where it came from
 
     @property
     def is_hybrid(self) -> bool:

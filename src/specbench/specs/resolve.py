@@ -1,18 +1,47 @@
-"""Where a model config comes from: a config.json path, a model folder, the local HF cache, or a bundled name.
+"""Where a model config comes from, in the engines' order: a config.json path or a model folder, the HF cache,
+the Hub (`specs/hub.py`), and last the bundled configs as the offline fallback.
 
-Bundled configs live in `specbench/data/configs/` (copies of real upstream files; see SOURCES.md there), named
-`<org>__<name>.json`; `Qwen/Qwen3.5-27B`, `Qwen__Qwen3.5-27B` and `qwen3.5-27b` all find the same file.
+Each resolution says where it found the model (`ModelOrigin.source`, one of `SOURCES`) and, when it could read
+them, the tensors of the checkpoint's safetensors headers (`specs/header_weights.py` turns them into bytes per
+GPU). Bundled configs live in `specbench/data/configs/` (copies of real upstream files; see SOURCES.md there),
+named `<org>__<name>.json`; `Qwen/Qwen3.5-27B`, `Qwen__Qwen3.5-27B` and `qwen3.5-27b` all find the same file.
+A bundled `specforge__*` file is a SpecForge *training template*, not a published drafter, and says so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import functools
-import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from specbench.errors import ConfigError, UserError
+from specbench.specs import hub
 from specbench.specs.model import ModelSpec, load_config_file, model_spec_from_dict
+
+SOURCES = ("config file", "local folder", "hf cache", "hub", "bundled (offline fallback)")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# the revision each model of the plan is loaded at, by role ("model", "draft"): the launch command's --revision
+# (engines/command.py::revisions_of) or `specbench plan --revision`
+_REVISIONS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("revisions", default=None)
+_ROLES = {"the model": "model", "the draft model": "draft"}
+
+
+@dataclass(frozen=True)
+class ModelOrigin:
+    requested: str
+    source: str                    # one of SOURCES
+    location: str                  # the config.json read (a path), with the commit for the cache and the Hub
+    commit: str | None = None
+    tensors: tuple[hub.Tensor, ...] | None = None   # the safetensors headers, when reachable
+    tensors_from: str | None = None
+    notes: tuple[str, ...] = ()
+    quant_method: str | None = None  # the checkpoint's own quantization (set by load_model_spec)
 
 
 def bundled_dir() -> Path:
@@ -46,12 +75,13 @@ def _bundled_match(name: str) -> Path | None:
     return None
 
 
-def hf_cache_config(repo_id: str) -> Path | None:
-    if "/" not in repo_id:
-        return None
-    home = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub")
-    snap = Path(home) / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+def is_repo_id(source: str) -> bool:
+    return bool(_REPO_ID.match(source)) and not Path(source).expanduser().exists()
+
+
+def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
+    """The newest cache snapshot with a config.json, for a cache that has no ref (copied in by hand)."""
+    snap = s.cache_dir / ("models--" + repo_id.replace("/", "--")) / "snapshots"
     if not snap.is_dir():
         return None
     for d in sorted(snap.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True):
@@ -60,31 +90,131 @@ def hf_cache_config(repo_id: str) -> Path | None:
     return None
 
 
-def resolve_config_path(source: str) -> Path:
-    """Find the config.json meant by `source`; ConfigError naming what was tried."""
-    p = Path(source).expanduser()
-    if p.is_file():
-        return p
+def hf_cache_config(repo_id: str, revision: str | None = None) -> Path | None:
+    if not _REPO_ID.match(repo_id):  # a path ("/no/such/model") is not a repo id: huggingface_hub would raise
+        return None
+    s = hub.settings()
+    hit = hub.cached_file(s, repo_id, "config.json", revision)
+    return hit if hit is not None or revision is not None else _snapshot_scan(s, repo_id)
+
+
+def _from_path(source: str, p: Path) -> ModelOrigin:
     if p.is_dir():
-        if (p / "config.json").is_file():
-            return p / "config.json"
-        raise ConfigError(f"{source}: folder has no config.json")
-    hit = hf_cache_config(source)
-    if hit is not None:
-        return hit
+        if not (p / "config.json").is_file():
+            raise ConfigError(f"{source}: folder has no config.json")
+        cfg, kind = p / "config.json", "local folder"
+    else:
+        cfg, kind = p, "config file"
+    tensors = hub.folder_headers(cfg.parent)
+    return ModelOrigin(source, kind, str(cfg), tensors=_tup(tensors),
+                       tensors_from=f"{cfg.parent}/*.safetensors" if tensors else None)
+
+
+def _tup(tensors: list[hub.Tensor] | None) -> tuple[hub.Tensor, ...] | None:
+    return tuple(tensors) if tensors else None
+
+
+def _from_cache(s: hub.HubSettings, repo: str, revision: str | None, cfg: Path) -> ModelOrigin:
+    commit = hub.snapshot_commit(cfg)
+    tensors, where = hub.folder_headers(cfg.parent), "the cached safetensors files"
+    if tensors is None:
+        tensors, where = hub.cached_headers(s, repo, commit), "the header cache (fetched from the Hub before)"
+    if tensors is None and not s.offline and hub.reachable(s.endpoint):
+        with contextlib.suppress(hub.HubUnreachable, hub.RepoNotOnHub):
+            tensors, where = hub.hub_headers(s, repo, revision, commit), f"{s.endpoint} (range requests)"
+    return ModelOrigin(repo, "hf cache", str(cfg), commit, _tup(tensors), where if tensors else None)
+
+
+def _from_hub(s: hub.HubSettings, repo: str, revision: str | None) -> ModelOrigin | None:
+    cfg = hub.download(s, repo, "config.json", revision)
+    if cfg is None:
+        return None
+    commit = hub.snapshot_commit(cfg)
+    hub.download(s, repo, "hf_quant_config.json", commit)  # ModelOpt checkpoints: read beside config.json
+    tensors = hub.hub_headers(s, repo, revision, commit)
+    return ModelOrigin(repo, "hub", str(cfg), commit, _tup(tensors),
+                       f"{s.endpoint} (range requests)" if tensors else None)
+
+
+def _bundled(source: str, why: str) -> ModelOrigin | None:
     hit = _bundled_match(source)
-    if hit is not None:
-        return hit
-    raise ConfigError(
-        f"cannot find a config for {source!r}: not a file, not a model folder, not in the HF cache, "
-        f"not a bundled name (see `specbench plan --list-models`); pass --model-config PATH")
+    if hit is None:
+        return None
+    label = hit.stem.replace("__", "/", 1)
+    if hit.stem.lower().startswith("specforge__"):
+        note = f"using the bundled config of {label}, a SpecForge template, not the published drafter"
+    else:
+        note = f"using the bundled config of {label} (offline fallback)"
+    return ModelOrigin(source, "bundled (offline fallback)", str(hit), notes=(note + (f": {why}" if why else ""),))
 
 
-def load_model_spec(source: str, *, name: str | None = None) -> ModelSpec:
-    path = resolve_config_path(source)
-    data, hq = load_config_file(str(path))
-    return model_spec_from_dict(data, name=name or source, hf_quant_config=hq)
+@functools.lru_cache(maxsize=64)
+def _resolve(source: str, revision: str | None, s: hub.HubSettings) -> ModelOrigin:
+    p = Path(source).expanduser()
+    if p.exists():
+        return _from_path(source, p)
+    tried = ["not a file or model folder"]
+    why = ""
+    if _REPO_ID.match(source):
+        cfg = hf_cache_config(source, revision)
+        if cfg is not None:
+            return _from_cache(s, source, revision, cfg)
+        tried.append(f"not in the HF cache ({s.cache_dir})")
+        if s.offline:
+            why = "HF_HUB_OFFLINE is set"
+        else:
+            try:
+                got = _from_hub(s, source, revision)
+                if got is not None:
+                    return got
+                why = f"{s.endpoint} has no config.json for it"
+            except hub.HubUnreachable:
+                why = f"the Hub ({s.endpoint}) is out of reach"
+            except hub.RepoNotOnHub as exc:
+                why = f"the Hub ({s.endpoint}) answered: {exc}"
+        tried.append(f"not fetched from the Hub ({why})")
+    got = _bundled(source, why)
+    if got is not None:
+        return got
+    raise ConfigError(f"cannot find a config for {source!r}: {', '.join(tried)}, not a bundled name "
+                      "(see `specbench plan --list-models`)")
 
+
+def resolve_model(source: str, revision: str | None = None) -> ModelOrigin:
+    """Where `source` (a path, an `org/name` id or a bundled name) is found; ConfigError naming what was tried."""
+    return _resolve(source, revision, hub.settings())
+
+
+def origin_for(source: str | None, role: str) -> ModelOrigin | None:
+    """The origin of a model the plan loaded in `role` ("model" / "draft"), None when it was not resolved."""
+    if not source:
+        return None
+    try:
+        return resolve_model(source, (_REVISIONS.get() or {}).get(role))
+    except UserError:
+        return None
+
+
+def resolve_config_path(source: str) -> Path:
+    """The config.json meant by `source`; ConfigError naming what was tried."""
+    return Path(resolve_model(source).location)
+
+
+@contextlib.contextmanager
+def revisions(mapping: Mapping[str, str]) -> Iterator[None]:
+    """Resolve the model of each role in `mapping` ("model", "draft") at its revision while the block runs."""
+    token = _REVISIONS.set(dict(mapping))
+    try:
+        yield
+    finally:
+        _REVISIONS.reset(token)
+
+
+def load_model_spec(source: str, *, name: str | None = None, revision: str | None = None) -> ModelSpec:
+    origin = resolve_model(source, revision)
+    data, hq = load_config_file(origin.location)
+    spec = model_spec_from_dict(data, name=name or source, hf_quant_config=hq)
+    return dataclasses.replace(spec, origin=dataclasses.replace(origin, quant_method=spec.quant.method))
 
 
 def load_spec_for(explicit: str | None, from_command: str | None, what: str, flag: str) -> ModelSpec | None:
@@ -94,7 +224,7 @@ def load_spec_for(explicit: str | None, from_command: str | None, what: str, fla
     if not src:
         return None
     try:
-        return load_model_spec(src)
+        return load_model_spec(src, revision=None if explicit else (_REVISIONS.get() or {}).get(_ROLES.get(what, what)))
     except UserError as exc:
         if explicit is None:
             raise UserError(f"{exc} (for {what}; pass {flag} PATH)") from None

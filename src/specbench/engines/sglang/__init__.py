@@ -4,10 +4,12 @@ inside the methods."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
+_IMAGE = re.compile(r"(^|/)(sglang|sgl-dev)(:|$)")  # lmsysorg/sglang:<tag>, rocm/sgl-dev:<tag>
 
 
 class SglangEngine:
@@ -20,6 +22,14 @@ class SglangEngine:
                 a.endswith("sglang") and b == "serve" for a, b in zip(words, words[1:])):
             return 2
         return 1 if any(w.split("=", 1)[0] == "--model-path" for w in words) else 0
+
+    def image_argv(self, image: str, args: Sequence[str], entrypoint: str | None) -> list[str] | None:
+        """The words an SGLang image runs: lmsysorg/sglang has no ENTRYPOINT (docker/Dockerfile of
+        sgl-project/sglang), so the words after the image are the command itself."""
+        if not _IMAGE.search(image.lower()):
+            return None
+        words = ([entrypoint] if entrypoint else []) + list(args)
+        return words if self.recognise(words) else None
 
     def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
         from specbench.engines.sglang.api import plan_sglang_command

@@ -13,6 +13,7 @@ from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.errors import FlagError
 from specbench.specs.gpu import GpuSpec, context_overhead
+from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
@@ -188,10 +189,15 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
         if abs(W - w_est) / max(W, 1e-9) > WEIGHT_MISMATCH:
             warnings.append(f"measured weights {W:.2f} GiB differ from the {m.quant.label} estimate {w_est:.2f} GiB "
                             f"by {abs(W - w_est) / W:.0%}: is the checkpoint the quantization you think?")
+    elif (hw := header_weight_bytes(m, s.tp, include_vision=include_vision)) is not None:
+        W, w_src = hw / GIB, WEIGHTS_SOURCE
     else:
         W, w_src = w_est, f"estimated from config ({m.quant.label})"
+    hd = header_weight_bytes(draft, s.tp, as_draft=True) if draft is not None and draft is not m else None
     if measured.draft_weights_gib is not None:
         Wd, wd_src = measured.draft_weights_gib, "measured"
+    elif hd is not None and s.spec.algorithm in EAGLE_FAMILY + DFLASH_FAMILY:
+        Wd, wd_src = hd / GIB, WEIGHTS_SOURCE
     else:
         Wd, wd_src = _draft_estimate_gib(m, draft, s), "estimated from config" if s.spec.algorithm else "none"
     return Weights(m, include_vision, w_est, W, w_src, Wd, wd_src, tuple(warnings), tuple(notes))

@@ -4,8 +4,11 @@ the default engine (`local.py`). Light: the work is imported inside the methods.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
+
+_IMAGE = re.compile(r"(^|/)vllm(-openai[\w.-]*)?(:|$)")  # vllm/vllm-openai[-cpu|-rocm]:<tag>, rocm/vllm:<tag>
 
 
 class VllmEngine:
@@ -16,6 +19,18 @@ class VllmEngine:
         from specbench.engines.vllm.args import is_vllm_command
 
         return 2 if is_vllm_command(list(argv)) else 0
+
+    def image_argv(self, image: str, args: Sequence[str], entrypoint: str | None) -> list[str] | None:
+        """The words a vLLM image runs: vllm/vllm-openai (and -cpu, -rocm) have ENTRYPOINT ["vllm", "serve"]
+        (docker/Dockerfile of vllm-project/vllm, `vllm-openai` stage), so `IMAGE MODEL ...` or `IMAGE --model X`
+        are `vllm serve` arguments; an --entrypoint replaces it."""
+        if not _IMAGE.search(image.lower()):
+            return None
+        if entrypoint:
+            return [entrypoint, *args]
+        if args and self.recognise(args):  # the command spelled out again after the image
+            return list(args)
+        return ["vllm", "serve", *args]
 
     def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
         from specbench.engines.cli_flags import unknown_flags_warning

@@ -33,6 +33,7 @@ from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
 from specbench.specs.gpu import custom_gpu, find_gpu
+from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
@@ -59,6 +60,7 @@ class _Start:
     mamba_layers: int
     lines: tuple[str, ...]
     warnings: tuple[str, ...]
+    weights_source: str = "estimated from config.json (specs/weights.py)"
 
     def more(self, lines: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> _Start:
         return dataclasses.replace(self, lines=self.lines + tuple(lines), warnings=self.warnings + tuple(warnings))
@@ -112,13 +114,18 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
         notes.append(f"weights planned as {mw.quant.label}: --quantization {args.quantization} quantizes at load")
     W_t = weight_bytes(mw, args.tp)
     W_d = _draft_bytes(m, draft, args, setup)
+    hw = header_weight_bytes(mw, args.tp)  # exact when the checkpoint's safetensors headers were reachable
+    W_t, w_src = (hw, WEIGHTS_SOURCE) if hw is not None else (W_t, "estimated from config.json (specs/weights.py)")
+    hd = header_weight_bytes(_with_dtype(draft, setup.model_dtype), _draft_tp(args), as_draft=True) \
+        if W_d and draft is not None and draft is not m else None
+    W_d = hd if hd is not None else W_d
     if ctx.weights_gib is not None:
         W_t = int(ctx.weights_gib * C.GIB)
         W_d = int(ctx.draft_weights_gib * C.GIB) if ctx.draft_weights_gib is not None else 0
     elif ctx.draft_weights_gib is not None:
         W_d = int(ctx.draft_weights_gib * C.GIB)
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else vllm_gpu.default_u(v)
-    return _Start(setup, u, W_t, W_d, mw, len(m.linear_layers), tuple(notes), tuple(warnings))
+    return _Start(setup, u, W_t, W_d, mw, len(m.linear_layers), tuple(notes), tuple(warnings), w_src)
 
 
 def _failed(st: _Start, kind: str, text: str, K: int | None, budget: dict) -> VllmPlan:
@@ -159,8 +166,7 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
               "requested_gib": round(gb.requested_bytes / C.GIB, 3),
               "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
               "weights_gib": round(gb.weights_bytes / C.GIB, 3),
-              "weights_source": ("measured (--weights-gib)" if ctx.weights_gib is not None
-                                 else "estimated from config.json (specs/weights.py)"),
+              "weights_source": "measured (--weights-gib)" if ctx.weights_gib is not None else st.weights_source,
               "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
               "non_kv_measured": gb.non_kv_measured,
               "cuda_graph_gib": round(gb.cuda_graph_bytes / C.GIB, 3),

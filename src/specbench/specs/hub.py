@@ -1,0 +1,200 @@
+"""The Hugging Face Hub and its local cache, as the engines reach them (I/O only; the rules are in resolve.py).
+
+The engines load a model named `org/name` with `huggingface_hub` (sglang/srt/utils/hf_transformers_utils.py::
+get_config -> transformers' cached_file; vllm/transformers_utils/config.py::get_config -> hf_hub_download), so
+this module does the same: the HF cache first (`try_to_load_from_cache`), then the Hub (`hf_hub_download`,
+which also fills the cache), honouring at *call* time (huggingface_hub reads them once at import):
+
+- `HF_HUB_OFFLINE` (1/true/yes/on): the cache only, never the network;
+- `HF_ENDPOINT`: another Hub (a mirror, or the tests' stand-in on 127.0.0.1);
+- `HF_TOKEN`: the token sent (else huggingface_hub's saved token);
+- `HF_HUB_CACHE` / `HF_HOME`: where the cache lives.
+
+Safetensors headers are read without the weights: the first bytes of each shard by HTTP range request
+(`HfApi.parse_safetensors_file_metadata`, the per-shard half of `get_safetensors_metadata`), or straight from the
+files of a local folder or cache snapshot. Headers fetched from the Hub are kept as JSON under
+`$SPECBENCH_CACHE_DIR` (default `~/.cache/specbench`) `/safetensors-headers/<org>--<name>/<commit>.json`, so a
+second plan works offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+# a safetensors file starts with the header's length as a little-endian u64 (safetensors format spec)
+_MAX_HEADER = 100 * 1024 * 1024
+
+Tensor = tuple[str, str, tuple[int, ...]]  # (name, dtype as safetensors writes it, shape)
+
+
+class HubUnreachable(Exception):
+    """The Hub endpoint did not answer (no network, DNS failure, refused)."""
+
+
+class RepoNotOnHub(Exception):
+    """The Hub answered that the repository (or revision) does not exist or is not accessible."""
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    endpoint: str
+    token: str | None
+    offline: bool
+    cache_dir: Path
+    header_cache: Path
+
+
+def settings() -> HubSettings:
+    env = os.environ
+    offline = env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    home = Path(env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"))
+    cache = Path(env.get("HF_HUB_CACHE") or home / "hub").expanduser()
+    own = Path(env.get("SPECBENCH_CACHE_DIR") or "~/.cache/specbench").expanduser()
+    return HubSettings(endpoint=(env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
+                       token=env.get("HF_TOKEN") or None, offline=offline, cache_dir=cache,
+                       header_cache=own / "safetensors-headers")
+
+
+_REACHABLE: dict[str, bool] = {}
+
+
+def reachable(endpoint: str, timeout_s: float = 3.0) -> bool:
+    """One TCP connect to the endpoint (remembered per process): huggingface_hub retries a dead network for ~25 s
+    per file, a plan should say at once that the Hub is out of reach."""
+    if endpoint not in _REACHABLE:
+        u = urlparse(endpoint)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        try:
+            with socket.create_connection((u.hostname or "", port), timeout=timeout_s):
+                _REACHABLE[endpoint] = True
+        except OSError:
+            _REACHABLE[endpoint] = False
+    return _REACHABLE[endpoint]
+
+
+def cached_file(s: HubSettings, repo: str, filename: str, revision: str | None) -> Path | None:
+    """The file from the HF cache at `revision` (a branch, tag or commit the cache has a ref for), else None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    hit = try_to_load_from_cache(repo, filename, cache_dir=str(s.cache_dir), revision=revision)
+    return Path(hit) if isinstance(hit, str) else None
+
+
+def snapshot_commit(path: Path) -> str:
+    """The commit of a file inside `.../snapshots/<commit>/...` (the cache layout of huggingface_hub)."""
+    parts = path.parts
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts else path.parent.name
+
+
+def download(s: HubSettings, repo: str, filename: str, revision: str | None) -> Path | None:
+    """hf_hub_download into the HF cache; None when the repo has no such file; RepoNotOnHub / HubUnreachable."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if not reachable(s.endpoint):
+        raise HubUnreachable(s.endpoint)
+    try:
+        return Path(hf_hub_download(repo, filename, revision=revision, cache_dir=str(s.cache_dir),
+                                    endpoint=s.endpoint, token=s.token))
+    except (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError) as exc:
+        raise RepoNotOnHub(str(exc).splitlines()[0]) from None
+    except LocalEntryNotFoundError:  # the connection failed after all: a subclass of EntryNotFoundError
+        raise HubUnreachable(s.endpoint) from None
+    except EntryNotFoundError:
+        return None
+    except HfHubHTTPError as exc:
+        raise RepoNotOnHub(str(exc).splitlines()[0]) from None
+    except OSError:
+        raise HubUnreachable(s.endpoint) from None
+
+
+def read_header(path: Path) -> list[Tensor]:
+    """The tensors of one local safetensors file from its header (the weights are not read)."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return []
+        (n,) = struct.unpack("<Q", head)
+        if n > _MAX_HEADER:
+            return []
+        meta = json.loads(fh.read(n))
+    return _tensors(meta)
+
+
+def _tensors(meta: dict[str, Any]) -> list[Tensor]:
+    return [(k, str(v["dtype"]), tuple(int(d) for d in v["shape"])) for k, v in meta.items() if k != "__metadata__"]
+
+
+def folder_headers(folder: Path) -> list[Tensor] | None:
+    """Every tensor of the *.safetensors files in a folder (a model folder or a cache snapshot), else None."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    out: list[Tensor] = []
+    for f in files:
+        if f.exists():  # a cache snapshot's symlink may point at a blob that was never downloaded
+            out += read_header(f)
+    return out or None
+
+
+def _header_cache_file(s: HubSettings, repo: str, commit: str) -> Path:
+    return s.header_cache / repo.replace("/", "--") / f"{commit}.json"
+
+
+def cached_headers(s: HubSettings, repo: str, commit: str) -> list[Tensor] | None:
+    p = _header_cache_file(s, repo, commit)
+    if not p.is_file():
+        return None
+    try:
+        return [(n, d, tuple(sh)) for n, d, sh in json.loads(p.read_text())]
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def hub_headers(s: HubSettings, repo: str, revision: str | None, commit: str) -> list[Tensor] | None:
+    """The tensors of every shard, by HTTP range requests for the headers only; kept on disk by commit.
+    None when the repo has no safetensors (a .bin or GGUF checkpoint)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=s.endpoint, token=s.token)
+    rev = commit or revision
+    index = download(s, repo, INDEX_FILE, rev)
+    if index is not None:
+        shards = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
+    elif _exists(s, repo, SINGLE_FILE, rev):
+        shards = [SINGLE_FILE]
+    else:
+        return None
+    out: list[Tensor] = []
+    for shard in shards:
+        meta = api.parse_safetensors_file_metadata(repo, shard, revision=rev)
+        out += [(k, str(t.dtype), tuple(int(d) for d in t.shape)) for k, t in meta.tensors.items()]
+    p = _header_cache_file(s, repo, commit)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps([[n, d, list(sh)] for n, d, sh in out]))
+    tmp.replace(p)
+    return out
+
+
+def _exists(s: HubSettings, repo: str, filename: str, revision: str | None) -> bool:
+    from huggingface_hub import HfApi
+
+    return bool(HfApi(endpoint=s.endpoint, token=s.token).file_exists(repo, filename, revision=revision))
