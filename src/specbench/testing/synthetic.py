@@ -171,7 +171,7 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
                 )
                 for i, acc in enumerate(row["accepts"]):
                     con.execute(insert_sql("requests"),
-                                (cid, i, 1024, 256, 0.1, 9.0, json.dumps([0.03] * 4), None, acc, 64))
+                                (cid, i, 1024, 256, 0.1, 9.0, json.dumps([0.03] * 4), None, acc, 64, None))
                 t += 31
     con.commit()
     con.close()
