@@ -73,15 +73,15 @@ def speedup_at(key: Key, ar: bool, throughput: Any, index: Mapping[Key, float]) 
 
 def with_speedup(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Fill `metrics.speedup` for cells given as {"tp", "concurrency", "algorithm", "metrics", "client"?}."""
-    cells = [dict(c) for c in cells]
+    out = [dict(c) for c in cells]
 
     def key(c: Mapping[str, Any]) -> Key:
         return baseline_key(c.get("tp"), c.get("concurrency"), c.get("client"))
 
     index = ar_index((key(c), is_ar(c.get("algorithm")), (c.get("metrics") or {}).get("output_throughput"))
-                     for c in cells)
-    for c in cells:
+                     for c in out)
+    for c in out:
         m = dict(c.get("metrics") or {})
         m["speedup"] = speedup_at(key(c), is_ar(c.get("algorithm")), m.get("output_throughput"), index)
         c["metrics"] = m
-    return cells
+    return out
