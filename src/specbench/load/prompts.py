@@ -46,12 +46,17 @@ _WORD = re.compile(r"^ [a-z]{2,12}$")
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """One request's prompt. Exactly one of `text`, `messages`, `token_ids` is set."""
+    """One request's prompt. Exactly one of `text`, `messages`, `token_ids` is set.
+
+    `output_tokens` is this request's own output length (None: the LoadSpec's); `category` is the dataset
+    record's, carried to the request's row in the store."""
 
     n_tokens: int
     text: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
     token_ids: tuple[int, ...] | None = None
+    output_tokens: int | None = None
+    category: str | None = None
 
     @property
     def mode(self) -> PromptMode:

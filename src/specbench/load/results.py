@@ -1,7 +1,14 @@
-"""What a load run is asked to do (`LoadSpec`) and what it measured (`RequestResult`, `LoadRun`)."""
+"""What a load run is asked to do (`LoadSpec`) and what it measured (`RequestResult`, `LoadRun`).
+
+Sampling (`temperature`, `top_p`, `top_k`, `sampling_seed`, `ignore_eos`, `stop`) is checked here with the ranges both
+engines accept: temperature >= 0 (vllm/sampling_params.py::SamplingParams._verify_args@0.32 also caps it at 2),
+0 < top_p <= 1 (both), top_k -1 (off) or >= 1 (sglang/srt/sampling/sampling_params.py::SamplingParams.verify@0.5.15
+refuses 0, vLLM takes 0 or -1 as off).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -11,6 +18,33 @@ from specbench.errors import UserError
 
 Api = Literal["completions", "chat", "generate"]
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
+
+# Client settings a cell carries only when its matrix sets them, so that the cells of a matrix without them keep the
+# identity (and baseline key) they had before these existed: the workload's shape, then sampling. A value equal to
+# what the client did before the key existed (CLIENT_DEFAULTS) is left out of the identity as well.
+OPTIONAL_CLIENT_KEYS = ("prompt_len", "output_len", "category", "multi_turn",
+                        "temperature", "top_p", "top_k", "seed", "ignore_eos", "stop")
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed", "ignore_eos", "stop")
+CLIENT_DEFAULTS: dict[str, Any] = {"prompt_len": "fixed", "output_len": "fixed", "multi_turn": False,
+                                   "temperature": 0.0, "ignore_eos": True}
+
+
+def is_default(key: str, value: Any) -> bool:
+    """An optional client setting that is unset or what the client did before the key existed."""
+    if value is None:
+        return True
+    if key not in CLIENT_DEFAULTS:
+        return False
+    d = CLIENT_DEFAULTS[key]
+    return isinstance(value, bool) == isinstance(d, bool) and value == d
+
+
+def workload_extras(client: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The optional client settings a cell sets to other than their defaults, as (key, JSON) pairs, key order."""
+    import json
+
+    return tuple((k, json.dumps(client[k], sort_keys=True)) for k in OPTIONAL_CLIENT_KEYS
+                 if not is_default(k, client.get(k)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +94,14 @@ class LoadSpec:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     request_timeout_s: float = 600.0
     api_key: str | None = None
-    seed: int = 0
+    seed: int = 0  # the Poisson arrivals' seed
+    top_p: float | None = None  # None: not sent (the server's default)
+    top_k: int | None = None
+    sampling_seed: int | None = None  # the request's `seed` (SGLang /generate: `sampling_seed`)
+    stop: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        check_sampling(self.temperature, self.top_p, self.top_k, self.sampling_seed, self.stop)
         if self.api not in PATHS:
             raise UserError(f"unknown api '{self.api}' (completions, chat or generate)")
         if self.output_tokens < 1:
@@ -93,3 +132,34 @@ class LoadRun:
     started_at: float  # time.time() at the first measured send
     warmup_errors: tuple[str, ...] = ()
     client_cpu_s: float = 0.0  # this process's CPU time (user + system) over the measured window
+
+
+TEMPERATURE_MAX = 2.0  # vllm/sampling_params.py::SamplingParams._verify_args@0.32: "temperature must be in [0, 2]"
+
+
+def check_sampling(temperature: float | None, top_p: float | None, top_k: int | None, seed: int | None,
+                   stop: tuple[str, ...] | list[str] | None) -> None:
+    """One-line errors for sampling values no engine takes (the matrix schema calls this for each axis value)."""
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature):
+            raise UserError(f"temperature must be a finite number, got {temperature!r}")
+        if not 0.0 <= temperature <= TEMPERATURE_MAX:
+            raise UserError(f"temperature must be in [0, {TEMPERATURE_MAX:g}], got {temperature}")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p):
+            raise UserError(f"top_p must be a finite number, got {top_p!r}")
+        if not 0.0 < top_p <= 1.0:
+            raise UserError(f"top_p must be in (0, 1], got {top_p}")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise UserError(f"top_k must be a whole number, got {top_k!r}")
+        if top_k != -1 and top_k < 1:
+            raise UserError(f"top_k must be -1 (off) or >= 1, got {top_k}")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise UserError(f"seed must be a whole number, got {seed!r}")
+        if not 0 <= seed < 2**63:
+            raise UserError(f"seed must be in [0, 2^63), got {seed}")
+    if stop is not None:
+        if not isinstance(stop, (list, tuple)) or not all(isinstance(x, str) and x for x in stop):
+            raise UserError(f"stop must be a list of non-empty strings, got {stop!r}")

@@ -4,8 +4,9 @@ speedup = output_throughput / output_throughput of the done "ar" cell with the s
 cell itself, without such a cell, or when the AR throughput is absent or zero (docs/structures.md
 `metrics_json.speedup`).
 
-The baseline key is (TP, concurrency, prompt_tokens, output_tokens, request_rate, dataset), as matrix/spec.py
-Cell.baseline_key expands a matrix: a spec cell is never compared with an AR cell of another workload (the
+The baseline key is (TP, concurrency, prompt_tokens, output_tokens, request_rate, dataset) plus the optional workload
+and sampling settings a cell sets (load/results.py workload_extras: category, length distributions, temperature...),
+as matrix/spec.py Cell.baseline_key expands a matrix: a spec cell is never compared with an AR cell of another workload (the
 (TP, concurrency)-only key compared 1024-token prompts against 128-token ones and let the last AR cell win).
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from specbench.load.results import workload_extras
 
 Key = tuple[Any, ...]
 
@@ -29,7 +32,7 @@ def baseline_key(tp: Any, concurrency: Any, client: Mapping[str, Any] | None = N
     c = client or {}
     rate = c.get("request_rate")
     return (tp, concurrency, c.get("prompt_tokens"), c.get("output_tokens"),
-            None if rate is None else str(rate), c.get("dataset"))
+            None if rate is None else str(rate), c.get("dataset"), *workload_extras(c))
 
 
 def _num(x: Any) -> float | None:
@@ -70,15 +73,15 @@ def speedup_at(key: Key, ar: bool, throughput: Any, index: Mapping[Key, float]) 
 
 def with_speedup(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Fill `metrics.speedup` for cells given as {"tp", "concurrency", "algorithm", "metrics", "client"?}."""
-    cells = [dict(c) for c in cells]
+    out = [dict(c) for c in cells]
 
     def key(c: Mapping[str, Any]) -> Key:
         return baseline_key(c.get("tp"), c.get("concurrency"), c.get("client"))
 
     index = ar_index((key(c), is_ar(c.get("algorithm")), (c.get("metrics") or {}).get("output_throughput"))
-                     for c in cells)
-    for c in cells:
+                     for c in out)
+    for c in out:
         m = dict(c.get("metrics") or {})
         m["speedup"] = speedup_at(key(c), is_ar(c.get("algorithm")), m.get("output_throughput"), index)
         c["metrics"] = m
-    return cells
+    return out

@@ -1,6 +1,8 @@
 """One cell on a running server: exact-length prompts clamped under the context, warm-up, load, metrics.
 
-Prompts come from `specbench.load.prompts` (the model's own tokenizer and chat template), the load from
+Prompts come from `specbench.load.workload` (the cell's dataset, lengths and category, counted with the model's own
+tokenizer and chat template; each request row keeps its record's category), the sampling from the cell's client
+settings (`load_spec`), the load from
 `specbench.load.client`, per-cell numbers from `specbench.load.metrics` when present. vLLM's speculative
 counters (`/metrics`) are read before and after the cell; the delta gives the mean accept length
 (vLLM's own definition: 1 + accepted / drafts, vllm/v1/spec_decode/metrics.py). SGLang gives it per
@@ -10,7 +12,7 @@ request in `meta_info` (completion_tokens / spec_verify_ct).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,60 +93,108 @@ def _model_name(ctx: CellContext) -> str:
 
 
 def plan_requests(cell: Cell, ctx: CellContext) -> tuple[str, str, Any, Any]:
-    """(api, prompt mode, tokenizer, clamp) for this cell."""
+    """(api, prompt mode, tokenizer, clamp of the cell's fixed lengths) for this cell."""
     from specbench.load.prompts import CONTEXT_MARGIN, clamp_lengths
 
-    choice = ctx.spec.api
-    if choice == "auto":  # SGLang --skip-tokenizer-init: /generate with token ids; else chat when templated
-        choice = "generate" if ctx.adapter.client_mode(ctx.argv) == "generate-ids" else "auto"
-    tok = _tokenizer(ctx)  # None when no tokenizer.json is found (token ids then take the vocab size)
-    if choice == "generate":  # token ids: the count is exact without any tokenizer rule
-        api, pmode, min_prompt = "generate", "ids", 1
-    elif tok is None:
-        raise UserError("no tokenizer for exact-length prompts: set `tokenizer` (a folder with tokenizer.json)"
-                        " in the matrix, or launch SGLang with --skip-tokenizer-init")
-    elif choice in ("auto", "chat") and tok.chat_template:
-        api, pmode = "chat", "chat"
-        min_prompt = tok.chat_count([{"role": "user", "content": ""}]) + 1
-    elif choice == "chat":
-        raise UserError(f"api = \"chat\" needs a chat template; {tok.source} has none")
-    else:
-        api, pmode, min_prompt = "completions", "text", 2
+    api, pmode, tok, min_prompt = _api_mode(ctx)
     c = cell.client
     clamp = clamp_lengths(int(c["prompt_tokens"]), int(c["output_tokens"]), context_len(ctx),
                           margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt_tokens=min_prompt)
     return api, pmode, tok, clamp
 
 
-def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | None = None) -> CellOutcome:
-    """Send the cell's load; `failed` when no request succeeded or the server died."""
-    from specbench.load.client import LoadSpec, run_load
-    from specbench.load.prompts import build_prompts
+def _api_mode(ctx: CellContext) -> tuple[str, str, Any, int]:
+    """(api, prompt mode, tokenizer, the shortest prompt the mode can send)."""
+    choice = ctx.spec.api
+    if choice == "auto":  # SGLang --skip-tokenizer-init: /generate with token ids; else chat when templated
+        choice = "generate" if ctx.adapter.client_mode(ctx.argv) == "generate-ids" else "auto"
+    tok = _tokenizer(ctx)  # None when no tokenizer.json is found (token ids then take the vocab size)
+    if choice == "generate":  # token ids: the count is exact without any tokenizer rule
+        return "generate", "ids", tok, 1
+    if tok is None:
+        raise UserError("no tokenizer for exact-length prompts: set `tokenizer` (a folder with tokenizer.json)"
+                        " in the matrix, or launch SGLang with --skip-tokenizer-init")
+    if choice in ("auto", "chat") and tok.chat_template:
+        return "chat", "chat", tok, tok.chat_count([{"role": "user", "content": ""}]) + 1
+    if choice == "chat":
+        raise UserError(f"api = \"chat\" needs a chat template; {tok.source} has none")
+    return "completions", "text", tok, 2
+
+
+def workload_seed(cell: Cell) -> int:
+    """The prompts' seed: a hash of the client settings only, so every server of the matrix (the autoregressive
+    baseline and each speculative variant) gets the same requests, and two cells of one server different ones."""
+    from specbench.matrix.expansion import cell_identity, stable_id
+
+    return int(stable_id("wl", cell_identity(dict(cell.client))).split("-")[-1], 16) % 1_000_000_007
+
+
+def build_cell_workload(cell: Cell, ctx: CellContext, pmode: str, tok: Any) -> Any:
+    """The cell's prompts (warm-up included) from its dataset, lengths and category (load/workload.py)."""
+    from specbench.load.lengths import parse_length
+    from specbench.load.prompts import CONTEXT_MARGIN
+    from specbench.load.workload import WorkloadSpec, build_workload
 
     c = cell.client
+    _, _, _, min_prompt = _api_mode(ctx)
+    ws = WorkloadSpec(dataset=str(c.get("dataset") or "specbench-mini"), prompt_tokens=int(c["prompt_tokens"]),
+                      output_tokens=int(c["output_tokens"]), prompt_len=parse_length(c.get("prompt_len") or "fixed"),
+                      output_len=parse_length(c.get("output_len") or "fixed"), category=c.get("category"),
+                      multi_turn=bool(c.get("multi_turn")), seed=workload_seed(cell), base_dir=ctx.spec.matrix_dir)
+    n = request_count(c) + int(c.get("warmup_requests") or 0)
+    return build_workload(ws, n=n, tokenizer=tok, mode=pmode, context_len=context_len(ctx),  # type: ignore[arg-type]
+                          margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt=min_prompt,
+                          vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)
+
+
+def request_count(client: Mapping[str, Any]) -> int:
+    """The measured requests of a cell: num_requests, raised to requests_per_concurrency x concurrency."""
+    n = int(client["num_requests"])
+    if client.get("requests_per_concurrency"):
+        n = max(n, int(client["requests_per_concurrency"]) * int(client["concurrency"]))
+    return n
+
+
+def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any:
+    """The LoadSpec of a cell: its load shape and its sampling (unset keys: temperature 0, ignore_eos on)."""
+    from specbench.load.client import LoadSpec
+
+    c = cell.client
+    rate = c.get("request_rate")
+    rate_v = None if isinstance(rate, str) or rate is None or math.isinf(float(rate)) else float(rate)
+    stop = c.get("stop")
+    return LoadSpec(base_url=ctx.base_url, api=api, model=_model_name(ctx),  # type: ignore[arg-type]
+                    output_tokens=output_tokens, concurrency=int(c["concurrency"]), request_rate=rate_v,
+                    num_requests=request_count(c), warmup_requests=int(c.get("warmup_requests") or 0),
+                    request_timeout_s=ctx.spec.timeouts.request_s,
+                    temperature=float(c["temperature"]) if c.get("temperature") is not None else 0.0,
+                    top_p=c.get("top_p"), top_k=c.get("top_k"), sampling_seed=c.get("seed"),
+                    ignore_eos=c.get("ignore_eos") is not False, stop=tuple(stop) if stop is not None else None)
+
+
+def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | None = None) -> CellOutcome:
+    """Send the cell's load; `failed` when no request succeeded or the server died."""
+    from specbench.load.client import run_load
+
+    n = request_count(cell.client)
     try:
-        api, pmode, tok, clamp = plan_requests(cell, ctx)
-        n, w = int(c["num_requests"]), int(c.get("warmup_requests") or 0)
-        if c.get("requests_per_concurrency"):
-            n = max(n, int(c["requests_per_concurrency"]) * int(c["concurrency"]))
-        prompts = build_prompts(tok, n=n + w, prompt_tokens=clamp.prompt_tokens, mode=pmode,
-                                seed=int(cell.cell_id.split("-")[-1], 16) % 1_000_000,
-                                vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)
-        rate = c.get("request_rate")
-        rate_v = None if isinstance(rate, str) or rate is None or math.isinf(float(rate)) else float(rate)
-        load = LoadSpec(base_url=ctx.base_url, api=api, model=_model_name(ctx), output_tokens=clamp.output_tokens,
-                        concurrency=int(c["concurrency"]), request_rate=rate_v, num_requests=n, warmup_requests=w,
-                        request_timeout_s=ctx.spec.timeouts.request_s)
+        api, pmode, tok, _ = _api_mode(ctx)
+        if cell.client.get("stop") and pmode == "ids":
+            raise UserError("stop strings need the server's tokenizer, and token-id prompts mean the server has none"
+                            " (SGLang --skip-tokenizer-init refuses them)")
+        work = build_cell_workload(cell, ctx, pmode, tok)
+        load = load_spec(cell, ctx, api, max(p.output_tokens or 1 for p in work.prompts))
     except UserError as exc:
         return CellOutcome("failed", reason=f"cannot prepare the cell: {exc}")
-    clamp_d = clamp.as_dict()
+    prompts = work.prompts
+    clamp_d = work.clamp_summary()
     before = ctx.adapter.metrics_text(ctx.base_url)
     run = run_load(load, prompts, on_request)
     after = ctx.adapter.metrics_text(ctx.base_url) if before is not None else None
     rows = tuple(
         RequestRow(idx=r.idx, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, ttft_s=r.ttft_s,
                    e2e_s=r.e2e_s, itl=list(r.itl_s), error=r.error, accept_len=r.accept_len,
-                   spec_verify_ct=r.spec_verify_ct)
+                   spec_verify_ct=r.spec_verify_ct, category=prompts[r.idx % len(prompts)].category)
         for r in run.results
     )
     metrics = cell_metrics(run, cell, before, after)

@@ -1,6 +1,9 @@
 """A `MatrixSpec` -> its server tuples (one boot each, in phase order) and their cells (one client run each).
 
-Ids are stable hashes of the settings, so a re-run of the same matrix finds its finished cells in the store.
+Ids are stable hashes of the settings, so a re-run of the same matrix finds its finished cells in the store. The
+optional client keys (workload shape and sampling, schema.OPTIONAL_AXES) enter a cell's settings only when the matrix
+sets them, and its identity only when they differ from what the client did before they existed
+(load/results.py CLIENT_DEFAULTS): the cells of a matrix that does not use them keep their ids.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.errors import UserError
+from specbench.load import speedup as speedups
+from specbench.load.results import is_default
+from specbench.matrix.client_checks import stop_axis
 from specbench.matrix.schema import (
     CLIENT_AXES,
+    OPTIONAL_AXES,
     SERVER_SCALARS,
     SPEC_V2_ENV,
     MatrixSpec,
@@ -71,9 +78,8 @@ class Cell:
 
     @property
     def baseline_key(self) -> tuple[Any, ...]:
-        """Cells with the same key compare against the same autoregressive baseline."""
-        c = self.client
-        return (self.tp, c["concurrency"], c["prompt_tokens"], c["output_tokens"], c["request_rate"], c["dataset"])
+        """Cells with the same key compare against the same autoregressive baseline (load/speedup.py)."""
+        return speedups.baseline_key(self.tp, self.client["concurrency"], self.client)
 
 
 def _expand_variants(v: SpecVariant) -> list[dict[str, Any]]:
@@ -216,9 +222,21 @@ def _rate(v: Any) -> float:
     return float(v)
 
 
+def cell_identity(client: dict[str, Any]) -> dict[str, Any]:
+    """The client settings a cell id hashes: all but the optional keys left at their defaults."""
+    return {k: v for k, v in client.items() if not (k in OPTIONAL_AXES and is_default(k, v))}
+
+
+def _optional_axis(key: str, value: Any) -> tuple[Any, ...]:
+    if key == "stop":
+        return tuple(list(x) for x in stop_axis(value))
+    return as_axis(value)
+
+
 def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
     axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
-    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES
+    axes += [(k, _optional_axis(k, client[k])) for k in OPTIONAL_AXES if client.get(k) is not None]
+    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES and k not in OPTIONAL_AXES
              and not (k == "requests_per_concurrency" and v is None)}  # ids of matrices without it stay
     out = []
     server_view = {k: v for k, v in st.settings.items() if k != "notes"}
@@ -226,7 +244,7 @@ def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
         c = {k: v for (k, _), v in zip(axes, combo)}
         c["request_rate"] = "inf" if math.isinf(_rate(c["request_rate"])) else float(c["request_rate"])
         c.update(fixed)
-        cid = stable_id("cell", {"server": sid, "client": c})
+        cid = stable_id("cell", {"server": sid, "client": cell_identity(c)})
         out.append(
             Cell(
                 cell_id=cid,

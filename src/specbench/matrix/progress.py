@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
+from specbench.matrix.cellrun import request_count
+
 
 class Progress:
     """No-op when disabled (tests, --json, not a terminal)."""
@@ -43,7 +45,7 @@ class Progress:
     def cell_started(self, cell: Any) -> None:
         if self._p is not None:
             c = cell.client
-            self._p.update(self._reqs, total=int(c["num_requests"]), completed=0, visible=True,
+            self._p.update(self._reqs, total=request_count(c), completed=0, visible=True,
                            description=f"{cell.label} tp={cell.tp} c={c['concurrency']} "
                                        f"{c['prompt_tokens']}+{c['output_tokens']}")
 

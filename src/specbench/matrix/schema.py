@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+
+from specbench.matrix import client_checks
 
 Scalar = bool | int | float | str
 # A flag value: a scalar, `true` (a bare switch), `false` (left out), or a list of strings passed
@@ -117,19 +119,24 @@ class ServerAxes(_Strict):
         return v
 
 
-# "random": distinct prompts of exact token length, words of the tokenizer's own vocabulary
-# (specbench.load.prompts.build_prompts); the only dataset the load generator builds today.
-DATASETS = frozenset({"random"})
+# Built-in datasets (load/datasets.py): "specbench-mini" (the default; 48 prompts written for specbench in four
+# categories) and "random" (words of the tokenizer's own vocabulary, load/prompts.py build_prompts). A file path
+# (.json ShareGPT, .jsonl, .csv, .parquet) or "hf:NAME[:SPLIT]" (the local Hugging Face cache) names any other.
+DATASETS = frozenset({"specbench-mini", "random"})
 
 
 class ClientAxes(_Strict):
-    """Client-side axes: each combination is one cell on the running server."""
+    """Client-side axes: each combination is one cell on the running server.
+
+    The workload keys after `slo_tpot_ms` and the sampling keys are left out of a cell when the matrix does not
+    set them (its identity then stays what it was before they existed); any list is an axis (`stop`: a list of
+    lists)."""
 
     concurrency: int | list[int] = 1
     prompt_tokens: int | list[int] = 256
     output_tokens: int | list[int] = 64
     num_requests: int | list[int] = 8
-    dataset: str | list[str] = "random"
+    dataset: str | list[str] = "specbench-mini"
     # requests per second (Poisson arrivals); "inf" = all at once, capped by concurrency (closed loop)
     request_rate: float | str | list[float | str] = "inf"
     warmup_requests: int = 1
@@ -138,6 +145,19 @@ class ClientAxes(_Strict):
     requests_per_concurrency: int | None = None
     slo_ttft_ms: float | None = None  # goodput: a request counts when it meets every SLO given
     slo_tpot_ms: float | None = None
+    # workload: "fixed" | "uniform:LO,HI" | "normal:MEAN,STD" | "data" (load/lengths.py); a dataset category;
+    # ShareGPT conversations replayed turn by turn (needs prompt_len = "data")
+    prompt_len: str | list[str] | None = None
+    output_len: str | list[str] | None = None
+    category: str | list[str] | None = None
+    multi_turn: bool | list[bool] | None = None
+    # sampling, sent with every request (load/bodies.py); unset: temperature 0, ignore_eos on, the server's defaults
+    temperature: float | list[float] | None = None
+    top_p: float | list[float] | None = None
+    top_k: int | list[int] | None = None
+    seed: int | list[int] | None = None
+    ignore_eos: bool | list[bool] | None = None
+    stop: list[str] | list[list[str]] | None = None
 
     @field_validator("concurrency", "prompt_tokens", "output_tokens", "num_requests")
     @classmethod
@@ -149,10 +169,9 @@ class ClientAxes(_Strict):
 
     @field_validator("dataset")
     @classmethod
-    def _dataset(cls, v: str | list[str]) -> str | list[str]:
+    def _dataset(cls, v: str | list[str], info: ValidationInfo) -> str | list[str]:
         for d in as_axis(v):
-            if d not in DATASETS:
-                raise ValueError(f"unknown dataset {d!r}; supported: {sorted(DATASETS)}")
+            client_checks.dataset(d, client_checks.base_dir(info.context))
         return v
 
     @field_validator("request_rate")
@@ -180,9 +199,52 @@ class ClientAxes(_Strict):
             raise ValueError(f"must be >= 0, got {v}")
         return v
 
+    @field_validator("temperature", "top_p", "top_k", "seed", "ignore_eos", "multi_turn", mode="before")
+    @classmethod
+    def _typed(cls, v: Any, info: ValidationInfo) -> Any:
+        return client_checks.typed(str(info.field_name), v)
+
+    @field_validator("temperature", "top_p", "top_k", "seed")
+    @classmethod
+    def _sampling(cls, v: Any, info: ValidationInfo) -> Any:
+        for x in as_axis(v):
+            client_checks.sampling(str(info.field_name), x)
+        return v
+
+    @field_validator("stop")
+    @classmethod
+    def _stop(cls, v: Any) -> Any:
+        client_checks.stop_axis(v)
+        return v
+
+    @field_validator("prompt_len", "output_len")
+    @classmethod
+    def _length(cls, v: Any, info: ValidationInfo) -> Any:
+        for x in as_axis(v):
+            client_checks.length(str(info.field_name), x, client_checks.partner(info.context, info.data, "dataset"))
+        return v
+
+    @field_validator("category")
+    @classmethod
+    def _category(cls, v: Any, info: ValidationInfo) -> Any:
+        for x in as_axis(v):
+            client_checks.category(x, client_checks.partner(info.context, info.data, "dataset"),
+                                   client_checks.base_dir(info.context))
+        return v
+
+    @field_validator("multi_turn")
+    @classmethod
+    def _multi_turn(cls, v: Any, info: ValidationInfo) -> Any:
+        if any(as_axis(v)):
+            client_checks.multi_turn(client_checks.partner(info.context, info.data, "prompt_len"),
+                                     client_checks.partner(info.context, info.data, "dataset"))
+        return v
+
 
 SERVER_SCALARS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
 CLIENT_AXES = ("concurrency", "prompt_tokens", "output_tokens", "num_requests", "dataset", "request_rate")
+# axes a cell carries only when set (load/results.py OPTIONAL_CLIENT_KEYS: the workload's shape, then sampling)
+OPTIONAL_AXES = client_checks.OPTIONAL_CLIENT_KEYS
 
 
 class Override(_Strict):
@@ -221,12 +283,13 @@ class Override(_Strict):
 
     @field_validator("client")
     @classmethod
-    def _client(cls, v: dict[str, Any]) -> dict[str, Any]:
-        allowed = set(CLIENT_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms"}
+    def _client(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        allowed = set(CLIENT_AXES) | set(OPTIONAL_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms"}
         for k in v:
             if k not in allowed:
                 raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed)}")
-        ClientAxes.model_validate({k: val for k, val in v.items()})  # same checks as [client]
+        ctx = {**(info.context or {}), "partial_keys": set(v)}
+        ClientAxes.model_validate({k: val for k, val in v.items()}, context=ctx)  # the checks of [client]
         return v
 
 
@@ -273,6 +336,15 @@ class MatrixSpec(_Strict):
     server: ServerAxes = Field(default_factory=ServerAxes)
     client: ClientAxes = Field(default_factory=ClientAxes)
     override: list[Override] = Field(default_factory=list)
+    # the matrix file's folder: relative dataset paths are read from there (parse_matrix's `base_dir`)
+    _matrix_dir: str | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        self._matrix_dir = client_checks.base_dir(context)
+
+    @property
+    def matrix_dir(self) -> str | None:
+        return self._matrix_dir
 
     @field_validator("port")
     @classmethod

@@ -20,8 +20,12 @@ matrix finds its finished cells in the store.
                 flags = {"--any-flag" = value | [values]}, env = {VAR = "v" | ["v1", "v2"]}
     [[server.spec]]  label ("ddtree-b{ddtree_budget}"), algorithm, draft_model, num_draft_tokens,
                 num_steps, eagle_topk, ddtree_budget (lists expand), flags, env
-    [client]    concurrency, prompt_tokens, output_tokens, num_requests, dataset, request_rate ("inf" or
-                req/s, Poisson), warmup_requests, slo_ttft_ms, slo_tpot_ms
+    [client]    concurrency, prompt_tokens, output_tokens, num_requests, request_rate ("inf" or
+                req/s, Poisson), warmup_requests, slo_ttft_ms, slo_tpot_ms;
+                dataset ("specbench-mini" (default) | "random" | a .json ShareGPT / .jsonl / .csv / .parquet file |
+                "hf:NAME[:SPLIT]"), category, prompt_len / output_len ("fixed" | "uniform:LO,HI" |
+                "normal:MEAN,STD" | "data"), multi_turn; temperature, top_p, top_k, seed, ignore_eos,
+                stop (a list; a list of lists is an axis)
     [[override]] when = {tp = 1}  server = {max_running_requests = 4}  client = {concurrency = [1, 2]}
 
 See examples/demo.toml and examples/qwen36-27b-dflash-ddtree.toml. Errors name the file, the line and

@@ -42,8 +42,14 @@ CREATE TABLE IF NOT EXISTS cells   (cell_id TEXT PRIMARY KEY, server_id TEXT, ph
                       log_text TEXT, diagnosis_json TEXT);
 CREATE TABLE IF NOT EXISTS requests(cell_id TEXT, idx INTEGER, prompt_tokens INTEGER, output_tokens INTEGER,
                       ttft_s REAL, e2e_s REAL, itl_json TEXT, error TEXT,
-                      accept_len REAL, spec_verify_ct INTEGER, PRIMARY KEY (cell_id, idx));
+                      accept_len REAL, spec_verify_ct INTEGER,
+                      category TEXT,
+                      PRIMARY KEY (cell_id, idx));
 """
+
+# Columns added after a table's first release: a store written before them gains them (NULL) when `specbench run`
+# opens it again; report/load.py reads them as None from stores that never had them.
+ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"requests": (("category", "TEXT"),)}
 
 
 
@@ -94,6 +100,7 @@ class RequestRow:
     error: str | None
     accept_len: float | None = None
     spec_verify_ct: int | None = None
+    category: str | None = None  # the dataset record's category
 
 
 class Store:
@@ -107,6 +114,11 @@ class Store:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)
+            for table, cols in ADDED_COLUMNS.items():
+                have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+                for name, kind in cols:
+                    if name not in have:
+                        self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
         except sqlite3.OperationalError as exc:
             raise UserError(f"{self.path}: cannot open the results store ({exc})") from None
         except sqlite3.DatabaseError as exc:
@@ -233,9 +245,10 @@ class Store:
             )
             self.conn.executemany(
                 """INSERT OR REPLACE INTO requests(cell_id, idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json,
-                                                   error, accept_len, spec_verify_ct) VALUES(?,?,?,?,?,?,?,?,?,?)""",
+                                                   error, accept_len, spec_verify_ct, category)
+                   VALUES(?,?,?,?,?,?,?,?,?,?,?)""",
                 [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), r.error,
-                  r.accept_len, r.spec_verify_ct) for r in requests],
+                  r.accept_len, r.spec_verify_ct, r.category) for r in requests],
             )
 
     def skip_cell(self, cell_id: str, reason: str) -> None:

@@ -135,14 +135,15 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def parse_matrix(text: str, source: str = "<matrix>") -> MatrixSpec:
-    """Validate TOML text; raise UserError naming `source:line: key: problem`."""
+def parse_matrix(text: str, source: str = "<matrix>", base_dir: str | Path | None = None) -> MatrixSpec:
+    """Validate TOML text; raise UserError naming `source:line: key: problem`. Relative dataset paths are read from
+    `base_dir` (load_matrix: the matrix file's folder; else the working directory)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: not valid TOML: {exc}") from None
     try:
-        return MatrixSpec.model_validate(data)
+        return MatrixSpec.model_validate(data, context={"matrix_dir": str(base_dir) if base_dir else None})
     except ValidationError as exc:
         problems = []
         seen = set()
@@ -168,4 +169,4 @@ def load_matrix(path: str | Path) -> tuple[MatrixSpec, str]:
         raise UserError(f"{p}: no such matrix file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{p}: cannot read: {exc}") from None
-    return parse_matrix(text, str(p)), text
+    return parse_matrix(text, str(p), p.parent), text

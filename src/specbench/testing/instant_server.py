@@ -13,6 +13,8 @@ caps it. `--accept-length A` simulates speculative decoding: each event carries 
 per event. `--burst N` puts N events in one socket write; `--ttft-ms` / `--itl-ms` pace the stream.
 Failure injection for tests: `--fail-every K` (HTTP 500), `--close-every K` (connection dropped
 mid-stream), `--error-event-every K` (an SSE `{"error": ...}` event mid-stream, as vLLM sends).
+`--record FILE` appends every POST body it receives to FILE, one `{"path": ..., "body": ...}` JSON line each
+(tests read what the client really sent).
 
     python -m specbench.testing.instant_server --port 0 --burst 16    # prints "READY <port>"
 """
@@ -48,6 +50,7 @@ class Options:
     close_every: int = 0
     error_event_every: int = 0
     model: str = "instant"
+    record: str | None = None
 
 
 class Stats:
@@ -246,6 +249,9 @@ class _Proto(asyncio.Protocol):
             self._send(_json_response("400 Bad Request", {"object": "error", "message": "body is not JSON",
                                                           "type": "BadRequestError", "code": 400}))
             return
+        if o.record:
+            with open(o.record, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"path": path, "body": body}) + "\n")
         srv.count += 1
         nth = srv.count
         srv.stats.requests += 1
@@ -359,13 +365,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     p.add_argument("--close-every", type=int, default=0)
     p.add_argument("--error-event-every", type=int, default=0)
     p.add_argument("--model", default="instant")
+    p.add_argument("--record", default=None, help="append every POST body received to this file (JSON lines)")
     a = p.parse_args(argv)
     if a.burst < 1 or a.accept_length < 1:
         p.error("--burst and --accept-length must be >= 1")
     opts = Options(burst=a.burst, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, max_output=a.max_output,
                    default_output=a.default_output, accept_length=a.accept_length, num_spec_tokens=a.num_spec_tokens,
                    fail_every=a.fail_every, close_every=a.close_every, error_event_every=a.error_event_every,
-                   model=a.model)
+                   model=a.model, record=a.record)
     return a.host, a.port, opts
 
 
