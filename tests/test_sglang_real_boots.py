@@ -71,7 +71,9 @@ def read_boot(path: Path) -> Boot:
     status = re.search(r"^# ---- end of server output at status=(\w+)", text, re.M)
     assert cmd and bundled and status, f"{path.name}: recorder header/footer missing"
     cfg = dict(kv.split("=", 1) for kv in bundled.group(1).split())
-    kv = re.search(r"KV Cache is allocated\..*?#tokens: (\d+)", text)
+    # a sliding-window hybrid logs its SWA layers' pool first; its full-attention pool is `full size` (SWAKVPool)
+    kv = re.search(r"SWAKVPool mem usage: .*? full size: (\d+)", text) or \
+        re.search(r"KV Cache is allocated\..*?#tokens: (\d+)", text)
     mamba = re.search(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+)", text)
     summary = re.search(r"max_total_num_tokens=\d+, .*?max_running_requests=(\d+)", text)
     errors = re.findall(r"^(\w*(?:Error|Exception)): (.+)$", text, re.M)

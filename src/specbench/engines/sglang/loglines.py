@@ -127,9 +127,21 @@ def _swa_pool(acc: Acc, line: Line, m: re.Match[str]) -> None:
     """Sliding-window hybrids (mem_cache/swa_memory_pool.py::SWAKVPool): one pool, full-layer and SWA-layer
     token counts."""
     acc.first("draft_loaded_before_pools", acc.load_ends >= 2)
+    swa, full = to_int(m.group(2)), to_int(m.group(3))
+    if "swa_kv_tokens" not in acc.v and full is not None:
+        # 0.5.15 logs one `KV Cache is allocated` line per layer kind before this summary, the SWA layers' first
+        # (mem_cache/swa_memory_pool.py::SWAKVPool.__init__@0.5.15): those two are this pool, not target + draft
+        two = [(k, acc.v.pop(k, None)) for k in ("kv_tokens", "k_size_gib", "v_size_gib", "draft_kv_tokens",
+                                                  "draft_k_size_gib", "draft_v_size_gib")]
+        got = dict(two)
+        if got.get("kv_tokens") == swa and got.get("draft_kv_tokens") == full:
+            acc.v["k_size_gib"], acc.v["v_size_gib"] = got["draft_k_size_gib"], got["draft_v_size_gib"]
+            acc.kv_lines = 1
+        else:  # not the two lines of this pool: keep what was read
+            acc.v.update({k: v for k, v in two if v is not None})
     acc.first("kv_size_gib", to_float(m.group(1)))
-    acc.first("swa_kv_tokens", to_int(m.group(2)))
-    acc.first("kv_tokens", to_int(m.group(3)))
+    acc.first("swa_kv_tokens", swa)
+    acc.v["kv_tokens"] = full if full is not None else acc.v.get("kv_tokens")
 
 
 def _pool_end(acc: Acc, line: Line, m: re.Match[str]) -> None:
