@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,7 +40,8 @@ def start_ticks(pid: int) -> int | None:
 
 def active_record(pgid: int, argv: list[str], server_id: str, **extra: Any) -> dict[str, Any]:
     """The meta value that lets a later run find this server group (written right after the server starts)."""
-    return {"pgid": pgid, "start": start_ticks(pgid), "argv": argv, "server_id": server_id, **extra}
+    return {"pgid": pgid, "start": start_ticks(pgid), "argv": argv, "server_id": server_id,
+            "host": socket.gethostname(), **extra}
 
 
 def record_active(store: MetaStore, pgid: int, argv: list[str], server_id: str, slot: int = 0,
@@ -80,6 +82,8 @@ def reap_one(raw: str, grace_s: float = 10.0) -> str | None:
         pgid = int(info["pgid"])
         start = info.get("start")
     except (ValueError, KeyError, TypeError):
+        return None
+    if info.get("host", socket.gethostname()) != socket.gethostname():  # a Ray task's server on another node
         return None
     now = start_ticks(pgid)
     if now is None or start is None or now != int(start):
