@@ -51,6 +51,7 @@ class Job:
     gpus: tuple[str, ...] = ()
     handle: Any = None  # the worker process or Ray generator
     finished: set[str] = field(default_factory=set)
+    started: set[str] = field(default_factory=set)
     log_name: str | None = None  # a remote worker's log file name
 
     @property
@@ -70,6 +71,8 @@ class Writer:
         if target == "store":
             if name in ("finish_cell", "skip_cell") and args:
                 job.finished.add(args[0])
+            if name == "start_cell" and args:
+                job.started.add(args[0])
             if name == "update_server" and self.local_log_dir is not None:
                 kwargs = self._local_log(job, kwargs)
         getattr(self.targets[target], name)(*args, **kwargs)
@@ -101,7 +104,8 @@ class Writer:
         for c in job.todo:
             if c.cell_id in job.finished:
                 continue
-            self.store.start_cell(c.cell_id, server_json=cell_server_json(job.pf))
+            if c.cell_id not in job.started:  # one attempt per cell: the running one is not counted twice
+                self.store.start_cell(c.cell_id, server_json=cell_server_json(job.pf))
             self.store.finish_cell(c.cell_id, "failed", reason=f"{error}; --retry-failed re-runs it")
             self.targets["tally"].count("failed")
             self.targets["progress"].cell_finished("failed", f"slot {job.slot}")
