@@ -97,6 +97,12 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     tuples, cells = expand(spec)
     lock = _lock_store(opts.store_path)
     store = Store(opts.store_path)
+    try:
+        store.check_writable()
+    except UserError:
+        store.close()
+        lock.close()
+        raise
     report = RunReport(opts.store_path)
     log_dir = opts.log_dir or log_dir_for(opts.store_path)
     store.set_meta({"matrix_path": str(matrix_path), "matrix_text": matrix_text, "engine": spec.engine,
