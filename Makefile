@@ -10,7 +10,7 @@ MODELS := .cache/models
 $(BIN)/specbench: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	touch $@
 
 venv: $(BIN)/specbench

@@ -106,3 +106,42 @@ def test_gpu_baseline_is_immediate_without_nvidia_smi() -> None:
         assert lifecycle.wait_gpu_baseline(None, 0.1)
     else:
         assert lifecycle.wait_gpu_baseline(used, 5.0, tolerance_mib=100_000)
+
+
+def test_readiness_honours_its_timeout_against_a_port_that_never_answers(tmp_path: Path) -> None:
+    """A listener that accepts nothing (connections sit in its backlog): every health GET hangs until its own
+    timeout. The wait ends at the readiness timeout plus at most a poll, not plus 5 s per health path (#18)."""
+    import socket
+
+    with socket.socket() as hang:
+        hang.bind(("127.0.0.1", 0))
+        hang.listen(64)
+        port = hang.getsockname()[1]
+        p = _proc(tmp_path, "import time; time.sleep(600)").start()
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(lifecycle.ServerFailed) as exc:
+                lifecycle.wait_ready(p, f"http://127.0.0.1:{port}", ("/health", "/v1/models"), openai_probe,
+                                     timeout_s=1.0, poll_s=0.5)
+            took = time.monotonic() - t0
+        finally:
+            p.stop(grace_s=5)
+    assert exc.value.kind == "timeout"
+    assert took < 1.0 + 0.5 + 1.5  # the old per-request 5 s timeouts took 10 s here
+
+
+def test_a_ctrl_c_during_the_stop_grace_period_kills_the_group_at_once(tmp_path: Path) -> None:
+    import signal
+    import threading
+
+    p = _proc(tmp_path, "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                        "print('up', flush=True)\ntime.sleep(600)\n").start()
+    while "up" not in p.log_text():
+        time.sleep(0.05)
+    # the Ctrl-C arrives (as SIGINT to this process) one second into a 300 s grace period
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    how = p.stop(grace_s=300)
+    timer.join()
+    assert p.stop_interrupted and how.startswith("SIGKILL")
+    assert not p.group_alive()

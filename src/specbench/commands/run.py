@@ -114,6 +114,26 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
 
 
+def _gpus(text: Optional[str]) -> Optional[tuple[str, ...]]:
+    if text is None:
+        return None
+    import os
+
+    from specbench.matrix.gpus import resolve
+
+    return resolve(text, os.environ)
+
+
+def _executor(name: str, gpus: Optional[str]) -> str:
+    from specbench.errors import UserError
+
+    if name not in ("local", "ray"):
+        raise UserError(f"--executor {name!r}: expected local or ray")
+    if name == "ray" and gpus is not None:
+        raise UserError("--gpus is for --executor local; on Ray the cluster assigns the GPUs")
+    return name
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
@@ -123,6 +143,12 @@ def register(app: typer.Typer) -> None:
         dry: bool = typer.Option(False, "--dry-run", help="print cells, planner verdicts and exact commands; launch nothing"),
         as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
         no_progress: bool = typer.Option(False, "--no-progress", help="no progress bars"),
+        gpus: Optional[str] = typer.Option(None, "--gpus", help="pack server tuples onto these GPUs, several servers "
+                                           "at once: 0-7, 0,1,4 or all (CUDA_VISIBLE_DEVICES, else nvidia-smi)"),
+        executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (a Ray cluster; "
+                                     "needs `pip install specbench-llm[ray]`)"),
+        address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: RAY_ADDRESS, "
+                                              "else a local Ray instance)"),
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
@@ -141,7 +167,8 @@ def register(app: typer.Typer) -> None:
             return
         store_path = store or default_store_path(matrix)
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
-                          progress=not no_progress and not as_json and sys.stderr.isatty())
+                          progress=not no_progress and not as_json and sys.stderr.isatty(),
+                          gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address)
         err = Console(stderr=True, soft_wrap=True)
         report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:

@@ -42,6 +42,7 @@ class ServerProcess:
     cwd: str | None = None
     popen: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    stop_interrupted: bool = False  # a Ctrl-C came during stop(): the group was killed at once
 
     def start(self) -> ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,27 +96,43 @@ class ServerProcess:
         return True
 
     def stop(self, grace_s: float = 30.0) -> str:
-        """SIGTERM the group, wait up to `grace_s`, then SIGKILL it. Returns how it ended."""
+        """SIGTERM the group, wait up to `grace_s`, then SIGKILL it. Returns how it ended.
+
+        A Ctrl-C (KeyboardInterrupt) during the grace period kills the group at once: the engine is never left
+        running. `stop_interrupted` then says so, for the caller to finish its records and re-raise."""
         if self.popen is None:
             return "not started"
         how = "exited before stop"
         if self.group_alive():
             how = "SIGTERM"
             _killpg(self.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and self.group_alive():
-                time.sleep(0.1)
-            if self.group_alive():
-                how = "SIGKILL"
-                _killpg(self.pid, signal.SIGKILL)
-                deadline = time.monotonic() + 10
+            try:
+                deadline = time.monotonic() + grace_s
                 while time.monotonic() < deadline and self.group_alive():
-                    time.sleep(0.05)
+                    time.sleep(0.1)
+            except KeyboardInterrupt:
+                self.stop_interrupted = True
+                how = "SIGKILL (interrupted during the stop grace period)"
+            if self.group_alive():
+                how = how if self.stop_interrupted else "SIGKILL"
+                self._kill_now()
         try:
             self.popen.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
             pass
         return how
+
+    def _kill_now(self) -> None:
+        """SIGKILL the group and wait (up to 10 s) until it is gone; further Ctrl-Cs do not stop the wait."""
+        _killpg(self.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if not self.group_alive():
+                    return
+                time.sleep(0.05)
+            except KeyboardInterrupt:
+                self.stop_interrupted = True
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -133,14 +150,22 @@ def clean_env(base: dict[str, str], overrides: dict[str, str], drop: Sequence[st
 
 
 def wait_ready(proc: ServerProcess, base_url: str, health_paths: Sequence[str],
-               probe: Callable[[str, float], None], timeout_s: float, poll_s: float = 0.5) -> float:
+               probe: Callable[[str, float], None], timeout_s: float, poll_s: float = 0.5,
+               owned: Callable[[], bool | None] | None = None) -> float:
     """Seconds until a health path answered 200 and `probe(base_url, timeout)` (one generation) succeeded.
 
-    Raises ServerFailed("exited") as soon as the process dies, ServerFailed("timeout") after `timeout_s`.
+    Raises ServerFailed("exited") as soon as the process dies, ServerFailed("timeout") after `timeout_s`: every
+    request's timeout is cut to the time left, so it never overshoots by more than one poll interval. `owned()`
+    (identity.py) is False while the port is served by a process outside the server's group: such answers do
+    not count (a foreign server on the port is never taken for ours).
     """
     t0 = time.monotonic()
     deadline = t0 + timeout_s
     last = "no answer yet"
+
+    def left() -> float:
+        return max(0.05, deadline - time.monotonic())
+
     with httpx.Client(timeout=httpx.Timeout(5.0), trust_env=False) as client:
         while True:
             rc = proc.returncode()
@@ -150,7 +175,7 @@ def wait_ready(proc: ServerProcess, base_url: str, health_paths: Sequence[str],
             healthy = False
             for path in health_paths:
                 try:
-                    r = client.get(base_url + path)
+                    r = client.get(base_url + path, timeout=min(5.0, left()))
                 except httpx.HTTPError as exc:
                     last = f"GET {path}: {type(exc).__name__}"
                     continue
@@ -158,15 +183,18 @@ def wait_ready(proc: ServerProcess, base_url: str, health_paths: Sequence[str],
                     healthy = True
                     break
                 last = f"GET {path}: HTTP {r.status_code}"
+            if healthy and owned is not None and owned() is False:
+                healthy = False
+                last = "the port answers, but from a process outside the server's process group"
             if healthy:
                 try:
-                    probe(base_url, max(1.0, min(60.0, deadline - time.monotonic())))
+                    probe(base_url, min(60.0, left()))
                     return time.monotonic() - t0
                 except Exception as exc:  # the engine answers health but cannot generate yet
                     last = f"probe generation failed: {exc}"
             if time.monotonic() >= deadline:
                 raise ServerFailed("timeout", f"server not ready after {timeout_s:.0f} s ({last})", proc.log_text())
-            time.sleep(poll_s)
+            time.sleep(min(poll_s, left()))
 
 
 def port_free(host: str, port: int) -> bool:
@@ -203,14 +231,17 @@ def gpu_memory_used_mib() -> list[int] | None:
         return None
 
 
-def wait_gpu_baseline(baseline: list[int] | None, timeout_s: float, tolerance_mib: int = 1024) -> bool:
-    """Wait until every GPU uses at most its baseline + tolerance. True at once without nvidia-smi."""
+def wait_gpu_baseline(baseline: list[int] | None, timeout_s: float, tolerance_mib: int = 1024,
+                      gpus: Sequence[int] | None = None) -> bool:
+    """Wait until every GPU (only `gpus`, by nvidia-smi index, when given: a packed run's slot) uses at most its
+    baseline + tolerance. True at once without nvidia-smi."""
     if baseline is None:
         return True
     deadline = time.monotonic() + timeout_s
     while True:
         now = gpu_memory_used_mib()
-        if now is None or all(n <= b + tolerance_mib for n, b in zip(now, baseline)):
+        if now is None or all(n <= b + tolerance_mib for i, (n, b) in enumerate(zip(now, baseline))
+                              if gpus is None or i in gpus):
             return True
         if time.monotonic() >= deadline:
             return False

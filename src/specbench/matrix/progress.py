@@ -1,4 +1,5 @@
-"""rich progress bars for a matrix run: one bar for the cells, one for the requests of the current cell."""
+"""rich progress bars for a matrix run: one bar for the cells, one per slot (GPU group) for the requests of the
+cell running there, named by its GPUs in a packed run (`gpu 0,1: ddtree-b8 tp=2 c=4 ...`)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from specbench.matrix.cellrun import request_count
 
 
 class Progress:
-    """No-op when disabled (tests, --json, not a terminal)."""
+    """No-op when disabled (tests, --json, not a terminal). `slot` names where a call comes from (None: the
+    only one of a serial run)."""
 
     def __init__(self, enabled: bool, console: Console | None = None, total: int = 0):
         self.enabled = enabled
         self.console = console or Console(stderr=True)
         self._p: RichProgress | None = None
         self._cells: Any = None
-        self._reqs: Any = None
+        self._reqs: dict[str | None, Any] = {}
         self.total = total
 
     def __enter__(self) -> Progress:
@@ -30,7 +32,6 @@ class Progress:
             )
             self._p.__enter__()
             self._cells = self._p.add_task("cells", total=self.total)
-            self._reqs = self._p.add_task("requests", total=1, visible=False)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -38,23 +39,31 @@ class Progress:
             self._p.__exit__(None, None, None)
             self._p = None
 
-    def phase(self, phase: int, tp: int, label: str, verdict: str) -> None:
-        if self._p is not None:
-            self._p.console.log(f"phase {phase} · tp={tp} · {label} · {verdict}")
+    def _req_task(self, slot: str | None) -> Any:
+        assert self._p is not None
+        if slot not in self._reqs:
+            self._reqs[slot] = self._p.add_task("requests", total=1, visible=False)
+        return self._reqs[slot]
 
-    def cell_started(self, cell: Any) -> None:
+    def phase(self, phase: int, tp: int, label: str, verdict: str, slot: str | None = None) -> None:
+        if self._p is not None:
+            where = f" · {slot}" if slot else ""
+            self._p.console.log(f"phase {phase} · tp={tp} · {label} · {verdict}{where}")
+
+    def cell_started(self, cell: Any, slot: str | None = None) -> None:
         if self._p is not None:
             c = cell.client
-            self._p.update(self._reqs, total=request_count(c), completed=0, visible=True,
-                           description=f"{cell.label} tp={cell.tp} c={c['concurrency']} "
+            where = f"{slot}: " if slot else ""
+            self._p.update(self._req_task(slot), total=request_count(c), completed=0, visible=True,
+                           description=f"{where}{cell.label} tp={cell.tp} c={c['concurrency']} "
                                        f"{c['prompt_tokens']}+{c['output_tokens']}")
 
-    def request_done(self, result: Any) -> None:
+    def request_done(self, result: Any, slot: str | None = None) -> None:
         if self._p is not None:
-            self._p.advance(self._reqs)
+            self._p.advance(self._req_task(slot))
 
-    def cell_finished(self, status: str) -> None:
+    def cell_finished(self, status: str, slot: str | None = None) -> None:
         if self._p is not None:
             self._p.advance(self._cells)
             if status != "done":
-                self._p.console.log(f"cell {status}")
+                self._p.console.log(f"cell {status}" + (f" on {slot}" if slot else ""))

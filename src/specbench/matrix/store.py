@@ -3,7 +3,8 @@
 A cell row is `running` (committed) before the cell starts and `done` / `failed` / `skipped` after.
 A re-run of the same matrix keeps `done` cells, re-runs `running` ones (a crash interrupted them) and
 `failed` ones only when asked (`--retry-failed`). WAL mode, autocommit: every write is on disk when the
-call returns, so a SIGKILL loses at most the cell in flight.
+call returns, so a SIGKILL loses at most the cell in flight. A packed or Ray run has one writer too: the workers'
+records are applied by the runner (relay.py); a store another process holds locked is an error at once.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ def insert_sql(table: str) -> str:
     return f"INSERT INTO {table}({', '.join(cols)}) VALUES({', '.join('?' * len(cols))})"
 
 
+# how long a write waits for another connection's write lock (WAL: readers never block it); one runner per store
+# (runner.py's flock) and one writer per run (relay.py), so only a foreign writer ever makes it wait
+BUSY_TIMEOUT_MS = 30_000
+
 CELL_STATUSES = ("pending", "running", "done", "failed", "skipped")
 SERVER_STATUSES = ("pending", "running", "ready", "stopped", "failed", "skipped")
 
@@ -110,7 +115,7 @@ class Store:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
+            self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)
@@ -137,6 +142,19 @@ class Store:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+    def check_writable(self) -> None:
+        """A one-line error at once when another process holds the store's write lock (instead of waiting out
+        the busy timeout at the first write)."""
+        self.conn.execute("PRAGMA busy_timeout=0")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise UserError(f"{self.path}: the results store is locked by another process ({exc}); "
+                            "nothing was run") from None
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
         self.conn.close()

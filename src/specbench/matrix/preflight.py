@@ -1,0 +1,156 @@
+"""Preflight of a server tuple through the planner (`specbench.plan.api.plan_command`), and the dry run.
+
+`launch` when the plan is not `fails`; `fixed` (with `auto_fix = true`) when the nearest working configuration
+from the plan's `fixes` at the same tp plans ok and is launched instead; `skipped` with the planner's reason
+otherwise. `dry_run` shows every cell's verdict and exact command without launching anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.engines.base import Engine, engine
+from specbench.errors import UserError
+from specbench.matrix.adapters import Adapter, Launch, adapter_for
+from specbench.matrix.spec import MatrixSpec, ServerTuple, expand
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The verdict on one server tuple and what would be launched."""
+
+    server: ServerTuple
+    verdict: str  # launch | fixed | skipped
+    plan_status: str | None  # the planner's ok | fails for what is launched; None without a planner
+    plan: dict[str, Any] | None
+    launch: Launch
+    settings: dict[str, Any]  # effective settings (requested + fix)
+    reason: str | None = None
+    fix: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) -> dict[str, Any]:
+    """The settings with a planner fix applied: the engine names the matrix axis each changed argument sets."""
+    out = {**settings, "flags": dict(settings.get("flags") or {})}
+    for key, value in change.items():
+        name = eng.fix_axis(key)
+        if key.isupper() and not key.startswith("-"):  # an environment variable (e.g. VLLM_CPU_KVCACHE_SPACE)
+            out["env"] = {**dict(settings.get("env") or {}), key: str(value)}
+        elif name is not None:
+            out[name] = value
+        else:  # any other engine flag: set it as a flag of this tuple
+            flag = key if key.startswith("-") else "--" + key.replace("_", "-")
+            out["flags"][flag] = value
+    return out
+
+
+def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, Any] | None:
+    """The planner's verdict for an argv, or None when there is no planner for this engine."""
+    if adapter.plan_engine is None:
+        return None
+    from specbench.plan.api import PlanOptions, plan_command
+
+    p = spec.plan
+    version = p.engine_version or adapter.default_plan_version()
+    opts = PlanOptions(
+        model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
+        engine=adapter.plan_engine, engine_version=version,
+        avail_before_load_gib=p.avail_before_load_gib, weights_gib=p.weights_gib,
+        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=True,
+    )
+    # the server's environment is part of what it allocates (VLLM_CPU_KVCACHE_SPACE selects vLLM's CPU rules
+    # and its KV space; SGLANG_* switches): hand it to the planner as the leading VAR=value words of the command
+    env_words = [f"{k}={v}" for k, v in launch.env.items() if k.startswith(("VLLM_", "SGLANG_"))]
+    try:
+        return dict(plan_command(env_words + list(launch.argv), opts))
+    except (UserError, ImportError, NotImplementedError) as exc:
+        if adapter.tolerate_plan_errors:  # e.g. the tiny CPU models may be outside what the planner models
+            return {"status": None, "error": None, "planner_error": f"{type(exc).__name__}: {exc}"}
+        if not isinstance(exc, UserError):
+            raise
+        raise UserError(f"planner cannot plan {launch.argv[:3]}...: {exc} (check the matrix's [plan] table)") from None
+
+
+def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
+              planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
+    settings = dict(st.settings)
+    launch = adapter.launch(spec, settings)
+    notes = tuple(settings.get("notes") or ()) + launch.notes
+    plan = planner(adapter, spec, launch)
+    status = plan.get("status") if plan else None
+    if plan is None or status != "fails":
+        return Preflight(st, "launch", status, plan, launch, settings, notes=notes + _cap_note(plan, settings))
+    reason = _plan_reason(plan)
+    if spec.auto_fix:
+        for fix in plan.get("fixes") or []:
+            change = dict(fix.get("change") or {})
+            fixed = _apply_fix(settings, change, engine(adapter.plan_engine))
+            if int(fixed["tp"]) != st.tp:  # a fix must keep the tuple in its phase
+                continue
+            fl = adapter.launch(spec, fixed)
+            replan = planner(adapter, spec, fl)
+            if replan is not None and replan.get("status") == "fails":
+                continue
+            return Preflight(st, "fixed", replan.get("status") if replan else None, replan, fl, fixed,
+                             reason=f"auto_fix {change} (planner: {reason})", fix=change,
+                             notes=notes + fl.notes + _cap_note(replan, fixed))
+        reason = f"{reason}; no fix at tp={st.tp} plans ok"
+    return Preflight(st, "skipped", status, plan, launch, settings, reason=reason, notes=notes)
+
+
+def _cap_note(plan: dict[str, Any] | None, settings: dict[str, Any]) -> tuple[str, ...]:
+    """The planner's max_running_requests is below the asked value (SGLang caps to it; for vLLM it is the
+    concurrency its KV cache holds at full context, above which it preempts)."""
+    asked, planned = settings.get("max_running_requests"), (plan or {}).get("max_running_requests")
+    if isinstance(asked, int) and isinstance(planned, int) and planned < asked:
+        return (f"planner: max_running_requests {planned} for this launch (asked {asked})",)
+    return ()
+
+
+def _plan_reason(plan: dict[str, Any]) -> str:
+    for key in ("error", "reason"):
+        v = plan.get(key)
+        if v:
+            return str(v)
+    return "planner: would fail"
+
+
+
+# ----------------------------------------------------------------------------- dry run
+
+
+def dry_run(spec: MatrixSpec,
+            planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv
+            ) -> list[dict[str, Any]]:
+    """One object per cell: cell, server (incl. tp), client, verdict, plan_status, command; nothing launched."""
+    adapter = adapter_for(spec)
+    tuples, cells = expand(spec)
+    pfs = {st.server_id: preflight(spec, st, adapter, planner) for st in tuples}
+    out = []
+    for c in cells:
+        pf = pfs[c.server_id]
+        server = {k: v for k, v in pf.settings.items() if k != "notes"}
+        out.append({
+            "cell": c.cell_id, "server_id": c.server_id, "phase": c.phase, "label": c.label,
+            "server": server, "client": c.client, "verdict": pf.verdict, "plan_status": pf.plan_status,
+            "reason": pf.reason, "fix": pf.fix, "notes": list(pf.notes),
+            "command": list(pf.launch.argv), "env": dict(pf.launch.env),
+            "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
+        })
+    return out
+
+
+def iter_phases(rows: Sequence[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    phase: int | None = None
+    group: list[dict[str, Any]] = []
+    for r in rows:
+        if r["phase"] != phase and group:
+            yield phase or 0, group
+            group = []
+        phase = r["phase"]
+        group.append(r)
+    if group:
+        yield phase or 0, group

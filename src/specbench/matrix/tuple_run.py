@@ -1,0 +1,243 @@
+"""One server tuple after its preflight: record it, boot it, run its cells written ahead, stop it.
+
+Boot (lifecycle.py): GPU memory of its GPUs at baseline, port free, own process group, ready = health + one
+generation from a process of that group (identity.py), effective server args read back. Every cell that needs
+running is `running` before and `done` / `failed` after; the server's identity (the process listening on the
+port belongs to the group started) is checked before and after every cell, so a foreign server is never
+measured. A failure keeps the whole server log and a doctor diagnosis. Stop: SIGTERM, then SIGKILL.
+
+Everything goes to three sinks, so the same code runs in the runner itself (the Store, the Progress, the
+RunReport), in a worker process of a packed run and in a Ray task (proxies that ship each call to the writer):
+`store` (put_server, update_server, start_cell, finish_cell, skip_cell, mark_interrupted, set_meta), `progress`
+(phase, cell_started, request_done, cell_finished, each with the slot's name) and `tally` (count, message).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.matrix import identity, lifecycle, orphans
+from specbench.matrix.adapters import Adapter, Launch
+from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
+from specbench.matrix.diagnosis import diagnose, failure_suffix
+from specbench.matrix.preflight import Preflight
+from specbench.matrix.spec import Cell, MatrixSpec
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a tuple runs: its slot (one per concurrently running server), port, GPUs and load-generator cores."""
+
+    slot: int = 0
+    port: int | None = None  # None: the matrix's port
+    gpus: tuple[str, ...] | None = None  # CUDA_VISIBLE_DEVICES for the server; None: the environment's
+    gpu_indices: tuple[int, ...] | None = None  # nvidia-smi indices whose memory baseline is waited for
+    cores: tuple[int, ...] | None = None  # the load generator's CPU affinity (set after the server started)
+
+    @property
+    def name(self) -> str:
+        return f"gpu {','.join(self.gpus)}" if self.gpus else (f"slot {self.slot}" if self.slot else "")
+
+    def record(self) -> dict[str, Any]:
+        return {"slot": self.slot, "port": self.port, "gpus": list(self.gpus) if self.gpus else None,
+                "cores": list(self.cores) if self.cores else None, "host_pid": os.getpid()}
+
+
+def cell_server_json(pf: Preflight) -> dict[str, Any]:
+    out = {k: v for k, v in pf.settings.items() if k != "notes"}
+    if pf.fix:
+        out["fix"] = pf.fix
+    return out
+
+
+def record_server(spec: MatrixSpec, pf: Preflight, store: Any) -> None:
+    st = pf.server
+    store.put_server(server_id=st.server_id, phase=st.phase, tp=st.tp, engine=spec.engine,
+                     settings={**pf.settings, "requested": {k: v for k, v in st.settings.items() if k != "notes"},
+                               "fix": pf.fix, "notes": list(pf.notes)},
+                     command=pf.launch.argv, env=pf.launch.env, verdict=pf.verdict, plan=pf.plan,
+                     status="skipped" if pf.verdict == "skipped" else "pending")
+
+
+def run_tuple(spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: Adapter, log_dir: Path,
+              store: Any, progress: Any, tally: Any, baseline: list[int] | None = None,
+              place: Placement = Placement()) -> None:
+    """Record the tuple and run its cells (or skip them with the planner's reason)."""
+    record_server(spec, pf, store)
+    progress.phase(pf.server.phase, pf.server.tp, pf.settings["label"], pf.verdict, place.name)
+    if pf.verdict == "skipped":
+        for c in todo:
+            store.skip_cell(c.cell_id, f"planner: {pf.reason}")
+            tally.count("skipped")
+            progress.cell_finished("skipped", place.name)
+        return
+    TupleRun(spec, pf, todo, adapter, log_dir, store, progress, tally, baseline, place).run()
+
+
+class TupleRun:
+    def __init__(self, spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: Adapter, log_dir: Path,
+                 store: Any, progress: Any, tally: Any, baseline: list[int] | None, place: Placement):
+        self.spec, self.pf, self.todo, self.adapter = spec, pf, todo, adapter
+        self.store, self.progress, self.tally, self.baseline, self.place = store, progress, tally, baseline, place
+        self.sid = pf.server.server_id
+        self.port = place.port if place.port is not None else spec.port
+        # the launch on this slot's port (the store keeps the preflight's command: the same as a serial run's)
+        self.launch: Launch = pf.launch if self.port == spec.port else adapter.launch(
+            spec.model_copy(update={"port": self.port}), pf.settings)
+        self.base_url = f"http://{url_host(spec.host)}:{self.port}"
+        self.cell_server = cell_server_json(pf)
+        self.log_path = next_log_path(log_dir, self.sid)
+        env = lifecycle.clean_env(dict(os.environ), self.launch.env, self.launch.drop_env)
+        if place.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(place.gpus)
+        self.proc = lifecycle.ServerProcess(argv=self.launch.argv, env=env, log_path=self.log_path,
+                                            cwd=self.launch.cwd)
+        self.server_failed = False
+        self.dead_reason: str | None = None
+
+    # -- the whole tuple
+    def run(self) -> None:
+        t = self.spec.timeouts
+        if not lifecycle.wait_gpu_baseline(self.baseline, t.gpu_free_s, gpus=self.place.gpu_indices):
+            self.tally.message(f"GPU memory still above the baseline {self.baseline} MiB before {self.sid}")
+        if not lifecycle.wait_port_free(self.spec.host, self.port, t.port_free_s):
+            msg = f"port {self.spec.host}:{self.port} still in use after {t.port_free_s:.0f} s; not launched"
+            self.store.update_server(self.sid, status="failed", ended_at=time.time(), diagnosis_json={
+                "status": "unknown", "failure": {"kind": "port_in_use", "message": msg}})
+            self.fail_all(self.todo, msg)
+            return
+        self.store.update_server(self.sid, status="running", log_path=str(self.log_path), started_at=time.time())
+        try:
+            if self.boot():
+                self.run_cells()
+        finally:
+            self.stop()
+
+    def fail_all(self, cells: list[Cell], reason: str, log: str | None = None,
+                 diag: dict[str, Any] | None = None) -> None:
+        for c in cells:
+            self.store.start_cell(c.cell_id, server_json=self.cell_server)
+            self.store.finish_cell(c.cell_id, "failed", reason=reason, log_text=log, diagnosis=diag)
+            self.tally.count("failed")
+            self.progress.cell_finished("failed", self.place.name)
+
+    def owned(self) -> bool | None:
+        return identity.served_by_group(self.port, self.proc.pid)
+
+    def boot(self) -> bool:
+        t = self.spec.timeouts
+        try:
+            self.proc.start()
+            orphans.record_active(self.store, self.proc.pid, self.launch.argv, self.sid, self.place.slot)
+            ready_s = lifecycle.wait_ready(self.proc, self.base_url, self.adapter.health_paths,
+                                           lambda url, to: self.adapter.probe(url, to, self.launch.argv), t.ready_s,
+                                           owned=self.owned)
+        except lifecycle.ServerFailed as exc:
+            self.proc.stop(t.stop_s)
+            log = self.proc.log_text()
+            diag = diagnose(log)
+            reason = f"server {exc.kind}: {exc.message}" + failure_suffix(diag)
+            self.server_failed = True
+            self.store.update_server(self.sid, status="failed", log_text=log, diagnosis_json=diag,
+                                     ended_at=time.time())
+            self.fail_all(self.todo, reason, log, diag)
+            self.tally.message(f"{self.pf.server.label} tp={self.pf.server.tp}: {reason}")
+            return False
+        info = safe_read_back(self.adapter, self.base_url, self.proc.log_text())
+        info["ready_s"] = round(ready_s, 3)
+        self.store.update_server(self.sid, status="ready", server_info_json={**info,
+                                                                             "placement": self.place.record()})
+        self.cell_server = {**self.cell_server, "effective": info}  # what the engine reports, stored with each cell
+        if self.place.cores:
+            os.sched_setaffinity(0, self.place.cores)  # the load generator only: the server started unpinned
+        return True
+
+    def run_cells(self) -> None:
+        ctx = CellContext(spec=self.spec, adapter=self.adapter, base_url=self.base_url, argv=self.launch.argv,
+                          server_info=self.cell_server["effective"], settings=self.pf.settings, proc=self.proc,
+                          plan=self.pf.plan)
+        for i, c in enumerate(self.todo):
+            if self.dead_reason is not None:  # the server died during an earlier cell
+                log = self.proc.log_text()
+                self.fail_all(self.todo[i:], self.dead_reason, log, diagnose(log))
+                return
+            self.store.start_cell(c.cell_id, server_json=self.cell_server)
+            self.tally.count("ran")
+            self.progress.cell_started(c, self.place.name)
+            try:
+                outcome = self.measure(c, ctx)
+            except KeyboardInterrupt:  # stays `running`: the next run re-runs it
+                self.store.mark_interrupted(c.cell_id, "interrupted (Ctrl-C); re-run next time")
+                raise
+            except Exception as exc:  # a cell must end in the store whatever went wrong
+                outcome = CellOutcome("failed", reason=f"specbench error while running the cell: {exc!r}")
+            self.record(c, outcome)
+
+    def measure(self, c: Cell, ctx: CellContext) -> CellOutcome:
+        """The cell's load between two identity checks: a foreign server on the port is never measured."""
+        foreign = (f"port {self.port} is not served by the server specbench started (pgid {self.proc.pid}); "
+                   "another server holds it")
+        if self.owned() is False:
+            return CellOutcome("failed", reason=f"{foreign} before the cell; nothing measured")
+        outcome = run_cell(c, ctx, lambda r: self.progress.request_done(None, self.place.name))
+        if self.proc.alive() and self.owned() is False:
+            return CellOutcome("failed", reason=f"{foreign} after the cell; its measurement is discarded")
+        return outcome
+
+    def record(self, c: Cell, outcome: CellOutcome) -> None:
+        if outcome.status == "done":
+            self.store.finish_cell(c.cell_id, "done", metrics=outcome.metrics, clamp=outcome.clamp,
+                                   requests=outcome.requests)
+            self.tally.count("done")
+        else:
+            log = self.proc.log_text()
+            diag = diagnose(log)
+            reason = (outcome.reason or "failed") + failure_suffix(diag)
+            self.store.finish_cell(c.cell_id, "failed", reason=reason, metrics=outcome.metrics, clamp=outcome.clamp,
+                                   requests=outcome.requests, log_text=log, diagnosis=diag)
+            self.tally.count("failed")
+            if not self.proc.alive():
+                self.server_failed = True
+                self.dead_reason = f"server exited (status {self.proc.returncode()}) during cell {c.cell_id}"
+                self.store.update_server(self.sid, status="failed", log_text=log, diagnosis_json=diag)
+        self.progress.cell_finished(outcome.status, self.place.name)
+
+    def stop(self) -> None:
+        t = self.spec.timeouts
+        how = self.proc.stop(t.stop_s)
+        orphans.clear_active(self.store, self.place.slot)
+        self.store.update_server(self.sid, status="failed" if self.server_failed else "stopped",
+                                 log_text=self.proc.log_text(), ended_at=time.time())
+        if self.proc.stop_interrupted:  # the stop itself was interrupted: the group is gone, now stop the run
+            raise KeyboardInterrupt
+        if not lifecycle.wait_port_free(self.spec.host, self.port, t.port_free_s):
+            self.tally.message(f"port {self.port} still busy after stopping {self.sid} ({how})")
+        if not lifecycle.wait_gpu_baseline(self.baseline, t.gpu_free_s, gpus=self.place.gpu_indices):
+            self.tally.message(f"GPU memory not back to baseline {self.baseline} MiB after {self.sid}")
+
+
+def safe_read_back(adapter: Adapter, base_url: str, log_text: str) -> dict[str, Any]:
+    try:
+        return dict(adapter.read_back(base_url, log_text))
+    except Exception as exc:  # read-back is a record, never a reason to fail the cell
+        return {"read_back_error": repr(exc)}
+
+
+def url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def next_log_path(log_dir: Path, server_id: str) -> Path:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while (log_dir / f"{server_id}-boot{n}.log").exists():
+        n += 1
+    return log_dir / f"{server_id}-boot{n}.log"

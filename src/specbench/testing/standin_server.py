@@ -1,0 +1,41 @@
+"""A stand-in engine for packed and Ray runs without GPUs: boots in `--boot-s` seconds, then serves as the
+instant server (every other flag is the instant server's; `--ttft-ms` / `--itl-ms` set how long a cell takes).
+
+It prints the GPUs it was given (`CUDA_VISIBLE_DEVICES`) and its pid, as an engine's log would, so a test can
+check that concurrent servers got disjoint GPUs. `--ignore-sigterm` makes it ignore SIGTERM (an engine stuck in
+its shutdown), for the stop-grace tests.
+
+    python -m specbench.testing.standin_server --boot-s 2 --ttft-ms 50 --port 30001
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from specbench.testing import instant_server
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    boot_s, ignore_term = 0.0, False
+    if "--boot-s" in args:
+        i = args.index("--boot-s")
+        boot_s = float(args[i + 1])
+        del args[i:i + 2]
+    if "--ignore-sigterm" in args:
+        args.remove("--ignore-sigterm")
+        ignore_term = True
+    if ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(f"standin pid={os.getpid()} CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}",
+          flush=True)
+    print(f"loading weights (boot {boot_s} s)", flush=True)
+    time.sleep(boot_s)
+    instant_server.main(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""A stand-in `nvidia-smi` for runs without GPUs: a script on PATH that prints what the real one prints on an
+8-GPU H200 node for the queries specbench makes (`--query-gpu=...` CSV without header and units, `topo -m`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# `nvidia-smi topo -m` on an 8x H200 HGX node (every pair over 18 NVLinks), as it prints it
+H200_TOPO = "\t".join(["\x1b[4mGPU0", "GPU1", "GPU2", "GPU3", "GPU4", "GPU5", "GPU6", "GPU7", "NIC0",
+                       "CPU Affinity", "NUMA Affinity", "GPU NUMA ID\x1b[0m"]) + "\n" + "".join(
+    f"GPU{i}\t" + "\t".join(" X " if j == i else "NV18" for j in range(8))
+    + f"\tPXB\t{'0-55,112-167' if i < 4 else '56-111,168-223'}\t{0 if i < 4 else 1}\t\tN/A\n" for i in range(8)
+) + "NIC0\t" + "\t".join(["PXB"] * 8) + "\t X \n\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as " \
+    "well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n  NV#  = Connection traversing a bonded set " \
+    "of # NVLinks\n"
+
+SCRIPT = '''#!{python}
+import sys
+args = sys.argv[1:]
+n = {n}
+if args[:2] == ["topo", "-m"]:
+    sys.stdout.write(open({topo!r}).read())
+elif args and args[0].startswith("--query-gpu="):
+    fields = args[0].split("=", 1)[1].split(",")
+    vals = {{"index": None, "memory.total": "143771", "memory.used": "1", "name": "NVIDIA H200"}}
+    for i in range(n):
+        print(", ".join(str(i) if f == "index" else vals[f] for f in fields))
+else:
+    print("NVIDIA-SMI 570.124.06   Driver Version: 570.124.06   CUDA Version: 12.8")
+'''
+
+
+def install(bin_dir: Path, n: int = 8, topo: str = H200_TOPO) -> dict[str, str]:
+    """Write `nvidia-smi` into bin_dir; the environment (PATH first, no CUDA_VISIBLE_DEVICES) that finds it."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "topo.txt").write_text(topo)
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text(SCRIPT.format(python=sys.executable, n=n, topo=str(bin_dir / "topo.txt")))
+    exe.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
