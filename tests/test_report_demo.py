@@ -1,4 +1,4 @@
-"""The report of a real demo run: `specbench run examples/demo.toml` on the embedded CPU engine, then
+"""The report of a real demo run: `specbench run examples/demo-tiny.toml` on the embedded CPU engine, then
 `specbench report` and `specbench export` on the store it wrote. One run per module."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from specbench.report.load import load_store
 pytestmark = pytest.mark.engine
 
 REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "examples" / "demo.toml"
+DEMO = REPO / "examples" / "demo-tiny.toml"  # the tiny models; `make demo` runs demo.toml on a real model
 
 
 

@@ -10,7 +10,7 @@ from specbench.matrix import spec as S
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.runner import _apply_fix, plan_argv
 
-DEMO = os.path.join(os.path.dirname(__file__), "..", "examples", "demo.toml")
+DEMO = os.path.join(os.path.dirname(__file__), "..", "examples", "demo-tiny.toml")  # tiny-target
 
 
 def _launch(settings=None):

