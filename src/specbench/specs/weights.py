@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.specs.model import ModelSpec
-from specbench.specs.quant import Scheme
+from specbench.specs.quant import MXFP4, Scheme
 
 GIB = float(1 << 30)
+MXFP4_BYTES_PER_PARAM = MXFP4.bytes_per_param  # 4-bit value + one e8m0 scale per 32
 
 
 @dataclass(frozen=True)
@@ -201,12 +202,53 @@ def _memo(kind: str, m: ModelSpec, *key, compute):
 
 
 def weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True, scheme_override: Scheme | None = None,
-                 moe_pad: tuple[int, int] = (1, 1), rope_itemsize: int = 0) -> int:
+                 moe_pad: tuple[int, int] = (1, 1), rope_itemsize: int = 0, mxfp4_hopper_swizzle: bool = False) -> int:
     """Bytes of weights on one GPU at tensor-parallel size `tp`; `moe_pad` as in `tensors_per_rank`;
-    `rope_itemsize` > 0 adds the rotary cos/sin cache the engine builds at model init (`rope_cache_bytes`)."""
-    return _memo("w", m, tp, include_vision, scheme_override, moe_pad, rope_itemsize,
+    `rope_itemsize` > 0 adds the rotary cos/sin cache the engine builds at model init (`rope_cache_bytes`);
+    `mxfp4_hopper_swizzle` adds what the triton_kernels MXFP4 path on sm90 keeps after loading
+    (`mxfp4_hopper_swizzle_extra_bytes`)."""
+    return _memo("w", m, tp, include_vision, scheme_override, moe_pad, rope_itemsize, mxfp4_hopper_swizzle,
                  compute=lambda: _weight_bytes(m, tp, include_vision=include_vision, scheme_override=scheme_override,
-                                               moe_pad=moe_pad) + rope_cache_bytes(m, rope_itemsize))
+                                               moe_pad=moe_pad) + rope_cache_bytes(m, rope_itemsize)
+                 + (mxfp4_hopper_swizzle_extra_bytes(m, tp, moe_pad) if mxfp4_hopper_swizzle else 0))
+
+
+# PyTorch caching-allocator blocks the swizzle leaves behind, per byte of swizzled expert values. Measured, not read
+# from SGLang: a replay of gpt-oss-20b's allocation order and of Mxfp4MoEMethod.process_weights_after_loading on an
+# H200 (torch 2.11, triton_kernels of sglang-kernel 0.4.4; tests/data/sglang-0.5.15.post1/gpt_oss_20b_swizzle_replay.py
+# and .txt) ends with memory_allocated 13.64 GiB (= the formula below) but memory_reserved 15.02 GiB (the boot's
+# `mem usage=15.02 GB`): 1.38 GiB of inactive split blocks in segments that empty_cache() cannot return, over
+# 9.10 GiB of swizzled w13/w2 values. How it scales to other expert shapes (gpt-oss-120b) is not measured.
+MXFP4_SWIZZLE_ALLOCATOR_RESIDUE = 0.152
+
+
+def mxfp4_hopper_swizzle_extra_bytes(m: ModelSpec, tp: int, moe_pad: tuple[int, int] = (1, 64)) -> int:
+    """Bytes the triton_kernels MXFP4 MoE path on Hopper holds beyond the checkpoint layout counted by `_moe`
+    (layers/quantization/mxfp4.py::Mxfp4MoEMethod.process_weights_after_loading@0.5.15.post1, `use_triton_kernels`):
+    - the biases become fp32 copies (`w13_weight_bias.to(torch.float32)`), the bf16 ones are dropped;
+    - `_swizzle_mxfp4` converts w13/w2 values to HopperMXValueLayout, which pads both uint8 dims of the transposed
+      (E, K/2, N) tensor to multiples of 64 (triton_kernels/tensor_details/layout_details/hopper_value.py::
+      HopperMXValueLayout.swizzle_data, sglang-kernel 0.4.4), and the scales to HopperMXScaleLayout, which pads the
+      non-MX dim to 2·num_warps·2·8 = 256 (num_warps = 8) and the MX dim to 2 (hopper_scale.py::swizzle_data);
+    - only `layer.w13_weight` / `layer.w2_weight` are deleted: the unswizzled `w13_weight_scale` / `w2_weight_scale`
+      Parameters stay registered beside the swizzled scales held in the PrecisionConfig;
+    - plus the allocator residue `MXFP4_SWIZZLE_ALLOCATOR_RESIDUE` (measured).
+    Returns 0 for models without MXFP4 routed experts."""
+    if m.moe is None or m.quant.method != "mxfp4":
+        return 0
+    e = m.moe
+    t = max(1, tp)
+    h = _round_up(m.hidden_size, moe_pad[0])
+    i = _round_up(_ceil_div(e.moe_intermediate_size, t), moe_pad[1])
+    n = e.num_experts
+    plain = n * 3 * h * i * MXFP4_BYTES_PER_PARAM + n * (2 * i + h) * 2  # what `_moe` counts: values+scales, bf16 bias
+    w13_v = n * _round_up(h // 2, 64) * _round_up(2 * i, 64)
+    w2_v = n * _round_up(i // 2, 64) * _round_up(h, 64)
+    swz_scales = n * _round_up(2 * i, 256) * _round_up(h // 32, 2) + n * _round_up(h, 256) * _round_up(i // 32, 2)
+    kept_scales = n * 2 * i * (h // 32) + n * h * (i // 32)
+    bias32 = n * (2 * i + h) * 4
+    per_layer = w13_v + w2_v + swz_scales + kept_scales + bias32 + MXFP4_SWIZZLE_ALLOCATOR_RESIDUE * (w13_v + w2_v)
+    return int(len(e.moe_layers) * (per_layer - plain))
 
 
 def rope_cache_bytes(m: ModelSpec, itemsize: int, max_positions: int | None = None) -> int:
@@ -343,4 +385,25 @@ def _draft_model_bytes(d: ModelSpec, tp: int, shares_target_embed: bool = False)
             heads, kv = _ceil_div(d.num_attention_heads, t), max(1, d.num_kv_heads // t)
             total += h * (heads + 2 * kv) * d.head_dim * dense.bytes_per_param
         total += h * dense.bytes_per_param  # hidden_norm
+        if not shares_target_embed:
+            total += eagle3_replaced_module_bytes(d, t)
     return int(total)
+
+
+def eagle3_replaced_module_bytes(d: ModelSpec, tp: int) -> int:
+    """What SGLang's EAGLE3 drafter still holds from the modules it replaces at init.
+
+    models/llama_eagle3.py::LlamaDecoderLayer.__init__@0.5.15.post1 first runs models/llama.py::LlamaDecoderLayer.
+    __init__ (a LlamaAttention whose qkv_proj reads `hidden`, a LlamaMLP), then assigns a new `self_attn.qkv_proj`
+    (2·hidden at layer 0) and a new `self.mlp`. The old modules are unreachable but not freed: each parameter keeps
+    its module's bound `weight_loader` (layers/linear.py create_weights -> set_weight_attrs), a reference cycle only
+    Python's cyclic GC breaks, and no gc.collect() runs before `Load weight end` (the dummy loader,
+    model_loader/loader.py::DummyModelLoader.load_model, calls none). Measured: the Llama-3 8B drafter logs
+    mem usage=2.15 GB = 1.77 GiB of live parameters + 0.375 GiB of old qkv_proj (4096 x 6144) and MLP
+    (3 x 4096 x 14336), bf16 (tests/data/h200-simulated-sglang-0.5.15.post1/report/logs/
+    h200-eagle3__server-srv-3b32fe24af89.log), and the target's KV pool, sized after it, is smaller by as much."""
+    t = max(1, tp)
+    h = d.hidden_size
+    heads, kv = _ceil_div(d.num_attention_heads, t), max(1, d.num_kv_heads // t)
+    per_layer = h * (heads + 2 * kv) * d.head_dim + 3 * h * _ceil_div(d.intermediate_size, t)
+    return int(d.num_layers * per_layer * Scheme.dense(d.dtype).bytes_per_param)

@@ -181,7 +181,9 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
             m = replace(m, quant=online)
             notes.append(f"weights planned as {online.label}: --quantization {args.quantization} quantizes at load")
     pad = mxfp4_moe_pad(s.gpu) if m.quant.method == "mxfp4" else (1, 1)
-    w_est = weight_bytes(m, s.tp, include_vision=include_vision, moe_pad=pad, rope_itemsize=ROPE_ITEMSIZE) / GIB
+    swz = m.quant.method == "mxfp4" and s.gpu.arch.startswith("sm9")  # triton_kernel backend: Hopper layouts
+    w_est = weight_bytes(m, s.tp, include_vision=include_vision, moe_pad=pad, rope_itemsize=ROPE_ITEMSIZE,
+                         mxfp4_hopper_swizzle=swz) / GIB
     if measured.weights_gib is not None:
         W, w_src = measured.weights_gib, "measured"
         # the estimate is within 1 % for every logged checkpoint (README of tests/data/sglang-*); the quantization
