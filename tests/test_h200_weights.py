@@ -91,3 +91,23 @@ def test_eagle3_replaced_modules_are_counted_for_sglang_only():
     shared = draft_model_bytes(dr, 1, shares_target_embed=True)  # vLLM's path: no init garbage
     assert own - shared == 128256 * h * 2 + eagle3_replaced_module_bytes(dr, 1)
     assert eagle3_replaced_module_bytes(dr, 2) == pytest.approx(eagle3_replaced_module_bytes(dr, 1) / 2, rel=1e-9)
+
+
+def test_the_qwen3_8b_eagle3_boot_predicted_without_its_log() -> None:
+    """tests/data/sglang-0.5.15.post1/qwen3_8b_mrr48_eagle3.log was booted after the EAGLE3 rule was written from the
+    Llama-3 8B drafter's log: the planner (no measured inputs) must land within 3% (weights) and 2% (KV tokens)."""
+    import re
+    import shlex
+
+
+    path = Path(__file__).parent / "data" / "sglang-0.5.15.post1" / "qwen3_8b_mrr48_eagle3.log"
+    text = path.read_text(errors="replace")
+    facts = parse_text(text)
+    argv = shlex.split(re.search(r"^# command: (.*)$", text, re.M).group(1))  # type: ignore[union-attr]
+    r = plan_command(argv, PlanOptions(engine_version="0.5.15.post1", gpu="H200", model_config="Qwen/Qwen3-8B",
+                                       draft_config="specforge/qwen3-8b-eagle3", fixes=False))
+    assert facts.weights_gib and facts.draft_weights_gib and facts.kv_tokens
+    assert abs(r["weights_gib"] - facts.weights_gib) <= 0.03 * facts.weights_gib
+    assert abs(r["draft_weights_gib"] - facts.draft_weights_gib) <= 0.03 * facts.draft_weights_gib
+    assert abs(r["kv_tokens"] - facts.kv_tokens) <= 0.02 * facts.kv_tokens
+    assert r["max_running_requests"] == facts.max_running_requests and r["status"] == "ok"
