@@ -50,6 +50,7 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
             "accept_length_mean": m.get("accept_length_mean"), "speedup": m.get("speedup"),
             "reason": c.get("reason"),
             "stream_warning": m.get("stream_warning"),
+            "spread": m.get("spread"),
         })
     return rows
 
@@ -123,6 +124,8 @@ def register(app: typer.Typer) -> None:
         dry: bool = typer.Option(False, "--dry-run", help="print cells, planner verdicts and exact commands; launch nothing"),
         as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
         no_progress: bool = typer.Option(False, "--no-progress", help="no progress bars"),
+        repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="run each cell's load N times (overrides"
+                                              " the matrix's `repeats`)"),
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
@@ -131,6 +134,8 @@ def register(app: typer.Typer) -> None:
         from specbench.matrix.spec import expand, load_matrix
 
         spec, text = load_matrix(matrix)
+        if repeats is not None:
+            spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
             rows = dry_run(spec)
@@ -154,6 +159,10 @@ def register(app: typer.Typer) -> None:
             for r in rows:
                 if r.get("stream_warning"):
                     console.print(f"  note: {r['label']} tp={r['tp']} c={r['concurrency']}: {r['stream_warning']}",
+                                  highlight=False, markup=False)
+                if (r.get("spread") or {}).get("noisy"):
+                    from specbench.load.spread import noisy_note
+                    console.print(f"  noisy: {r['label']} tp={r['tp']} c={r['concurrency']}: {noisy_note(r['spread'])}",
                                   highlight=False, markup=False)
                 if r["status"] in ("failed", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]
