@@ -134,7 +134,7 @@ def test_report_html_renders_without_errors(chromium: str, tmp_path: Path) -> No
     assert _external(result["requests"]) == []
     probe = result["probe"]
     assert probe["title"] == "specbench report: night"
-    assert probe["images"] == len(written.pngs) == 6
+    assert probe["images"] == len(written.pngs) == 10  # build.PNG_NAMES but the per-position figure (no counters)
     assert probe["decoded"] == probe["images"]  # every inlined PNG decodes in the browser
     assert probe["rows"] >= 40  # every cell has a row
     assert probe["state"].startswith("Partial")

@@ -54,7 +54,8 @@ def test_report_files_and_default_folder(full: tuple[Path, Written]) -> None:
     store, w = full
     assert w.out_dir == store.parent / "report"
     names = sorted(p.name for p in w.pngs)
-    assert names == ["accept_length.png", "memory.png", "pareto.png", "speedup.png", "throughput.png", "tpot.png"]
+    assert names == ["accept_length.png", "e2e.png", "goodput.png", "memory.png", "pareto.png", "speedup.png",
+                     "speedup_lines.png", "throughput.png", "tpot.png", "ttft.png"]  # no per-position counters
     for p in w.pngs:
         img = _pixels(p)
         assert img.shape[0] > 200 and img.shape[1] > 400

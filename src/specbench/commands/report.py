@@ -1,4 +1,4 @@
-"""`specbench report STORE [STORE ...]` and `specbench export STORE --format csv|json`."""
+"""`specbench report STORE [STORE ...]` and `specbench export STORE --format csv|json|jsonl`."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def report_command(
 
 def export_command(
     store: Path = typer.Argument(..., help="Results store of `specbench run`."),
-    format: str = typer.Option("csv", "--format", "-f", help="csv or json."),
+    format: str = typer.Option("csv", "--format", "-f", help="csv or json (per cell), jsonl (per request)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (default: stdout)."),
 ) -> None:
     """Export every cell with flattened metrics as CSV or JSON."""

@@ -50,6 +50,7 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
             "accept_length_mean": m.get("accept_length_mean"), "speedup": m.get("speedup"),
             "reason": c.get("reason"),
             "stream_warning": m.get("stream_warning"),
+            "spread": m.get("spread"),
         })
     return rows
 
@@ -149,6 +150,8 @@ def register(app: typer.Typer) -> None:
                                      "needs `pip install specbench-llm[ray]`)"),
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: RAY_ADDRESS, "
                                               "else a local Ray instance)"),
+        repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="run each cell's load N times (overrides"
+                                              " the matrix's `repeats`)"),
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
@@ -157,6 +160,8 @@ def register(app: typer.Typer) -> None:
         from specbench.matrix.spec import expand, load_matrix
 
         spec, text = load_matrix(matrix)
+        if repeats is not None:
+            spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
             rows = dry_run(spec)
@@ -181,6 +186,10 @@ def register(app: typer.Typer) -> None:
             for r in rows:
                 if r.get("stream_warning"):
                     console.print(f"  note: {r['label']} tp={r['tp']} c={r['concurrency']}: {r['stream_warning']}",
+                                  highlight=False, markup=False)
+                if (r.get("spread") or {}).get("noisy"):
+                    from specbench.load.spread import noisy_note
+                    console.print(f"  noisy: {r['label']} tp={r['tp']} c={r['concurrency']}: {noisy_note(r['spread'])}",
                                   highlight=False, markup=False)
                 if r["status"] in ("failed", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]

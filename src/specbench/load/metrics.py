@@ -16,7 +16,7 @@ Mean accept length (tokens per verify step, the bonus token included):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,20 @@ def stream_delivery(ok: Sequence[RequestResult], accept_length: float | None) ->
     return {"tokens_per_arrival": per_arrival, "stream_warning": warn}
 
 
+def draft_acceptance(m: Mapping[str, Any], draft_tokens: int | None) -> dict[str, Any]:
+    """`draft_acceptance_rate`: accepted draft tokens / drafted tokens. vLLM: its counters (accepted /
+    draft_tokens, vllm/v1/spec_decode/metrics.py "Draft acceptance rate"); SGLang (per-request accept lengths only):
+    (accept_length_mean - 1) / draft_tokens, the same quantity for chain drafting with `draft_tokens` positions per
+    step; None when neither is known."""
+    sc = m.get("spec_counters") or {}
+    if sc.get("draft_tokens"):
+        return {"draft_acceptance_rate": sc["accepted"] / sc["draft_tokens"]}
+    acc = m.get("accept_length_mean")
+    if isinstance(acc, (int, float)) and draft_tokens:
+        return {"draft_acceptance_rate": (float(acc) - 1.0) / draft_tokens}
+    return {"draft_acceptance_rate": None}
+
+
 def aggregate(
     results: Sequence[RequestResult],
     duration_s: float,
@@ -126,7 +140,10 @@ def aggregate(
         m["accept_lengths"] = []
         m["accept_length_mean"] = spec.accept_length
         m["accept_length_source"] = "vllm_metrics"
-        m["spec_counters"] = {"drafts": spec.drafts, "draft_tokens": spec.draft_tokens, "accepted": spec.accepted}
+        m["spec_counters"] = {"drafts": spec.drafts, "draft_tokens": spec.draft_tokens, "accepted": spec.accepted,
+                              "accepted_per_pos": list(spec.accepted_per_pos)}
+        if spec.drafts > 0 and spec.accepted_per_pos:  # the share of verify steps that accepted position i
+            m["acceptance_per_pos"] = [a / spec.drafts for a in spec.accepted_per_pos]
     else:
         m["accept_lengths"] = []
         m["accept_length_mean"] = None

@@ -7,12 +7,16 @@ settings (`load_spec`), the load from
 counters (`/metrics`) are read before and after the cell; the delta gives the mean accept length
 (vLLM's own definition: 1 + accepted / drafts, vllm/v1/spec_decode/metrics.py). SGLang gives it per
 request in `meta_info` (completion_tokens / spec_verify_ct).
+
+`repeats = N` sends the cell's load N times on the same server, the warm-up once before the first (its requests are
+never measured), each repeat with its own prompts (repeat_prompts); the request rows keep their repeat, the metrics
+pool every repeat and add `spread` (load/spread.py: mean, std, CV, Student-t 95% interval per metric, the noisy flag).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +130,8 @@ def workload_seed(cell: Cell) -> int:
     baseline and each speculative variant) gets the same requests, and two cells of one server different ones."""
     from specbench.matrix.expansion import cell_identity, stable_id
 
-    return int(stable_id("wl", cell_identity(dict(cell.client))).split("-")[-1], 16) % 1_000_000_007
+    ident = {k: v for k, v in cell_identity(dict(cell.client)).items() if k != "repeats"}  # same prompts with or without
+    return int(stable_id("wl", ident).split("-")[-1], 16) % 1_000_000_007
 
 
 def build_cell_workload(cell: Cell, ctx: CellContext, pmode: str, tok: Any) -> Any:
@@ -141,7 +146,7 @@ def build_cell_workload(cell: Cell, ctx: CellContext, pmode: str, tok: Any) -> A
                       output_tokens=int(c["output_tokens"]), prompt_len=parse_length(c.get("prompt_len") or "fixed"),
                       output_len=parse_length(c.get("output_len") or "fixed"), category=c.get("category"),
                       multi_turn=bool(c.get("multi_turn")), seed=workload_seed(cell), base_dir=ctx.spec.matrix_dir)
-    n = request_count(c) + int(c.get("warmup_requests") or 0)
+    n = request_count(c) * repeats_of(c) + int(c.get("warmup_requests") or 0)
     return build_workload(ws, n=n, tokenizer=tok, mode=pmode, context_len=context_len(ctx),  # type: ignore[arg-type]
                           margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt=min_prompt,
                           vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)
@@ -173,10 +178,10 @@ def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any
 
 
 def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | None = None) -> CellOutcome:
-    """Send the cell's load; `failed` when no request succeeded or the server died."""
-    from specbench.load.client import run_load
-
+    """Send the cell's load (`repeats` times on this server, the warm-up once before the first); `failed` when no
+    request succeeded or the server died."""
     n = request_count(cell.client)
+    reps = repeats_of(cell.client)
     try:
         api, pmode, tok, _ = _api_mode(ctx)
         if cell.client.get("stop") and pmode == "ids":
@@ -186,37 +191,72 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
         load = load_spec(cell, ctx, api, max(p.output_tokens or 1 for p in work.prompts))
     except UserError as exc:
         return CellOutcome("failed", reason=f"cannot prepare the cell: {exc}")
-    prompts = work.prompts
     clamp_d = work.clamp_summary()
-    before = ctx.adapter.metrics_text(ctx.base_url)
-    run = run_load(load, prompts, on_request)
-    after = ctx.adapter.metrics_text(ctx.base_url) if before is not None else None
-    rows = tuple(
-        RequestRow(idx=r.idx, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, ttft_s=r.ttft_s,
-                   e2e_s=r.e2e_s, itl=list(r.itl_s), error=r.error, accept_len=r.accept_len,
-                   spec_verify_ct=r.spec_verify_ct, category=prompts[r.idx % len(prompts)].category)
-        for r in run.results
-    )
-    metrics = cell_metrics(run, cell, before, after)
+    runs, rows, scrapes = _run_repeats(cell, ctx, load, work.prompts, n, reps, on_request)
+    metrics = cell_metrics_repeats(runs, cell, scrapes)
     metrics["clamped"] = clamp_d["clamped"]
-    if run.warmup_errors:
-        metrics["warmup_errors"] = list(run.warmup_errors)
+    warm_errors = [e for r in runs for e in r.warmup_errors]
+    if warm_errors:
+        metrics["warmup_errors"] = warm_errors
     alive = ctx.proc.alive() if ctx.proc is not None else True
+    total = n * reps
     if not alive:
         return CellOutcome("failed", f"server exited (status {ctx.proc.returncode() if ctx.proc else '?'}) "
-                                     f"during the cell; {metrics['completed']}/{n} requests completed",
+                                     f"during the cell; {metrics['completed']}/{total} requests completed",
                            metrics, clamp_d, rows)
     if metrics["completed"] == 0:
-        first = next((r.error for r in run.results if r.error), "no request was sent")
+        first = next((r.error for run in runs for r in run.results if r.error), "no request was sent")
         return CellOutcome("failed", f"no request completed ({metrics['failed']} failed; first error: {first})",
                            metrics, clamp_d, rows)
     return CellOutcome("done", None, metrics, clamp_d, rows)
 
 
+def repeats_of(client: Mapping[str, Any]) -> int:
+    """`repeats` (default 1)."""
+    return int(client.get("repeats") or 1)
+
+
+def repeat_prompts(prompts: Sequence[Any], n: int, reps: int, k: int) -> list[Any]:
+    """Repeat k's prompts: its own n measured prompts, then the warm-up tail (the client takes warm-up prompts
+    from the end). Each repeat gets other prompts so that a prefix cache holds none of them from the repeat before;
+    with one repeat this is the whole list, as before repeats existed."""
+    if reps == 1:
+        return list(prompts)
+    return list(prompts[k * n:(k + 1) * n]) + list(prompts[reps * n:])
+
+
+def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any], n: int, reps: int,
+                 on_request: Callable[[Any], None] | None) -> tuple[list[Any], tuple[RequestRow, ...],
+                                                                     list[tuple[str | None, str | None]]]:
+    """Each repeat's LoadRun, every request as a row (idx running on over the repeats), the /metrics scrapes
+    before and after each repeat. A repeat after the server died is not sent."""
+    import dataclasses
+
+    from specbench.load.client import run_load
+
+    runs, rows, scrapes = [], [], []
+    for k in range(reps):
+        if k and ctx.proc is not None and not ctx.proc.alive():
+            break
+        mine = repeat_prompts(prompts, n, reps, k)
+        spec_k = load if k == 0 else dataclasses.replace(load, warmup_requests=0)
+        before = ctx.adapter.metrics_text(ctx.base_url)
+        run = run_load(spec_k, mine, on_request)
+        after = ctx.adapter.metrics_text(ctx.base_url) if before is not None else None
+        runs.append(run)
+        scrapes.append((before, after))
+        rows += [RequestRow(idx=k * n + r.idx, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
+                            ttft_s=r.ttft_s, e2e_s=r.e2e_s, itl=list(r.itl_s), error=r.error,
+                            accept_len=r.accept_len, spec_verify_ct=r.spec_verify_ct,
+                            category=mine[r.idx % len(mine)].category, repeat=k if reps > 1 else None)
+                 for r in run.results]
+    return runs, tuple(rows), scrapes
+
+
 def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after: str | None) -> dict[str, Any]:
     """metrics_json (docs/structures.md) by `specbench.load.metrics.aggregate`; speedup is filled after the
     matrix (runner.fill_speedups). An autoregressive cell carries no accept length."""
-    from specbench.load.metrics import Slo, aggregate, spec_delta
+    from specbench.load.metrics import Slo, aggregate, draft_acceptance, spec_delta
 
     c = cell.client
     rate = c.get("request_rate")
@@ -230,4 +270,34 @@ def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after
     if cell.algorithm == "ar":
         m["accept_length_mean"] = None
         m["accept_lengths"] = []
+    else:
+        m.update(draft_acceptance(m, draft_tokens(cell.server)))
+    return m
+
+
+def draft_tokens(server: Mapping[str, Any]) -> int | None:
+    """Draft positions per verify step (an accept length is at most this + 1): `num_steps` (SGLang
+    --speculative-num-steps), else `num_draft_tokens` (vLLM num_speculative_tokens)."""
+    steps, ndt = server.get("num_steps"), server.get("num_draft_tokens")
+    if isinstance(steps, int) and steps > 0:
+        return steps
+    return ndt if isinstance(ndt, int) and ndt > 0 else None
+
+
+def cell_metrics_repeats(runs: Sequence[Any], cell: Cell,
+                         scrapes: Sequence[tuple[str | None, str | None]]) -> dict[str, Any]:
+    """One repeat: `cell_metrics` as before. Several: the metrics of all repeats' requests pooled (throughputs over
+    the summed measured time, percentiles over every request, vLLM counters from the first scrape to the last),
+    plus `spread` (load/spread.py) from each repeat's own metrics."""
+    from specbench.load.results import LoadRun
+    from specbench.load.spread import NOISY_CV_DEFAULT, spread_json
+
+    if len(runs) == 1:
+        return cell_metrics(runs[0], cell, *scrapes[0])
+    per = [cell_metrics(r, cell, b, a) for r, (b, a) in zip(runs, scrapes)]
+    pooled = LoadRun(results=tuple(x for r in runs for x in r.results),
+                     duration_s=sum(r.duration_s for r in runs), started_at=runs[0].started_at)
+    m = cell_metrics(pooled, cell, scrapes[0][0], scrapes[-1][1])
+    cv = cell.client.get("noisy_cv")
+    m["spread"] = spread_json(per, float(cv) if cv is not None else NOISY_CV_DEFAULT)
     return m

@@ -222,9 +222,18 @@ def _rate(v: Any) -> float:
     return float(v)
 
 
+# client keys that never enter a cell's identity: how the result is judged, not what is measured
+NOT_IDENTITY = ("noisy_cv",)
+# fixed client keys a cell carries only when set, so that the ids of matrices without them stay
+DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv")
+
+
 def cell_identity(client: dict[str, Any]) -> dict[str, Any]:
-    """The client settings a cell id hashes: all but the optional keys left at their defaults."""
-    return {k: v for k, v in client.items() if not (k in OPTIONAL_AXES and is_default(k, v))}
+    """The client settings a cell id hashes: all but the optional keys left at their defaults (and NOT_IDENTITY).
+
+    `repeats` is part of it when set: a cell measured once is not the same result as one measured three times."""
+    return {k: v for k, v in client.items()
+            if not (k in OPTIONAL_AXES and is_default(k, v)) and k not in NOT_IDENTITY}
 
 
 def _optional_axis(key: str, value: Any) -> tuple[Any, ...]:
@@ -237,7 +246,7 @@ def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
     axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
     axes += [(k, _optional_axis(k, client[k])) for k in OPTIONAL_AXES if client.get(k) is not None]
     fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES and k not in OPTIONAL_AXES
-             and not (k == "requests_per_concurrency" and v is None)}  # ids of matrices without it stay
+             and not (k in DROPPED_WHEN_UNSET and v is None)}  # ids of matrices without them stay
     out = []
     server_view = {k: v for k, v in st.settings.items() if k != "notes"}
     for combo in itertools.product(*(vals for _, vals in axes)):

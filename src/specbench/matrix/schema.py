@@ -145,6 +145,10 @@ class ClientAxes(_Strict):
     requests_per_concurrency: int | None = None
     slo_ttft_ms: float | None = None  # goodput: a request counts when it meets every SLO given
     slo_tpot_ms: float | None = None
+    # the cell's load sent this many times on the same server (warm-up once, before the first); metrics_json.spread
+    # then holds mean, std, CV and a 95% interval per metric (load/spread.py); `specbench run --repeats N` overrides
+    repeats: int | None = None
+    noisy_cv: float | None = None  # a cell whose CV exceeds this is flagged noisy (default 0.05)
     # workload: "fixed" | "uniform:LO,HI" | "normal:MEAN,STD" | "data" (load/lengths.py); a dataset category;
     # ShareGPT conversations replayed turn by turn (needs prompt_len = "data")
     prompt_len: str | list[str] | None = None
@@ -190,6 +194,20 @@ class ClientAxes(_Strict):
     def _rpc(cls, v: int | None) -> int | None:
         if v is not None and (isinstance(v, bool) or v < 1):
             raise ValueError(f"must be an integer >= 1, got {v}")
+        return v
+
+    @field_validator("repeats")
+    @classmethod
+    def _repeats(cls, v: int | None) -> int | None:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"repeats must be a whole number >= 1, got {v!r}")
+        return v
+
+    @field_validator("noisy_cv")
+    @classmethod
+    def _noisy_cv(cls, v: float | None) -> float | None:
+        if v is not None and (isinstance(v, bool) or not 0 < v < 10):
+            raise ValueError(f"noisy_cv must be a number in (0, 10) (a fraction: 0.05 = 5%), got {v!r}")
         return v
 
     @field_validator("warmup_requests")
@@ -284,7 +302,8 @@ class Override(_Strict):
     @field_validator("client")
     @classmethod
     def _client(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        allowed = set(CLIENT_AXES) | set(OPTIONAL_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms"}
+        allowed = set(CLIENT_AXES) | set(OPTIONAL_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms",
+                                                             "repeats", "noisy_cv"}
         for k in v:
             if k not in allowed:
                 raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed)}")

@@ -45,12 +45,15 @@ CREATE TABLE IF NOT EXISTS requests(cell_id TEXT, idx INTEGER, prompt_tokens INT
                       ttft_s REAL, e2e_s REAL, itl_json TEXT, error TEXT,
                       accept_len REAL, spec_verify_ct INTEGER,
                       category TEXT,
+                      repeat INTEGER,
                       PRIMARY KEY (cell_id, idx));
 """
 
 # Columns added after a table's first release: a store written before them gains them (NULL) when `specbench run`
 # opens it again; report/load.py reads them as None from stores that never had them.
-ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"requests": (("category", "TEXT"),)}
+# `repeat`: which of the cell's `repeats` measured the request (0-based; NULL before repeats existed); `idx` then runs
+# on across the repeats (repeat k's requests are k x the per-repeat count onwards), so (cell_id, idx) stays the key.
+ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"requests": (("category", "TEXT"), ("repeat", "INTEGER"))}
 
 
 
@@ -106,6 +109,7 @@ class RequestRow:
     accept_len: float | None = None
     spec_verify_ct: int | None = None
     category: str | None = None  # the dataset record's category
+    repeat: int | None = None  # which repeat of the cell (None: the cell ran once)
 
 
 class Store:
@@ -263,10 +267,10 @@ class Store:
             )
             self.conn.executemany(
                 """INSERT OR REPLACE INTO requests(cell_id, idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json,
-                                                   error, accept_len, spec_verify_ct, category)
-                   VALUES(?,?,?,?,?,?,?,?,?,?,?)""",
+                                                   error, accept_len, spec_verify_ct, category, repeat)
+                   VALUES(?,?,?,?,?,?,?,?,?,?,?,?)""",
                 [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), r.error,
-                  r.accept_len, r.spec_verify_ct, r.category) for r in requests],
+                  r.accept_len, r.spec_verify_ct, r.category, r.repeat) for r in requests],
             )
 
     def skip_cell(self, cell_id: str, reason: str) -> None:

@@ -21,7 +21,8 @@ from specbench.report.model import Report, build_report
 from specbench.report.plots import all_plots
 from specbench.report.tables import build_tables
 
-PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "pareto.png", "accept_length.png", "memory.png")
+PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
+             "pareto.png", "accept_length.png", "accept_pos.png", "memory.png")
 
 
 @dataclass(frozen=True)

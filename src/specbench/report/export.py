@@ -2,7 +2,9 @@
 
 One record per cell. Columns: the `cells` columns; `metrics.<key>` for every `metrics_json` key,
 `client.<key>`, `server.<key>`, `clamp.<key>` likewise; `speedup_vs_ar` and `speedup_source` from
-tables.speedup_of. In CSV a list or dict value (e.g. `metrics.accept_lengths`) is a JSON string and
+tables.speedup_of. `jsonl` is per request instead: one JSON object a line per `requests` row (REQUEST_KEYS: the
+row's columns with `itl_json` as the list `itl`, and the cell's store, label, algorithm, TP, concurrency and
+simulated_accept_len). In CSV a list or dict value (e.g. `metrics.accept_lengths`) is a JSON string and
 None is empty; in JSON values keep their types.
 """
 
@@ -18,7 +20,7 @@ from specbench.errors import UserError
 from specbench.report.load import Store
 from specbench.report.tables import ar_throughputs, speedup_of
 
-FORMATS = ("csv", "json")
+FORMATS = ("csv", "json", "jsonl")
 BASE_COLUMNS = ("store", "cell_id", "server_id", "phase", "tp", "algorithm", "label", "concurrency", "status",
                 "reason", "attempts", "started_at", "ended_at", "speedup_vs_ar", "speedup_source")
 
@@ -82,10 +84,50 @@ def to_json(stores: Sequence[Store]) -> str:
     return json.dumps(records(stores), indent=1, default=str) + "\n"
 
 
+REQUEST_KEYS = ("store", "cell_id", "label", "algorithm", "tp", "concurrency", "simulated_accept_len", "repeat", "idx",
+                "category", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "itl", "error", "accept_len",
+                "spec_verify_ct")
+
+
+def request_records(stores: Sequence[Store]) -> list[dict[str, Any]]:
+    """Every request of every store, with its cell's identity (the inter-token gaps read from the file again: the
+    loaded Store leaves them out)."""
+    from specbench.report.load import _open
+
+    out = []
+    for store in stores:
+        cells = {c.cell_id: c for c in store.cells}
+        con = _open(store.path)
+        try:
+            have = {r[1] for r in con.execute("PRAGMA table_info(requests)")}
+            cols = [c for c in ("cell_id", "idx", "repeat", "category", "prompt_tokens", "output_tokens", "ttft_s",
+                                "e2e_s", "itl_json", "error", "accept_len", "spec_verify_ct") if c in have]
+            rows = con.execute(f"SELECT {', '.join(cols)} FROM requests ORDER BY cell_id, idx").fetchall() if cols \
+                else []
+        finally:
+            con.close()
+        for row in rows:
+            r = dict(zip(cols, row))
+            c = cells.get(str(r.get("cell_id")))
+            itl = r.pop("itl_json", None)
+            rec = {"store": store.label, "label": c.label if c else None, "algorithm": c.algorithm if c else None,
+                   "tp": c.tp if c else None, "concurrency": c.concurrency if c else None,
+                   "simulated_accept_len": c.simulated_accept_len if c else None,
+                   **r, "itl": json.loads(itl) if isinstance(itl, str) else None}
+            out.append({k: rec.get(k) for k in REQUEST_KEYS})
+    return out
+
+
+def to_jsonl(stores: Sequence[Store]) -> str:
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in request_records(stores))
+
+
 def export(stores: Sequence[Store], fmt: str) -> str:
     fmt = fmt.lower()
     if fmt == "csv":
         return to_csv(stores)
     if fmt == "json":
         return to_json(stores)
+    if fmt == "jsonl":
+        return to_jsonl(stores)
     raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -117,10 +117,11 @@ def _head(report: Report) -> list[str]:
 
 def _stores(report: Report) -> list[str]:
     return ['<h2 id="stores">Stores</h2>', _simple_table(
-        ["store", "file", "engine", "version", "servers", "cells", "meta"],
+        ["store", "file", "engine", "version", "model", "servers", "cells", "meta"],
         [[escape(s.label), f"<code>{escape(s.path)}</code>", escape(s.engine or "–"), escape(s.engine_version or "–"),
-          str(s.n_servers), str(s.n_cells), escape("; ".join(f"{k}={v}" for k, v in s.meta))] for s in report.stores],
-        {0, 1, 2, 3, 6})]
+          escape(s.model or "–"), str(s.n_servers), str(s.n_cells),
+          escape("; ".join(f"{k}={v}" for k, v in s.meta))] for s in report.stores],
+        {0, 1, 2, 3, 4, 7})]
 
 
 def _best(report: Report) -> list[str]:
@@ -162,6 +163,16 @@ def _phases(report: Report) -> list[str]:
         out.append(_cell_table(table.rows))
     if not report.tables.phases:
         out.append('<p class="muted">No cells in the store.</p>')
+    from specbench.report.markdown import _categories, _notes
+
+    notes = [x for x in _notes(report) if x]
+    out += [f'<p class="muted">{escape(x)}</p>' for x in notes]
+    cats = _categories(report)
+    if cats:
+        rows = [ln for ln in cats if ln.startswith("| ")]
+        cells = [[c.strip() for c in ln.strip("|").split(" | ")] for ln in rows]
+        out += ['<h2 id="categories">Per category</h2>', f"<p>{escape(cats[2])}</p>",
+                _simple_table(cells[0], [[escape(c) for c in r] for r in cells[1:]], {0, 1, 2})]
     return out
 
 

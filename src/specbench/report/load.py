@@ -48,6 +48,26 @@ class ServerRecord:
 
 
 @dataclass(frozen=True)
+class RequestRecord:
+    """One row of `requests` (its inter-token gaps left out): what the per-category tables read."""
+
+    idx: int
+    repeat: int | None
+    category: str | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+    ttft_s: float | None
+    e2e_s: float | None
+    accept_len: float | None
+    spec_verify_ct: int | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+@dataclass(frozen=True)
 class CellRecord:
     """One row of `cells` plus the per-request accept lengths of that cell."""
 
@@ -69,6 +89,29 @@ class CellRecord:
     log_text: str | None
     diagnosis: Any
     accept_lengths: tuple[float, ...] = ()
+    requests: tuple[RequestRecord, ...] = ()
+
+    @property
+    def simulated_accept_len(self) -> float | None:
+        """server_json.simulated_accept_len: the engine was told to accept this many tokens per step (the cell's
+        acceptance is simulated, not the drafter's own)."""
+        v = self.server.get("simulated_accept_len")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def draft_tokens(self) -> int | None:
+        """Draft positions per verify step (server_json num_steps, else num_draft_tokens / num_speculative_tokens)."""
+        for key in ("num_steps", "speculative_num_steps", "num_draft_tokens", "num_speculative_tokens"):
+            v = self.server.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return None
+
+    @property
+    def spread(self) -> Mapping[str, Any]:
+        """metrics_json.spread (load/spread.py), {} for a cell measured once."""
+        v = self.metrics.get("spread")
+        return v if isinstance(v, dict) else {}
 
     @property
     def is_ar(self) -> bool:
@@ -162,7 +205,8 @@ def _select(con: sqlite3.Connection, table: str, wanted: tuple[str, ...], warnin
     if not have:
         warnings.append(f"table {table!r} missing")
         return []
-    missing = [c for c in wanted if c not in have]
+    later = {name for name, _ in store_schema.ADDED_COLUMNS.get(table, ())}  # older stores lack them: not a warning
+    missing = [c for c in wanted if c not in have and c not in later]
     if missing:
         warnings.append(f"table {table!r} lacks columns: {', '.join(missing)}")
     cols = [c for c in wanted if c in have]
@@ -248,6 +292,22 @@ def _server_record(r: dict[str, Any], warnings: list[str]) -> ServerRecord:
     )
 
 
+def _request_records(request_rows: list[dict[str, Any]]) -> dict[str, list[RequestRecord]]:
+    """Every request row by cell, in idx order."""
+    out: dict[str, list[RequestRecord]] = {}
+    for r in request_rows:
+        if r["cell_id"] is None:
+            continue
+        out.setdefault(str(r["cell_id"]), []).append(RequestRecord(
+            idx=_int(r["idx"]) or 0, repeat=_int(r.get("repeat")), category=r.get("category"),
+            prompt_tokens=_int(r["prompt_tokens"]), output_tokens=_int(r["output_tokens"]), ttft_s=_float(r["ttft_s"]),
+            e2e_s=_float(r["e2e_s"]), accept_len=_float(r["accept_len"]), spec_verify_ct=_int(r["spec_verify_ct"]),
+            error=r["error"]))
+    for v in out.values():
+        v.sort(key=lambda q: q.idx)
+    return out
+
+
 def _request_accepts(request_rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     """requests.accept_len: one value per request, by cell; used when metrics_json.accept_lengths is absent."""
     req_accept: dict[str, list[tuple[int, float]]] = {}
@@ -259,7 +319,7 @@ def _request_accepts(request_rows: list[dict[str, Any]]) -> dict[str, list[tuple
 
 
 def _cell_record(r: dict[str, Any], req_accept: Mapping[str, list[tuple[int, float]]],
-                 warnings: list[str]) -> CellRecord:
+                 warnings: list[str], reqs: Mapping[str, list[RequestRecord]] | None = None) -> CellRecord:
     cid = str(r["cell_id"])
     metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
     listed = metrics.get("accept_lengths")
@@ -287,6 +347,7 @@ def _cell_record(r: dict[str, Any], req_accept: Mapping[str, list[tuple[int, flo
         log_text=r["log_text"],
         diagnosis=_json(r["diagnosis_json"], f"cells[{cid}].diagnosis_json", warnings, None),
         accept_lengths=accepts,
+        requests=tuple((reqs or {}).get(cid, ())),
     )
 
 
@@ -298,7 +359,8 @@ def load_store(path: str | Path, label: str | None = None) -> Store:
     meta = {str(r["key"]): "" if r["value"] is None else str(r["value"]) for r in rows.meta if r["key"] is not None}
     servers = [_server_record(r, warnings) for r in rows.servers if r["server_id"] is not None]
     req_accept = _request_accepts(rows.requests)
-    cells = [_cell_record(r, req_accept, warnings) for r in rows.cells if r["cell_id"] is not None]
+    reqs = _request_records(rows.requests)
+    cells = [_cell_record(r, req_accept, warnings, reqs) for r in rows.cells if r["cell_id"] is not None]
     cells.sort(key=cell_sort_key)
     return Store(
         path=path,

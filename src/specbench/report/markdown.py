@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from specbench.report.formatting import SIMULATED_NOTE
 from specbench.report.model import Report
+from specbench.report.repeats import fmt_ci
 from specbench.report.tables import CELL_COLUMNS, MemoryRow, cell_values, fmt
 
 BAR_WIDTH = 40
@@ -26,13 +28,42 @@ def text_bar(m: MemoryRow, scale: float) -> str:
     return "".join(BAR_CHARS[name] * round(value / scale * BAR_WIDTH) for name, value in m.parts) if scale else ""
 
 
+def _notes(report: Report) -> list[str]:
+    rows = [r for p in report.tables.phases for r in p.rows]
+    out = []
+    if any(r.simulated is not None for r in rows):
+        out.append(f"Accept len {SIMULATED_NOTE}")
+    if any(r.repeats for r in rows):
+        out.append("With repeats (n): out tok/s is the mean over the repeats ± half its Student-t 95% interval, the "
+                   "speedup the ratio of the mean throughputs with its delta-method 95% interval in brackets; a cell "
+                   "whose CV exceeds `noisy_cv` is marked noisy.")
+    return [*out, ""] if out else []
+
+
+def _categories(report: Report) -> list[str]:
+    cats = report.tables.categories
+    if not cats:
+        return []
+    lines = ["## Per category", "",
+             "Speculative cells on the requests of each dataset category: accept length, mean per-request output "
+             "rate (tok/s per request) and its speedup over the AR cell on the same category (95% interval over the "
+             "repeats in brackets).", ""]
+    lines += _table(["store", "config", "TP", "c", "category", "requests", "accept len", "tok/s per req",
+                     "AR tok/s per req", "speedup vs AR"],
+                    [[c.store, c.series, fmt(c.tp), fmt(c.concurrency), c.category, str(c.requests),
+                      fmt(c.accept_length, 2) + (f" (sim {c.simulated:g})" if c.simulated is not None else ""),
+                      fmt(c.rate), fmt(c.ar_rate), fmt_ci(c.speedup, c.speedup_ci, unit="×")] for c in cats],
+                    drop_first=not report.multi)
+    return [*lines, ""]
+
+
 def render_markdown(report: Report) -> str:
     t = report.tables
     lines = [f"# {report.title}", "", f"Generated {report.generated_at}.", ""]
     lines += ["## Stores", ""]
-    lines += _table(["store", "file", "engine", "version", "servers", "cells"],
-                    [[s.label, f"`{s.path}`", s.engine or "–", s.engine_version or "–", str(s.n_servers), str(s.n_cells)]
-                     for s in report.stores])
+    lines += _table(["store", "file", "engine", "version", "model", "servers", "cells"],
+                    [[s.label, f"`{s.path}`", s.engine or "–", s.engine_version or "–", s.model or "–",
+                      str(s.n_servers), str(s.n_cells)] for s in report.stores])
     lines += ["", f"**{t.summary.headline}**", ""]
 
     if t.best:
@@ -58,6 +89,8 @@ def render_markdown(report: Report) -> str:
         lines += [f"## {table.title}", ""]
         lines += _table([h for h, _ in CELL_COLUMNS], [cell_values(r) for r in table.rows])
         lines.append("")
+    lines += _notes(report)
+    lines += _categories(report)
 
     lines += ["## Failures", ""]
     if t.failures:

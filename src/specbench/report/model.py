@@ -18,6 +18,7 @@ class StoreInfo:
     description: str  # label (engine version)
     engine: str | None
     engine_version: str | None
+    model: str | None
     n_cells: int
     n_servers: int
     meta: tuple[tuple[str, str], ...]  # short meta values worth showing
@@ -40,10 +41,29 @@ META_SHOWN = ("name", "engine", "engine_version", "host", "gpu", "model", "matri
               "synthetic")
 
 
+MODEL_FLAGS = ("--model-path", "--model")  # SGLang launch_server / vLLM serve (vLLM also takes it positionally)
+
+
+def store_model(store: Store) -> str | None:
+    """meta `model`, else the model the first server was launched with (its `--model-path` / `--model` value, or
+    the word after `serve`)."""
+    if store.meta.get("model"):
+        return store.meta["model"]
+    for s in store.servers:
+        argv = list(s.command)
+        for i, a in enumerate(argv[:-1]):
+            if a in MODEL_FLAGS or (a == "serve" and not argv[i + 1].startswith("-")):
+                return argv[i + 1]
+            for flag in MODEL_FLAGS:
+                if a.startswith(flag + "="):
+                    return a.split("=", 1)[1]
+    return None
+
+
 def store_info(store: Store) -> StoreInfo:
     meta = tuple((k, v if len(v) <= 120 else v[:117] + "...") for k, v in store.meta.items() if k in META_SHOWN and v)
     return StoreInfo(label=store.label, path=str(store.path.resolve()), description=describe(store), engine=store.engine,
-                     engine_version=store.engine_version, n_cells=len(store.cells), n_servers=len(store.servers),
+                     engine_version=store.engine_version, model=store_model(store), n_cells=len(store.cells), n_servers=len(store.servers),
                      meta=meta)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from matplotlib.lines import Line2D
@@ -26,8 +26,13 @@ from specbench.report.tables import DONE, CellRow
 
 
 def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, name: str, title: str, caption: str,
-                 ylabel: str, value: str, band: str | None = None, ylog: bool = False) -> Plot | None:
-    done = [r for r in rows if r.status == DONE and getattr(r, value) is not None and r.concurrency is not None]
+                 ylabel: str, value: str, band: str | None = None, ylog: bool = False, err: str | None = None,
+                 keep: Callable[[CellRow], bool] | None = None, ref: float | None = None) -> Plot | None:
+    """One line per series over concurrency; `err`: a CellRow field holding a 95% interval drawn as error bars
+    (the line then runs through the interval's centre, the mean over the repeats); simulated-acceptance series
+    have hollow markers and say so in the legend."""
+    done = [r for r in rows if r.status == DONE and getattr(r, value) is not None and r.concurrency is not None
+            and (keep is None or keep(r))]
     if not done:
         return None
     tps = tps_of(done)
@@ -47,8 +52,16 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
             s = st[series]
             xs = [r.concurrency for r in pts]
             ys = [getattr(r, value) for r in pts]
+            cis = [getattr(r, err) if err else None for r in pts]
+            ys = [(ci[0] + ci[1]) / 2 if ci is not None else y for y, ci in zip(ys, cis)]
             lw = 2.4 if pts[0].config.split(" [")[0] == "ar" else 1.8
-            ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=s.marker, markersize=4.5, linewidth=lw)
+            face = "white" if pts[0].simulated is not None else s.color
+            ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=s.marker, markersize=4.5, linewidth=lw,
+                    markerfacecolor=face)
+            if any(ci is not None for ci in cis):
+                lo = [y - ci[0] if ci is not None else 0.0 for y, ci in zip(ys, cis)]
+                hi = [ci[1] - y if ci is not None else 0.0 for y, ci in zip(ys, cis)]
+                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor=s.color, elinewidth=1.1, capsize=3)
             if band:
                 tops = [getattr(r, band) for r in pts]
                 if all(t is not None for t in tops):
@@ -60,15 +73,55 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0 if not ylog else None)
-    handles = [Line2D([], [], color=st[s].color, linestyle=st[s].linestyle, marker=st[s].marker, label=s) for s in order]
+        if ref is not None:
+            ax.axhline(ref, color="#888888", linewidth=0.9, linestyle=":")
+    sim = {r.series for r in done if r.simulated is not None}
+    handles = [Line2D([], [], color=st[s].color, linestyle=st[s].linestyle, marker=st[s].marker,
+                      markerfacecolor="white" if s in sim else st[s].color,
+                      label=f"{s} (simulated acceptance)" if s in sim else s) for s in order]
     legend(fig, handles)
     return save(fig, path, name, title, caption, [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
 
 
+REPEATS_NOTE = " Error bars: the Student-t 95% interval of the mean over the repeats."
+
+
+def _has(rows: Sequence[CellRow], attr: str) -> bool:
+    return any(getattr(r, attr) is not None for r in rows)
+
+
 def throughput_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
     return _line_figure(rows, stores, path, name="throughput.png", title="Output throughput vs concurrency",
-                        caption="Output tokens/s of the whole server, one line per configuration, one panel per TP.",
-                        ylabel="output tok/s", value="output_throughput")
+                        caption="Output tokens/s of the whole server, one line per configuration, one panel per TP."
+                        + (REPEATS_NOTE if _has(rows, "throughput_ci") else ""),
+                        ylabel="output tok/s", value="output_throughput", err="throughput_ci")
+
+
+def speedup_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
+    return _line_figure(rows, stores, path, name="speedup_lines.png", title="Speedup over AR vs concurrency",
+                        caption="Output throughput over the AR cell at the same TP, concurrency and workload "
+                        "(dotted: 1×)." + (" Error bars: the delta-method 95% interval of the ratio of the mean "
+                                           "throughputs over the repeats." if _has(rows, "speedup_ci") else ""),
+                        ylabel="speedup ×", value="speedup", err="speedup_ci",
+                        keep=lambda r: r.speedup_source != "baseline", ref=1.0)
+
+
+def ttft_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
+    return _line_figure(rows, stores, path, name="ttft.png", title="Time to first token vs concurrency",
+                        caption="TTFT p50 (line) with the band up to p99; lower is better.",
+                        ylabel="TTFT ms (p50, band to p99)", value="ttft_p50", band="ttft_p99")
+
+
+def e2e_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
+    return _line_figure(rows, stores, path, name="e2e.png", title="End-to-end latency vs concurrency",
+                        caption="Request latency p50 (line) with the band up to p99; lower is better.",
+                        ylabel="E2E ms (p50, band to p99)", value="e2e_p50", band="e2e_p99")
+
+
+def goodput_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
+    return _line_figure(rows, stores, path, name="goodput.png", title="Goodput vs concurrency",
+                        caption="Requests per second that met every SLO of the matrix (slo_ttft_ms, slo_tpot_ms).",
+                        ylabel="good requests/s", value="goodput")
 
 
 def tpot_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:

@@ -108,14 +108,59 @@ def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]],
                 ax.set_xticks([])
             ax.grid(True, axis="y", alpha=0.3)
             if i == 0:
-                ax.set_title(series, fontsize=9)
+                sim = next((r.simulated for r in cells if r.simulated is not None), None)
+                ax.set_title(series + (f"\n(simulated {sim:g})" if sim is not None else ""), fontsize=9)
             if j == 0:
                 ax.set_ylabel(f"{tp_title(tp)}\naccept len")
+    top = accept_top(spec, accepts)
+    for row in grid:
+        for ax in row:
+            ax.set_ylim(0, top)  # the whole possible range: 1 (nothing accepted) is low, not the bottom
     caption = ("Per-request mean accepted tokens per verify step, per speculative cell (box = quartiles, "
-               "dots = requests).")
+               f"dots = requests); the axis runs from 0 to draft tokens + 1 ({top:g}).")
+    if any(r.simulated is not None for r in spec):
+        caption += (" A column marked simulated ran with the engine's simulated acceptance (simulated_accept_len), "
+                    "not its drafter's.")
     if means_only:
         caption += " A diamond is a cell mean without per-request values (engine counters)."
     return save(fig, path, "accept_length.png", "Accept-length distribution", caption, panels)
+
+
+def accept_top(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]]) -> float:
+    """The accept-length axis top: the largest draft tokens + 1 of the cells (the most one verify step can
+    accept), and never below a measured value."""
+    ks = [r.draft_tokens + 1 for r in rows if r.draft_tokens]
+    seen = [v for r in rows for v in (accepts.get(r.cell_id) or ())] + [r.accept_length for r in rows
+                                                                        if r.accept_length is not None]
+    return float(max(ks + [math.ceil(max(seen, default=1.0) + 0.5)]))
+
+
+def accept_pos_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
+    """Per TP: the share of verify steps that accepted the draft token at each position (vLLM's
+    spec_decode_num_accepted_tokens_per_pos / num_drafts), one line per configuration and concurrency."""
+    spec = [r for r in rows if r.status == DONE and r.acceptance_per_pos]
+    if not spec:
+        return None
+    tps = tps_of(spec)
+    st = styles(rows, stores)
+    fig = new_figure(0.6 + 4.3 * len(tps), 3.6)
+    axes = fig.subplots(1, len(tps), squeeze=False)[0]
+    fig.suptitle("Acceptance per draft position", fontsize=11, fontweight="bold")
+    for ax, tp in zip(axes, tps):
+        for r in sorted((r for r in spec if r.tp == tp), key=lambda r: (r.series, r.concurrency or 0)):
+            xs = list(range(1, len(r.acceptance_per_pos) + 1))
+            ax.plot(xs, list(r.acceptance_per_pos), color=st[r.series].color, marker="o", markersize=4,
+                    label=f"{r.series} c{r.concurrency}", markerfacecolor="white" if r.simulated is not None else None)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("draft position")
+        ax.set_ylabel("accepted share of steps")
+        ax.set_title(tp_title(tp), fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, frameon=False)
+    return save(fig, path, "accept_pos.png", "Acceptance per draft position",
+                "Share of verify steps whose draft token at position i was accepted (vLLM's per-position counters, "
+                "read from /metrics before and after each cell); SGLang's meta_info has no per-position counts.",
+                [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
 
 
 def _accept_boxes(ax: object, cells: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], color: str) -> bool:

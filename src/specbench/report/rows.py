@@ -38,6 +38,19 @@ class CellRow:
     ar_throughput: float | None  # the AR cell's output_throughput at the same baseline key
     note: str
     log_file: str | None = None  # relative to the report folder, when the cell stored a log
+    # with `repeats`: the 95% intervals (metrics_json.spread; speedup: load/spread.py ratio_ci) and the noisy flag
+    repeats: int | None = None
+    throughput_ci: tuple[float, float] | None = None
+    speedup_ci: tuple[float, float] | None = None
+    noisy: str = ""  # load/spread.py noisy_note, "" when not noisy
+    simulated: float | None = None  # server_json.simulated_accept_len: the acceptance is the engine's simulation
+    draft_tokens: int | None = None
+    ttft_mean: float | None = None
+    e2e_p50: float | None = None
+    e2e_p99: float | None = None
+    goodput: float | None = None
+    draft_rate: float | None = None  # metrics_json.draft_acceptance_rate
+    acceptance_per_pos: tuple[float, ...] = ()  # metrics_json.acceptance_per_pos (vLLM counters)
 
 
 @dataclass(frozen=True)
@@ -146,6 +159,27 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class CategoryRow:
+    """One speculative cell's results on the requests of one dataset category (requests.category).
+
+    rate: mean per-request output tokens / E2E s; speedup: that over the AR cell's on the same category at the same
+    baseline key; with repeats, the interval of the ratio of the per-repeat means (load/spread.py ratio_ci)."""
+
+    store: str
+    series: str
+    tp: int | None
+    concurrency: int | None
+    category: str
+    requests: int
+    accept_length: float | None
+    rate: float | None
+    ar_rate: float | None
+    speedup: float | None
+    speedup_ci: tuple[float, float] | None
+    simulated: float | None
+
+
+@dataclass(frozen=True)
 class Tables:
     summary: Summary
     phases: tuple[PhaseTable, ...]
@@ -154,3 +188,4 @@ class Tables:
     memory: tuple[MemoryRow, ...]
     logs: tuple[LogFile, ...]
     warnings: tuple[str, ...]
+    categories: tuple[CategoryRow, ...] = ()

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specbench.load import speedup as speedups
+from specbench.report import repeats
 from specbench.report.compare import Entry, entries
 from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
 from specbench.report.load import CellRecord, ServerRecord, Store, label_key, natural_key
@@ -121,9 +122,13 @@ def _log_rel(store: Store, ident: str, multi: bool, prefix: str = "") -> str:
 # ---------------------------------------------------------------- builders
 
 
-def _row(e: Entry, ar: ArIndex, multi: bool) -> CellRow:
+def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None) -> CellRow:
     c = e.cell
     speedup, source, base = speedup_of(e.store, c, ar)
+    extras = repeats.row_extras(e.store, c, ars or {})
+    if extras.get("speedup_ci") is not None:  # with repeats: the ratio of the mean throughputs, as its interval
+        si = repeats.speedup_interval(c, (ars or {}).get((e.store.label, *c.baseline_key)))
+        speedup = si[0] if si is not None else speedup
     notes = []
     if c.clamp.get("clamped"):
         notes.append(f"prompt clamped {c.clamp.get('requested_prompt_tokens')}→{c.clamp.get('prompt_tokens')}")
@@ -132,6 +137,10 @@ def _row(e: Entry, ar: ArIndex, multi: bool) -> CellRow:
         notes.append(f"{int(failed)} requests failed")
     if c.status in FAILED_STATES and c.reason:
         notes.append(_first_line(c.reason))
+    if extras["noisy"]:
+        notes.append(f"noisy: {extras['noisy']}")
+    if extras["simulated"] is not None:
+        notes.append(f"simulated acceptance ({extras['simulated']:g} set on the engine)")
     tpa = c.metric("tokens_per_arrival")
     if isinstance(c.metrics.get("stream_warning"), str) and tpa is not None:
         notes.append(f"stream sent in bursts ({tpa:.1f} tokens per arrival): TTFT/TPOT measure delivery")
@@ -144,16 +153,17 @@ def _row(e: Entry, ar: ArIndex, multi: bool) -> CellRow:
         itl_p50=c.metric("itl_ms_p50"), itl_p99=c.metric("itl_ms_p99"),
         accept_length=c.metric("accept_length_mean"),
         speedup=speedup, speedup_source=source, ar_throughput=base, note="; ".join(notes),
-        log_file=_log_rel(e.store, c.cell_id, multi) if c.log_text else None,
+        log_file=_log_rel(e.store, c.cell_id, multi) if c.log_text else None, **extras,
     )
 
 
 def phase_tables(stores: Sequence[Store]) -> tuple[PhaseTable, ...]:
     """One table per (phase, TP), every cell of every store, AR first then labels in natural order."""
     ar = ar_throughputs(stores)
+    ars = repeats.ar_cells(stores)
     groups: dict[tuple[int | None, int | None], list[CellRow]] = {}
     for e in entries(stores):
-        groups.setdefault((e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1))
+        groups.setdefault((e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1, ars))
     tables = []
     for (phase, tp), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
         rows.sort(key=lambda r: (label_key(r.label), natural_key(r.config), natural_key(r.store), r.concurrency or 0,
@@ -304,4 +314,4 @@ def build_tables(stores: Sequence[Store]) -> Tables:
         for s in stores for srv in s.servers
         if isinstance(srv.plan, Mapping) and srv.plan.get("planner_error"))
     return Tables(summary=summarize(stores), phases=phases, best=best_per_point(phases), failures=failures,
-                  memory=memory_rows(stores), logs=logs, warnings=warnings)
+                  memory=memory_rows(stores), logs=logs, warnings=warnings, categories=repeats.category_rows(stores))

@@ -54,11 +54,13 @@ class Options:
 
 
 class Stats:
-    __slots__ = ("requests", "prompt_tokens", "generation_tokens", "drafts", "draft_tokens", "accepted", "success")
+    __slots__ = ("requests", "prompt_tokens", "generation_tokens", "drafts", "draft_tokens", "accepted", "success",
+                 "per_pos")
 
     def __init__(self) -> None:
         self.requests = self.prompt_tokens = self.generation_tokens = 0
         self.drafts = self.draft_tokens = self.accepted = self.success = 0
+        self.per_pos: list[int] = []  # accepted tokens at draft position 0, 1, ... (vLLM's per-position counter)
 
     def prometheus(self, model: str) -> bytes:
         lab = f'{{model_name="{model}",engine="0"}}'
@@ -73,6 +75,9 @@ class Stats:
         out = []
         for name, v in rows:
             out.append(f"# HELP {name} counter\n# TYPE {name} counter\n{name}{lab} {float(v)}\n")
+        for i, v in enumerate(self.per_pos):
+            out.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{model}",engine="0",'
+                       f'position="{i}"}} {float(v)}\n')
         out.append(f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{lab} 0.0\n")
         return "".join(out).encode()
 
@@ -155,7 +160,12 @@ class Server:
         s.prompt_tokens += prompt_tokens
         s.generation_tokens += n
         if self.o.accept_length > 1:
-            steps = len(_steps(n, self.o.accept_length))
+            sizes = _steps(n, self.o.accept_length)
+            steps = len(sizes)
+            for k in sizes:  # a step of k tokens accepted its drafts at positions 0 .. k-2
+                s.per_pos += [0] * max(0, k - 1 - len(s.per_pos))
+                for i in range(k - 1):
+                    s.per_pos[i] += 1
             s.drafts += steps
             s.draft_tokens += steps * self.o.num_spec_tokens
             s.accepted += n - steps

@@ -1,0 +1,122 @@
+"""The report's view of repeats, speculative detail and categories (pure: loaded stores -> row fields and rows).
+
+- intervals: `metrics_json.spread` (load/spread.py) gives each cell's output-throughput interval; a speedup with
+  repeats on both sides is the ratio of the two cells' mean throughputs over their repeats with its delta-method
+  95% interval (load/spread.py ratio_ci); a cell is noisy when its stored `spread.noisy` lists a metric;
+- simulated acceptance: `server_json.simulated_accept_len` (the engine's own switch: the accept length is what the
+  engine was told, not what the drafter achieved);
+- per category (`requests.category`): mean per-request output rate (output tokens / E2E s) and accept length
+  (sum output tokens / sum spec_verify_ct, else the mean of `accept_len`) of a speculative cell's requests in that
+  category, against the AR cell at the same baseline key on the same category; with repeats, the speedup interval
+  comes from the per-repeat mean rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specbench.load import spread as sp
+from specbench.report.compare import entries
+from specbench.report.load import CellRecord, RequestRecord, Store, label_key, natural_key
+from specbench.report.rows import DONE, CategoryRow
+
+ArCells = Mapping[tuple[Any, ...], CellRecord]
+
+
+def ar_cells(stores: Sequence[Store]) -> dict[tuple[Any, ...], CellRecord]:
+    """(store label, *baseline_key) -> the done AR cell there."""
+    return {(s.label, *c.baseline_key): c for s in stores for c in s.cells if c.is_ar and c.status == DONE}
+
+
+def metric_spread(cell: CellRecord, key: str) -> sp.Spread | None:
+    return sp.from_json((cell.spread.get("metrics") or {}).get(key))
+
+
+def speedup_interval(cell: CellRecord, ar: CellRecord | None) -> tuple[float, tuple[float, float]] | None:
+    """(ratio of mean throughputs, its 95% interval) when both cells have repeats; else None."""
+    if ar is None or cell.is_ar:
+        return None
+    a, b = metric_spread(cell, "output_throughput"), metric_spread(ar, "output_throughput")
+    if a is None or b is None or b.mean <= 0:
+        return None
+    r, ci = sp.ratio_ci(a, b)
+    return (r, ci) if ci is not None else None
+
+
+def row_extras(store: Store, cell: CellRecord, ars: ArCells) -> dict[str, Any]:
+    """The CellRow fields of rows.py that come from repeats, simulation and the speculative metrics."""
+    sd = cell.spread
+    tput = metric_spread(cell, "output_throughput")
+    out: dict[str, Any] = {
+        "repeats": sd.get("repeats") if isinstance(sd.get("repeats"), int) else None,
+        "throughput_ci": tput.ci95 if tput is not None else None,
+        "noisy": sp.noisy_note(sd) if sd.get("noisy") else "",
+        "simulated": cell.simulated_accept_len, "draft_tokens": cell.draft_tokens,
+        "ttft_mean": cell.metric("ttft_ms_mean"), "e2e_p50": cell.metric("e2e_ms_p50"),
+        "e2e_p99": cell.metric("e2e_ms_p99"), "goodput": cell.metric("goodput"),
+        "draft_rate": cell.metric("draft_acceptance_rate"),
+        "acceptance_per_pos": tuple(float(x) for x in cell.metrics.get("acceptance_per_pos") or ()
+                                    if isinstance(x, (int, float))),
+    }
+    si = speedup_interval(cell, ars.get((store.label, *cell.baseline_key)))
+    if si is not None:
+        out["speedup_ci"] = si[1]
+    return out
+
+
+def _rate(reqs: Sequence[RequestRecord]) -> float | None:
+    rates = [q.output_tokens / q.e2e_s for q in reqs if q.ok and q.output_tokens and q.e2e_s]
+    return sum(rates) / len(rates) if rates else None
+
+
+def _accept(reqs: Sequence[RequestRecord]) -> float | None:
+    ok = [q for q in reqs if q.ok]
+    steps = sum(q.spec_verify_ct or 0 for q in ok if q.spec_verify_ct)
+    if steps:
+        return sum(q.output_tokens or 0 for q in ok if q.spec_verify_ct) / steps
+    acc = [q.accept_len for q in ok if q.accept_len is not None]
+    return sum(acc) / len(acc) if acc else None
+
+
+def _by(reqs: Sequence[RequestRecord], category: str) -> list[RequestRecord]:
+    return [q for q in reqs if (q.category or "–") == category]
+
+
+def _per_repeat(reqs: Sequence[RequestRecord]) -> list[float]:
+    reps = sorted({q.repeat for q in reqs if q.repeat is not None})
+    return [r for k in reps if (r := _rate([q for q in reqs if q.repeat == k])) is not None]
+
+
+def category_rows(stores: Sequence[Store]) -> tuple[CategoryRow, ...]:
+    """One row per done speculative cell and category of its requests (none when no request has a category)."""
+    ars = ar_cells(stores)
+    out = []
+    for e in entries(stores):
+        c = e.cell
+        if c.is_ar or c.status != DONE or not any(q.category for q in c.requests):
+            continue
+        ar = ars.get((e.store.label, *c.baseline_key))
+        for cat in sorted({q.category or "–" for q in c.requests}):
+            mine = _by(c.requests, cat)
+            base = _by(ar.requests, cat) if ar is not None else []
+            rate, ar_rate = _rate(mine), _rate(base)
+            speedup = rate / ar_rate if rate is not None and ar_rate else None
+            ci = None
+            a, b = _per_repeat(mine), _per_repeat(base)
+            if len(a) >= 2 and len(b) >= 2:
+                _, ci = sp.ratio_ci(sp.spread(a), sp.spread(b))
+            out.append(CategoryRow(store=e.store.label, series=e.series, tp=c.tp, concurrency=c.concurrency,
+                                   category=cat, requests=sum(1 for q in mine if q.ok), accept_length=_accept(mine),
+                                   rate=rate, ar_rate=ar_rate, speedup=speedup, speedup_ci=ci,
+                                   simulated=c.simulated_accept_len))
+    out.sort(key=lambda r: (r.tp or 0, label_key(r.series), natural_key(r.category), r.concurrency or 0))
+    return tuple(out)
+
+
+def fmt_ci(value: float | None, ci: tuple[float, float] | None, digits: int = 2, unit: str = "") -> str:
+    """'1.23× [1.10, 1.35]' (the 95% interval in brackets when there is one), '–' for None."""
+    if value is None:
+        return "–"
+    text = f"{value:,.{digits}f}{unit}"
+    return f"{text} [{ci[0]:,.{digits}f}, {ci[1]:,.{digits}f}]" if ci is not None else text
