@@ -19,6 +19,7 @@ from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.load.results import is_default
 from specbench.matrix.client_checks import stop_axis
+from specbench.redact import redact_obj
 from specbench.matrix.schema import (
     CLIENT_AXES,
     OPTIONAL_AXES,
@@ -200,7 +201,8 @@ def _dedupe(spec: MatrixSpec, tuples_pre: list[tuple[int, dict[str, Any], dict[s
     seen: dict[str, int] = {}
     uniq = []
     for idx, settings, client in tuples_pre:
-        sid = stable_id("srv", {**ident_base, **{k: v for k, v in settings.items() if k != "notes"}})
+        # the identity hashes the redacted form (specbench/redact.py): a secret never shapes an id, a new key keeps it
+        sid = stable_id("srv", redact_obj({**ident_base, **{k: v for k, v in settings.items() if k != "notes"}}))
         if sid in seen:
             continue
         seen[sid] = idx
@@ -237,7 +239,7 @@ def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
     axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
     axes += [(k, _optional_axis(k, client[k])) for k in OPTIONAL_AXES if client.get(k) is not None]
     fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES and k not in OPTIONAL_AXES
-             and not (k == "requests_per_concurrency" and v is None)}  # ids of matrices without it stay
+             and not (k in ("requests_per_concurrency", "max_failed_fraction") and v is None)}  # ids stay
     out = []
     server_view = {k: v for k, v in st.settings.items() if k != "notes"}
     for combo in itertools.product(*(vals for _, vals in axes)):

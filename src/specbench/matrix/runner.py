@@ -158,6 +158,7 @@ class RunReport:
     ran: int = 0
     done: int = 0
     failed: int = 0
+    partial: int = 0  # some requests failed beyond the client's max_failed_fraction (exit 1 like failed)
     skipped: int = 0
     kept: int = 0
     interrupted: bool = False
@@ -450,9 +451,11 @@ def _run_tuple(spec: MatrixSpec, st: ServerTuple, todo: list[Cell], adapter: Ada
                 log = proc.log_text()
                 diag = diagnose(log)
                 reason = (outcome.reason or "failed") + _failure_suffix(diag)
-                store.finish_cell(c.cell_id, "failed", reason=reason, metrics=outcome.metrics, clamp=outcome.clamp,
+                status = "partial" if outcome.status == "partial" else "failed"
+                store.finish_cell(c.cell_id, status, reason=reason, metrics=outcome.metrics, clamp=outcome.clamp,
                                   requests=outcome.requests, log_text=log, diagnosis=diag)
-                report.failed += 1
+                report.failed += status == "failed"
+                report.partial += status == "partial"
                 if not proc.alive():
                     dead_reason = f"server exited (status {proc.returncode()}) during cell {c.cell_id}"
                     store.update_server(st.server_id, status="failed", log_text=log, diagnosis_json=diag)
