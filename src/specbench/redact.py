@@ -1,8 +1,9 @@
 """Secrets out of everything specbench writes: API keys and secret-looking env values become `***`.
 
-What counts as a secret: the value of `--api-key` / `--admin-api-key` (and `--hf-token`), of an env name with a
-word KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL(S) (`HF_TOKEN`, `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`;
-not `TOKENIZERS_PARALLELISM` or `max_tokens`), `Authorization: Bearer ...`, and Hugging Face `hf_...` tokens
+What counts as a secret: the value of `--api-key` / `--admin-api-key` (and `--hf-token`), the string value of a name
+ending in the word KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL(S), or with SECRET / PASSWORD / CREDENTIAL anywhere
+(`HF_TOKEN`, `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`; not `TOKENIZERS_PARALLELISM`, `max_tokens`,
+`total_token_throughput`, a number), `Authorization: Bearer ...`, and Hugging Face `hf_...` tokens
 anywhere in text. Every secret value seen in a command or env is remembered for the life of the process, so the
 same value is replaced wherever it turns up later (a server log echoing its arguments, a reason string).
 
@@ -18,7 +19,10 @@ from typing import Any
 
 MASK = "***"
 SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--hf-token"})
-SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
+# a name is secret when its last word is one of these (HF_TOKEN, OPENAI_API_KEY; not total_token_throughput) ...
+SECRET_LAST_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
+# ... or any of its words is one of these (AWS_SECRET_ACCESS_KEY, DB_PASSWORD_FILE)
+SECRET_WORDS = frozenset({"SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
 _NOT_SECRET = frozenset({"", "NONE", "NULL", "TRUE", "FALSE", MASK})
 _MIN_LITERAL = 4  # a remembered value shorter than this is not replaced in free text (it would hit digits, words)
 
@@ -26,6 +30,7 @@ _known: set[str] = set()  # secret values seen in this process (commands, envs)
 
 _FLAG_RE = re.compile(r"(--(?:admin-)?api-key|--hf-token)(=|\s+|[\"']\s*,\s*)(\"[^\"]*\"|'[^']*'|[^\s\"',)\]]+)")
 _BEARER_RE = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?\s*bearer\s+)([^\s\"',]+)")
+_NUMBER_RE = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 _HF_RE = re.compile(r"\bhf_[A-Za-z0-9]{6,}")
 # NAME = value (TOML, shell, Python reprs) or "NAME": value (JSON, dict reprs); a bare `name: value` is prose
 _ASSIGN_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)(\s*=\s*|[\"']\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\[[^\]]*\]|[^\s\"',()={}\[\]]+)")
@@ -36,7 +41,7 @@ def is_secret_name(name: str) -> bool:
     words = [w for w in re.split(r"[_\-]+", name.strip().upper()) if w]
     if words == ["KEY"]:  # a bare `key` names a field (contracts.py budget components), not a secret
         return False
-    return any(w in SECRET_WORDS for w in words) or name.strip().lower() in {f.lstrip("-").replace("-", "_")
+    return bool(words) and (words[-1] in SECRET_LAST_WORDS or any(w in SECRET_WORDS for w in words)) or name.strip().lower() in {f.lstrip("-").replace("-", "_")
                                                                               for f in SECRET_FLAGS}
 
 
@@ -65,8 +70,17 @@ def redact_text(text: str) -> str:
     text = _FLAG_RE.sub(lambda m: m.group(1) + m.group(2) + _mask_value(m.group(3)), text)
     text = _BEARER_RE.sub(lambda m: m.group(1) + MASK, text)
     text = _HF_RE.sub("hf_" + MASK, text)
-    return _ASSIGN_RE.sub(
-        lambda m: m.group(1) + m.group(2) + _mask_value(m.group(3)) if is_secret_name(m.group(1)) else m.group(0), text)
+    return _ASSIGN_RE.sub(_assign, text)
+
+
+def _assign(m: re.Match[str]) -> str:
+    name, sep, value = m.group(1), m.group(2), m.group(3)
+    if not is_secret_name(name) or _NUMBER_RE.fullmatch(value):  # a number is a count, never a key
+        return m.group(0)
+    masked = _mask_value(value)
+    if masked == MASK and sep[:1] in ("'", '"'):  # JSON / dict repr: a string keeps the document parseable
+        masked = f'"{MASK}"'
+    return name + sep + masked
 
 
 def redact_argv(argv: Iterable[Any]) -> list[Any]:
@@ -99,7 +113,7 @@ def redact_env(env: Mapping[str, Any]) -> dict[str, Any]:
     """An env mapping with the values of secret names masked (and remembered)."""
     out: dict[str, Any] = {}
     for k, v in env.items():
-        if is_secret_name(str(k)) and isinstance(v, (str, int, float)) and str(v).upper() not in _NOT_SECRET:
+        if is_secret_name(str(k)) and isinstance(v, str) and v.upper() not in _NOT_SECRET:
             remember([str(v)])
             out[k] = MASK
         else:
