@@ -133,7 +133,9 @@ def register(app: typer.Typer) -> None:
         spec, text = load_matrix(matrix)
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
-            rows = dry_run(spec)
+            from specbench.redact import redact_obj
+
+            rows = redact_obj(dry_run(spec))  # commands and env as they would run, their secrets masked
             if as_json:
                 sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             else:

@@ -19,7 +19,6 @@ from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.load.results import is_default
 from specbench.matrix.client_checks import stop_axis
-from specbench.redact import redact_obj
 from specbench.matrix.schema import (
     CLIENT_AXES,
     OPTIONAL_AXES,
@@ -29,6 +28,7 @@ from specbench.matrix.schema import (
     SpecVariant,
     as_axis,
 )
+from specbench.redact import redact_obj
 
 
 def stable_id(prefix: str, payload: Any) -> str:
