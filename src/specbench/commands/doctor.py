@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from specbench.errors import UserError
+from specbench.redact import redact_obj
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -55,7 +56,7 @@ def doctor_cmd(
             raise UserError(f"--diff takes exactly two logs (working, failing), got {len(logs)}")
         result = diff(diagnose_file(logs[0], **kw), diagnose_file(logs[1], **kw))
         if as_json:
-            typer.echo(json.dumps(result.to_json(), indent=2, default=str))
+            typer.echo(json.dumps(redact_obj(result.to_json()), indent=2, default=str))
         else:
             from rich.console import Console
 
@@ -65,7 +66,7 @@ def doctor_cmd(
         raise UserError(f"doctor takes one log (or two with --diff), got {len(logs)}")
     d = diagnose_file(logs[0], **kw)
     if as_json:
-        typer.echo(json.dumps(d.to_json(), indent=2, default=str))
+        typer.echo(json.dumps(redact_obj(d.to_json()), indent=2, default=str))  # a log's echoed keys masked
     else:
         from rich.console import Console
 

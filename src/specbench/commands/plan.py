@@ -73,7 +73,10 @@ def plan_cmd(
                        revision=revision)
     result, _rows = plan_command_full(argv, opts)
     if as_json:
-        typer.echo(json.dumps(result, indent=2, default=str))
+        from specbench.redact import learn, redact_obj
+
+        learn(argv)  # the command's --api-key etc. are masked wherever the result echoes them (ignored_flags...)
+        typer.echo(json.dumps(redact_obj(result), indent=2, default=str))
     else:
         from rich.console import Console
 

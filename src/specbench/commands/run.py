@@ -71,7 +71,7 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for r in rows:
         status = r["status"]
-        style = {"done": "green", "failed": "red", "skipped": "yellow"}.get(status, "")
+        style = {"done": "green", "partial": "red", "failed": "red", "skipped": "yellow"}.get(status, "")
         t.add_row(
             _fmt(r["tp"]), r["label"], _fmt(r["concurrency"]),
             f"{r['prompt_tokens']}+{r['output_tokens']}", f"[{style}]{status}[/]" if style else status,
@@ -164,7 +164,9 @@ def register(app: typer.Typer) -> None:
             spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
-            rows = dry_run(spec)
+            from specbench.redact import redact_obj
+
+            rows = redact_obj(dry_run(spec))  # commands and env as they would run, their secrets masked
             if as_json:
                 sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             else:
@@ -191,16 +193,16 @@ def register(app: typer.Typer) -> None:
                     from specbench.load.spread import noisy_note
                     console.print(f"  noisy: {r['label']} tp={r['tp']} c={r['concurrency']}: {noisy_note(r['spread'])}",
                                   highlight=False, markup=False)
-                if r["status"] in ("failed", "skipped") and r["reason"]:
+                if r["status"] in ("failed", "partial", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]
                     console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={r['concurrency']}: "
                                   f"{first[:300]}", highlight=False, markup=False)
-            console.print(f"ran {report.ran} cells ({report.done} done, {report.failed} failed), "
+            console.print(f"ran {report.ran} cells ({report.done} done, {report.partial} partial, {report.failed} failed), "
                           f"{report.skipped} skipped by the planner, {report.kept} kept from earlier runs; "
                           f"store: {store_path}", highlight=False)
         if report.interrupted:
             err.print(f"specbench: interrupted; finished cells are kept in {store_path}; run again to resume",
                       highlight=False, markup=False)
             raise typer.Exit(130)
-        if report.failed:
+        if report.failed or report.partial:
             raise typer.Exit(1)

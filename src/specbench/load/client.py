@@ -68,7 +68,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         hook = None
         if on_done is not None:
             def hook(r: Raw) -> None:
-                on_done(finalize(r, spec.api, t_start))
+                on_done(finalize(r, spec.api, t_start, spec.include_usage))
         if spec.request_rate is None:
             await closed_loop(pool, measured, recs, spec.concurrency or 1, deadline, spec.request_timeout_s, hook)
         else:
@@ -79,7 +79,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         t_last = max((r.t_end for r in sent), default=t_start)
     finally:
         pool.close()
-    results = tuple(finalize(r, spec.api, t_start) for r in sent)
+    results = tuple(finalize(r, spec.api, t_start, spec.include_usage) for r in sent)
     return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
                    warmup_errors=tuple(warmup_errors),
                    client_cpu_s=cpu1 - cpu0)

@@ -1,5 +1,11 @@
 """After the run: a request's timestamps and the few SSE events kept of it (the first ones, to skip the chat
-role chunk; the last ones: `usage`, SGLang `meta_info`, `[DONE]`) -> its `RequestResult`."""
+role chunk; the last ones: `usage`, SGLang `meta_info`, `[DONE]`) -> its `RequestResult`.
+
+A response is measured only when it is whole: an event that is not a JSON object (the hot path counts those whose
+payload does not start like one; the kept last events are parsed), a stream that ends without `[DONE]` (both
+engines send it on every endpoint: vllm/entrypoints/openai/serving_completion.py, sglang/srt/entrypoints/http_server
+.py), or, where the request asked for it (`stream_options.include_usage`), without the usage chunk, is a request
+error with its reason, never a shorter measurement."""
 
 from __future__ import annotations
 
@@ -58,10 +64,13 @@ class _Tail:
     usage: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
     error: str | None = None
+    done: bool = False  # the last event was [DONE]
+    malformed: int = 0  # kept last events that are not JSON
 
 
-def finalize(rec: Raw, api: str, t_start: float) -> RequestResult:
-    """One request's record -> its RequestResult (times relative to `t_start`, the start of the measured run)."""
+def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False) -> RequestResult:
+    """One request's record -> its RequestResult (times relative to `t_start`, the start of the measured run).
+    `usage_expected`: the request asked for the usage chunk (chat / completions with include_usage)."""
     start = rec.t0 - t_start
     e2e = rec.t_end - rec.t0 if rec.t_end else None
     error = _transport_error(rec)
@@ -70,6 +79,8 @@ def finalize(rec: Raw, api: str, t_start: float) -> RequestResult:
     # non-content events at the start (the chat role chunk) and at the end ([DONE], usage-only chunk)
     k_start = _leading_non_content(rec.head, api)
     tail = _read_tail(rec.tail, api)
+    if tail.error is None:
+        tail = _Tail(tail.k_end, tail.usage, tail.meta, _incomplete(rec, api, tail, usage_expected), tail.done)
     if tail.error is not None:
         return RequestResult(rec.idx, start, None, e2e, (), rec.prompt_tokens, 0, tail.error, events=rec.n_ev)
     n_content = max(0, rec.n_ev - k_start - tail.k_end)
@@ -81,6 +92,18 @@ def finalize(rec: Raw, api: str, t_start: float) -> RequestResult:
         return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, out, "no content events in the response",
                              verify, accept, 0)
     return RequestResult(rec.idx, start, ttft, e2e, itl, prompt_tokens, out, None, verify, accept, n_content)
+
+
+def _incomplete(rec: Raw, api: str, tail: _Tail, usage_expected: bool) -> str | None:
+    """Why a response that ended cleanly at the HTTP level is still not a whole measurement."""
+    bad = max(rec.bad_ev, tail.malformed)
+    if bad:
+        return f"{bad} malformed SSE event(s) (not JSON) in {rec.n_ev} events"
+    if not tail.done:
+        return f"stream ended without [DONE] after {rec.n_ev} events (cut short)"
+    if usage_expected and api != "generate" and tail.usage is None:
+        return f"stream ended without the usage chunk it asked for (include_usage) after {rec.n_ev} events"
+    return None
 
 
 def _transport_error(rec: Raw) -> str | None:
@@ -111,7 +134,11 @@ def _read_tail(tail: bytes, api: str) -> _Tail:
     k_end = 0
     usage: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
-    for p in reversed(_payloads(tail)):
+    payloads = _payloads(tail)
+    done = bool(payloads) and payloads[-1] == b"[DONE]"
+    whole = tail.startswith(EV)  # cut at an event start (else the 4 KiB fallback: its first event may be partial)
+    malformed = sum(1 for i, p in enumerate(payloads) if p != b"[DONE]" and _loads(p) is None and (whole or i))
+    for p in reversed(payloads):
         if p == b"[DONE]":
             k_end += 1
             continue
@@ -121,7 +148,7 @@ def _read_tail(tail: bytes, api: str) -> _Tail:
         if obj.get("error"):  # an error event whose marker a read boundary split (the hot path saw no match)
             err = obj["error"]
             msg = err.get("message") if isinstance(err, dict) else err
-            return _Tail(error=f"error event: {msg}")
+            return _Tail(error=f"error event: {msg}", done=done)
         if usage is None and isinstance(obj.get("usage"), dict):
             usage = obj["usage"]
         if api == "generate":
@@ -130,7 +157,7 @@ def _read_tail(tail: bytes, api: str) -> _Tail:
         if _has_content(obj, api):
             break
         k_end += 1
-    return _Tail(k_end, usage, meta)
+    return _Tail(k_end, usage, meta, None, done, malformed)
 
 
 def _content_times(rec: Raw, k_start: int, n_content: int) -> list[float]:

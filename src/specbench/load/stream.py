@@ -8,6 +8,7 @@ run. HTTP framing: chunked, Content-Length or until-close bodies, markers and th
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 
@@ -15,13 +16,19 @@ EV = b"\ndata:"
 KEEP = 6  # event starts kept from the end of a response (one or two more than ever parsed: markers can straddle reads)
 HEAD_BYTES = 4096
 LAST_CHUNK = b"\r\n0\r\n\r\n"
+_JSON_EV = b"\ndata: {"  # how both engines frame an event; anything else is checked by _well_formed
+
+
+# an event whose payload starts with neither `{` (a JSON object) nor `[` ([DONE]), after an optional space
+_BAD_EV = re.compile(rb"\ndata:(?:[^ {\[]| [^{\[])")
+EDGE = 16  # bytes of the stream kept across reads: longer than any marker above
 
 
 class Raw:
     """What the hot path records about one request; turned into a RequestResult after the run."""
 
     __slots__ = ("idx", "prompt_tokens", "t0", "t_end", "marks", "n_ev", "head", "reads", "reads_ev", "tail",
-                 "status", "error", "error_ev", "err_body")
+                 "status", "error", "error_ev", "err_body", "bad_ev")
 
     def __init__(self, idx: int, prompt_tokens: int) -> None:
         self.idx = idx
@@ -37,6 +44,7 @@ class Raw:
         self.error: str | None = None
         self.error_ev = False
         self.err_body = b""
+        self.bad_ev = 0  # events whose payload is neither a JSON object nor [DONE] (sse.finalize: a request error)
 
 
 HEAD, CHUNKED, LENGTH, UNTIL_CLOSE, IDLE = range(5)  # Conn.state
@@ -49,11 +57,12 @@ class Conn(asyncio.Protocol):
         self.rec: Raw | None = None
         self.fut: asyncio.Future[None] | None = None
         self.hbuf = b""
-        self.edge = b""  # the last 8 bytes of the stream: event markers and the last chunk split across reads
+        self.edge = b""  # the last EDGE bytes of the stream: event markers and the last chunk split across reads
         self.remaining = 0
         self.keep_alive = True
         self.closed = False
         self.timer: asyncio.TimerHandle | None = None
+        self.check_next = False  # the last read may have ended inside an event start (_check_events)
 
     # asyncio callbacks ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -99,8 +108,8 @@ class Conn(asyncio.Protocol):
             self._edge(data)
 
     def _edge(self, data: bytes) -> None:
-        """The stream's last 8 bytes, however small the reads."""
-        self.edge = data[-8:] if len(data) >= 8 else (self.edge + data)[-8:]
+        """The stream's last EDGE bytes, however small the reads."""
+        self.edge = data[-EDGE:] if len(data) >= EDGE else (self.edge + data)[-EDGE:]
 
     # parsing ------------------------------------------------------------------------------
     def _body(self, t: float, data: bytes) -> None:
@@ -115,6 +124,8 @@ class Conn(asyncio.Protocol):
         if n:
             rec.marks.append((t, n))
             rec.n_ev += n
+        if n or self.check_next:
+            self._check_events(rec, data, n)
         if len(rec.head) < HEAD_BYTES:
             rec.head += data[:HEAD_BYTES]
         # keep references to the last reads (no copy) while they hold the last KEEP event starts
@@ -125,6 +136,18 @@ class Conn(asyncio.Protocol):
             rec.reads_ev -= reads.popleft()[1]
         if b'{"error"' in data:
             rec.error_ev = True
+
+    def _check_events(self, rec: Raw, data: bytes, n: int) -> None:
+        """Count malformed event starts completed in this read. Fast path: every event of the read is wholly in it
+        and starts `data: {`. Else the stream's last bytes + this read are searched (a match is counted in the read
+        where it ends), and the next read is searched too when this one may end inside an event start."""
+        if n and data.count(_JSON_EV) == n:
+            self.check_next = False
+            return
+        w = self.edge + data
+        cut = len(self.edge)
+        rec.bad_ev += sum(1 for m in _BAD_EV.finditer(w) if m.end() > cut)
+        self.check_next = len(data) < 8 or b"\n" in data[-7:]
 
     def _headers(self, t: float, data: bytes) -> None:
         buf = self.hbuf + data
@@ -178,6 +201,7 @@ class Conn(asyncio.Protocol):
         self.fut = loop.create_future()
         self.state = HEAD
         self.edge = b""
+        self.check_next = False
         self.timer = loop.call_later(timeout_s, self._timeout, timeout_s)
         rec.t0 = time.perf_counter()
         assert self.transport is not None

@@ -42,7 +42,7 @@ class CellContext:
 
 @dataclass(frozen=True)
 class CellOutcome:
-    status: str  # done | failed
+    status: str  # done | partial | failed
     reason: str | None = None
     metrics: dict[str, Any] | None = None
     clamp: dict[str, Any] | None = None
@@ -179,7 +179,7 @@ def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any
 
 def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | None = None) -> CellOutcome:
     """Send the cell's load (`repeats` times on this server, the warm-up once before the first); `failed` when no
-    request succeeded or the server died."""
+    request succeeded or the server died, `partial` when more requests failed than `max_failed_fraction` allows."""
     n = request_count(cell.client)
     reps = repeats_of(cell.client)
     try:
@@ -208,6 +208,20 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
         first = next((r.error for run in runs for r in run.results if r.error), "no request was sent")
         return CellOutcome("failed", f"no request completed ({metrics['failed']} failed; first error: {first})",
                            metrics, clamp_d, rows)
+    return failed_fraction_verdict(metrics, cell.client, [r for run in runs for r in run.results], clamp_d, rows)
+
+
+def failed_fraction_verdict(metrics: dict[str, Any], client: Mapping[str, Any], results: Any,
+                            clamp_d: Any, rows: tuple[RequestRow, ...]) -> CellOutcome:
+    """`done` when the failed requests are within the client's `max_failed_fraction` (default 0: none may fail),
+    else `partial` with the count and the first error (the cell measured only what succeeded)."""
+    failed = int(metrics.get("failed") or 0)
+    total = failed + int(metrics.get("completed") or 0)
+    limit = float(client.get("max_failed_fraction") or 0.0)
+    if failed and failed > limit * total:
+        first = next((r.error for r in results if r.error), "?")
+        return CellOutcome("partial", f"{failed}/{total} requests failed (max_failed_fraction {limit:g});"
+                                      f" first error: {first}", metrics, clamp_d, rows)
     return CellOutcome("done", None, metrics, clamp_d, rows)
 
 

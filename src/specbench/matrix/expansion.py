@@ -28,6 +28,7 @@ from specbench.matrix.schema import (
     SpecVariant,
     as_axis,
 )
+from specbench.redact import redact_obj
 
 
 def stable_id(prefix: str, payload: Any) -> str:
@@ -200,7 +201,8 @@ def _dedupe(spec: MatrixSpec, tuples_pre: list[tuple[int, dict[str, Any], dict[s
     seen: dict[str, int] = {}
     uniq = []
     for idx, settings, client in tuples_pre:
-        sid = stable_id("srv", {**ident_base, **{k: v for k, v in settings.items() if k != "notes"}})
+        # the identity hashes the redacted form (specbench/redact.py): a secret never shapes an id, a new key keeps it
+        sid = stable_id("srv", redact_obj({**ident_base, **{k: v for k, v in settings.items() if k != "notes"}}))
         if sid in seen:
             continue
         seen[sid] = idx
@@ -225,7 +227,7 @@ def _rate(v: Any) -> float:
 # client keys that never enter a cell's identity: how the result is judged, not what is measured
 NOT_IDENTITY = ("noisy_cv",)
 # fixed client keys a cell carries only when set, so that the ids of matrices without them stay
-DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv")
+DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv", "max_failed_fraction")
 
 
 def cell_identity(client: dict[str, Any]) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class RunReport:
     ran: int = 0
     done: int = 0
     failed: int = 0
+    partial: int = 0  # some requests failed beyond the client's max_failed_fraction (exit 1 like failed)
     skipped: int = 0
     kept: int = 0
     interrupted: bool = False

@@ -149,6 +149,8 @@ class ClientAxes(_Strict):
     # then holds mean, std, CV and a 95% interval per metric (load/spread.py); `specbench run --repeats N` overrides
     repeats: int | None = None
     noisy_cv: float | None = None  # a cell whose CV exceeds this is flagged noisy (default 0.05)
+    # a cell with more failed requests than this fraction is `partial` (some) or `failed` (all); unset: 0
+    max_failed_fraction: float | None = None
     # workload: "fixed" | "uniform:LO,HI" | "normal:MEAN,STD" | "data" (load/lengths.py); a dataset category;
     # ShareGPT conversations replayed turn by turn (needs prompt_len = "data")
     prompt_len: str | list[str] | None = None
@@ -208,6 +210,13 @@ class ClientAxes(_Strict):
     def _noisy_cv(cls, v: float | None) -> float | None:
         if v is not None and (isinstance(v, bool) or not 0 < v < 10):
             raise ValueError(f"noisy_cv must be a number in (0, 10) (a fraction: 0.05 = 5%), got {v!r}")
+        return v
+
+    @field_validator("max_failed_fraction")
+    @classmethod
+    def _mff(cls, v: float | None) -> float | None:
+        if v is not None and (isinstance(v, bool) or not 0.0 <= v <= 1.0):
+            raise ValueError(f"must be a number in [0, 1], got {v!r}")
         return v
 
     @field_validator("warmup_requests")
@@ -303,7 +312,7 @@ class Override(_Strict):
     @classmethod
     def _client(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         allowed = set(CLIENT_AXES) | set(OPTIONAL_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms",
-                                                             "repeats", "noisy_cv"}
+                                                             "repeats", "noisy_cv", "max_failed_fraction"}
         for k in v:
             if k not in allowed:
                 raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed)}")
@@ -364,6 +373,18 @@ class MatrixSpec(_Strict):
     @property
     def matrix_dir(self) -> str | None:
         return self._matrix_dir
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        import ipaddress
+
+        if v != "localhost":
+            try:
+                ipaddress.ip_address(v)
+            except ValueError:
+                raise ValueError(f'host must be an IP address or "localhost", got {v!r}') from None
+        return v
 
     @field_validator("port")
     @classmethod

@@ -1,8 +1,9 @@
 """The results store: one SQLite file per run, written ahead (schema in docs/structures.md).
 
-A cell row is `running` (committed) before the cell starts and `done` / `failed` / `skipped` after.
+A cell row is `running` (committed) before the cell starts and `done` / `partial` / `failed` / `skipped` after
+(`partial`: more requests failed than the client's `max_failed_fraction` allows, but not all).
 A re-run of the same matrix keeps `done` cells, re-runs `running` ones (a crash interrupted them) and
-`failed` ones only when asked (`--retry-failed`). WAL mode, autocommit: every write is on disk when the
+`failed` and `partial` ones only when asked (`--retry-failed`). WAL mode, autocommit: every write is on disk when the
 call returns, so a SIGKILL loses at most the cell in flight. A packed or Ray run has one writer too: the workers'
 records are applied by the runner (relay.py); a store another process holds locked is an error at once.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import UserError
+from specbench.redact import redact_obj, redact_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta    (key TEXT PRIMARY KEY, value TEXT);
@@ -85,12 +87,19 @@ def insert_sql(table: str) -> str:
 # (runner.py's flock) and one writer per run (relay.py), so only a foreign writer ever makes it wait
 BUSY_TIMEOUT_MS = 30_000
 
-CELL_STATUSES = ("pending", "running", "done", "failed", "skipped")
+# partial: some requests failed (more than the client's max_failed_fraction), the rest measured
+CELL_STATUSES = ("pending", "running", "done", "partial", "failed", "skipped")
 SERVER_STATUSES = ("pending", "running", "ready", "stopped", "failed", "skipped")
 
 
 def _j(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=str)
+    """JSON of a value with its secrets masked (specbench/redact.py): every JSON column goes through here."""
+    return None if value is None else json.dumps(redact_obj(value), default=str)
+
+
+def _t(text: str | None) -> str | None:
+    """A text column (log, reason) with its secrets masked."""
+    return None if text is None else redact_text(text)
 
 
 def _unj(text: str | None) -> Any:
@@ -175,7 +184,7 @@ class Store:
             for k, v in items.items():
                 self.conn.execute(
                     "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                    (k, v if isinstance(v, str) else json.dumps(v)),
+                    (k, _t(v) if isinstance(v, str) else _j(v)),
                 )
 
     def meta(self) -> dict[str, str]:
@@ -187,6 +196,7 @@ class Store:
                    status: str) -> None:
         """Insert or refresh a server tuple before it is launched (or skipped)."""
         assert status in SERVER_STATUSES, status
+        command, env = redact_obj(list(command)), redact_obj(dict(env))  # learns the secrets before the rest
         self.conn.execute(
             """INSERT INTO servers(server_id, phase, tp, engine, settings_json, command_json, env_json, verdict,
                                    plan_json, status)
@@ -206,7 +216,7 @@ class Store:
             if k == "status":
                 assert v in SERVER_STATUSES, v
             cols.append(f"{k}=?")
-            vals.append(_j(v) if k.endswith("_json") else v)
+            vals.append(_j(v) if k.endswith("_json") else _t(v) if isinstance(v, str) else v)
         self.conn.execute(f"UPDATE servers SET {', '.join(cols)} WHERE server_id=?", (*vals, server_id))
 
     def server(self, server_id: str) -> dict[str, Any] | None:
@@ -236,7 +246,7 @@ class Store:
         status = self.cell_status(cell_id)
         if status == "done":
             return False
-        if status == "failed":
+        if status in ("failed", "partial"):
             return retry_failed
         return True
 
@@ -258,29 +268,29 @@ class Store:
                     requests: Iterable[RequestRow] = (), log_text: str | None = None,
                     diagnosis: dict[str, Any] | None = None) -> None:
         """The cell's outcome and its requests, in one transaction."""
-        assert status in ("done", "failed", "skipped", "pending"), status
+        assert status in ("done", "partial", "failed", "skipped", "pending"), status
         with self._tx():
             self.conn.execute(
                 """UPDATE cells SET status=?, reason=?, ended_at=?, metrics_json=?, clamp_json=COALESCE(?, clamp_json),
                                     log_text=?, diagnosis_json=? WHERE cell_id=?""",
-                (status, reason, time.time(), _j(metrics), _j(clamp), log_text, _j(diagnosis), cell_id),
+                (status, _t(reason), time.time(), _j(metrics), _j(clamp), _t(log_text), _j(diagnosis), cell_id),
             )
             self.conn.executemany(
                 """INSERT OR REPLACE INTO requests(cell_id, idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json,
                                                    error, accept_len, spec_verify_ct, category, repeat)
                    VALUES(?,?,?,?,?,?,?,?,?,?,?,?)""",
-                [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), r.error,
+                [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), _t(r.error),
                   r.accept_len, r.spec_verify_ct, r.category, r.repeat) for r in requests],
             )
 
     def skip_cell(self, cell_id: str, reason: str) -> None:
         self.conn.execute(
-            "UPDATE cells SET status='skipped', reason=?, ended_at=? WHERE cell_id=?", (reason, time.time(), cell_id)
+            "UPDATE cells SET status='skipped', reason=?, ended_at=? WHERE cell_id=?", (_t(reason), time.time(), cell_id)
         )
 
     def mark_interrupted(self, cell_id: str, reason: str = "interrupted; re-run next time") -> None:
         """The cell stays `running` (so the next run re-runs it) and says why it did not finish."""
-        self.conn.execute("UPDATE cells SET reason=? WHERE cell_id=? AND status='running'", (reason, cell_id))
+        self.conn.execute("UPDATE cells SET reason=? WHERE cell_id=? AND status='running'", (_t(reason), cell_id))
 
     def set_clamp(self, cell_id: str, clamp: dict[str, Any]) -> None:
         self.conn.execute("UPDATE cells SET clamp_json=? WHERE cell_id=?", (_j(clamp), cell_id))

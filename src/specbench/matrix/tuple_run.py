@@ -197,9 +197,10 @@ class TupleRun:
             log = self.proc.log_text()
             diag = diagnose(log)
             reason = (outcome.reason or "failed") + failure_suffix(diag)
-            self.store.finish_cell(c.cell_id, "failed", reason=reason, metrics=outcome.metrics, clamp=outcome.clamp,
+            status = "partial" if outcome.status == "partial" else "failed"  # partial: some requests failed
+            self.store.finish_cell(c.cell_id, status, reason=reason, metrics=outcome.metrics, clamp=outcome.clamp,
                                    requests=outcome.requests, log_text=log, diagnosis=diag)
-            self.tally.count("failed")
+            self.tally.count(status)
             if not self.proc.alive():
                 self.server_failed = True
                 self.dead_reason = f"server exited (status {self.proc.returncode()}) during cell {c.cell_id}"

@@ -1,12 +1,14 @@
-"""Write a report folder: report.md, report.html, PNGs, logs/.
+"""Write a report folder: report.md, report.html, PNGs, logs/, and MANIFEST (the files it wrote).
 
-The folder is written from here, except the PNGs: each figure saves itself (plot_base.py `save`, called through
+A folder is only ever replaced file by file from its manifest: a new or empty folder is written, one with our
+manifest has exactly the files that manifest lists removed first, and any other non-empty folder is refused with
+one line (`report --out ~` must never delete what it did not write). The folder is written from here, except the PNGs: each figure saves itself (plot_base.py `save`, called through
 plots.all_plots). Every other module of the package only reads (load.py) or computes.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +25,7 @@ from specbench.report.tables import build_tables
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
              "pareto.png", "accept_length.png", "accept_pos.png", "memory.png")
+MANIFEST = ".specbench-report.json"  # {"written_by": "specbench report", "files": [relative paths]}
 
 
 @dataclass(frozen=True)
@@ -45,12 +48,45 @@ def write_report(stores: Sequence[Store], out_dir: str | Path, now: datetime | N
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{out}: cannot create the report folder ({exc.strerror})") from None
-    for name in PNG_NAMES:  # a figure that has no data this time must not linger from an earlier report
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "logs", ignore_errors=True)
+        _clear_previous(out)  # a figure or log that has no data this time must not linger from an earlier report
+        return _write_all(stores, out, now)
+    except OSError as exc:  # disk full, a read-only folder: one line
+        raise UserError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
 
+
+def _clear_previous(out: Path) -> None:
+    """Remove the files our manifest lists (and the folders they leave empty); refuse a folder we did not write."""
+    manifest = out / MANIFEST
+    if not manifest.is_file():
+        if any(out.iterdir()):
+            raise UserError(f"{out}: not empty and not a specbench report folder (no {MANIFEST}); "
+                            f"give a new or empty folder to --out")
+        return
+    try:
+        files = json.loads(manifest.read_text(encoding="utf-8")).get("files")
+    except (ValueError, AttributeError):
+        files = None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise UserError(f"{manifest}: damaged report manifest; remove the folder or give another --out")
+    root = out.resolve()
+    for rel in files:
+        if (out / rel).is_symlink():
+            continue
+        path = (out / rel).resolve()
+        if root not in path.parents or not path.is_file():
+            continue  # only regular files inside the folder
+        path.unlink()
+        for d in path.parents:
+            if d == root:
+                break
+            try:
+                d.rmdir()  # only when empty
+            except OSError:
+                break
+    manifest.unlink()
+
+
+def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Written:
     tables = build_tables(stores)
     rows = [r for phase in tables.phases for r in phase.rows]
     accepts = {c.cell_id: c.accept_lengths for s in stores for c in s.cells}
@@ -69,6 +105,10 @@ def write_report(stores: Sequence[Store], out_dir: str | Path, now: datetime | N
     md.write_text(render_markdown(report), encoding="utf-8")
     html = out / "report.html"
     html.write_text(render_html(report, {p.name: p.path.read_bytes() for p in plots}), encoding="utf-8")
+    written = [md, html, *(p.path for p in plots), *logs]
+    (out / MANIFEST).write_text(json.dumps({"written_by": "specbench report",
+                                            "files": sorted(str(p.relative_to(out)) for p in written)}, indent=1),
+                                encoding="utf-8")
     return Written(out_dir=out, markdown=md, html=html, pngs=tuple(p.path for p in plots), logs=tuple(logs),
                    report=report)
 

@@ -19,6 +19,7 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.matrix import store as store_schema
+from specbench.redact import redact_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -239,11 +240,27 @@ def _open(path: Path) -> sqlite3.Connection:
     if head and head != SQLITE_MAGIC:
         raise UserError(f"{path}: not an SQLite results store")
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        con.execute("PRAGMA query_only = 1")
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return _connect_ro(path, "mode=ro")
+    except sqlite3.OperationalError:
+        # a WAL store in a folder we cannot write: SQLite cannot make its -shm file, so read the file as it is
+        # (no runner can be writing it there either)
+        try:
+            return _connect_ro(path, "mode=ro&immutable=1")
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
+
+
+def _connect_ro(path: Path, query: str) -> sqlite3.Connection:
+    """A read-only connection (`file:...?mode=ro`): report and export never write a store."""
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True)
+    try:
+        con.execute("PRAGMA query_only = 1")
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -271,6 +288,12 @@ def _read_rows(path: Path) -> _Rows:
             raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
     finally:
         con.close()
+    # secrets masked on the way in (specbench/redact.py), so a store written before redaction existed is shared safely
+    meta_rows, server_rows, cell_rows = ([{k: redact_text(v) if isinstance(v, str) else v for k, v in r.items()}
+                                         for r in rows] for rows in (meta_rows, server_rows, cell_rows))
+    for r in request_rows:
+        if isinstance(r.get("error"), str):
+            r["error"] = redact_text(r["error"])
     return _Rows(meta_rows, server_rows, cell_rows, request_rows, warnings)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from specbench.report.formatting import SIMULATED_NOTE
 from specbench.report.model import Report
 from specbench.report.repeats import fmt_ci
@@ -12,7 +14,8 @@ BAR_CHARS = {"weights": "█", "draft": "▓", "Mamba": "▒", "KV": "░", "hea
 
 
 def _esc(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell: HTML escaped (GitHub renders raw HTML in Markdown: a `<script>` label stays text), one line."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def _table(header: list[str], rows: list[list[str]], drop_first: bool = False) -> list[str]:
@@ -59,12 +62,12 @@ def _categories(report: Report) -> list[str]:
 
 def render_markdown(report: Report) -> str:
     t = report.tables
-    lines = [f"# {report.title}", "", f"Generated {report.generated_at}.", ""]
+    lines = [f"# {_esc(report.title)}", "", f"Generated {report.generated_at}.", ""]
     lines += ["## Stores", ""]
     lines += _table(["store", "file", "engine", "version", "model", "servers", "cells"],
                     [[s.label, f"`{s.path}`", s.engine or "–", s.engine_version or "–", s.model or "–",
                       str(s.n_servers), str(s.n_cells)] for s in report.stores])
-    lines += ["", f"**{t.summary.headline}**", ""]
+    lines += ["", f"**{_esc(t.summary.headline)}**", ""]
 
     if t.best:
         lines += ["## Fastest configuration per TP and concurrency", ""]
@@ -81,12 +84,12 @@ def render_markdown(report: Report) -> str:
     if report.plots:
         lines += ["## Figures", ""]
         for p in report.plots:
-            lines += [f"### {p.title}", "", f"![{p.title}]({p.name})", "", p.caption, ""]
+            lines += [f"### {_esc(p.title)}", "", f"![{_esc(p.title)}]({p.name})", "", _esc(p.caption), ""]
     elif t.summary.n_cells:
         lines += ["No figures: no cell finished with measurements.", ""]
 
     for table in t.phases:
-        lines += [f"## {table.title}", ""]
+        lines += [f"## {_esc(table.title)}", ""]
         lines += _table([h for h, _ in CELL_COLUMNS], [cell_values(r) for r in table.rows])
         lines.append("")
     lines += _notes(report)
@@ -116,5 +119,5 @@ def render_markdown(report: Report) -> str:
         lines += ["No server in the store has a memory plan.", ""]
 
     if t.warnings:
-        lines += ["## Store warnings", ""] + [f"- {w}" for w in t.warnings] + [""]
+        lines += ["## Store warnings", ""] + [f"- {_esc(w)}" for w in t.warnings] + [""]
     return "\n".join(lines).rstrip() + "\n"

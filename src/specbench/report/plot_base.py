@@ -10,6 +10,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # no display, before anything imports pyplot
+# labels, titles and legends are plain text: a `$...$` in a matrix label is not mathtext (it crashed the parser)
+matplotlib.rcParams["text.parse_math"] = False
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402

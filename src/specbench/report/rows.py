@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 DONE = "done"
-FAILED_STATES = ("failed", "skipped")
+FAILED_STATES = ("failed", "partial", "skipped")  # partial: more requests failed than max_failed_fraction
 
 
 @dataclass(frozen=True)

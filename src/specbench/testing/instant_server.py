@@ -12,7 +12,11 @@ Every request gets exactly `max_tokens` output tokens (one word each, from WORDS
 caps it. `--accept-length A` simulates speculative decoding: each event carries A tokens, one verify step
 per event. `--burst N` puts N events in one socket write; `--ttft-ms` / `--itl-ms` pace the stream.
 Failure injection for tests: `--fail-every K` (HTTP 500), `--close-every K` (connection dropped
-mid-stream), `--error-event-every K` (an SSE `{"error": ...}` event mid-stream, as vLLM sends).
+mid-stream), `--error-event-every K` (an SSE `{"error": ...}` event mid-stream, as vLLM sends); a misbehaving
+server: `--malformed-every K` (an event that is not JSON mid-stream), `--truncate-every K` (the stream ends cleanly
+at the HTTP level without `[DONE]`, after half its events), `--stall-every K` (the stream stops after half its events
+and the connection stays open), `--no-usage` (no usage chunk even when asked). `--api-key KEY` is taken and echoed
+in the startup line, as SGLang prints its server_args (tests check that no copy of it is kept).
 `--record FILE` appends every POST body it receives to FILE, one `{"path": ..., "body": ...}` JSON line each
 (tests read what the client really sent).
 
@@ -49,6 +53,10 @@ class Options:
     fail_every: int = 0
     close_every: int = 0
     error_event_every: int = 0
+    malformed_every: int = 0
+    truncate_every: int = 0
+    stall_every: int = 0
+    no_usage: bool = False
     model: str = "instant"
     record: str | None = None
 
@@ -147,7 +155,7 @@ class Server:
         return evs
 
     def tail(self, api: str, n: int, prompt_tokens: int, usage: bool) -> bytes:
-        if api in ("chat", "completions") and usage:
+        if api in ("chat", "completions") and usage and not self.o.no_usage:
             obj = {"id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion", "created": 0,
                    "model": self.o.model, "choices": [],
                    "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}}
@@ -289,11 +297,13 @@ class _Proto(asyncio.Protocol):
             evs = [e.replace(b'"prompt_tokens":-1', b'"prompt_tokens":%d' % ptoks) for e in evs]
             evs = [_chunk(e[e.find(b"\r\n") + 2:-2]) for e in evs]
         tail = srv.tail(api, n, ptoks, usage)
-        close_at = len(evs) // 2 if o.close_every and nth % o.close_every == 0 else -1
-        error_at = len(evs) // 2 if o.error_event_every and nth % o.error_event_every == 0 else -1
-        if o.ttft_ms or o.itl_ms or close_at >= 0 or error_at >= 0:
+        faults = {what: len(evs) // 2 for what, every in (("close", o.close_every), ("error", o.error_event_every),
+                                                          ("malformed", o.malformed_every),
+                                                          ("truncate", o.truncate_every), ("stall", o.stall_every))
+                  if every and nth % every == 0}
+        if o.ttft_ms or o.itl_ms or faults:
             self.busy = True
-            asyncio.ensure_future(self._paced(evs, tail, close_at, error_at, n, ptoks))
+            asyncio.ensure_future(self._paced(evs, tail, faults, n, ptoks))
             return
         b = o.burst
         self._send(_SSE_HEAD)
@@ -305,7 +315,7 @@ class _Proto(asyncio.Protocol):
             self._send(tail)
         srv.account(n, ptoks)
 
-    async def _paced(self, evs: list[bytes], tail: bytes, close_at: int, error_at: int, n: int, ptoks: int) -> None:
+    async def _paced(self, evs: list[bytes], tail: bytes, faults: dict[str, int], n: int, ptoks: int) -> None:
         o = self.srv.o
         try:
             self._send(_SSE_HEAD)
@@ -316,13 +326,7 @@ class _Proto(asyncio.Protocol):
                     await asyncio.sleep(o.itl_ms / 1000)
                 group = evs[i:i + o.burst]
                 for j, e in enumerate(group):
-                    if i + j == close_at:
-                        assert self.t is not None
-                        self.t.abort()
-                        return
-                    if i + j == error_at:
-                        self._send(_sse({"error": {"object": "error", "message": "injected mid-stream error",
-                                                   "type": "InternalServerError", "code": 500}}) + _DONE + _END)
+                    if await self._fault(faults, i + j):
                         return
                     self._send(e)
             self._send(tail)
@@ -331,6 +335,26 @@ class _Proto(asyncio.Protocol):
             self.busy = False
             if self.buf:
                 self.data_received(b"")
+
+    async def _fault(self, faults: dict[str, int], k: int) -> bool:
+        """Inject the fault due at event `k`; True when the response ends here."""
+        if faults.get("close") == k:
+            assert self.t is not None
+            self.t.abort()
+            return True
+        if faults.get("error") == k:
+            self._send(_sse({"error": {"object": "error", "message": "injected mid-stream error",
+                                       "type": "InternalServerError", "code": 500}}) + _DONE + _END)
+            return True
+        if faults.get("malformed") == k:
+            self._send(_chunk(b"data: <html>not json</html>\n\n"))  # then the stream goes on as if nothing happened
+        if faults.get("truncate") == k:
+            self._send(_END)  # the last chunk: a clean end, with no [DONE]
+            return True
+        if faults.get("stall") == k:
+            await asyncio.sleep(3600)  # the client's request timeout ends it
+            return True
+        return False
 
     def _whole(self, api: str, n: int, ptoks: int) -> bytes:
         text = _text(0, n)
@@ -374,6 +398,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--close-every", type=int, default=0)
     p.add_argument("--error-event-every", type=int, default=0)
+    p.add_argument("--malformed-every", type=int, default=0, help="a non-JSON event mid-stream every K requests")
+    p.add_argument("--truncate-every", type=int, default=0, help="end the stream without [DONE] every K requests")
+    p.add_argument("--stall-every", type=int, default=0, help="stop the stream half-way every K requests")
+    p.add_argument("--no-usage", action="store_true", help="never send the usage chunk")
+    p.add_argument("--api-key", default=None, help="taken and echoed at startup (as SGLang prints server_args)")
     p.add_argument("--model", default="instant")
     p.add_argument("--record", default=None, help="append every POST body received to this file (JSON lines)")
     a = p.parse_args(argv)
@@ -382,7 +411,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     opts = Options(burst=a.burst, ttft_ms=a.ttft_ms, itl_ms=a.itl_ms, max_output=a.max_output,
                    default_output=a.default_output, accept_length=a.accept_length, num_spec_tokens=a.num_spec_tokens,
                    fail_every=a.fail_every, close_every=a.close_every, error_event_every=a.error_event_every,
-                   model=a.model, record=a.record)
+                   malformed_every=a.malformed_every, truncate_every=a.truncate_every, stall_every=a.stall_every,
+                   no_usage=a.no_usage, model=a.model, record=a.record)
+    if a.api_key is not None:
+        print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)
     return a.host, a.port, opts
 
 
