@@ -1,8 +1,9 @@
 """SGLang as a benchmark target: launch argv per version, readiness, server-info read-back, client mode.
 
-Flag spellings come from SGLang's `server_args.py` / `arg_groups` (see ../shared/research/sglang-memory.md
-§7 and §9): `--tp-size` (alias `--tp`), `--speculative-*`, and the mamba strategy flag, which is
-`--mamba-scheduler-strategy` up to 0.5.13 and `--mamba-radix-cache-strategy` from 0.5.14.
+Flag spellings come from SGLang's own argument definitions (sglang/srt/server_args.py::ServerArgs.add_cli_args
+@0.5.12.post1; the annotated `ServerArgs` fields and add_cli_args' deprecated aliases @0.5.15.post1): `--tp-size`
+(alias `--tp`), `--speculative-*`, and the mamba strategy flag, which is `--mamba-scheduler-strategy` up to 0.5.13
+and `--mamba-radix-cache-strategy` from 0.5.14 (0.5.15.post1 keeps the old one as a deprecated alias).
 DDTREE is not upstream (an open PR adds `--speculative-ddtree-budget`); forks spell it that way.
 
 `SGLANG_ENABLE_SPEC_V2` is never set for an autoregressive server (the incident set it everywhere);

@@ -170,7 +170,8 @@ class Pool:
 
 
 def needed_bytes(grouping: Grouping, c: Charge, L: int, v: Version, specs: list[LayerSpec]) -> int:
-    """Memory one full-length request needs, as the length check computes it by version (§6.4):
+    """Memory one full-length request needs, as the length check computes it by version
+    (vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory@0.32.0):
     0.19+ kv_cache_utils.py::_max_memory_usage_bytes_from_groups = B·q; 0.14-0.18 the first group only;
     <=0.13 the sum of every layer's own max_memory_usage_bytes."""
     if v >= (0, 19, 0):
