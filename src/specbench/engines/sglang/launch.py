@@ -20,6 +20,7 @@ import httpx
 
 from specbench.engines import argv as argv_words
 from specbench.engines.base import Launch
+from specbench.engines.server_base import ServerBase
 from specbench.engines.sglang import knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
@@ -183,21 +184,12 @@ def read_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any] |
 
 
 @dataclass(frozen=True)
-class SglangServer:
+class SglangServer(ServerBase):
     """The runner's SGLang server: argv per release, /health_generate, /get_server_info, token-id client mode."""
 
-    version: str | None = None
     name: str = "sglang"
     plan_engine: str | None = "sglang"
     health_paths: tuple[str, ...] = HEALTH_PATHS
-    needs_command: bool = True
-    tolerate_plan_errors: bool = False
-
-    def default_plan_version(self) -> str | None:
-        return self.version
-
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
-        return None
 
     def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         argv = build_argv(spec.command, settings, spec.host, spec.port, self.version)

@@ -57,10 +57,6 @@ class Setup:
     notes: tuple[str, ...] = ()
 
 
-def is_hybrid(m) -> bool:
-    return bool(m.linear_layers) and bool(m.attention_layers)
-
-
 def mamba_state(m, setup: Setup, tp: int) -> tuple[int, int]:
     """(conv bytes, ssm bytes) of one Mamba-type layer per rank (vllm/model_executor/layers/mamba/mamba_utils.py)."""
     cb, sb = dtype_bytes(setup.conv_dtype), dtype_bytes(setup.ssm_dtype)

@@ -35,14 +35,6 @@ class Grouping:
     padding_layers: tuple[tuple[str, int, float], ...] = ()   # (kind, padding layers, % waste) warnings
     unified_page: int | None = None
 
-    @property
-    def attention_groups(self) -> int:
-        return sum(1 for g in self.groups if g.kind != "mamba")
-
-    @property
-    def mamba_groups(self) -> int:
-        return sum(1 for g in self.groups if g.kind == "mamba")
-
 
 def group_size_factor(v: Version) -> float | None:
     """kv_cache_utils.py::_get_kv_cache_groups_uniform_page_size: 1.5 since 0.18, 1.25 in 0.12-0.17, min before."""

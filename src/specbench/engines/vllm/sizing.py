@@ -40,7 +40,6 @@ from specbench.engines.vllm.layout import (  # noqa: F401
     derived_len_text,
     derived_max_model_len,
     draft_layer_specs,
-    is_hybrid,
     kv_dtype_bytes_for,
     mamba_mode_for,
     mamba_setup,
