@@ -155,7 +155,8 @@ def test_mtp_draft_memory_returned_after_sizing():
     _need(path)
     d = diagnose_file(path, with_fixes=False)
     assert d.facts.draft_loaded_before_pools is True and d.facts.draft_weights_gib == 5.53
-    assert any("4.60 GiB came back after the pools were sized" in n and "MTP" in n for n in d.notes)
+    assert any("4.60 GiB came back after the pools were sized" in n and "MTP" in n
+               and "eagle_worker_v2.py::EagleDraftWorker.init_lm_head@0.5.15.post1" in n for n in d.notes)
     assert any("stopped on purpose" in n for n in d.notes) and d.failure is None
 
 

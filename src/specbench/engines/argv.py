@@ -22,6 +22,21 @@ def split_command(cmd: str | Sequence[str]) -> list[str]:
     return list(cmd)
 
 
+def is_env_word(word: str) -> bool:
+    """`VAR=value`, a shell assignment before the program (not `--flag=value`)."""
+    return "=" in word and not word.startswith("-") and word.split("=", 1)[0].isidentifier()
+
+
+def leading_env(words: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The `VAR=value` words at the start of a command as (name, value) pairs, and the words after them."""
+    rest = list(words)
+    env: list[tuple[str, str]] = []
+    while rest and is_env_word(rest[0]):
+        k, v = rest.pop(0).split("=", 1)
+        env.append((k, v))
+    return env, rest
+
+
 def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str] = ()) -> list[str]:
     """argv with `flag` set to `value`: removes every spelling (`--x v` or `--x=v`) and appends `flag value`.
 

@@ -208,7 +208,8 @@ def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[s
             and facts.available_gpu_mem_gib - pool_end > 1.0:
         back = facts.available_gpu_mem_gib - pool_end
         why = ("most likely the MTP draft's own embedding and lm_head, replaced by the target's after sizing "
-               "(research sglang-memory.md §7.4)" if er.spec_algorithm(facts.server_args) in ("EAGLE", "NEXTN")
+               "(sglang/srt/speculative/eagle_worker_v2.py::EagleDraftWorker.init_lm_head@0.5.15.post1)"
+               if er.spec_algorithm(facts.server_args) in ("EAGLE", "NEXTN")
                else "memory freed after sizing")
         notes.append(f"{back:.2f} GiB came back after the pools were sized (free {pool_end:.2f} -> "
                      f"{facts.available_gpu_mem_gib:.2f} GiB): {why}; the pools were sized without it.")

@@ -213,7 +213,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _term(signum: int, frame: Any) -> None:
+def _term(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 

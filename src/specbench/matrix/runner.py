@@ -84,7 +84,7 @@ class Interrupted:
     by_sigterm = False
 
     @classmethod
-    def handler(cls, signum: int, frame: Any) -> None:
+    def handler(cls, _signum: int, _frame: Any) -> None:
         cls.by_sigterm = True
         raise KeyboardInterrupt
 

@@ -71,7 +71,6 @@ def _columns_of(ddl: str) -> dict[str, tuple[str, ...]]:
 
 # Column names per table, in DDL order, read from SCHEMA itself (so there is no second list to keep in step)
 COLUMNS: dict[str, tuple[str, ...]] = _columns_of(SCHEMA)
-META_COLUMNS = COLUMNS["meta"]
 SERVER_COLUMNS = COLUMNS["servers"]
 CELL_COLUMNS = COLUMNS["cells"]
 REQUEST_COLUMNS = COLUMNS["requests"]
@@ -87,8 +86,6 @@ def insert_sql(table: str) -> str:
 # (runner.py's flock) and one writer per run (relay.py), so only a foreign writer ever makes it wait
 BUSY_TIMEOUT_MS = 30_000
 
-# partial: some requests failed (more than the client's max_failed_fraction), the rest measured
-CELL_STATUSES = ("pending", "running", "done", "partial", "failed", "skipped")
 SERVER_STATUSES = ("pending", "running", "ready", "stopped", "failed", "skipped")
 
 
@@ -291,9 +288,6 @@ class Store:
     def mark_interrupted(self, cell_id: str, reason: str = "interrupted; re-run next time") -> None:
         """The cell stays `running` (so the next run re-runs it) and says why it did not finish."""
         self.conn.execute("UPDATE cells SET reason=? WHERE cell_id=? AND status='running'", (_t(reason), cell_id))
-
-    def set_clamp(self, cell_id: str, clamp: dict[str, Any]) -> None:
-        self.conn.execute("UPDATE cells SET clamp_json=? WHERE cell_id=?", (_j(clamp), cell_id))
 
     def set_metrics(self, cell_id: str, metrics: dict[str, Any]) -> None:
         self.conn.execute("UPDATE cells SET metrics_json=? WHERE cell_id=?", (_j(metrics), cell_id))

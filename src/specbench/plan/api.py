@@ -35,11 +35,6 @@ class PlanOptions:
     revision: str | None = None  # the target's Hub revision, over the command's --revision
 
 
-def detect_engine(argv: list[str]) -> str:
-    """The name of the engine that recognises the command (after env words, docker's options and image)."""
-    return read_command(argv).engine.name
-
-
 def resolve_gpu(opts: PlanOptions) -> GpuSpec:
     if opts.gpu_mem_gib is not None:
         return custom_gpu(opts.gpu_mem_gib)

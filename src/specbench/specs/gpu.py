@@ -2,9 +2,10 @@
 
 SGLang reads exactly this number (sglang/srt/utils/common.py::get_device_memory_capacity, min over GPUs) to pick
 its defaults (chunked prefill, cuda-graph max bs, mem_fraction_static). Sources: nvidia-smi output in public logs
-and vendor datasheets; the RTX PRO 6000 value is the one used in sglang-memory.md §2's worked example, the H200
-value is what the device machine's nvidia-smi prints. Each row says whether its MiB is measured, from a public log
-or from the datasheet (`mib_source`); `OVERHEADS` is the per-GPU (and TP) context overhead with its source.
+and vendor datasheets; the RTX PRO 6000 value is the 96 GB card's total (97,887 MiB = 95.59 GiB) that the
+incident logs of tests/data/incident/ fit (see `OVERHEADS`), the H200 value is what the device machine's nvidia-smi
+prints. Each row says whether its MiB is measured, from a public log or from the datasheet (`mib_source`);
+`OVERHEADS` is the per-GPU (and TP) context overhead with its source.
 """
 
 from __future__ import annotations

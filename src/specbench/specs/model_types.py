@@ -113,10 +113,6 @@ class ModelSpec:
     origin: Any = field(default=None, repr=False, compare=False)  # specs/resolve.py::ModelOrigin: where it came from
 
     @property
-    def is_hybrid(self) -> bool:
-        return bool(self.linear_layers)
-
-    @property
     def is_mla(self) -> bool:
         return self.mla is not None
 

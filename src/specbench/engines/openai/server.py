@@ -11,25 +11,16 @@ import httpx
 
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
+from specbench.engines.server_base import ServerBase
 
 if TYPE_CHECKING:
     from specbench.matrix.spec import MatrixSpec
 
 
 @dataclass(frozen=True)
-class OpenAIServer:
-    version: str | None = None
+class OpenAIServer(ServerBase):
     name: str = "openai"
-    plan_engine: str | None = None
     health_paths: tuple[str, ...] = ("/health", "/v1/models")
-    needs_command: bool = True
-    tolerate_plan_errors: bool = False
-
-    def default_plan_version(self) -> str | None:
-        return self.version
-
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
-        return None
 
     def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         argv = list(spec.command)

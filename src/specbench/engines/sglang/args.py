@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specbench.engines.argv import split_command  # noqa: F401  (re-exported for callers)
-from specbench.engines.sglang.knobs import BY_FLAG, KNOBS, Knob, release_flags
+from specbench.engines.argv import leading_env, split_command  # noqa: F401  (split_command: re-exported for callers)
+from specbench.engines.sglang.knobs import BY_FLAG, Knob, release_flags
 from specbench.errors import FlagError
 
 
@@ -74,32 +74,11 @@ class SglangArgs:
         a = (self.speculative_algorithm or "").upper()
         return a or None
 
-    def to_argv(self) -> list[str]:
-        """A canonical launch command for these arguments (memory-relevant flags only)."""
-        argv = ["python", "-m", "sglang.launch_server"]
-        for knob in KNOBS:
-            v = getattr(self, knob.field)
-            if knob.is_switch:
-                continue
-            if v is None or (knob.field in ("tp", "dp", "pp") and v == 1) or \
-                    (knob.field in ("kv_cache_dtype", "dtype") and v == "auto"):
-                continue
-            flag = knob.flag
-            if knob.field == "mamba_strategy" and "--mamba-radix-cache-strategy" in self.flags_seen:
-                flag = "--mamba-radix-cache-strategy"
-            argv += [flag, str(v)]
-        argv += [k.flag for k in KNOBS if k.is_switch and getattr(self, k.field)]
-        return argv
-
 
 def parse_sglang_argv(argv: list[str], release: str | None = None) -> SglangArgs:
     """Parse the arguments of an SGLang launch command as `release` reads them (default: the newest flag list).
     Leading `VAR=value` words become env."""
-    args = list(argv)
-    env: list[tuple[str, str]] = []
-    while args and "=" in args[0] and not args[0].startswith("-") and args[0].split("=", 1)[0].isidentifier():
-        k, v = args.pop(0).split("=", 1)
-        env.append((k, v))
+    env, args = leading_env(argv)
     # drop the program: python -m sglang.launch_server | sglang serve | python3 -m sglang.launch_server
     while args and not args[0].startswith("--"):
         args.pop(0)

@@ -24,8 +24,9 @@ def started_notes(f: LogFacts) -> list[str]:
     return [s for s in (spec_scratch_sentence(f), serving_headroom(f)) if s]
 
 
-# Prefill activations: about 1.5 MB per chunked-prefill token (research sglang-memory.md §11 step 8; the same
-# constant SGLang's default mem_fraction_static formula uses, §2: 1.5·max(cps, 2048) MB).
+# Prefill activations: about 1.5 MB per chunked-prefill token, the constant SGLang's default mem_fraction_static
+# reserves (sglang/srt/server_args.py::ServerArgs._handle_gpu_memory_settings@0.5.15.post1:
+# `reserved_mem += max(self.chunked_prefill_size, 2048) * 1.5` MB).
 ACTIVATION_MB_PER_PREFILL_TOKEN = 1.5
 
 
@@ -46,7 +47,9 @@ def serving_headroom(f: LogFacts) -> str | None:
 
 def spec_scratch_sentence(f: LogFacts) -> str | None:
     """SGLang <= 0.5.12 with a hybrid model and speculative decoding: the per-request price of max_running_requests
-    (`handle_max_mamba_cache`: R' = R - p·mrr·D before the Mamba/KV split, mrr as requested; research §10)."""
+    (R' = R - p·mrr·D before the Mamba/KV split, mrr as requested:
+    sglang/srt/model_executor/model_runner_kv_cache_mixin.py::ModelRunnerKVCacheMixin.handle_max_mamba_cache
+    @0.5.12.post1)."""
     req = f.server_args.get("max_running_requests")
     d, p = er.draft_tokens(f.server_args), er.slot_size(f)
     if f.max_mamba_cache_size is None or not er.scratch_before_split(f) or not isinstance(req, int) \

@@ -157,7 +157,7 @@ class Solver:
 
 
 def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list[dict]:
-    """ARCHITECTURE.md `fixes`: {"change": {flag: value}, "result": {...}}, nearest first (the user's TP first,
+    """docs/contracts.md `fixes`: {"change": {flag: value}, "result": {...}}, nearest first (the user's TP first,
     then a single-flag change before a TP change)."""
     out: list[dict] = []
     user = [r for r in rows if r.tp == args.tp] + [r for r in rows if r.tp != args.tp]
@@ -189,7 +189,10 @@ def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list
                 continue
             if p.status == "ok":
                 out.append({"change": ch, "result": _result(p)})
-    # hybrid models at the user's TP: the state knobs the engine itself suggests (sglang-memory.md §10)
+    # hybrid models at the user's TP: the state knobs. --mamba-full-memory-ratio is the one the engine itself suggests
+    # (sglang/srt/mem_cache/memory_pool.py::HybridReqToTokenPool.alloc@0.5.15.post1, "try to increase
+    # --mamba-full-memory-ratio"); --mamba-ssm-dtype bfloat16 halves the SSM state
+    # (sglang/srt/configs/mamba_utils.py::mamba2_state_dtype@0.5.15.post1 reads it)
     if solver.m.linear_layers:
         extra: list[dict[str, Any]] = []
         if (args.mamba_ssm_dtype or solver.m.mamba_ssm_dtype or "float32") in ("float32", "fp32"):

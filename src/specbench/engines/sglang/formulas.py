@@ -29,7 +29,9 @@ NEWEST_SGLANG = SGLANG_RULE_SETS[-1]
 # --------------------------------------------------------------------------------------------- dtypes
 def _sglang_dtype(n: str) -> str:
     """SGLang's spellings onto specs/dtypes.py: `auto` is the bf16 default; any fp8*/float8*/mxfp8* is one byte and
-    any fp4*/nvfp4*/float4* (fp4_e2m1, ...) one byte per packed pair (sglang-memory.md §3.1)."""
+    any fp4*/nvfp4*/float4* (fp4_e2m1, ...) one byte per packed pair
+    (sglang/srt/model_executor/model_runner.py::ModelRunner.configure_kv_cache_dtype@0.5.15.post1: torch.float8_*,
+    torch.float4_e2m1fn_x2)."""
     if n == "auto":
         return "bfloat16"
     if n.startswith(("fp8", "float8", "mxfp8")):

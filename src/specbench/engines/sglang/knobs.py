@@ -87,7 +87,6 @@ KNOBS: tuple[Knob, ...] = (
 )
 
 BY_FLAG: dict[str, Knob] = {f: k for k in KNOBS for f in k.flags}
-BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 
 # Dump keys the doctor's re-launch carries: every knob's, plus the renamed strategy's new name.
 PLAN_KEYS: tuple[str, ...] = tuple(dict.fromkeys(

@@ -1,8 +1,9 @@
 """SGLang as a benchmark target: launch argv per version, readiness, server-info read-back, client mode.
 
-Flag spellings come from SGLang's `server_args.py` / `arg_groups` (see ../shared/research/sglang-memory.md
-§7 and §9): `--tp-size` (alias `--tp`), `--speculative-*`, and the mamba strategy flag, which is
-`--mamba-scheduler-strategy` up to 0.5.13 and `--mamba-radix-cache-strategy` from 0.5.14.
+Flag spellings come from SGLang's own argument definitions (sglang/srt/server_args.py::ServerArgs.add_cli_args
+@0.5.12.post1; the annotated `ServerArgs` fields and add_cli_args' deprecated aliases @0.5.15.post1): `--tp-size`
+(alias `--tp`), `--speculative-*`, and the mamba strategy flag, which is `--mamba-scheduler-strategy` up to 0.5.13
+and `--mamba-radix-cache-strategy` from 0.5.14 (0.5.15.post1 keeps the old one as a deprecated alias).
 DDTREE is not upstream (an open PR adds `--speculative-ddtree-budget`); forks spell it that way.
 
 `SGLANG_ENABLE_SPEC_V2` is never set for an autoregressive server (the incident set it everywhere);
@@ -19,6 +20,7 @@ import httpx
 
 from specbench.engines import argv as argv_words
 from specbench.engines.base import Launch
+from specbench.engines.server_base import ServerBase
 from specbench.engines.sglang import knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
@@ -182,21 +184,12 @@ def read_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any] |
 
 
 @dataclass(frozen=True)
-class SglangServer:
+class SglangServer(ServerBase):
     """The runner's SGLang server: argv per release, /health_generate, /get_server_info, token-id client mode."""
 
-    version: str | None = None
     name: str = "sglang"
     plan_engine: str | None = "sglang"
     health_paths: tuple[str, ...] = HEALTH_PATHS
-    needs_command: bool = True
-    tolerate_plan_errors: bool = False
-
-    def default_plan_version(self) -> str | None:
-        return self.version
-
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
-        return None
 
     def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         argv = build_argv(spec.command, settings, spec.host, spec.port, self.version)

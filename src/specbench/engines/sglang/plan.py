@@ -1,6 +1,9 @@
 """SGLang startup memory plan: inputs (args, model, draft, GPU, measured values) -> `SglangPlan`. Pure.
 
-Order of events (sglang-memory.md §1, verified in managers/scheduler.py / model_runner.py of each wheel):
+Order of events (sglang/srt/managers/scheduler.py::Scheduler.init_model_worker@0.5.15.post1 loads the target, then
+the draft worker, then init_memory_pools; sglang/srt/model_executor/model_runner.py::ModelRunner.initialize
+@0.5.12.post1 sizes the pools inside the target's runner, before the draft exists; R in
+sglang/srt/model_executor/model_runner_kv_cache_mixin.py::ModelRunnerKVCacheMixin._profile_available_bytes of both):
 B = free memory before weights (`Load weight begin. avail mem=B`); target weights W load; from 0.5.14 the
 draft weights load BEFORE the pools are sized (<= 0.5.13: after); then R = A − B·(1−f) with A the free memory
 at sizing time; the Mamba pool takes its share; the KV pool gets the rest.
@@ -102,7 +105,7 @@ class SglangPlan:
     weights_quant_label: str
 
     def contract(self) -> dict[str, Any]:
-        """The keys of ARCHITECTURE.md's plan contract (plus extras)."""
+        """The keys of the plan contract in docs/contracts.md (plus extras)."""
         d = asdict(self)
         out: dict[str, Any] = {
             "status": self.status, "error": self.error, "engine": "sglang", "engine_version": self.engine_version,

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from specbench.engines.argv import is_env_word, leading_env
 from specbench.engines.cli_flags import FlagList
 from specbench.engines.vllm.knobs import BY_FLAG, KNOBS, Knob, release_flags
 from specbench.engines.vllm.values import (
@@ -127,13 +128,9 @@ _TRI_STATE = {f.name: f.default is None for f in VllmArgs.__dataclass_fields__.v
 
 
 def is_vllm_command(argv: list[str]) -> bool:
-    words = [w for w in argv if not _is_env_word(w)][:4]
+    words = [w for w in argv if not is_env_word(w)][:4]
     head = " ".join(words).lower()
     return "vllm" in head
-
-
-def _is_env_word(w: str) -> bool:
-    return "=" in w and not w.startswith("-") and w.split("=", 1)[0].isidentifier()
 
 
 # ----------------------------------------------------------------------------- FlexibleArgumentParser's rewrite
@@ -214,16 +211,10 @@ def flexible_words(words: list[str]) -> list[str]:
 
 def _leading_env(args: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     """`VAR=value` words before the program (and after `env`): the environment."""
-    env: list[tuple[str, str]] = []
-    args = list(args)
-    while args and _is_env_word(args[0]):
-        k, v = args.pop(0).split("=", 1)
-        env.append((k, v))
+    env, args = leading_env(args)
     if args and args[0] == "env":  # `env VAR=1 vllm serve ...`
-        args.pop(0)
-        while args and _is_env_word(args[0]):
-            k, v = args.pop(0).split("=", 1)
-            env.append((k, v))
+        more, args = leading_env(args[1:])
+        env += more
     return env, args
 
 

@@ -9,8 +9,8 @@ from specbench.specs import dtypes
 
 GIB = 1 << 30
 Version = versions.Version
-# the releases where a rule changes (vllm-memory.md §9, read from the wheels 0.10.2 .. 0.33.0); a newer release
-# is planned with the newest rules
+# the releases where a rule changes (read from the wheels of every release 0.10.2 .. 0.33.0; each `v >= (...)`
+# check sits beside the rule it switches); a newer release is planned with the newest rules
 VLLM_RULE_SETS = ("0.8.0", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.17.0", "0.18.0", "0.19.0", "0.20.0",
                   "0.21.0", "0.22.0", "0.26.0", "0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.32.0", "0.33.0")
 NEWEST_VLLM = VLLM_RULE_SETS[-1]

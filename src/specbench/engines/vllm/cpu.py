@@ -62,8 +62,6 @@ class CpuIsa:
     source: str = "pinned"
 
 
-AVX512_BF16_MACHINE = CpuIsa(True, False, "pinned: AVX-512 with BF16, no AMX (the AMD EPYC of tests/data)")
-NO_AVX512_BF16_MACHINE = CpuIsa(False, False, "pinned: no AVX512-BF16, no AMX (e.g. an Intel Cascade Lake Xeon)")
 
 
 def _flag(value: str, name: str) -> bool:

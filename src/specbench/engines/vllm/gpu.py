@@ -71,7 +71,7 @@ def default_u(v: C.Version) -> float:
     return 0.92 if v >= (0, 20, 0) else 0.9
 
 
-def batch_defaults(total_bytes: int, gpu: GpuSpec, v: C.Version, world: int) -> tuple[int, int]:
+def batch_defaults(total_bytes: int, gpu: GpuSpec, v: C.Version) -> tuple[int, int]:
     """engine/arg_utils.py::EngineArgs.get_batch_defaults (OpenAI server): (max_num_batched_tokens, max_num_seqs)."""
     if v >= (0, 28, 0) and total_bytes >= 160 * C.GIB:
         return 16384, 1024
@@ -88,13 +88,12 @@ def is_v0(v: C.Version) -> bool:
 def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes: int) -> C.Setup:
     notes: list[str] = []
     arch = gpu_arch(gpu)
-    W = args.tp * args.pp
     model_dtype, note = C.resolve_model_dtype(m, args.dtype)
     if note:
         notes.append(note)
     derived = C.derived_max_model_len(m)
     L = args.max_model_len if args.max_model_len not in (None, -1) else derived
-    mnbt_d, mns_d = batch_defaults(total_bytes, gpu, v, W)
+    mnbt_d, mns_d = batch_defaults(total_bytes, gpu, v)
     mnbt = args.max_num_batched_tokens or mnbt_d
     mns = args.max_num_seqs or mns_d
     if args.performance_mode == "throughput":
@@ -147,7 +146,8 @@ class GpuBudget:
 
 def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
     """G_applied != 0: 0.20+ (env default "1"), not with --enforce-eager, not under MRV2 in 0.22-0.28 (dense,
-    unquantized models; §2.5)."""
+    unquantized models). The default: vllm/envs.py::VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS@0.32.0 ("1"); MRV2's
+    vllm/v1/worker/gpu/model_runner.py::GPUModelRunner.profile_cudagraph_memory returned 0 in 0.22-0.28."""
     if args.enforce_eager or v < (0, 20, 0):
         return False
     if (0, 22, 0) <= v < (0, 29, 0) and not m.linear_layers and m.moe is None and m.quant.method in (None, "", "none"):

@@ -20,6 +20,7 @@ from specbench.engines import prometheus
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
+from specbench.engines.server_base import ServerBase
 from specbench.engines.vllm import knobs
 from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.engines.vllm.simulate import simulated_acceptance
@@ -32,21 +33,12 @@ SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"  # never inherited by a vLLM server (the i
 
 
 @dataclass(frozen=True)
-class VllmServer:
+class VllmServer(ServerBase):
     """A vLLM server launched from the matrix's `command`."""
 
-    version: str | None = None
     name: str = "vllm"
     plan_engine: str | None = "vllm"
     health_paths: tuple[str, ...] = ("/health",)
-    needs_command: bool = True
-    tolerate_plan_errors: bool = False
-
-    def default_plan_version(self) -> str | None:
-        return self.version
-
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
-        return None
 
     def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         argv = vllm_argv(spec.command, settings, spec.host, spec.port, False)

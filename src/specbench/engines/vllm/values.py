@@ -60,10 +60,6 @@ class SpeculativeConfig:
     raw: tuple[tuple[str, str], ...] = ()
 
     @property
-    def uses_draft_weights(self) -> bool:
-        return (self.method or "") not in ("ngram", "ngram_gpu", "suffix", "custom_class")
-
-    @property
     def kind(self) -> str:
         """The method name vLLM resolves: given, else 'draft_model' with a model, 'ngram' without."""
         if self.method:

@@ -1,0 +1,30 @@
+"""What every `ServerAdapter` (engines/base.py) shares: the release it was asked for and the protocol's defaults.
+
+A server kind subclasses `ServerBase` as a frozen dataclass and overrides the fields that differ (`name`,
+`plan_engine`, `health_paths` ...) and the methods it does differently; the field order stays this one, so
+`Server(version)` builds any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specbench.matrix.spec import MatrixSpec
+
+
+@dataclass(frozen=True)
+class ServerBase:
+    version: str | None = None
+    name: str = ""
+    plan_engine: str | None = None
+    health_paths: tuple[str, ...] = ("/health",)
+    needs_command: bool = True
+    tolerate_plan_errors: bool = False
+
+    def default_plan_version(self) -> str | None:
+        return self.version
+
+    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+        return None
