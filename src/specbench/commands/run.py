@@ -59,8 +59,15 @@ def _pair(a: Any, b: Any, digits: int) -> str:
     return f"{_fmt(a, digits)}/{_fmt(b, digits)}"
 
 
+def _pm(r: dict[str, Any], key: str, digits: int) -> str:
+    """' ±h': half the 95% interval of a metric over the cell's repeats (metrics_json.spread), '' without repeats."""
+    ci = (((r.get("spread") or {}).get("metrics") or {}).get(key) or {}).get("ci95")
+    return f" ±{(ci[1] - ci[0]) / 2:.{digits}f}" if ci else ""
+
+
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """Throughput, TTFT and TPOT p50/p99 (ms), mean accept length and speedup over AR, one row per cell."""
+    """Throughput, TTFT and TPOT p50/p99 (ms), mean accept length and speedup over AR, one row per cell; with
+    repeats, throughput and the TTFT/TPOT means carry ± half their 95% interval."""
     from rich import box
     from rich.table import Table
 
@@ -75,8 +82,9 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         t.add_row(
             _fmt(r["tp"]), r["label"], _fmt(r["concurrency"]),
             f"{r['prompt_tokens']}+{r['output_tokens']}", f"[{style}]{status}[/]" if style else status,
-            _fmt(r["output_throughput"]), _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1),
-            _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
+            _fmt(r["output_throughput"]) + _pm(r, "output_throughput", 1),
+            _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1) + _pm(r, "ttft_ms_p50", 1),
+            _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2) + _pm(r, "tpot_ms_p50", 2), _fmt(r["accept_length_mean"], 2),
             (_fmt(r["speedup"], 2) + "x") if r["speedup"] is not None else "-",
         )
     return t
