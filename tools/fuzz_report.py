@@ -15,12 +15,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from tests.fuzz.harness import run_case  # noqa: E402
-from tests.fuzz.strategies import CATEGORIES  # noqa: E402
+
+from fuzz.harness import run_case  # noqa: E402
+from fuzz.strategies import CATEGORIES  # noqa: E402
 
 
 def run_category(name: str, n: int, seed: int) -> tuple[Counter[str], list[str]]:

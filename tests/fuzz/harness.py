@@ -75,6 +75,9 @@ def run_cli(argv: list[str], timeout_s: float = TIMEOUT_S, mem_cap: int = MEM_CA
                     os.chdir(cwd)
                 import sys
                 sys.stdin = open(os.devnull)  # noqa: SIM115
+                # under pytest sys.stdout/stderr are capture objects, not fds 1 and 2: point them at the files
+                sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+                sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
                 try:
                     main(list(argv))
                     code = 0

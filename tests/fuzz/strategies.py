@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-from tests.fuzz.harness import Case, Result
+
+from fuzz.harness import Case, Result
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "src" / "specbench" / "data" / "configs"
