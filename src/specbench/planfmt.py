@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from specbench.contracts import PlanResult
 
@@ -32,6 +33,6 @@ def print_fixes(p: PlanResult, con: Console) -> None:
         ch = " ".join(f"{k} {v}" for k, v in f.change.items())
         res = f.result
         slots = res.extra.get("max_mamba_cache_size")
-        con.print(f"  {ch}: starts, {fmt(res.kv_tokens)} KV tokens, "
+        con.print(f"  {escape(ch)}: starts, {fmt(res.kv_tokens)} KV tokens, "
                   f"max_running_requests={res.max_running_requests}"
                   + (f", {slots} Mamba slots" if slots is not None else ""), highlight=False)

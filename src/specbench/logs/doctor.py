@@ -20,6 +20,7 @@ from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure, classify, stop_index, survived_errors
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.parse import facts_from_lines, split_boots
+from specbench.logs.reader import read_log_bounded
 from specbench.logs.warnings import LogWarning, find_warnings, reached_late_boot
 from specbench.plan.api import PlanOptions, env_gpu_default, plan_command
 from specbench.specs.gpu import find_gpu
@@ -62,16 +63,9 @@ class Diagnosis:
 
 # ------------------------------------------------------------------------------------------------ reading input
 def read_log(path: str | Path) -> bytes:
-    """The log's bytes; UserError (one line) for a missing file, a folder, or an unreadable file."""
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"log file not found: {p}")
-    if p.is_dir():
-        raise UserError(f"{p} is a folder, not a log file")
-    try:
-        return p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read {p}: {exc.strerror or exc}") from None
+    """The log's bytes, bounded (logs/reader.py: regular files only, a size cap, cut long lines, head + tail);
+    UserError (one line) for a missing file, a folder, a FIFO/device, an unreadable or too large file."""
+    return read_log_bounded(path)
 
 
 # ------------------------------------------------------------------------------------------------ planner link

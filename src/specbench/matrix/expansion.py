@@ -128,8 +128,53 @@ def _matches(when: dict[str, Any], settings: dict[str, Any]) -> bool:
     return True
 
 
+# Hard caps on a matrix's size, checked on the product of the axis lengths BEFORE anything is expanded
+# (a 2^20-tuple or 2 M-cell product would otherwise hang or run out of memory building its lists).
+MAX_SERVER_TUPLES = 1_000
+MAX_CELLS = 10_000
+
+
+def size_problem(spec: MatrixSpec) -> tuple[str, tuple[Any, ...]] | None:
+    """(a one-line problem, the key path of the longest axis) when the matrix expands to nothing or past the caps.
+
+    The bound is the product of the axis lengths (overrides counted at their longest client axis): an upper bound
+    of what `expand` builds, computed without building it."""
+    s = spec.server
+    axes: list[tuple[tuple[Any, ...], int]] = [(("server", k), len(as_axis(getattr(s, k)))) for k in SERVER_SCALARS]
+    axes += [(("server", "flags", k), len(as_axis(v))) for k, v in s.flags.items()]
+    axes += [(("server", "env", k), len(as_axis(v))) for k, v in s.env.items()]
+    names = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget", "simulated_accept_len")
+    n_variants = sum(math.prod(len(as_axis(getattr(v, n))) for n in names if getattr(v, n) is not None)
+                     for v in s.spec)
+    axes.append((("server", "spec"), n_variants))
+    n_tuples = math.prod(n for _, n in axes)
+    client_axes = list(CLIENT_AXES) + list(OPTIONAL_AXES)
+    per_key = {k: len(_optional_axis(k, getattr(spec.client, k)) if k == "stop" else as_axis(getattr(spec.client, k)))
+               for k in client_axes if getattr(spec.client, k) is not None}
+    for ov in spec.override:
+        for k, v in ov.client.items():
+            if k in client_axes and v is not None:
+                per_key[k] = max(per_key.get(k, 1), len(_optional_axis(k, v) if k == "stop" else as_axis(v)))
+    caxes = [(("client", k), n) for k, n in per_key.items()]
+    n_cells = n_tuples * math.prod(n for _, n in caxes)
+    longest = max(axes + caxes, key=lambda a: a[1])[0]
+    empty = next((k for k, n in axes + caxes if n == 0), None)
+    if empty is not None:
+        return f"{'.'.join(empty)}: an axis with no values expands to no cells", empty
+    if n_tuples > MAX_SERVER_TUPLES:
+        return (f"the server axes give {n_tuples:,} server tuples, over the cap of {MAX_SERVER_TUPLES:,} "
+                f"(longest axis: {'.'.join(longest)})"), longest
+    if n_cells > MAX_CELLS:
+        return (f"the axes give {n_cells:,} cells, over the cap of {MAX_CELLS:,} "
+                f"(longest axis: {'.'.join(longest)})"), longest
+    return None
+
+
 def expand(spec: MatrixSpec) -> tuple[list[ServerTuple], list[Cell]]:
     """All server tuples (phase order) and their cells; ids are stable hashes of the settings."""
+    problem = size_problem(spec)
+    if problem is not None:
+        raise UserError(f"matrix {spec.name!r}: {problem[0]}")
     settled = [_apply_overrides(spec, idx, settings) for idx, settings in enumerate(_server_settings(spec))]
     uniq = _dedupe(spec, settled)
 

@@ -21,8 +21,32 @@ AR_NAMES = frozenset({"", "ar", "none", "autoregressive"})
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 
 
+# strict: no bool for an int (`tp = true` is an error, not 1), no string for a number; finite floats only
+# (`nan`/`inf` are TOML literals: `request_rate = "inf"` is the one infinite value, written as a string)
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+# list fields that are not axes: one value each (or checked by their own validator)
+_NOT_AXES = frozenset({"command", "phases", "override", "spec", "stop"})
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _CONFIG
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _axes_unique(cls, v: Any, info: ValidationInfo) -> Any:
+        """An axis (a list) must be non-empty and hold each value once (a repeated value runs the same cell twice)."""
+        if isinstance(v, list) and info.field_name not in _NOT_AXES:
+            if not v:
+                raise ValueError("an axis needs at least one value (an empty list runs nothing)")
+            seen: list[Any] = []
+            for x in v:
+                key = (type(x).__name__, x)
+                if key in seen:
+                    raise ValueError(f"value {x!r} is given twice")
+                seen.append(key)
+        return v
 
 
 def as_axis(value: Any) -> tuple[Any, ...]:
@@ -132,6 +156,9 @@ class ClientAxes(_Strict):
     set them (its identity then stays what it was before they existed); any list is an axis (`stop`: a list of
     lists)."""
 
+    # NaN/inf reach the checks below (and client_checks) so they name the key's own rule
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=True)
+
     concurrency: int | list[int] = 1
     prompt_tokens: int | list[int] = 256
     output_tokens: int | list[int] = 64
@@ -187,7 +214,7 @@ class ClientAxes(_Strict):
             if isinstance(r, str):
                 if r.strip().lower() not in ("inf", "infinity"):
                     raise ValueError(f'request_rate must be a number or "inf", got {r!r}')
-            elif r <= 0:
+            elif not r > 0:  # NaN too
                 raise ValueError(f"request_rate must be > 0, got {r}")
         return v
 
@@ -217,6 +244,13 @@ class ClientAxes(_Strict):
     def _mff(cls, v: float | None) -> float | None:
         if v is not None and (isinstance(v, bool) or not 0.0 <= v <= 1.0):
             raise ValueError(f"must be a number in [0, 1], got {v!r}")
+        return v
+
+    @field_validator("slo_ttft_ms", "slo_tpot_ms")
+    @classmethod
+    def _slo(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v < float("inf"):
+            raise ValueError(f"an SLO must be a finite number > 0 ms, got {v}")
         return v
 
     @field_validator("warmup_requests")
@@ -328,6 +362,13 @@ class Timeouts(_Strict):
     port_free_s: float = 60.0
     gpu_free_s: float = 120.0
 
+    @field_validator("*")
+    @classmethod
+    def _timeout(cls, v: float) -> float:
+        if not 0 < v <= 7 * 86400:
+            raise ValueError(f"a timeout must be > 0 and at most a week (604800 s), got {v}")
+        return v
+
 
 class PlanSettings(_Strict):
     """What the planner needs besides the launch command (see `specbench.plan.api.PlanOptions`)."""
@@ -342,7 +383,15 @@ class PlanSettings(_Strict):
     draft_weights_gib: float | None = None
     non_kv_gib: float | None = None
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(),
+                              strict=True, allow_inf_nan=False)
+
+    @field_validator("gpu_mem_gib", "avail_before_load_gib", "weights_gib", "draft_weights_gib", "non_kv_gib")
+    @classmethod
+    def _gib(cls, v: float | None) -> float | None:
+        if v is not None and not 0 <= v <= 1e6:
+            raise ValueError(f"must be in 0..1e6 GiB, got {v}")
+        return v
 
 
 class MatrixSpec(_Strict):

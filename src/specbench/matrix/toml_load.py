@@ -143,7 +143,7 @@ def parse_matrix(text: str, source: str = "<matrix>", base_dir: str | Path | Non
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: not valid TOML: {exc}") from None
     try:
-        return MatrixSpec.model_validate(data, context={"matrix_dir": str(base_dir) if base_dir else None})
+        spec = MatrixSpec.model_validate(data, context={"matrix_dir": str(base_dir) if base_dir else None})
     except ValidationError as exc:
         problems = []
         seen = set()
@@ -158,6 +158,13 @@ def parse_matrix(text: str, source: str = "<matrix>", base_dir: str | Path | Non
             msg = err["msg"].removeprefix("Value error, ")
             problems.append(f"{where}: {key}: {msg}")
         raise UserError("; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")) from None
+    from specbench.matrix.expansion import size_problem
+
+    size = size_problem(spec)
+    if size is not None:
+        line = line_of(text, size[1])
+        raise UserError(f"{source}:{line}: {size[0]}" if line else f"{source}: {size[0]}")
+    return spec
 
 
 def load_matrix(path: str | Path) -> tuple[MatrixSpec, str]:

@@ -28,6 +28,7 @@ from specbench.specs.model_families import (
     GDN_TYPES,  # noqa: F401  (re-exported)
     check_heads,
     draft_info,
+    get_bool,
     read_common,
     read_layout,
     sliding_layers,
@@ -64,13 +65,13 @@ def model_spec_from_dict(config: Mapping[str, Any], *, name: str = "model",
         name=name, architecture=c.arch, model_type=c.model_type, dtype=c.dtype, hidden_size=c.hidden,
         num_layers=c.n_layers, vocab_size=c.vocab, tie_word_embeddings=c.tie, intermediate_size=c.inter,
         num_attention_heads=lay.n_heads, num_kv_heads=lay.n_kv, head_dim=lay.head_dim, v_head_dim=lay.v_head_dim,
-        attn_output_gate=bool(cfg.get("attn_output_gate", False)),
+        attn_output_gate=get_bool(cfg, "attn_output_gate", False, name),
         attention_layers=tuple(lay.attention), linear_layers=tuple(lay.linear), sliding_layers=tuple(sliding),
         sliding_window=int(window) if window else None, mla=lay.mla, moe=lay.moe, gdn=lay.gdn, mamba=lay.mamba,
         mamba_ssm_dtype=str(ssm_dtype) if ssm_dtype else None, mlp_layers=tuple(lay.mlp_layers), vision=vision,
         mtp_layers=mtp, draft=draft, max_position_embeddings=cfg.get("max_position_embeddings"), quant=c.quant,
-        attention_bias=bool(cfg.get("attention_bias", False) or cfg.get("qkv_bias", False)
-                            or c.model_type in ("qwen2",)),
+        attention_bias=(get_bool(cfg, "attention_bias", False, name) or get_bool(cfg, "qkv_bias", False, name)
+                        or c.model_type in ("qwen2",)),
         raw=config,
     )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specbench.errors import ConfigError
+from specbench.specs.config_fields import validate_config
 from specbench.specs.model_types import (
     DraftInfo,
     GdnSpec,
@@ -35,17 +36,35 @@ def get(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
+# no integer field of a config is larger (config_fields.py bounds the known ones more tightly)
+MAX_INT_FIELD = 1 << 31
+
+
 def get_int(cfg: Mapping[str, Any], *keys: str, default: int | None = None, name: str = "") -> int:
+    """A non-negative JSON integer (an integral float such as 4096.0 too); a bool, a string, NaN/Infinity or a value
+    over MAX_INT_FIELD is a one-line ConfigError."""
     v = get(cfg, *keys, default=default)
+    where = f"{name or 'config'}: field {keys[0]!r}"
     if v is None:
         raise ConfigError(f"{name or 'config'}: missing required field {keys[0]!r}")
-    try:
-        iv = int(v)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name or 'config'}: field {keys[0]!r} is not an integer: {v!r}") from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+        raise ConfigError(f"{where} is not an integer: {str(v)[:60]!r}")
+    if not -MAX_INT_FIELD <= v <= MAX_INT_FIELD:
+        raise ConfigError(f"{where} is out of range: {v!r} (at most {MAX_INT_FIELD})")
+    iv = int(v)
     if iv < 0:
-        raise ConfigError(f"{name or 'config'}: field {keys[0]!r} is negative: {iv}")
+        raise ConfigError(f"{where} is negative: {iv}")
     return iv
+
+
+def get_bool(cfg: Mapping[str, Any], key: str, default: bool, name: str) -> bool:
+    """A JSON true/false (never `"no"` read as True)."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise ConfigError(f"{name}: field {key!r} must be true or false, got {str(v)[:60]!r}")
+    return v
 
 
 # ------------------------------------------------------------------------------------------------ common fields
@@ -78,6 +97,7 @@ class Common:
 
 def read_common(config: Mapping[str, Any], name: str, hf_quant_config: Mapping[str, Any] | None) -> Common:
     """The identity (architecture, model_type, quantization, dtype) and the transformer dimensions."""
+    validate_config(config, name)
     archs = config.get("architectures") or []
     arch = str(archs[0]) if archs else str(config.get("model_type", "unknown"))
     text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else None
@@ -96,7 +116,7 @@ def read_common(config: Mapping[str, Any], name: str, hf_quant_config: Mapping[s
     n_kv = get_int(cfg, "num_key_value_heads", default=n_heads, name=name) if n_heads else 0
     head_dim = get_int(cfg, "head_dim", "attention_head_dim", default=(hidden // n_heads if n_heads else 0), name=name)
     inter = get_int(cfg, "intermediate_size", default=4 * hidden, name=name)
-    tie = bool(get(config, "tie_word_embeddings", default=get(cfg, "tie_word_embeddings", default=False)))
+    tie = get_bool(config, "tie_word_embeddings", get_bool(cfg, "tie_word_embeddings", False, name), name)
     return Common(name, config, cfg, arch, model_type, quant, dtype, hidden, n_layers, vocab, n_heads, n_kv,
                   head_dim, inter, tie)
 
@@ -292,6 +312,9 @@ def sliding_layers(c: Common, lay: Layout) -> tuple[tuple[int, ...], Any]:
 
 
 def check_heads(c: Common, lay: Layout) -> None:
+    if lay.attention and lay.mla is None and (lay.n_kv <= 0 or lay.head_dim <= 0):
+        raise ConfigError(f"{c.name}: {len(lay.attention)} attention layers but num_key_value_heads={lay.n_kv} and "
+                          f"head_dim={lay.head_dim}: both must be positive (is num_attention_heads missing?)")
     if lay.n_heads and lay.head_dim <= 0:
         raise ConfigError(f"{c.name}: head_dim must be positive")
     if lay.n_heads and lay.n_kv and lay.n_heads % lay.n_kv != 0 and lay.mla is None:
@@ -308,9 +331,14 @@ def draft_info(config: Mapping[str, Any], arch: str) -> DraftInfo | None:
     if kind is None:
         return None
     dcfg = config.get("dflash_config") or {}
-    block = dcfg.get("block_size", config.get("block_size"))
-    return DraftInfo(kind=kind, block_size=int(block) if block else None,
-                     target_layer_ids=tuple(dcfg.get("target_layer_ids") or ()),
+    block = get_int(dcfg, "block_size", default=get_int(config, "block_size", default=0, name="config"),
+                    name="dflash_config")
+    ids = dcfg.get("target_layer_ids") or ()
+    if not isinstance(ids, (list, tuple)):
+        raise ConfigError(f"dflash_config: field 'target_layer_ids' must be a list of layer numbers, got {ids!r}")
+    return DraftInfo(kind=kind, block_size=block or None,
+                     target_layer_ids=tuple(get_int({"i": i}, "i", name="dflash_config.target_layer_ids")
+                                            for i in ids),
                      draft_vocab_size=config.get("draft_vocab_size"))
 
 
@@ -320,18 +348,21 @@ def vision_spec(v: Mapping[str, Any]) -> VisionSpec:
     Per block: fused qkv (3h^2+3h), proj (h^2+h), MLP (2·h·i + h + i), two norms (4h).
     Merger: LN + Linear(4h->4h) + Linear(4h->out) with spatial_merge_size 2 (merge^2 · h inputs).
     """
-    h = int(v.get("hidden_size", v.get("embed_dim", 1152)))
-    depth = int(v.get("depth", v.get("num_hidden_layers", 24)))
-    i = int(v.get("intermediate_size", 4 * h))
-    out = int(v.get("out_hidden_size", h))
-    merge = int(v.get("spatial_merge_size", 2))
-    patch = int(v.get("patch_size", 14))
-    tps = int(v.get("temporal_patch_size", 2))
-    cin = int(v.get("in_channels", 3))
+    def num(*keys: str, default: int) -> int:
+        return get_int(v, *keys, default=default, name="vision_config")
+
+    h = num("hidden_size", "embed_dim", default=1152)
+    depth = num("depth", "num_hidden_layers", default=24)
+    i = num("intermediate_size", default=4 * h)
+    out = num("out_hidden_size", default=h)
+    merge = num("spatial_merge_size", default=2)
+    patch = num("patch_size", default=14)
+    tps = num("temporal_patch_size", default=2)
+    cin = num("in_channels", default=3)
     block = 3 * h * h + 3 * h + h * h + h + 2 * h * i + h + i + 4 * h
     mh = h * merge * merge
     merger = 2 * mh + mh * mh + mh + mh * out + out
     deep = len(v.get("deepstack_visual_indexes") or ())
-    pos = int(v.get("num_position_embeddings", 0)) * h
+    pos = num("num_position_embeddings", default=0) * h
     params = depth * block + merger * (1 + deep) + cin * tps * patch * patch * h + h + pos
     return VisionSpec(params=params, label=str(v.get("model_type", "vision")))

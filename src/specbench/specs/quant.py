@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.errors import ConfigError
 from specbench.specs.dtypes import DTYPE_BYTES, canonical
 
 
@@ -135,16 +136,23 @@ def parse_quant(config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | 
     (sglang/srt/configs/model_config.py::_parse_quant_hf_config).
     """
     if hf_quant_config:
-        q = hf_quant_config.get("quantization", hf_quant_config)
+        q = hf_quant_config.get("quantization", hf_quant_config) if isinstance(hf_quant_config, Mapping) else None
+        if not isinstance(q, Mapping) or not isinstance(q.get("quantized_layers") or {}, Mapping):
+            raise ConfigError("hf_quant_config.json: 'quantization' must be a JSON object "
+                              "(with 'quantized_layers' an object of layer -> {quant_algo})")
         algo = str(q.get("quant_algo") or "")
         per: dict[str, Scheme] = {}
         for name, spec in (q.get("quantized_layers") or {}).items():
+            if not isinstance(spec, Mapping):
+                raise ConfigError(f"hf_quant_config.json: quantized_layers[{name!r}] must be an object")
             s = _scheme_from_algo(str(spec.get("quant_algo", "")), spec.get("group_size"))
             if s is not None:
                 per[normalise_module_name(name)] = s
         default = _scheme_from_algo(algo, q.get("group_size"))
         if default is None and not per and algo.upper() not in ("MIXED_PRECISION", ""):
-            default = FP8
+            # never planned as fp8 silently: an algorithm the table does not know is named
+            raise ConfigError(f"hf_quant_config.json: unknown quant_algo {algo!r} "
+                              "(known: NVFP4, MXFP4, W4A16/INT4/W4A8_AWQ, FP8, INT8/W8A8, MIXED_PRECISION)")
         return QuantSpec(
             method="modelopt",
             default=default,
@@ -175,8 +183,8 @@ def parse_quant(config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | 
         return _parse_config_groups(method, qc, excluded, kv_algo)
     if method in ("bitsandbytes",):
         return QuantSpec(method, Scheme("nf4", 0.5 + 4.0 / 64), excluded, source="config.json quantization_config")
-    # Unknown method: say so by name; treat linears as 1 byte (the common case) rather than failing.
-    return QuantSpec(method, FP8, excluded, kv_cache_quant_algo=kv_algo, source=f"config.json ({method}, assumed 1 B/param)")
+    # Unknown method: an error naming it (config_fields.py refuses it first; never planned as fp8 silently)
+    raise ConfigError(f"config.json: unknown quantization method {method!r}")
 
 
 def _parse_config_groups(method: str, qc: Mapping[str, Any], excluded: tuple[str, ...], kv_algo: Any) -> QuantSpec:

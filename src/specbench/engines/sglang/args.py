@@ -118,8 +118,28 @@ def parse_sglang_argv(argv: list[str], release: str | None = None) -> SglangArgs
         raise FlagError("--max-running-requests must be at least 1")
     if kw.get("context_length") == 0:
         raise FlagError("--context-length must be positive")
+    if kw.get("page_size") == 0:
+        raise FlagError("--page-size must be at least 1")
+    _check_choices(kw)
     return SglangArgs(**kw, env=tuple(env), ignored=tuple(ignored), unknown=tuple(unknown),
                       release=flags.release, flags_seen=tuple(seen))
+
+
+MAX_INT_FLAG = 1 << 40  # above any token, request or page count a GPU can hold
+
+
+def _check_choices(kw: dict[str, Any]) -> None:
+    """argparse `choices=` of --dtype (start_checks.py's list, the same in every release read): refused with the list,
+    never planned as if known. An empty speculative algorithm is refused; an unknown name is planned as the start
+    failure the engine prints, with its list (start_checks.check_choices), as is --kv-cache-dtype per release."""
+    from specbench.engines.sglang.start_checks import DTYPE_CHOICES
+
+    dtype = kw.get("dtype")
+    if dtype is not None and dtype not in DTYPE_CHOICES:
+        raise FlagError(f"--dtype: invalid choice {dtype!r} (choose from {', '.join(DTYPE_CHOICES)})")
+    algo = kw.get("speculative_algorithm")
+    if algo is not None and not str(algo).strip():
+        raise FlagError("--speculative-algorithm needs an algorithm name, got an empty one")
 
 
 def _knob_for(flag: str, flags: Any) -> tuple[Knob | None, str | None]:
@@ -141,6 +161,8 @@ def _value(knob: Knob, flag: str, val: str | None) -> Any:
         raise FlagError(f"{flag}: expected {knob.type.__name__}, got {val!r}") from None
     if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
         raise FlagError(f"{flag}: expected a finite number, got {val!r}")
+    if isinstance(value, int) and value > MAX_INT_FLAG:  # the engine's int64 tensors / pools could never hold it
+        raise FlagError(f"{flag} is out of range: {val} (at most {MAX_INT_FLAG})")
     if isinstance(value, (int, float)) and value < 0 and knob.field != "chunked_prefill_size":
         raise FlagError(f"{flag} must not be negative, got {val}")
     return value

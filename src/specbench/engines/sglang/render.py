@@ -23,10 +23,11 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     p = as_plan(r)
     x = p.extra
     ok = p.status == "ok"
-    con.print(f"[bold]{p.model}[/] ({p.model_kind}) on {p.gpu} x TP{p.tp} — "
-              f"{p.engine} {p.engine_version} rules ({p.era})")
+    con.print(f"[bold]{escape(str(p.model))}[/] ({p.model_kind}) on {escape(str(p.gpu))} x TP{p.tp} — "
+              f"{p.engine} {escape(str(p.engine_version))} rules ({p.era})", highlight=False)
     if p.draft_model:
-        con.print(f"draft: {p.draft_model} ({x.get('spec_algorithm')}, {x.get('draft_tokens')} draft tokens)")
+        con.print(escape(f"draft: {p.draft_model} ({x.get('spec_algorithm')}, {x.get('draft_tokens')} draft tokens)"),
+                  highlight=False)
     t = Table(title="memory plan (GiB per GPU)", show_header=True)
     t.add_column("item")
     t.add_column("GiB", justify="right")
@@ -63,14 +64,14 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     verdict = "[bold green]STARTS[/]" if ok else "[bold red]FAILS[/]"
     con.print(f"{verdict}: max_running_requests={p.max_running_requests}, KV tokens={_g(p.kv_tokens)}")
     if p.error:
-        con.print(f"[red]{p.error}[/]", highlight=False, soft_wrap=True)
-    con.print(p.reason, highlight=False, soft_wrap=True)
+        con.print(f"[red]{escape(str(p.error))}[/]", highlight=False, soft_wrap=True)
+    con.print(escape(str(p.reason)), highlight=False, soft_wrap=True)
     for w in p.warnings:
-        con.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        con.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
     for n in x.get("notes") or []:
-        con.print(f"[dim]note: {n}[/]", highlight=False, soft_wrap=True)
+        con.print(f"[dim]note: {escape(str(n))}[/]", highlight=False, soft_wrap=True)
     if p.ignored_flags:
-        con.print(f"[dim]ignored (no effect on memory): {' '.join(p.ignored_flags)}[/]", highlight=False)
+        con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(p.ignored_flags))}[/]", highlight=False)
     rows = p.per_tp or ()  # SglangTpRow: from_json picks the row type by engine
     if rows:
         t = Table(title="nearest working configurations per TP size")

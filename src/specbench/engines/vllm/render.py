@@ -24,8 +24,8 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     p = as_plan(r)
     x = p.extra
     ok = p.status == "ok"
-    con.print(f"[bold]{p.model}[/] on {p.gpu} x TP{p.tp} — "
-              f"vllm {p.engine_version} rules ({p.era})", highlight=False)
+    con.print(f"[bold]{escape(str(p.model))}[/] on {escape(str(p.gpu))} x TP{p.tp} — "
+              f"vllm {escape(str(p.engine_version))} rules ({p.era})", highlight=False)
     t = Table(title="memory plan (GiB per worker)")
     t.add_column("item")
     t.add_column("GiB", justify="right")
@@ -41,11 +41,11 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     if p.error:
         con.print(f"[red]{escape(p.error)}[/]", highlight=False, soft_wrap=True)
     if p.reason and p.reason != p.error:
-        con.print(p.reason, highlight=False, soft_wrap=True)
+        con.print(escape(str(p.reason)), highlight=False, soft_wrap=True)
     for w in p.warnings:
         con.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
     if p.ignored_flags:
-        con.print(f"[dim]ignored (no effect on memory): {' '.join(p.ignored_flags)}[/]", highlight=False)
+        con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(p.ignored_flags))}[/]", highlight=False)
     rows = p.per_tp or ()  # VllmTpRow: from_json picks the row type by engine
     if rows:
         columns = VllmTpRow.CPU_COLUMNS if x.get("device") == "cpu" else VllmTpRow.COLUMNS

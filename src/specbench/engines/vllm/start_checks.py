@@ -33,9 +33,9 @@ def _literal_error(field: str, value: str, allowed: tuple[str, ...]) -> str:
 
 def first_failure(args: VllmArgs) -> str | None:
     """--dtype (ModelConfig), --kv-cache-dtype (CacheConfig), the speculative method (SpeculativeConfig)."""
-    if args.dtype and args.dtype not in MODEL_DTYPES:
+    if args.dtype is not None and args.dtype not in MODEL_DTYPES:
         return _literal_error("dtype", args.dtype, MODEL_DTYPES)
-    if args.kv_cache_dtype and args.kv_cache_dtype not in CACHE_DTYPES:
+    if args.kv_cache_dtype is not None and args.kv_cache_dtype not in CACHE_DTYPES:
         return _literal_error("cache_dtype", args.kv_cache_dtype, CACHE_DTYPES)
     s = args.speculative
     if s is not None and s.method and s.method not in SPEC_METHODS:

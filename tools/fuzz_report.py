@@ -1,0 +1,73 @@
+"""Run the fuzz strategies (tests/fuzz/strategies.py) through the real CLI and print the category table.
+
+    PYTHONPATH=src .venv/bin/python tools/fuzz_report.py [--n 130] [--only config,logs] [--show 5] [--seed 0]
+
+Each example runs in a forked child with a memory cap and a timeout (tests/fuzz/harness.py) and is classified as
+a one-line error, correct handling, traceback, hang or silent wrong result. Exit status 1 when any example is a
+traceback, a hang or a silent wrong result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+
+from fuzz.harness import run_case  # noqa: E402
+from fuzz.strategies import CATEGORIES  # noqa: E402
+
+
+def run_category(name: str, n: int, seed: int) -> tuple[Counter[str], list[str]]:
+    counts: Counter[str] = Counter()
+    bad: list[str] = []
+
+    @settings(max_examples=n, deadline=None, database=None, derandomize=seed == 0,
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @given(CATEGORIES[name]())
+    def one(case: object) -> None:
+        cls, why, _ = run_case(case)  # type: ignore[arg-type]
+        counts[cls] += 1
+        if cls in ("traceback", "hang", "wrong"):
+            bad.append(f"{name}: {cls}: {why} <- {case.what[:300]}")  # type: ignore[attr-defined]
+
+    one()
+    return counts, bad
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=120, help="examples per category (default 120: 600 in all)")
+    ap.add_argument("--only", default="", help="comma-separated categories")
+    ap.add_argument("--show", type=int, default=10, help="failing examples to print per category")
+    ap.add_argument("--seed", type=int, default=0, help="0: the same examples every run")
+    a = ap.parse_args()
+    names = [c for c in (a.only.split(",") if a.only else CATEGORIES)]
+    rows, problems, t0 = [], [], time.monotonic()
+    for name in names:
+        counts, bad = run_category(name, a.n, a.seed)
+        rows.append((name, counts))
+        problems += bad[: a.show]
+    head = f"{'category':10} {'inputs':>7} {'one-line errors':>16} {'correct':>8} {'tracebacks':>11} {'hangs':>6} " \
+           f"{'silent wrong':>13}"
+    print(head)
+    total: Counter[str] = Counter()
+    for name, c in rows:
+        total.update(c)
+        print(f"{name:10} {sum(c.values()):7} {c['error']:16} {c['correct']:8} {c['traceback']:11} {c['hang']:6} "
+              f"{c['wrong']:13}")
+    print(f"{'total':10} {sum(total.values()):7} {total['error']:16} {total['correct']:8} {total['traceback']:11} "
+          f"{total['hang']:6} {total['wrong']:13}   ({time.monotonic() - t0:.0f} s)")
+    for p in problems:
+        print(p)
+    return 1 if total["traceback"] or total["hang"] or total["wrong"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
