@@ -241,20 +241,24 @@ def _open(path: Path) -> sqlite3.Connection:
         raise UserError(f"{path}: not an SQLite results store")
     try:
         return _connect_ro(path, "mode=ro")
+    except UnicodeDecodeError as exc:  # a damaged schema text
+        raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
     except sqlite3.OperationalError:
         # a WAL store in a folder we cannot write: SQLite cannot make its -shm file, so read the file as it is
         # (no runner can be writing it there either)
         try:
             return _connect_ro(path, "mode=ro&immutable=1")
-        except sqlite3.DatabaseError as exc:
-            raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
-    except sqlite3.DatabaseError as exc:
-        raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
 
 
 def _connect_ro(path: Path, query: str) -> sqlite3.Connection:
     """A read-only connection (`file:...?mode=ro`): report and export never write a store."""
     con = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True)
+    # a damaged store can hold bytes that are not UTF-8: read them with replacement characters, not a traceback
+    con.text_factory = lambda b: b.decode("utf-8", errors="replace")
     try:
         con.execute("PRAGMA query_only = 1")
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -284,8 +288,8 @@ def _read_rows(path: Path) -> _Rows:
             server_rows = _select(con, "servers", SERVER_COLUMNS, warnings)
             cell_rows = _select(con, "cells", CELL_COLUMNS, warnings)
             request_rows = _select(con, "requests", REQUEST_COLUMNS, warnings)
-        except sqlite3.DatabaseError as exc:
-            raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     finally:
         con.close()
     # secrets masked on the way in (specbench/redact.py), so a store written before redaction existed is shared safely
