@@ -240,9 +240,7 @@ def _open(path: Path) -> sqlite3.Connection:
     if head and head != SQLITE_MAGIC:
         raise UserError(f"{path}: not an SQLite results store")
     try:
-        return _connect_ro(path, "mode=ro")
-    except UnicodeDecodeError as exc:  # a damaged schema text
-        raise UserError(f"{path}: cannot read the SQLite store: {exc}") from None
+        return _connect_ro(path, "mode=ro")  # UnicodeDecodeError: a damaged schema text (below)
     except sqlite3.OperationalError:
         # a WAL store in a folder we cannot write: SQLite cannot make its -shm file, so read the file as it is
         # (no runner can be writing it there either)
