@@ -139,3 +139,18 @@ def release_flags_vllm():
     from specbench.engines.vllm.knobs import release_flags as vllm_release_flags
 
     return vllm_release_flags("0.32.0")
+
+
+def test_rewriting_a_flag_removes_its_own_values_only() -> None:
+    """#18: replacing --host/--port used to drop every word up to the next `--` word (a positional model too)."""
+    from specbench.engines.sglang.launch import set_flag as sglang_set
+    from specbench.engines.vllm.launch import _set_vllm
+
+    argv = ["vllm", "serve", "--port", "8000", "Qwen/Qwen3-8B", "--enforce-eager", "x"]
+    assert _set_vllm(argv, "--port", 9000) == ["vllm", "serve", "Qwen/Qwen3-8B", "--enforce-eager", "x",
+                                               "--port", "9000"]
+    base = ["python", "-m", "sglang.launch_server", "--host", "0.0.0.0", "--cuda-graph-bs", "1", "2", "4",
+            "--disable-radix-cache", "--model-path", "m"]
+    assert sglang_set(base, "--host", "127.0.0.1")[3:] == ["--cuda-graph-bs", "1", "2", "4", "--disable-radix-cache",
+                                                          "--model-path", "m", "--host", "127.0.0.1"]
+    assert sglang_set(base, "--cuda-graph-bs", [8, 16])[-4:] == ["m", "--cuda-graph-bs", "8", "16"]  # a list flag

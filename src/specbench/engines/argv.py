@@ -6,7 +6,7 @@ Which spellings name the same flag is engine knowledge: callers pass them (`spel
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from specbench.errors import FlagError
@@ -37,22 +37,25 @@ def leading_env(words: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]
     return env, rest
 
 
-def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str] = ()) -> list[str]:
+def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str] = (),
+             kind: Callable[[str], str | None] | None = None) -> list[str]:
     """argv with `flag` set to `value`: removes every spelling (`--x v` or `--x=v`) and appends `flag value`.
 
-    `True` gives a bare switch, `False`/None removes the flag, a list gives several words. The words after a removed
-    flag are its values up to the next word that starts with `-`.
+    `True` gives a bare switch, `False`/None removes the flag, a list gives several words. A removed flag takes its
+    own values with it and nothing else: `kind(name)` (the engine's flag list: "switch", "value", "optional", "list")
+    says how many; a switch none, a value one, a list every word up to the next `-` word; unknown: one word when the
+    next one is not a flag, so a positional argument after `--port 8000` (`vllm serve --port 8000 MODEL`) stays.
     """
     names = set(spellings) | {flag}
     out: list[str] = []
     i = 0
     while i < len(argv):
         word = argv[i]
-        if word.split("=", 1)[0] in names:
+        head = word.split("=", 1)[0]
+        if head in names:
             i += 1
             if "=" not in word:
-                while i < len(argv) and not argv[i].startswith("-"):
-                    i += 1
+                i = _skip_values(argv, i, kind(head) if kind else None)
             continue
         out.append(word)
         i += 1
@@ -63,6 +66,18 @@ def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str
     if isinstance(value, (list, tuple)):
         return out + [flag, *[str(v) for v in value]]
     return out + [flag, flag_word(value)]
+
+
+def _skip_values(argv: Sequence[str], i: int, kind: str | None) -> int:
+    """The index after the values of a flag whose name ended at `i`."""
+    if kind == "switch":
+        return i
+    if kind == "list":
+        while i < len(argv) and not argv[i].startswith("-"):
+            i += 1
+        return i
+    has_value = i < len(argv) and not argv[i].startswith("--") and (kind == "value" or not argv[i].startswith("-"))
+    return i + 1 if has_value else i
 
 
 def flag_word(value: Any) -> str:

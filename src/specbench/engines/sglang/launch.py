@@ -62,7 +62,7 @@ def _spellings(flag: str) -> tuple[str, ...]:
 
 def set_flag(argv: Sequence[str], flag: str, value: Any) -> list[str]:
     """argv with `flag` set to `value`, every SGLang spelling of it (knobs.py) replaced."""
-    return argv_words.set_flag(argv, flag, value, _spellings(flag))
+    return argv_words.set_flag(argv, flag, value, _spellings(flag), knobs.release_flags(None).kinds.get)
 
 
 def respell(argv: Sequence[str], version: str | None) -> list[str]:

@@ -22,6 +22,7 @@ from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
 from specbench.engines.server_base import ServerBase
 from specbench.engines.vllm import knobs
+from specbench.engines.vllm.args import release_flags
 from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.engines.vllm.simulate import simulated_acceptance
 from specbench.errors import UserError
@@ -150,7 +151,7 @@ def vllm_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: in
 
 def _set_vllm(argv: list[str], flag: str, value: Any) -> list[str]:
     """argv with `flag` set, every vLLM spelling of it (knobs.py: `-tp`, `--no-X` ...) replaced."""
-    return set_flag(argv, flag, value, knobs.spellings(flag))
+    return set_flag(argv, flag, value, knobs.spellings(flag), release_flags(None).kinds.get)
 
 
 
