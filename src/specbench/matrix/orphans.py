@@ -88,8 +88,34 @@ def reap_one(raw: str, grace_s: float = 10.0) -> str | None:
     now = start_ticks(pgid)
     if now is None or start is None or now != int(start):
         return None
+    if not _is_our_server(pgid, info.get("argv")):  # a crafted or stale record must not stop a foreign group
+        return None
     stop_group(pgid, grace_s)
     return f"stopped server {info.get('server_id')} (pgid {pgid}) left by an interrupted run"
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [w.decode(errors="replace") for w in raw.split(b"\0") if w]
+
+
+def _is_our_server(pgid: int, argv: Any) -> bool:
+    """The recorded group is still the server specbench started: its leader leads its own process group and runs
+    the recorded command (the launch's words after the program, in order, end its command line; the program itself
+    may show as its interpreter, so it is not compared)."""
+    if not isinstance(argv, list) or not argv:
+        return False
+    try:
+        if os.getpgid(pgid) != pgid:
+            return False
+    except OSError:
+        return False
+    words = _cmdline(pgid)
+    tail = [str(a) for a in argv[1:]]
+    return words is not None and (not tail or words[-len(tail):] == tail)
 
 
 def group_alive(pgid: int) -> bool:
