@@ -16,6 +16,7 @@ stopped by the next run (orphans.py).
 from __future__ import annotations
 
 import signal
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from specbench.matrix.orphans import reap_orphan
 from specbench.matrix.preflight import Preflight, _apply_fix, dry_run, iter_phases, plan_argv, preflight
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
 from specbench.matrix.store import Store
-from specbench.matrix.tuple_run import run_tuple
+from specbench.matrix.tuple_run import StoreWriteError, run_tuple
 
 __all__ = ["Preflight", "RunOptions", "RunReport", "_apply_fix", "default_store_path", "diagnose", "dry_run",
            "fill_speedups", "iter_phases", "log_dir_for", "plan_argv", "preflight", "reap_orphan", "run_matrix"]
@@ -123,9 +124,15 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
             _executor(opts)(spec, work, adapter, store, progress, report, log_dir, gpu_baseline, opts)
     except KeyboardInterrupt:
         report.interrupted = True
+    except sqlite3.OperationalError as exc:  # any other write the store refused (disk full, read-only folder)
+        raise StoreWriteError(f"the results store could not be written ({exc}): finished cells are kept, free space "
+                              "(or make the folder writable) and run the matrix again to resume") from None
     finally:
         signal.signal(signal.SIGTERM, old_handler)
-        fill_speedups(store)
+        try:
+            fill_speedups(store)
+        except sqlite3.OperationalError:  # a full disk: the run ends with the store's own one-line error
+            pass
         store.close()
         lock.close()
     return report

@@ -15,11 +15,14 @@ RunReport), in a worker process of a packed run and in a Ray task (proxies that 
 from __future__ import annotations
 
 import os
+import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.errors import UserError
 from specbench.matrix import identity, lifecycle, orphans
 from specbench.matrix.adapters import Adapter, Launch
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
@@ -52,6 +55,10 @@ def cell_server_json(pf: Preflight) -> dict[str, Any]:
     if pf.fix:
         out["fix"] = pf.fix
     return out
+
+
+class StoreWriteError(UserError):
+    """The results store stopped taking writes mid-run (disk full, read-only): a user-level condition, one line."""
 
 
 def record_server(spec: MatrixSpec, pf: Preflight, store: Any) -> None:
@@ -175,7 +182,10 @@ class TupleRun:
                 raise
             except Exception as exc:  # a cell must end in the store whatever went wrong
                 outcome = CellOutcome("failed", reason=f"specbench error while running the cell: {exc!r}")
-            self.record(c, outcome)
+            try:
+                self.record(c, outcome)
+            except sqlite3.OperationalError as exc:  # disk full, folder made read-only: the store cannot take it
+                self._store_failed(c, exc)
 
     def measure(self, c: Cell, ctx: CellContext) -> CellOutcome:
         """The cell's load between two identity checks: a foreign server on the port is never measured."""
@@ -187,6 +197,18 @@ class TupleRun:
         if self.proc.alive() and self.owned() is False:
             return CellOutcome("failed", reason=f"{foreign} after the cell; its measurement is discarded")
         return outcome
+
+    def _store_failed(self, c: Cell, exc: sqlite3.OperationalError) -> None:
+        """The cell's result could not be written: give the cell its reason if the store takes that much (it stays
+        `running`, so the next run re-runs it) and end the run in one line."""
+        why = (f"the results store could not be written ({exc}), so cell {c.cell_id} ({c.label} "
+               f"c={c.client.get('concurrency')}) stays unfinished and is re-run next time")
+        try:
+            self.store.mark_interrupted(c.cell_id, why)
+        except sqlite3.OperationalError:
+            pass
+        raise StoreWriteError(f"{why}; finished cells are kept: free space (or make the folder writable) and run "
+                              "the matrix again to resume") from None
 
     def record(self, c: Cell, outcome: CellOutcome) -> None:
         if outcome.status == "done":
@@ -210,15 +232,22 @@ class TupleRun:
     def stop(self) -> None:
         t = self.spec.timeouts
         how = self.proc.stop(t.stop_s)
-        orphans.clear_active(self.store, self.place.slot)
-        self.store.update_server(self.sid, status="failed" if self.server_failed else "stopped",
-                                 log_text=self.proc.log_text(), ended_at=time.time())
+        store_error: sqlite3.OperationalError | None = None
+        try:  # the server is stopped first; a store that stopped taking writes must not hide that, or an earlier error
+            orphans.clear_active(self.store, self.place.slot)
+            self.store.update_server(self.sid, status="failed" if self.server_failed else "stopped",
+                                     log_text=self.proc.log_text(), ended_at=time.time())
+        except sqlite3.OperationalError as exc:
+            store_error = exc
         if self.proc.stop_interrupted:  # the stop itself was interrupted: the group is gone, now stop the run
             raise KeyboardInterrupt
         if not lifecycle.wait_port_free(self.spec.host, self.port, t.port_free_s):
             self.tally.message(f"port {self.port} still busy after stopping {self.sid} ({how})")
         if not lifecycle.wait_gpu_baseline(self.baseline, t.gpu_free_s, gpus=self.place.gpu_indices):
             self.tally.message(f"GPU memory not back to baseline {self.baseline} MiB after {self.sid}")
+        if store_error is not None and sys.exc_info()[0] is None:
+            raise StoreWriteError(f"the results store could not be written ({store_error}): finished cells are kept, "
+                                  "free space (or make the folder writable) and run the matrix again to resume")
 
 
 def safe_read_back(adapter: Adapter, base_url: str, log_text: str) -> dict[str, Any]:
