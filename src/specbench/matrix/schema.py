@@ -8,52 +8,20 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from specbench.matrix import client_checks
-
-Scalar = bool | int | float | str
-# A flag value: a scalar, `true` (a bare switch), `false` (left out), or a list of strings passed
-# as several argv words after the flag (written as a list inside a list when it is also an axis).
-FlagValue = Scalar | list[str]
-
-AR_NAMES = frozenset({"", "ar", "none", "autoregressive"})
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
-
-
-# strict: no bool for an int (`tp = true` is an error, not 1), no string for a number; finite floats only
-# (`nan`/`inf` are TOML literals: `request_rate = "inf"` is the one infinite value, written as a string)
-_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-# list fields that are not axes: one value each (or checked by their own validator)
-_NOT_AXES = frozenset({"command", "phases", "override", "spec", "stop"})
-
-
-class _Strict(BaseModel):
-    model_config = _CONFIG
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _axes_unique(cls, v: Any, info: ValidationInfo) -> Any:
-        """An axis (a list) must be non-empty and hold each value once (a repeated value runs the same cell twice)."""
-        if isinstance(v, list) and info.field_name not in _NOT_AXES:
-            if not v:
-                raise ValueError("an axis needs at least one value (an empty list runs nothing)")
-            seen: list[Any] = []
-            for x in v:
-                key = (type(x).__name__, x)
-                if key in seen:
-                    raise ValueError(f"value {x!r} is given twice")
-                seen.append(key)
-        return v
-
-
-def as_axis(value: Any) -> tuple[Any, ...]:
-    """A scalar is an axis of one value; a list is an axis of its values."""
-    if isinstance(value, (list, tuple)):
-        return tuple(value)
-    return (value,)
+from specbench.matrix.client_schema import DATASETS, ClientAxes  # noqa: F401  (re-exported: one import path)
+from specbench.matrix.schema_base import (  # noqa: F401  (re-exported)
+    _CONFIG,
+    _NOT_AXES,
+    AR_NAMES,
+    SPEC_V2_ENV,
+    FlagValue,
+    Scalar,
+    _Strict,
+    as_axis,
+)
 
 
 class SpecVariant(_Strict):
@@ -146,162 +114,6 @@ class ServerAxes(_Strict):
 # Built-in datasets (load/datasets.py): "specbench-mini" (the default; 48 prompts written for specbench in four
 # categories) and "random" (words of the tokenizer's own vocabulary, load/prompts.py build_prompts). A file path
 # (.json ShareGPT, .jsonl, .csv, .parquet) or "hf:NAME[:SPLIT]" (the local Hugging Face cache) names any other.
-DATASETS = frozenset({"specbench-mini", "random"})
-
-
-class ClientAxes(_Strict):
-    """Client-side axes: each combination is one cell on the running server.
-
-    The workload keys after `slo_tpot_ms` and the sampling keys are left out of a cell when the matrix does not
-    set them (its identity then stays what it was before they existed); any list is an axis (`stop`: a list of
-    lists)."""
-
-    # NaN/inf reach the checks below (and client_checks) so they name the key's own rule
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=True)
-
-    concurrency: int | list[int] = 1
-    prompt_tokens: int | list[int] = 256
-    output_tokens: int | list[int] = 64
-    num_requests: int | list[int] = 8
-    dataset: str | list[str] = "specbench-mini"
-    # requests per second (Poisson arrivals); "inf" = all at once, capped by concurrency (closed loop)
-    request_rate: float | str | list[float | str] = "inf"
-    warmup_requests: int = 1
-    # at least this many requests per unit of concurrency (num_requests = max(num_requests, k x concurrency)),
-    # so one matrix keeps every concurrency busy without over-long low-concurrency cells
-    requests_per_concurrency: int | None = None
-    slo_ttft_ms: float | None = None  # goodput: a request counts when it meets every SLO given
-    slo_tpot_ms: float | None = None
-    # the cell's load sent this many times on the same server (warm-up once, before the first); metrics_json.spread
-    # then holds mean, std, CV and a 95% interval per metric (load/spread.py); `specbench run --repeats N` overrides
-    repeats: int | None = None
-    noisy_cv: float | None = None  # a cell whose CV exceeds this is flagged noisy (default 0.05)
-    # a cell with more failed requests than this fraction is `partial` (some) or `failed` (all); unset: 0
-    max_failed_fraction: float | None = None
-    # workload: "fixed" | "uniform:LO,HI" | "normal:MEAN,STD" | "data" (load/lengths.py); a dataset category;
-    # ShareGPT conversations replayed turn by turn (needs prompt_len = "data")
-    prompt_len: str | list[str] | None = None
-    output_len: str | list[str] | None = None
-    category: str | list[str] | None = None
-    multi_turn: bool | list[bool] | None = None
-    # sampling, sent with every request (load/bodies.py); unset: temperature 0, ignore_eos on, the server's defaults
-    temperature: float | list[float] | None = None
-    top_p: float | list[float] | None = None
-    top_k: int | list[int] | None = None
-    seed: int | list[int] | None = None
-    ignore_eos: bool | list[bool] | None = None
-    stop: list[str] | list[list[str]] | None = None
-
-    @field_validator("concurrency", "prompt_tokens", "output_tokens", "num_requests")
-    @classmethod
-    def _positive(cls, v: int | list[int]) -> int | list[int]:
-        for n in as_axis(v):
-            if n < 1:
-                raise ValueError(f"must be >= 1, got {n}")
-        return v
-
-    @field_validator("dataset")
-    @classmethod
-    def _dataset(cls, v: str | list[str], info: ValidationInfo) -> str | list[str]:
-        for d in as_axis(v):
-            client_checks.dataset(d, client_checks.base_dir(info.context))
-        return v
-
-    @field_validator("request_rate")
-    @classmethod
-    def _rate(cls, v: Any) -> Any:
-        for r in as_axis(v):
-            if isinstance(r, str):
-                if r.strip().lower() not in ("inf", "infinity"):
-                    raise ValueError(f'request_rate must be a number or "inf", got {r!r}')
-            elif not r > 0:  # NaN too
-                raise ValueError(f"request_rate must be > 0, got {r}")
-        return v
-
-    @field_validator("requests_per_concurrency")
-    @classmethod
-    def _rpc(cls, v: int | None) -> int | None:
-        if v is not None and (isinstance(v, bool) or v < 1):
-            raise ValueError(f"must be an integer >= 1, got {v}")
-        return v
-
-    @field_validator("repeats")
-    @classmethod
-    def _repeats(cls, v: int | None) -> int | None:
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"repeats must be a whole number >= 1, got {v!r}")
-        return v
-
-    @field_validator("noisy_cv")
-    @classmethod
-    def _noisy_cv(cls, v: float | None) -> float | None:
-        if v is not None and (isinstance(v, bool) or not 0 < v < 10):
-            raise ValueError(f"noisy_cv must be a number in (0, 10) (a fraction: 0.05 = 5%), got {v!r}")
-        return v
-
-    @field_validator("max_failed_fraction")
-    @classmethod
-    def _mff(cls, v: float | None) -> float | None:
-        if v is not None and (isinstance(v, bool) or not 0.0 <= v <= 1.0):
-            raise ValueError(f"must be a number in [0, 1], got {v!r}")
-        return v
-
-    @field_validator("slo_ttft_ms", "slo_tpot_ms")
-    @classmethod
-    def _slo(cls, v: float | None) -> float | None:
-        if v is not None and not 0 < v < float("inf"):
-            raise ValueError(f"an SLO must be a finite number > 0 ms, got {v}")
-        return v
-
-    @field_validator("warmup_requests")
-    @classmethod
-    def _warm(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError(f"must be >= 0, got {v}")
-        return v
-
-    @field_validator("temperature", "top_p", "top_k", "seed", "ignore_eos", "multi_turn", mode="before")
-    @classmethod
-    def _typed(cls, v: Any, info: ValidationInfo) -> Any:
-        return client_checks.typed(str(info.field_name), v)
-
-    @field_validator("temperature", "top_p", "top_k", "seed")
-    @classmethod
-    def _sampling(cls, v: Any, info: ValidationInfo) -> Any:
-        for x in as_axis(v):
-            client_checks.sampling(str(info.field_name), x)
-        return v
-
-    @field_validator("stop")
-    @classmethod
-    def _stop(cls, v: Any) -> Any:
-        client_checks.stop_axis(v)
-        return v
-
-    @field_validator("prompt_len", "output_len")
-    @classmethod
-    def _length(cls, v: Any, info: ValidationInfo) -> Any:
-        for x in as_axis(v):
-            client_checks.length(str(info.field_name), x, client_checks.partner(info.context, info.data, "dataset"))
-        return v
-
-    @field_validator("category")
-    @classmethod
-    def _category(cls, v: Any, info: ValidationInfo) -> Any:
-        for x in as_axis(v):
-            client_checks.category(x, client_checks.partner(info.context, info.data, "dataset"),
-                                   client_checks.base_dir(info.context))
-        return v
-
-    @field_validator("multi_turn")
-    @classmethod
-    def _multi_turn(cls, v: Any, info: ValidationInfo) -> Any:
-        if any(as_axis(v)):
-            client_checks.multi_turn(client_checks.partner(info.context, info.data, "prompt_len"),
-                                     client_checks.partner(info.context, info.data, "dataset"))
-        return v
-
-
 SERVER_SCALARS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
 CLIENT_AXES = ("concurrency", "prompt_tokens", "output_tokens", "num_requests", "dataset", "request_rate")
 # axes a cell carries only when set (load/results.py OPTIONAL_CLIENT_KEYS: the workload's shape, then sampling)
