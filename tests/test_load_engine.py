@@ -50,7 +50,9 @@ def test_exact_chat_and_text_prompt_lengths_as_the_engine_counts(engine: tuple[s
             assert r.ok, r.error
             assert r.prompt_tokens == n_tokens  # the engine's own usage.prompt_tokens
             assert r.output_tokens == 24
-            assert r.ttft_s is not None and r.e2e_s is not None and r.ttft_s < r.e2e_s
+            # <=, not <: a CPU-starved frontend can deliver the whole stream in one socket read (TTFT = E2E, seen
+            # on a loaded CI-like machine); the client reports that as coalesced delivery, not as a wrong measurement
+            assert r.ttft_s is not None and r.e2e_s is not None and r.ttft_s <= r.e2e_s
             assert r.events >= 1 and len(r.itl_s) == r.events - 1
 
 
