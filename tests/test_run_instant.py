@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from proc_helpers import free_port, pid_alive
+from run_helpers import cli as _cli
+from run_helpers import rows as _rows
+from run_helpers import wait as _wait
 
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "examples" / "qwen36-27b-dflash-ddtree.toml"
@@ -77,30 +78,6 @@ flags = { "--accept-length" = 3 }
 """
 
 
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specbench", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
-
-
-def _rows(store: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(store, timeout=30)
-    try:
-        return list(conn.execute(sql, params))
-    finally:
-        conn.close()
-
-
-def _wait(pred: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            got = pred()
-        except sqlite3.OperationalError:  # the table is not there yet
-            got = None
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 
