@@ -182,7 +182,16 @@ def test_gpt_oss_hybrid_swa_pool():
     d = _plan(L + "openai/gpt-oss-20b --tp 1 --mem-fraction-static 0.85")
     assert d["status"] == "ok" and d["kv_cell_bytes"] == 44237
     assert d["swa_kv_tokens"] == int(d["kv_tokens"] * 0.8)
-    assert d["log_lines"][0].startswith(f"Use sliding window memory pool. full_layer_tokens={d['kv_tokens']}")
+    # the engine's order (model_runner.py, swa_memory_pool.py@0.5.15.post1): weights, the pool line, SWA K/V, full K/V
+    i = next(i for i, t in enumerate(d["log_lines"]) if t.startswith("Use sliding window memory pool."))
+    assert d["log_lines"][i - 1].startswith("Load weight end.")
+    assert d["log_lines"][i] == (f"Use sliding window memory pool. full_layer_tokens={d['kv_tokens']}, "
+                                 f"swa_layer_tokens={d['swa_kv_tokens']}")
+    assert f"#tokens: {d['swa_kv_tokens']}," in d["log_lines"][i + 1]
+    assert f"#tokens: {d['kv_tokens']}," in d["log_lines"][i + 2]
+    # K of 12 layers each: full = 12 x (n + 1) x 8 x 64 x 2 B, SWA the same over its own tokens
+    assert d["k_size_gib"] == round(12 * (d["kv_tokens"] + 1) * 1024 / GIB, 2)
+    assert d["swa_k_size_gib"] == round(12 * (d["swa_kv_tokens"] + 1) * 1024 / GIB, 2)
     # the same budget over a cell of all 24 layers (the old plan) holds 1/0.9 fewer full tokens
     assert d["kv_tokens"] > 1.1 * (d["rest_gib"] * GIB) // (2048 * 24)
     dense = _plan(L + "Qwen/Qwen3-8B")

@@ -8,7 +8,21 @@ Sources:
   `weight_block_size`); NVFP4 packs two e2m1 values per byte plus one fp8-e4m3 scale per 16 values and a
   per-tensor fp32 global scale (ModelOpt NVFP4); MXFP4 packs two e2m1 per byte plus one e8m0 scale per 32
   values (OCP MX spec, gpt-oss); int4 group quant (AWQ/GPTQ/compressed-tensors pack-quantized) packs eight
-  int4 per int32, with an fp16 scale and a 4-bit zero point per group.
+  int4 per int32, with a 16-bit scale per group and, only where the engine keeps one, a packed zero point per group.
+- What the engine keeps after loading an int-N group checkpoint (what the memory plan must count), the same in
+  SGLang 0.5.15 and vLLM 0.32 (SGLang's schemes are ports of vLLM's):
+  - AWQ (awq_marlin on Hopper/Ampere): qweight int32 [in, out/8], qzeros int32 [in/g, out/8], scales fp16 [in/g, out];
+    the zero points are repacked for Marlin and kept
+    (sglang/srt/layers/quantization/awq/schemes/awq_marlin.py::AWQMarlinLinearScheme.create_weights@0.5.15.post1);
+  - GPTQ symmetric (gptq_marlin; `sym: true` is the only GPTQ scheme Marlin takes: gptq.py::GPTQMarlinConfig.TYPE_MAP):
+    qweight + scales; qzeros and (without desc_act) g_idx are created, loaded, then replaced by empty tensors
+    (sglang/srt/hardware_backend/gpu/quantization/gptq_kernels.py::GPTQMarlinLinearKernel.
+    process_weights_after_loading@0.5.15.post1: `zero_points=False`, `marlin_make_empty_g_idx`);
+  - GPTQ asymmetric falls back to the exllama `gptq` kernel, which keeps qzeros (gptq_kernels.py::GPTQLinearKernel);
+  - compressed-tensors pack-quantized wNa16: weight_packed + weight_scale, a weight_zero_point only when
+    `symmetric: false` (compressed_tensors/schemes/compressed_tensors_wNa16.py::create_weights@0.5.15.post1).
+  Not counted: g_idx + g_idx_sort_indices of act-order checkpoints (2 x int32 per input row: 8/out bytes a
+  parameter, about +0.2% of a 4096-wide layer) and the Marlin workspace (one int32 per SM).
 """
 
 from __future__ import annotations
@@ -46,9 +60,18 @@ MXFP4 = Scheme("mxfp4", 0.5 + 1.0 / 32)
 INT8 = Scheme("int8", 1.0)
 
 
-def int4_group(group: int) -> Scheme:
-    group = group if group and group > 0 else 128
-    return Scheme(f"int4-g{group}", 0.5 + 2.0 / group + 0.5 / group)
+def int_group(bits: int, group: int | None, *, zero_point: bool) -> Scheme:
+    """Integer weight-only group quant as the engine keeps it: bits/8 a parameter, one 16-bit scale per group and
+    (`zero_point`) one packed bits-wide zero point per group. group <= 0 is per output channel (one scale a row:
+    negligible per parameter). Sources: the module docstring."""
+    g = int(group) if group is not None else 128
+    per_group = 2.0 + (bits / 8.0 if zero_point else 0.0)
+    name = f"int{bits}-" + (f"g{g}" if g > 0 else "ch") + ("" if zero_point else "-sym")
+    return Scheme(name, bits / 8.0 + (per_group / g if g > 0 else 0.0))
+
+
+def int4_group(group: int, *, zero_point: bool = True) -> Scheme:
+    return int_group(4, group if group and group > 0 else 128, zero_point=zero_point)
 
 
 def _scheme_from_algo(algo: str, group: int | None = None) -> Scheme | None:
@@ -76,6 +99,7 @@ class QuantSpec:
     per_module: Mapping[str, Scheme] = field(default_factory=dict)  # normalised module name -> scheme
     kv_cache_quant_algo: str | None = None     # "FP8" makes --kv-cache-dtype auto resolve to fp8_e4m3
     quantize_only_experts: bool = False        # gpt-oss MXFP4: only MoE experts are quantized
+    dropped_at_load: tuple[str, ...] = ()      # checkpoint tensor leaves the engine frees after loading (GPTQ Marlin)
     source: str = "none"
 
     @property
@@ -175,16 +199,31 @@ def parse_quant(config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | 
         return QuantSpec("mxfp4", MXFP4, excluded, quantize_only_experts=True, kv_cache_quant_algo=kv_algo,
                          source="config.json quantization_config")
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round"):
-        bits = int(qc.get("bits", qc.get("w_bit", 4)))
-        group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 128)
-        scheme = int4_group(group) if bits == 4 else INT8
-        return QuantSpec(method, scheme, excluded, source="config.json quantization_config")
+        return _parse_awq_gptq(method, qc, excluded)
     if method in ("modelopt", "modelopt_fp4", "modelopt_fp8", "compressed-tensors", "compressed_tensors"):
         return _parse_config_groups(method, qc, excluded, kv_algo)
     if method in ("bitsandbytes",):
         return QuantSpec(method, Scheme("nf4", 0.5 + 4.0 / 64), excluded, source="config.json quantization_config")
     # Unknown method: an error naming it (config_fields.py refuses it first; never planned as fp8 silently)
     raise ConfigError(f"config.json: unknown quantization method {method!r}")
+
+
+def _parse_awq_gptq(method: str, qc: Mapping[str, Any], excluded: tuple[str, ...]) -> QuantSpec:
+    """AWQ keeps its zero points; symmetric GPTQ on Marlin frees its qzeros (and g_idx without desc_act) after
+    loading, asymmetric GPTQ keeps them (the module docstring has the engine code)."""
+    bits = int(qc.get("bits", qc.get("w_bit", 4)))
+    group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 128)
+    dropped: tuple[str, ...] = ()
+    if method.startswith("awq"):
+        zero_point = bool(qc.get("zero_point", True))
+    else:
+        sym = bool(qc.get("sym", True))
+        marlin = sym and bits in (4, 8) and group in (-1, 32, 64, 128)  # gptq.py::is_gptq_marlin_compatible
+        zero_point = not marlin
+        if marlin:
+            dropped = ("qzeros",) if qc.get("desc_act") else ("qzeros", "g_idx")
+    scheme = int_group(bits, group, zero_point=zero_point) if bits in (2, 3, 4, 8) else INT8
+    return QuantSpec(method, scheme, excluded, dropped_at_load=dropped, source="config.json quantization_config")
 
 
 def _parse_config_groups(method: str, qc: Mapping[str, Any], excluded: tuple[str, ...], kv_algo: Any) -> QuantSpec:
@@ -199,6 +238,11 @@ def _parse_config_groups(method: str, qc: Mapping[str, Any], excluded: tuple[str
         gsize = w.get("group_size")
         if bits == 4 and typ == "float":
             scheme = NVFP4 if (gsize in (None, 16)) else MXFP4
+        elif (bits in (4, 8) and typ == "int" and w.get("strategy") in ("group", "channel")
+              and not group.get("input_activations")):
+            # pack-quantized wNa16 (weight-only): compressed_tensors_wNa16.py::create_weights@0.5.15.post1
+            g = int(gsize or 128) if w.get("strategy") == "group" else -1
+            scheme = int_group(bits, g, zero_point=not w.get("symmetric", True))
         elif bits == 4:
             scheme = int4_group(int(gsize or 128))
         elif bits == 8 and typ == "float":

@@ -23,6 +23,7 @@ class SglangArgs:
     tp: int = 1
     dp: int = 1
     pp: int = 1
+    ep: int = 1
     enable_dp_attention: bool = False
     mem_fraction_static: float | None = None
     max_running_requests: int | None = None
@@ -32,6 +33,8 @@ class SglangArgs:
     max_total_tokens: int | None = None
     page_size: int | None = None
     kv_cache_dtype: str = "auto"
+    swa_full_tokens_ratio: float | None = None
+    disable_hybrid_swa_memory: bool = False
     dtype: str = "auto"
     quantization: str | None = None
     load_format: str | None = None
@@ -108,7 +111,7 @@ def parse_sglang_argv(argv: list[str], release: str | None = None) -> SglangArgs
             kw[knob.field] = True
         else:
             kw[knob.field] = _value(knob, flag, val if eq else None)
-    for name in ("tp", "dp", "pp"):
+    for name in ("tp", "dp", "pp", "ep"):
         if name in kw and kw[name] < 1:
             raise FlagError(f"--{name} must be at least 1, got {kw[name]}")
     mfs = kw.get("mem_fraction_static")
@@ -120,6 +123,10 @@ def parse_sglang_argv(argv: list[str], release: str | None = None) -> SglangArgs
         raise FlagError("--context-length must be positive")
     if kw.get("page_size") == 0:
         raise FlagError("--page-size must be at least 1")
+    swa = kw.get("swa_full_tokens_ratio")
+    # server_args.py::ServerArgs._handle_cache_compatibility@0.5.15.post1 (its text)
+    if swa is not None and not (0.0 < swa <= 1.0):
+        raise FlagError("--swa-full-tokens-ratio should be in range (0, 1.0].")
     _check_choices(kw)
     return SglangArgs(**kw, env=tuple(env), ignored=tuple(ignored), unknown=tuple(unknown),
                       release=flags.release, flags_seen=tuple(seen))

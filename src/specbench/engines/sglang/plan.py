@@ -103,6 +103,8 @@ class SglangPlan:
     ignored_flags: tuple[str, ...]
     log_lines: tuple[str, ...]
     weights_quant_label: str
+    swa_k_size_gib: float | None = None   # hybrid SWA pool: K / V of the SWA layers (k_size_gib: the full layers')
+    swa_v_size_gib: float | None = None
 
     def contract(self) -> dict[str, Any]:
         """The keys of the plan contract in docs/contracts.md (plus extras)."""
@@ -121,14 +123,6 @@ class SglangPlan:
             if k not in out:
                 out[k] = list(v) if isinstance(v, tuple) else v
         return out
-
-
-def _swa_tokens(full: int, ratio: float | None, page: int) -> int | None:
-    """pool_configurator.py::HybridSWAPoolConfigurator._solve_pool_sizes@0.5.15.post1: swa = page-aligned
-    int(full x ratio)."""
-    if ratio is None or full <= 0:
-        return None
-    return int(full * ratio) // page * page
 
 
 def _r(x: float | None) -> float | None:
@@ -168,22 +162,15 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
         **_budget_fields(args, gpu, s, w, b, mamba, warnings, pp.notes),
         status="ok" if pools.error is None else "fails", error=pools.error, error_kind=pools.error_kind,
         kv_dtype=cell.dtype, kv_cell_bytes=cell.total, kv_tokens=pools.kv_tokens,
-        swa_kv_tokens=_swa_tokens(pools.kv_tokens, cell.swa_ratio, args.page_size or 1), k_size_gib=sizes.k_gib,
+        swa_kv_tokens=sizes.swa_kv_tokens, swa_k_size_gib=_r(sizes.swa_k_gib), swa_v_size_gib=_r(sizes.swa_v_gib),
+        k_size_gib=sizes.k_gib,
         v_size_gib=sizes.v_gib, draft_k_size_gib=_r(sizes.draft_k_gib), max_mamba_cache_size=pools.mamba_slots,
         mamba_full_memory_ratio=pp.full_memory_ratio if m.linear_layers else None, conv_state_gib=sizes.conv_gib,
         ssm_state_gib=sizes.ssm_gib, intermediate_ssm_state_gib=sizes.intermediate_ssm_gib,
         intermediate_conv_window_gib=sizes.intermediate_conv_gib, spec_scratch_gib=round(pools.scratch_gib, 3),
         spec_scratch_requests=pools.scratch_reqs, max_running_requests=pools.max_running_requests,
         requested_max_running_requests=pp.requested_mrr,
-        log_lines=_with_swa_line(log_lines(s, w, b, cell.dtype, pp, sizes), pools.kv_tokens, cell.swa_ratio,
-                                 args.page_size or 1))
-
-
-def _with_swa_line(lines: tuple[str, ...], full: int, ratio: float | None, page: int) -> tuple[str, ...]:
-    swa = _swa_tokens(full, ratio, page)
-    if swa is None:
-        return lines
-    return (f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",) + lines
+        log_lines=log_lines(s, w, b, cell.dtype, pp, sizes))
 
 
 def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budget, mamba: Mamba,

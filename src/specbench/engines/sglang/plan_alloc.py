@@ -3,7 +3,7 @@ logs for them (memory_pool.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specbench.engines.sglang import formulas as C
 from specbench.engines.sglang.args import SglangArgs
@@ -63,13 +63,40 @@ class Sizes:
     ssm_gib: float | None = None
     intermediate_ssm_gib: float | None = None
     intermediate_conv_gib: float | None = None
+    swa_kv_tokens: int | None = None   # hybrid SWA pool: the SWA layers' own tokens and K/V (k_gib/v_gib: full layers)
+    swa_k_gib: float | None = None
+    swa_v_gib: float | None = None
 
 
 def allocation_sizes(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup, cell: KvCell,
                      mamba: Mamba, pp: PoolPlan) -> Sizes:
     n = max(pp.pools.kv_tokens, 0)
     k_size, v_size, dk = _kv_sizes(args, m, draft, s, cell, n)
-    return Sizes(n, k_size, v_size, dk, *_mamba_sizes(s, mamba, pp))
+    conv, ssm, issm, iconv = _mamba_sizes(s, mamba, pp)
+    sizes = Sizes(n, k_size, v_size, dk, conv, ssm, issm, iconv)
+    return _swa_split(args, m, s, cell, sizes) if cell.swa_ratio is not None and n > 0 else sizes
+
+
+def swa_tokens(full: int, ratio: float | None, page: int) -> int | None:
+    """pool_configurator.py::HybridSWAPoolConfigurator._solve_pool_sizes@0.5.15.post1: swa = page-aligned
+    int(full x ratio)."""
+    if ratio is None or full <= 0:
+        return None
+    return int(full * ratio) // page * page
+
+
+def _swa_split(args: SglangArgs, m: ModelSpec, s: Setup, cell: KvCell, sz: Sizes) -> Sizes:
+    """mem_cache/swa_memory_pool.py::SWAKVPool.__init__@0.5.15.post1: two MHA pools, the SWA layers' of swa tokens
+    and the full layers' of full tokens, each (tokens + page) slots a layer (the gpt-oss boot logs 19.85 / 24.81 GB:
+    tests/data/sglang-0.5.15.post1/gpt_oss_20b_mrr8.log)."""
+    page, n = args.page_size or 1, sz.kv_tokens
+    ns = len(m.sliding_layers)
+    nf = cell.layers - ns
+    per_layer = C.kv_heads_per_rank(m, s.attn_tp) * C.dtype_bytes(cell.dtype) / GIB
+    swa_n = swa_tokens(n, cell.swa_ratio, page) or 0
+    k_full, v_full = nf * (n + page) * per_layer * m.head_dim, nf * (n + page) * per_layer * m.v_head_dim
+    k_swa, v_swa = ns * (swa_n + page) * per_layer * m.head_dim, ns * (swa_n + page) * per_layer * m.v_head_dim
+    return replace(sz, k_gib=k_full, v_gib=v_full, swa_kv_tokens=swa_n, swa_k_gib=k_swa, swa_v_gib=v_swa)
 
 
 def _kv_sizes(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup, cell: KvCell,

@@ -343,16 +343,19 @@ HYBRID_SWA_ARCHS = ("GptOssForCausalLM", "MiMoV2FlashForCausalLM", "MiMoV2ForCau
 SWA_FULL_TOKENS_RATIO = 0.8
 
 
-def swa_cell(m: ModelSpec, attn_tp: int, kvd: str, draft_full_layers: int = 0) -> tuple[int, float] | None:
+def swa_cell(m: ModelSpec, attn_tp: int, kvd: str, draft_full_layers: int = 0, *,
+             ratio: float | None = None, disabled: bool = False) -> tuple[int, float] | None:
     """model_executor/pool_configurator.py::HybridSWAPoolConfigurator.__init__@0.5.15.post1: bytes per token of
     max_total_num_tokens = full_per_token·(full layers + EAGLE draft layers) + ratio·swa_per_token·swa layers
-    (the SWA pool holds ratio x the full pool's tokens). None when the model has no hybrid SWA pool."""
-    if m.architecture not in HYBRID_SWA_ARCHS or not m.sliding_layers:
+    (the SWA pool holds ratio x the full pool's tokens; `ratio` = --swa-full-tokens-ratio). None when the model
+    has no hybrid SWA pool, or `--disable-hybrid-swa-memory` (configs/model_config.py::_derive_hybrid_model
+    @0.5.15.post1: is_hybrid_swa needs `not disable_hybrid_swa_memory`; every layer then holds full tokens)."""
+    if m.architecture not in HYBRID_SWA_ARCHS or not m.sliding_layers or disabled:
         return None
     ns = len(m.sliding_layers)
     nf = len(m.attention_layers) - ns
     per = C.kv_heads_per_rank(m, attn_tp) * (m.head_dim + m.v_head_dim) * int(C.dtype_bytes(kvd))
-    r = SWA_FULL_TOKENS_RATIO
+    r = SWA_FULL_TOKENS_RATIO if ratio is None else ratio
     cell = per * (nf + draft_full_layers) + r * per * ns if nf else per * ns + per * draft_full_layers
     return int(math.ceil(cell)), (r if nf else 1.0)
 
@@ -383,7 +386,8 @@ def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -
         c_total = c
     if c_total <= 0:
         raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang yet)")
-    swa = swa_cell(m, s.attn_tp, kvd, spec.draft_layers if draft_c and spec.algorithm in EAGLE_FAMILY else 0)
+    swa = swa_cell(m, s.attn_tp, kvd, spec.draft_layers if draft_c and spec.algorithm in EAGLE_FAMILY else 0,
+                   ratio=args.swa_full_tokens_ratio, disabled=args.disable_hybrid_swa_memory)
     if swa is not None and s.version >= (0, 5, 15):
         return KvCell(kvd, c, draft_c, swa[0], L, swa[1])
     return KvCell(kvd, c, draft_c, c_total, L)

@@ -55,6 +55,10 @@ def log_lines(s: Setup, w: Weights, b: Budget, kv_dtype: str, pp: PoolPlan, sz: 
                      f"intermediate_conv_window_cache size: {sz.intermediate_conv_gib:.2f}GB ")
         lines.append(line)
     torch_dt = _TORCH_DTYPES.get(kv_dtype, kv_dtype)
+    if n > 0 and sz.swa_kv_tokens is not None:  # SWAKVPool: the SWA layers' pool first, then the full layers'
+        lines.append(f"Use sliding window memory pool. full_layer_tokens={n}, swa_layer_tokens={sz.swa_kv_tokens}")
+        lines.append(f"KV Cache is allocated. dtype: {torch_dt}, #tokens: {sz.swa_kv_tokens}, "
+                     f"K size: {sz.swa_k_gib:.2f} GB, V size: {sz.swa_v_gib:.2f} GB")
     if n > 0:
         lines.append(f"KV Cache is allocated. dtype: {torch_dt}, #tokens: {n}, K size: {sz.k_gib:.2f} GB, "
                      f"V size: {sz.v_gib:.2f} GB")

@@ -142,6 +142,35 @@ def check_divisibility(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) 
     return None
 
 
+def check_expert_parallel(args: SglangArgs, m: ModelSpec) -> StartFailure | None:
+    """MoE sharding under --ep-size / --tp-size, for the target's FusedMoE layers:
+    - the expert groups are built from moe_tp_size = tp_size // ep_size (distributed/parallel_state.py::
+      initialize_model_parallel@0.5.15.post1); server_args.py has no check of its own, so an ep_size that does
+      not divide tp_size is refused here, as the planner's reading (no engine message to quote);
+    - layers/moe/fused_moe_triton/layer.py::FusedMoE.__init__@0.5.15.post1: `assert (num_experts -
+      num_shared_slots) % self.moe_ep_size == 0` and `assert intermediate_size % self.moe_tp_size == 0`;
+    - server_args.py::_handle_model_specific_adjustments@0.5.15.post1: gpt-oss on the triton_kernel MoE backend
+      (the Hopper default, arg_groups/overrides.py::_gpt_oss_overrides) asserts ep_size == 1."""
+    if m.moe is None:
+        return None
+    tp, ep = max(1, args.tp), max(1, args.ep)
+    if ep > 1 and (ep > tp or tp % ep):
+        return StartFailure(f"--ep-size {ep} does not divide --tp-size {tp}: SGLang builds the expert groups from "
+                            f"moe_tp_size = tp_size // ep_size = {tp // ep}", "expert_parallel")
+    if ep > 1 and m.architecture == "GptOssForCausalLM":
+        return StartFailure("AssertionError: Triton kernel MoE is only supported when ep_size == 1",
+                            "expert_parallel")
+    moe_tp = tp // ep
+    if m.moe.num_experts % ep:
+        return StartFailure(f"AssertionError (assert (num_experts - num_shared_slots) % self.moe_ep_size == 0): "
+                            f"{m.name}: {m.moe.num_experts} experts, ep_size {ep}", "expert_parallel")
+    if m.moe.moe_intermediate_size % moe_tp:
+        return StartFailure(f"AssertionError (assert intermediate_size % self.moe_tp_size == 0): {m.name}: "
+                            f"moe_intermediate_size {m.moe.moe_intermediate_size}, moe_tp_size {moe_tp}",
+                            "expert_parallel")
+    return None
+
+
 def check_mamba(args: SglangArgs, m: ModelSpec, strategy: str | None, draft_tokens: int) -> StartFailure | None:
     """server_args.py::_validate_mamba_no_buffer / _validate_mamba_extra_buffer@0.5.15.post1 (0.5.12.post1: the
     same rules in _handle_mamba_radix_cache) for a hybrid model whose radix cache is on."""
@@ -170,7 +199,8 @@ def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
     rel = versions.parse_release(version_text)
     read = rel is None or rel <= (0, 5, 17)
     for check in (lambda: check_choices(args, dtypes=read), lambda: check_dflash_block(args),
-                  lambda: check_context(args, m, draft), lambda: check_divisibility(args, m, draft)):
+                  lambda: check_context(args, m, draft), lambda: check_divisibility(args, m, draft),
+                  lambda: check_expert_parallel(args, m)):
         f = check()
         if f is not None:
             return f
