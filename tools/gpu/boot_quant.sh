@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Device side, after `run_boots.sh CHUNK 0` installed SGLang 0.5.15.post1 into /tmp/site (same warm machine):
+# boot the int-N quantized configs of tests/data/quant-configs/ and gpt-oss-20b at another --swa-full-tokens-ratio
+# (issue #12's cold-plan check of AWQ / GPTQ / compressed-tensors and of the SWA ratio).
+# usage: [BOOT_TMO=S] bash tools/gpu/boot_quant.sh DEADLINE_S CASE...
+#   CASE: qwen3_8b_awq qwen3_8b_gptq qwen3_8b_w4a16 qwen3_8b_w4a16_asym qwen3_30b_a3b_awq gpt_oss_20b_swa05
+# Each boot: the common flags of run_boots.sh, --max-running-requests 48 (gpt-oss: 8), --mem-fraction-static 0.75.
+set -u
+here=$(cd "$(dirname "$0")" && pwd); repo=$(cd "$here/../.." && pwd)
+deadline=$1; shift; T0=$(date +%s)
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; export OUT
+[ -f /tmp/site/.imports_ok ] || { echo "[boot_quant] no SGLang install in /tmp/site: run_boots.sh first"; exit 5; }
+export PYTHONPATH=/tmp/site:$here/shims PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+M=/tmp/models
+COMMON="--load-format dummy --skip-tokenizer-init --tp 1 --context-length 32768 --attention-backend triton \
+ --cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled --sampling-backend pytorch \
+ --skip-server-warmup --host 127.0.0.1 --port 30000 --log-level info --mem-fraction-static 0.75"
+for c in "$@"; do
+  [ $(( $(date +%s) - T0 )) -ge "$deadline" ] && { echo "[boot_quant] deadline: skip $c"; continue; }
+  case $c in
+    gpt_oss_20b_swa05)
+      mkdir -p $M/gpt_oss_20b && cp "$repo/src/specbench/data/configs/openai__gpt-oss-20b.json" $M/gpt_oss_20b/config.json
+      BOOT_NOTE="model_config=openai__gpt-oss-20b.json" bash "$here/boot_one.sh" "${c}_mrr8" "${BOOT_TMO:-200}" \
+        --model-path $M/gpt_oss_20b $COMMON --max-running-requests 8 --swa-full-tokens-ratio 0.5;;
+    *)
+      [ -f "$repo/tests/data/quant-configs/$c/config.json" ] || { echo "[boot_quant] unknown case $c"; continue; }
+      mkdir -p $M/$c && cp "$repo/tests/data/quant-configs/$c/config.json" $M/$c/config.json
+      BOOT_NOTE="model_config=tests/data/quant-configs/$c/config.json" bash "$here/boot_one.sh" "${c}_mrr48" \
+        "${BOOT_TMO:-200}" --model-path $M/$c $COMMON --max-running-requests 48;;
+  esac
+done
+echo "[boot_quant] all done at $(( $(date +%s) - T0 )) s"
