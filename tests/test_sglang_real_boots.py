@@ -71,6 +71,8 @@ def read_boot(path: Path) -> Boot:
     status = re.search(r"^# ---- end of server output at status=(\w+)", text, re.M)
     assert cmd and bundled and status, f"{path.name}: recorder header/footer missing"
     cfg = dict(kv.split("=", 1) for kv in bundled.group(1).split())
+    # a config from this repository (tests/data/quant-configs/<case>/config.json) instead of a bundled name
+    cfg = {k: (str(DATA.parent.parent / v) if "/" in v else v.removesuffix(".json")) for k, v in cfg.items()}
     # a sliding-window hybrid logs its SWA layers' pool first; its full-attention pool is `full size` (SWAKVPool)
     kv = re.search(r"SWAKVPool mem usage: .*? full size: (\d+)", text) or \
         re.search(r"KV Cache is allocated\..*?#tokens: (\d+)", text)
@@ -79,8 +81,7 @@ def read_boot(path: Path) -> Boot:
     errors = re.findall(r"^(\w*(?:Error|Exception)): (.+)$", text, re.M)
     return Boot(
         version=path.parent.name, case=path.stem, argv=shlex.split(cmd.group(1)),
-        model_config=cfg["model_config"].removesuffix(".json"),
-        draft_config=cfg["draft_config"].removesuffix(".json") if "draft_config" in cfg else None,
+        model_config=cfg["model_config"], draft_config=cfg.get("draft_config"),
         status=status.group(1),
         kv_tokens=int(kv.group(1)) if kv else None,
         mamba_slots=int(mamba.group(1)) if mamba else None,

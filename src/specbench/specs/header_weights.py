@@ -28,8 +28,8 @@ Role rules (the same in both engines; SGLang's layers are ports of vLLM's):
 - skipped: built-in MTP layers for the target (`mtp.*`, `model.layers.{i >= num_hidden_layers}`: DeepSeek's NextN
   layer; sglang/srt/models/deepseek_v2.py::load_weights skips them), vision / audio towers with
   `--language-only` / `--language-model-only`, a DFlash drafter's embed/lm_head (dflash.py borrows the target's),
-  EAGLE3's `t2d` (llama_eagle3.py::load_weights), tensors the engine frees after loading (symmetric GPTQ on
-  Marlin: qzeros, and g_idx without desc_act; `QuantSpec.dropped_at_load`, sources in specs/quant.py).
+  EAGLE3's `t2d` (llama_eagle3.py::load_weights). GPTQ's qzeros / g_idx, which Marlin frees after loading, are
+  counted: the freed bytes stay reserved (specs/quant.py has the boots).
 - an EAGLE3 drafter whose checkpoint has no embed_tokens still allocates one (llama_eagle3.py::LlamaModel.__init__
   builds VocabParallelEmbedding(config.vocab_size)) and it is counted.
 
@@ -162,12 +162,9 @@ def tensor_bytes(m: Any, tensors: Iterable[tuple[str, str, tuple[int, ...]]], tp
     names = {n for n, _d, _s in tensors}
     has_embed = any(_module(n)[1] in ("embed_tokens", "wte", "word_embeddings", "tok_embeddings") for n in names)
     total = 0.0
-    dropped = set(getattr(getattr(m, "quant", None), "dropped_at_load", ()) or ())
     for name, dtype, shape in tensors:
         if _skipped(m, name, include_vision=include_vision, draft_kind=draft_kind):
             continue
-        if dropped and name.rsplit(".", 1)[-1] in dropped:
-            continue  # freed by the engine after loading (specs/quant.py: GPTQ Marlin's qzeros / g_idx)
         eb = _elem_bytes(dtype, name, load)
         share, role = _share(m, tp, name, shape)
         if role == "vocab":

@@ -9,20 +9,23 @@ Sources:
   per-tensor fp32 global scale (ModelOpt NVFP4); MXFP4 packs two e2m1 per byte plus one e8m0 scale per 32
   values (OCP MX spec, gpt-oss); int4 group quant (AWQ/GPTQ/compressed-tensors pack-quantized) packs eight
   int4 per int32, with a 16-bit scale per group and, only where the engine keeps one, a packed zero point per group.
-- What the engine keeps after loading an int-N group checkpoint (what the memory plan must count), the same in
-  SGLang 0.5.15 and vLLM 0.32 (SGLang's schemes are ports of vLLM's):
+- What the engine allocates for an int-N group checkpoint (read in SGLang 0.5.15.post1; its schemes are ports of
+  vLLM's, which were not booted):
   - AWQ (awq_marlin on Hopper/Ampere): qweight int32 [in, out/8], qzeros int32 [in/g, out/8], scales fp16 [in/g, out];
     the zero points are repacked for Marlin and kept
     (sglang/srt/layers/quantization/awq/schemes/awq_marlin.py::AWQMarlinLinearScheme.create_weights@0.5.15.post1);
-  - GPTQ symmetric (gptq_marlin; `sym: true` is the only GPTQ scheme Marlin takes: gptq.py::GPTQMarlinConfig.TYPE_MAP):
-    qweight + scales; qzeros and (without desc_act) g_idx are created, loaded, then replaced by empty tensors
-    (sglang/srt/hardware_backend/gpu/quantization/gptq_kernels.py::GPTQMarlinLinearKernel.
-    process_weights_after_loading@0.5.15.post1: `zero_points=False`, `marlin_make_empty_g_idx`);
-  - GPTQ asymmetric falls back to the exllama `gptq` kernel, which keeps qzeros (gptq_kernels.py::GPTQLinearKernel);
+  - GPTQ (gptq_marlin for `sym: true`, the exllama `gptq` kernel otherwise): qweight int32 [in/8, out], qzeros,
+    scales and g_idx int32 [in] are all created (gptq/schemes/gptq_marlin.py::create_weights@0.5.15.post1). Marlin
+    then replaces qzeros and (without desc_act) g_idx by empty tensors (hardware_backend/gpu/quantization/
+    gptq_kernels.py::GPTQMarlinLinearKernel.process_weights_after_loading), but the H200 boots show the freed
+    bytes stay reserved by PyTorch's allocator: symmetric GPTQ logs the same `mem usage=5.74 GB` as AWQ for
+    Qwen3-8B (tests/data/sglang-0.5.15.post1/qwen3_8b_gptq_mrr48.log, qwen3_8b_awq_mrr48.log), so they are counted;
   - compressed-tensors pack-quantized wNa16: weight_packed + weight_scale, a weight_zero_point only when
-    `symmetric: false` (compressed_tensors/schemes/compressed_tensors_wNa16.py::create_weights@0.5.15.post1).
+    `symmetric: false` (compressed_tensors/schemes/compressed_tensors_wNa16.py::create_weights@0.5.15.post1): the
+    boots log 5.72 GB symmetric vs 5.74 GB asymmetric (tests/data/sglang-0.5.15.post1/qwen3_8b_w4a16*_mrr48.log).
   Not counted: g_idx + g_idx_sort_indices of act-order checkpoints (2 x int32 per input row: 8/out bytes a
-  parameter, about +0.2% of a 4096-wide layer) and the Marlin workspace (one int32 per SM).
+  parameter, about +0.2% of a 4096-wide layer) and the Marlin workspace (one int32 per SM). The Marlin repack's
+  allocator residue is SGLang's measurement, added by engines/sglang/plan_stages.py (INT_MARLIN_ALLOCATOR_RESIDUE).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Scheme:
 
     name: str  # "bf16", "fp8", "fp8-block128", "nvfp4", "mxfp4", "int4-g128", "int8"
     bytes_per_param: float
+    int_group_bits: int = 0  # int-N weight-only group quant (`int_group`): N; 0 otherwise
 
     @staticmethod
     def dense(dtype: str) -> Scheme:
@@ -67,7 +71,7 @@ def int_group(bits: int, group: int | None, *, zero_point: bool) -> Scheme:
     g = int(group) if group is not None else 128
     per_group = 2.0 + (bits / 8.0 if zero_point else 0.0)
     name = f"int{bits}-" + (f"g{g}" if g > 0 else "ch") + ("" if zero_point else "-sym")
-    return Scheme(name, bits / 8.0 + (per_group / g if g > 0 else 0.0))
+    return Scheme(name, bits / 8.0 + (per_group / g if g > 0 else 0.0), int_group_bits=bits)
 
 
 def int4_group(group: int, *, zero_point: bool = True) -> Scheme:
@@ -99,7 +103,6 @@ class QuantSpec:
     per_module: Mapping[str, Scheme] = field(default_factory=dict)  # normalised module name -> scheme
     kv_cache_quant_algo: str | None = None     # "FP8" makes --kv-cache-dtype auto resolve to fp8_e4m3
     quantize_only_experts: bool = False        # gpt-oss MXFP4: only MoE experts are quantized
-    dropped_at_load: tuple[str, ...] = ()      # checkpoint tensor leaves the engine frees after loading (GPTQ Marlin)
     source: str = "none"
 
     @property
@@ -209,21 +212,13 @@ def parse_quant(config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | 
 
 
 def _parse_awq_gptq(method: str, qc: Mapping[str, Any], excluded: tuple[str, ...]) -> QuantSpec:
-    """AWQ keeps its zero points; symmetric GPTQ on Marlin frees its qzeros (and g_idx without desc_act) after
-    loading, asymmetric GPTQ keeps them (the module docstring has the engine code)."""
+    """AWQ creates zero points when `zero_point` (its default); GPTQ always creates qzeros, and what Marlin frees
+    stays reserved (the module docstring has the engine code and the boots)."""
     bits = int(qc.get("bits", qc.get("w_bit", 4)))
     group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 128)
-    dropped: tuple[str, ...] = ()
-    if method.startswith("awq"):
-        zero_point = bool(qc.get("zero_point", True))
-    else:
-        sym = bool(qc.get("sym", True))
-        marlin = sym and bits in (4, 8) and group in (-1, 32, 64, 128)  # gptq.py::is_gptq_marlin_compatible
-        zero_point = not marlin
-        if marlin:
-            dropped = ("qzeros",) if qc.get("desc_act") else ("qzeros", "g_idx")
+    zero_point = bool(qc.get("zero_point", True)) if method.startswith("awq") else True
     scheme = int_group(bits, group, zero_point=zero_point) if bits in (2, 3, 4, 8) else INT8
-    return QuantSpec(method, scheme, excluded, dropped_at_load=dropped, source="config.json quantization_config")
+    return QuantSpec(method, scheme, excluded, source="config.json quantization_config")
 
 
 def _parse_config_groups(method: str, qc: Mapping[str, Any], excluded: tuple[str, ...], kv_algo: Any) -> QuantSpec:

@@ -16,7 +16,7 @@ from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
-from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
+from specbench.specs.weights import draft_model_bytes, int_group_value_bytes, mtp_draft_bytes, weight_bytes
 
 # SGLang keeps the rotary cos/sin cache in fp32 on CUDA (layers/rotary_embedding/base.py@0.5.15.post1)
 ROPE_ITEMSIZE = 4
@@ -170,6 +170,16 @@ class Weights:
     notes: tuple[str, ...]
 
 
+# What the Marlin repack of int-N group weights (AWQ / GPTQ / compressed-tensors wNa16: gptq_marlin_repack,
+# awq_marlin_repack, awq_marlin_moe_repack in process_weights_after_loading@0.5.15.post1) leaves reserved in PyTorch's
+# caching allocator beyond the created tensors, per byte of packed integer values. Measured, not read: fitted to the
+# H200 boots tests/data/sglang-0.5.15.post1/qwen3_8b_{awq,gptq,w4a16,w4a16_asym}_mrr48.log (5.74/5.74/5.72/5.74 GB
+# logged vs 5.699/5.699/5.674/5.699 GiB created: +1.3-1.4 % of 3.23 GiB of values) and qwen3_30b_a3b_awq_mrr48.log
+# (15.80 vs 15.668: +0.95 % of 13.9 GiB); 1.1 % leaves each within 0.2 %. No allocator replay was made (unlike
+# gpt-oss's MXFP4 residue, specs/weights.py), so other shapes may differ by a few tenths of a percent of the weights.
+INT_MARLIN_ALLOCATOR_RESIDUE = 0.011
+
+
 def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup, measured: Measured) -> Weights:
     warnings: list[str] = []
     notes: list[str] = []
@@ -182,8 +192,11 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
             notes.append(f"weights planned as {online.label}: --quantization {args.quantization} quantizes at load")
     pad = mxfp4_moe_pad(s.gpu) if m.quant.method == "mxfp4" else (1, 1)
     swz = m.quant.method == "mxfp4" and s.gpu.arch.startswith("sm9")  # triton_kernel backend: Hopper layouts
+    marlin = s.gpu.vendor == "nvidia"  # the Marlin kernels (ROCm takes other int4 paths)
+    residue = INT_MARLIN_ALLOCATOR_RESIDUE * int_group_value_bytes(m, s.tp, include_vision=include_vision) / GIB \
+        if marlin else 0.0
     w_est = weight_bytes(m, s.tp, include_vision=include_vision, moe_pad=pad, rope_itemsize=ROPE_ITEMSIZE,
-                         mxfp4_hopper_swizzle=swz) / GIB
+                         mxfp4_hopper_swizzle=swz) / GIB + residue
     if measured.weights_gib is not None:
         W, w_src = measured.weights_gib, "measured"
         # the estimate is within 1 % for every logged checkpoint (README of tests/data/sglang-*); the quantization
@@ -192,7 +205,7 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
             warnings.append(f"measured weights {W:.2f} GiB differ from the {m.quant.label} estimate {w_est:.2f} GiB "
                             f"by {abs(W - w_est) / W:.0%}: is the checkpoint the quantization you think?")
     elif (hw := header_weight_bytes(m, s.tp, include_vision=include_vision)) is not None:
-        W, w_src = hw / GIB, WEIGHTS_SOURCE
+        W, w_src = hw / GIB + residue, WEIGHTS_SOURCE
     else:
         W, w_src = w_est, f"estimated from config ({m.quant.label})"
     hd = header_weight_bytes(draft, s.tp, as_draft=True) if draft is not None and draft is not m else None
