@@ -17,7 +17,8 @@ sliding_attention / full_attention alternating, window 128, attention sinks), an
 Weights use the unquantized Hugging Face layout that vLLM's `GptOssModel._load_weights_other` reads: fused
 experts `mlp.experts.gate_up_proj` (E, hidden, 2·I) + `gate_up_proj_bias` (E, 2·I), `down_proj` (E, I, hidden)
 + `down_proj_bias` (E, hidden), `mlp.router.{weight,bias}`, q/k/v/o projections with biases, `self_attn.sinks`
-(heads). Random N(0, 0.02^2) matrices, zero biases and sinks, unit RMSNorms, float32, the shared tokenizer.
+(heads). Random N(0, 0.02^2) matrices and per-expert biases, zero 1-D biases and sinks, unit RMSNorms, float32,
+the shared tokenizer.
 """
 
 from __future__ import annotations
@@ -92,9 +93,9 @@ def state_dict(s: GptOssSpec) -> StateDict:
         sd[p + "mlp.router.weight"] = init.normal(e, h)
         sd[p + "mlp.router.bias"] = init.full(0.0, e)
         sd[p + "mlp.experts.gate_up_proj"] = init.normal(e, h, i2)
-        sd[p + "mlp.experts.gate_up_proj_bias"] = init.full(0.0, e, i2)
-        sd[p + "mlp.experts.down_proj"] = init.normal(e, s.intermediate_size, h)
-        sd[p + "mlp.experts.down_proj_bias"] = init.full(0.0, e, h)
+        sd[p + "mlp.experts.gate_up_proj_bias"] = init.normal(e, i2)   # per-expert biases: 2-D, drawn like
+        sd[p + "mlp.experts.down_proj"] = init.normal(e, s.intermediate_size, h)   # the matrices
+        sd[p + "mlp.experts.down_proj_bias"] = init.normal(e, h)
     sd["model.norm.weight"] = init.full(1.0, h)
     if not s.tie_word_embeddings:
         sd["lm_head.weight"] = init.normal(s.vocab_size, h)
