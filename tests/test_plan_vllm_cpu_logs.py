@@ -18,6 +18,7 @@ import pytest
 
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm.plan import argv_from_vllm_log, avx512_bf16_from_log
+from specbench.models_gen import gpt_oss
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
@@ -71,6 +72,8 @@ def models_root(tmp_path_factory) -> Path:
         d = root / ".cache" / "models" / name
         d.mkdir(parents=True)
         (d / "config.json").write_text(json.dumps(model_config(by_name(name))))
+    (root / ".cache" / "models" / "tiny-swa").mkdir()   # the sliding-window gpt-oss (tests/test_vllm_swa_recorded.py)
+    (root / ".cache" / "models" / "tiny-swa" / "config.json").write_text(json.dumps(gpt_oss.model_config(gpt_oss.TINY_SWA)))
     return root
 
 

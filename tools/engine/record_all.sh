@@ -22,3 +22,13 @@ $PY $R tiny-hybrid-kv2-len16384-seqs4 --model "$M/tiny-hybrid" --kv-space 2 --ma
 # a provoked failure: one request of 1,048,576 tokens needs 2 GiB of KV cache, only 1 GiB is there
 $PY $R tiny-target-fail-len1048576-kv1 --model "$M/tiny-target" --kv-space 1 --max-model-len 1048576 \
     --env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 --expect-fail
+# the sliding-window hybrid (tiny gpt-oss: sliding/full layers, window 128, sinks): two lengths, a smaller batch
+# (the sliding group's charge follows the in-flight tokens) and the length check the sliding charge moves
+$PY $R tiny-swa-kv1-len4096-seqs8 --model "$M/tiny-swa" --kv-space 1 --max-model-len 4096 --max-num-seqs 8
+$PY $R tiny-swa-kv2-len16384-seqs4 --model "$M/tiny-swa" --kv-space 2 --max-model-len 16384 --max-num-seqs 4
+$PY $R tiny-swa-kv1-len16384-seqs4-mnbt256 --model "$M/tiny-swa" --kv-space 1 --max-model-len 16384 --max-num-seqs 4 \
+    --extra "--max-num-batched-tokens 256"
+$PY $R tiny-swa-fail-len1048576-kv1 --model "$M/tiny-swa" --kv-space 1 --max-model-len 1048576 \
+    --env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 --expect-fail
+$PY $R tiny-swa-kv1-len4096-seqs8-nohma --model "$M/tiny-swa" --kv-space 1 --max-model-len 4096 --max-num-seqs 8 \
+    --extra=--disable-hybrid-kv-cache-manager

@@ -20,10 +20,16 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
 from specbench.errors import UserError
+from specbench.models_gen import gpt_oss
 from specbench.models_gen.configs import generation_config, model_config
-from specbench.models_gen.shapes import ALL_MODELS, TinyModelSpec
+from specbench.models_gen.shapes import ALL_MODELS as QWEN_MODELS
+from specbench.models_gen.shapes import TinyModelSpec
 from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
 from specbench.models_gen.weights import param_count, state_dict
+
+AnySpec = TinyModelSpec | gpt_oss.GptOssSpec
+# gpt-oss lives in its own module (and only its fingerprint hashes it), so adding it kept the older folders current
+ALL_MODELS: tuple[AnySpec, ...] = (*QWEN_MODELS, gpt_oss.TINY_SWA)
 
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                "tokenizer_config.json", "special_tokens_map.json")
@@ -42,11 +48,12 @@ class BuiltModel:
     replaced_stale: bool = False  # an older generator's folder was rebuilt
 
 
-def fingerprint(spec: TinyModelSpec, tok_spec: TokenizerSpec) -> str:
+def fingerprint(spec: AnySpec, tok_spec: TokenizerSpec) -> str:
     """Hash of the generating code and the specs: equal fingerprints give byte-identical folders."""
     h = hashlib.sha256()
     pkg = Path(__file__).parent
-    for name in _GENERATOR_SOURCES:
+    extra = ("gpt_oss.py",) if isinstance(spec, gpt_oss.GptOssSpec) else ()
+    for name in (*_GENERATOR_SOURCES, *extra):
         h.update((pkg / name).read_bytes())
     h.update(repr(spec).encode())
     h.update(repr(tok_spec).encode())
@@ -58,7 +65,7 @@ def is_complete(folder: Path) -> bool:
     return all((folder / f).is_file() for f in MODEL_FILES)
 
 
-def is_current(folder: Path, spec: TinyModelSpec, tok_spec: TokenizerSpec = TokenizerSpec()) -> bool:
+def is_current(folder: Path, spec: AnySpec, tok_spec: TokenizerSpec = TokenizerSpec()) -> bool:
     """Complete and made by this generator for this spec."""
     if not is_complete(folder):
         return False
@@ -70,7 +77,7 @@ def is_current(folder: Path, spec: TinyModelSpec, tok_spec: TokenizerSpec = Toke
     return isinstance(gen, dict) and gen.get("fingerprint") == fingerprint(spec, tok_spec)
 
 
-def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = TokenizerSpec(),
+def build_model(spec: AnySpec, out_dir: Path, tok_spec: TokenizerSpec = TokenizerSpec(),
                 force: bool = False, tokenizer: Tokenizer | None = None) -> BuiltModel:
     """Build one model into `out_dir/spec.name`; keep an existing current folder unless `force`.
     `tokenizer`: an already trained `train_tokenizer(tok_spec)` (all tiny models share one vocabulary)."""
@@ -83,9 +90,13 @@ def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = To
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=out_dir))
     try:
         write_tokenizer(tokenizer or train_tokenizer(tok_spec), tok_spec, tmp)
-        sd = state_dict(spec)
+        fp = fingerprint(spec, tok_spec)
+        if isinstance(spec, gpt_oss.GptOssSpec):
+            sd, cfg = gpt_oss.state_dict(spec), gpt_oss.model_config(spec, fp)
+        else:
+            sd, cfg = state_dict(spec), model_config(spec, fp)
         save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        _write_json(tmp / "config.json", model_config(spec, fingerprint(spec, tok_spec)))
+        _write_json(tmp / "config.json", cfg)
         _write_json(tmp / "generation_config.json", generation_config())
         tmp.chmod(0o755)  # mkdtemp makes 0700 folders and safetensors 0600 files
         for f in tmp.iterdir():

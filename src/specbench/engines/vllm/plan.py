@@ -215,7 +215,8 @@ def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None
         st = st.more(warnings=("0.18-0.19 cap CUDA-graph capture sizes to the Mamba cache blocks instead of failing",))
     grouping, pool = C.size_pool(list(lp.specs), K, charge, v, ctx.device,
                                  auto_fit=setup.auto_fit, max_num_seqs=setup.max_num_seqs, mamba_check=mamba_check,
-                                 num_gpu_blocks_override=args.num_gpu_blocks_override)
+                                 num_gpu_blocks_override=args.num_gpu_blocks_override,
+                                 disable_hma=bool(args.disable_hybrid_kv_cache_manager))
     st = st.more(lines=tuple(pool.log_lines), warnings=tuple(pool.warnings))
     groups = tuple({"kind": g.kind, "layers": g.layers, "block_size": g.spec.block_size,
                     "page_bytes": g.spec.page, "bytes_per_block": g.bytes_per_block} for g in grouping.groups)

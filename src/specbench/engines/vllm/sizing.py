@@ -59,6 +59,7 @@ from specbench.engines.vllm.pages import (  # noqa: F401
     mamba2_state_bytes,
 )
 from specbench.engines.vllm.pool import (  # noqa: F401
+    HMA_OFF_TEXT,
     Charge,
     Failure,
     Group,
@@ -74,6 +75,7 @@ from specbench.engines.vllm.pool import (  # noqa: F401
     max_len_text,
     needed_bytes,
     no_memory_text,
+    promote_sliding_specs,
     size_pool,
     spec_blocks_per_request,
     unify_pages,
