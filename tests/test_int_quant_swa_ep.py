@@ -156,3 +156,21 @@ def test_cold_plan_matches_the_h200_boot(case):
         swa = _logged(text, r"KV Cache is allocated\..*?#tokens: (\d+)")
         assert d["swa_kv_tokens"] == pytest.approx(swa, rel=0.005)
         assert d["swa_k_size_gib"] == pytest.approx(_logged(text, r"#tokens: \d+, K size: ([\d.]+) GB"), abs=0.02)
+
+
+@pytest.mark.parametrize("cmd,kw,target,draft", [
+    (L + "Qwen/Qwen3-8B", {}, 0.005, None),
+    (L + "Qwen/Qwen3-8B", {"weights_gib": 15.3}, None, None),  # measured: no estimate, no error
+    (L + str(QC / "qwen3_30b_a3b_awq"), {}, 0.005, None),
+    (L + "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8 --tp 8", {}, 0.05, None),  # latent MoE: not boot-checked
+    (L + "Qwen/Qwen3-8B --speculative-algorithm EAGLE3 --speculative-draft-model-path specforge/qwen3-8b-eagle3",
+     {}, 0.005, 0.01),
+    ("vllm serve " + str(QC / "qwen3_8b_gptq"), {}, 0.005, None),
+])
+def test_weights_estimate_error_keys(cmd, kw, target, draft):
+    d = _plan(cmd, **kw)
+    assert d["weights_estimate_error"] == target
+    assert (d["weights_estimate_error_basis"] is None) == (target is None)
+    assert d["draft_weights_estimate_error"] == draft
+    if target is not None:  # every bound names what it rests on (boots, or "not boot-checked")
+        assert "boot" in d["weights_estimate_error_basis"]

@@ -204,6 +204,11 @@ class PlanResult:
     model_source: str | None = None
     draft_model_source: str | None = None
     model_notes: tuple[str, ...] = ()
+    # the expected error of config-estimated weights (specs/estimate_error.py); None: measured or from headers
+    weights_estimate_error: float | None = None
+    weights_estimate_error_basis: str | None = None
+    draft_weights_estimate_error: float | None = None
+    draft_weights_estimate_error_basis: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -11,6 +11,7 @@ from specbench.engines.sglang.formulas import NEWEST_SGLANG
 from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.errors import UserError
 from specbench.plan.api import PlanOptions, resolve_gpu
+from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.resolve import load_spec_for
 
 
@@ -37,6 +38,8 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out["model"] = m.name
     out["model_kind"] = m.kind_label
     out["draft_model"] = draft.name if draft else None
+    out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
+                                   plan.spec_algorithm))
     out["reason"] = explain(plan)
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)

@@ -32,6 +32,7 @@ from specbench.engines.vllm.contract import budget_rows, contract, explain
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
+from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import custom_gpu, find_gpu
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
@@ -349,6 +350,8 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["model"] = m.name
     out["model_kind"] = m.kind_label
     out["draft_model"] = draft.name if draft is not None else None
+    w_src = str((out.get("budget") or {}).get("weights_source") or out.get("weights_source") or "")
+    out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("speculative_method")))
     out["ignored_flags"] = list(args.ignored)
     out["reason"] = explain(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
