@@ -38,6 +38,13 @@ for c in "$@"; do
       --mem-fraction-static 0.75 --max-running-requests 8;;
     super120b_fp8_fi) bundled $c nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json $BASE --attention-backend \
       flashinfer --mem-fraction-static 0.93 --max-running-requests 8;;
+    super120b_fp8_x)  # the bundled Super FP8 config + an hf_quant_config.json with `exclude_modules` (SGLang needs it)
+      mkdir -p $M/$c && cp "$repo/tests/data/quant-configs/nemotron3_super_fp8/"*.json $M/$c/
+      BOOT_NOTE="model_config=tests/data/quant-configs/nemotron3_super_fp8/config.json" bash "$here/boot_one.sh" \
+        "${c}_mrr8" "${BOOT_TMO:-200}" --model-path $M/$c $BASE --attention-backend flashinfer \
+        --disable-flashinfer-autotune --mem-fraction-static 0.93 --max-running-requests 8;;
+    nano30b_fi_na) bundled $c nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json $BASE --attention-backend flashinfer \
+      --disable-flashinfer-autotune --mem-fraction-static 0.75 --max-running-requests 8;;
     *)
       [ -f "$repo/tests/data/quant-configs/$c/config.json" ] || { echo "[boot_quant] unknown case $c"; continue; }
       mkdir -p $M/$c && cp "$repo/tests/data/quant-configs/$c/config.json" $M/$c/config.json
