@@ -27,20 +27,24 @@ def _kind(m: ModelSpec) -> str:
         return "moe" if m.moe is not None else "dense"
     if q.default is not None and q.default.int_group_bits:
         return "int_group"
+    if q.method == "modelopt" and "nvfp4" in q.label:
+        return "modelopt_nvfp4"
     return str(q.method)
 
 
 # kind -> (bound, basis). Dense/hybrid bf16: Llama-3.1-8B 15.02 exact, Qwen3.5-27B -0.2 %, Qwen3-8B 15.276 vs 15.28.
 _TABLE: dict[str, tuple[float, str]] = {
     "dense": (0.005, "bf16 dense/hybrid boots: Llama-3.1-8B, Qwen3-8B, Qwen3.5-27B, Qwen3.6-27B within 0.3 %"),
-    "moe": (0.005, "bf16 MoE boot: Qwen3.6-35B-A3B 65.45 vs 65.49 GiB (-0.06 %)"),
+    "moe": (0.005, "bf16 MoE boots: Qwen3.6-35B-A3B 65.45 vs 65.49 GiB, Nemotron-3-Nano-30B 58.82 vs 58.92 "
+                   "(within 0.2 %)"),
     "int_group": (0.005, "AWQ / GPTQ / compressed-tensors int4 boots (Qwen3-8B x4, Qwen3-30B-A3B) within 0.2 % "
                          "after the Marlin residue fit"),
     "mxfp4": (0.005, "gpt-oss-20b MXFP4 on Hopper: 15.017 vs 15.02 (two boots); other GPUs not boot-checked"),
     "fp8": (0.02, "FP8 checkpoints: not boot-checked (bytes per parameter and block scales exact; excluded "
                   "modules from the config)"),
-    "modelopt": (0.02, "ModelOpt NVFP4 / FP8: not boot-checked (bytes per parameter exact; per-module "
-                       "exclusions from hf_quant_config.json)"),
+    "modelopt": (0.01, "ModelOpt FP8 boot: Nemotron-3-Super-120B-A12B 113.46 vs 113.11 GiB (+0.3 %)"),
+    "modelopt_nvfp4": (0.02, "ModelOpt NVFP4: not boot-checked (the H200 has no FP4 kernels); bytes per parameter "
+                             "exact, per-module exclusions from hf_quant_config.json"),
 }
 # drafter kind -> (bound, basis): specs/weights.py::draft_model_bytes / mtp_draft_bytes against the H200 boots
 _DRAFT: dict[str, tuple[float, str]] = {
@@ -48,7 +52,8 @@ _DRAFT: dict[str, tuple[float, str]] = {
     "dflash": (0.03, "DFlash drafter boot: Qwen3.6-27B SpecForge drafter within 3 %"),
     "mtp": (0.005, "built-in MTP / NEXTN boot: Qwen3.5-27B 5.527 vs 5.53"),
 }
-_LATENT = (0.05, "latent MoE (moe_latent_size, Nemotron-3-Super): not boot-checked")
+_LATENT = (0.005, "latent MoE boot: Nemotron-3-Super-120B-A12B FP8 113.46 vs 113.11 GiB (+0.3 %); at a high "
+                  "--mem-fraction-static the KV pool moves by weights error x weights / the rest (-2.5 % there)")
 _OTHER = (0.05, "this quantization was not boot-checked: the scheme's bytes per parameter only")
 
 
