@@ -1,5 +1,6 @@
-"""Shared by the packed / Ray / identity run tests: a real tokenizer, a matrix of stand-in engines, the CLI as a
-subprocess, store rows, waits on the store, and the store compared cell for cell (timings left out)."""
+"""Shared by the packed / Ray / identity / dataset / repeats run tests: a real tokenizer, a matrix of stand-in
+engines, a matrix of the instant server, the CLI as a subprocess, store rows, waits on the store, and the store
+compared cell for cell (timings left out)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,37 @@ prompt_tokens = 24
 output_tokens = 16
 num_requests = {num_requests}
 warmup_requests = 1
+""")
+    return path
+
+
+def instant_matrix(path: Path, port: int, tok: Path, client: str, *, name: str,
+                   spec3: str = 'flags = { "--accept-length" = 3 }', extra_cmd: tuple[str, ...] = ()) -> Path:
+    """The instant server (`specbench.testing.instant_server`, a real subprocess) as two cells: `ar` and `spec3`
+    (draft_model; `spec3` is the rest of its [[server.spec]] table), with `client` as the [client] table's body."""
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1", *extra_cmd]
+    path.write_text(f"""
+name = "{name}"
+engine = "openai"
+command = {json.dumps(cmd)}
+port = {port}
+tokenizer = "{tok}"
+
+[timeouts]
+ready_s = 30
+stop_s = 5
+port_free_s = 10
+
+[[server.spec]]
+label = "ar"
+
+[[server.spec]]
+label = "spec3"
+algorithm = "draft_model"
+{spec3}
+
+[client]
+{client}
 """)
     return path
 
