@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from tokenizers import Tokenizer
 
 from specbench.errors import UserError
 from specbench.models_gen.configs import generation_config, model_config
+from specbench.models_gen.folder import staged_folder
 from specbench.models_gen.shapes import ALL_MODELS, TinyModelSpec
 from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
 from specbench.models_gen.weights import param_count, state_dict
@@ -80,22 +79,12 @@ def build_model(spec: TinyModelSpec, out_dir: Path, tok_spec: TokenizerSpec = To
     stale = is_complete(target)
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=out_dir))
-    try:
+    with staged_folder(target) as tmp:
         write_tokenizer(tokenizer or train_tokenizer(tok_spec), tok_spec, tmp)
         sd = state_dict(spec)
         save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         _write_json(tmp / "config.json", model_config(spec, fingerprint(spec, tok_spec)))
         _write_json(tmp / "generation_config.json", generation_config())
-        tmp.chmod(0o755)  # mkdtemp makes 0700 folders and safetensors 0600 files
-        for f in tmp.iterdir():
-            f.chmod(0o644)
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return BuiltModel(spec.name, target, param_count(sd), True, time.perf_counter() - t0,
                       replaced_stale=stale and not force)
 
