@@ -90,6 +90,12 @@ def _float(value: Any) -> float | None:
     return out if out is None or math.isfinite(out) else None
 
 
+def _unreadable(path: Path, exc: BaseException) -> UserError:
+    """The one-line error of a store SQLite cannot read: the first line of SQLite's message (else its type)."""
+    return UserError(f"{path}: cannot read the SQLite store: "
+                     f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+
 def _open(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise UserError(f"{path}: no such results store")
@@ -107,9 +113,9 @@ def _open(path: Path) -> sqlite3.Connection:
         try:
             return _connect_ro(path, "mode=ro&immutable=1")
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise _unreadable(path, exc) from None
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise _unreadable(path, exc) from None
 
 
 def _connect_ro(path: Path, query: str) -> sqlite3.Connection:
@@ -147,7 +153,7 @@ def _read_rows(path: Path) -> _Rows:
             cell_rows = _select(con, "cells", CELL_COLUMNS, warnings)
             request_rows = _select(con, "requests", REQUEST_COLUMNS, warnings)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise _unreadable(path, exc) from None
     finally:
         con.close()
     # secrets masked on the way in (specbench/redact.py), so a store written before redaction existed is shared safely
