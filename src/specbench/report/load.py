@@ -1,4 +1,4 @@
-"""Read a results store (SQLite, schema in docs/structures.md) into frozen records.
+"""Read a results store (SQLite, schema in docs/structures.md) into frozen records (`records.py`).
 
 Read-only and tolerant: a store written by an older or interrupted `specbench run` may lack tables,
 columns or metric keys; those read as None / empty and are listed in `Store.warnings`. Only a path
@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.load import speedup as speedups
 from specbench.matrix import store as store_schema
 from specbench.redact import redact_text
+from specbench.report.records import (  # noqa: F401  (re-exported: one import path)
+    CellRecord,
+    RequestRecord,
+    ServerRecord,
+    Store,
+    cell_sort_key,
+    label_key,
+    natural_key,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -28,153 +35,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 SERVER_COLUMNS = store_schema.SERVER_COLUMNS
 CELL_COLUMNS = store_schema.CELL_COLUMNS
 REQUEST_COLUMNS = tuple(c for c in store_schema.REQUEST_COLUMNS if c != "itl_json")
-
-
-@dataclass(frozen=True)
-class ServerRecord:
-    """One row of `servers`: a launched (or skipped) server tuple."""
-
-    server_id: str
-    phase: int | None
-    tp: int | None
-    engine: str | None
-    settings: Mapping[str, Any]
-    command: tuple[str, ...]
-    verdict: str | None
-    plan: Mapping[str, Any] | None
-    status: str | None
-    log_path: str | None
-    log_text: str | None
-    diagnosis: Any
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """One row of `requests` (its inter-token gaps left out): what the per-category tables read."""
-
-    idx: int
-    repeat: int | None
-    category: str | None
-    prompt_tokens: int | None
-    output_tokens: int | None
-    ttft_s: float | None
-    e2e_s: float | None
-    accept_len: float | None
-    spec_verify_ct: int | None
-    error: str | None
-
-    @property
-    def ok(self) -> bool:
-        return not self.error
-
-
-@dataclass(frozen=True)
-class CellRecord:
-    """One row of `cells` plus the per-request accept lengths of that cell."""
-
-    cell_id: str
-    server_id: str | None
-    phase: int | None
-    tp: int | None
-    algorithm: str | None
-    label: str
-    status: str
-    reason: str | None
-    attempts: int
-    started_at: float | None
-    ended_at: float | None
-    metrics: Mapping[str, Any]
-    server: Mapping[str, Any]
-    client: Mapping[str, Any]
-    clamp: Mapping[str, Any]
-    log_text: str | None
-    diagnosis: Any
-    accept_lengths: tuple[float, ...] = ()
-    requests: tuple[RequestRecord, ...] = ()
-
-    @property
-    def simulated_accept_len(self) -> float | None:
-        """server_json.simulated_accept_len: the engine was told to accept this many tokens per step (the cell's
-        acceptance is simulated, not the drafter's own)."""
-        v = self.server.get("simulated_accept_len")
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    @property
-    def draft_tokens(self) -> int | None:
-        """Draft positions per verify step (server_json num_steps, else num_draft_tokens / num_speculative_tokens)."""
-        for key in ("num_steps", "speculative_num_steps", "num_draft_tokens", "num_speculative_tokens"):
-            v = self.server.get(key)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                return v
-        return None
-
-    @property
-    def spread(self) -> Mapping[str, Any]:
-        """metrics_json.spread (load/spread.py), {} for a cell measured once."""
-        v = self.metrics.get("spread")
-        return v if isinstance(v, dict) else {}
-
-    @property
-    def is_ar(self) -> bool:
-        """Autoregressive baseline: `cells.algorithm == "ar"` (docs/structures.md)."""
-        return speedups.is_ar(self.algorithm, self.label)
-
-    @property
-    def concurrency(self) -> int | None:
-        """metrics_json.concurrency, else client_json.concurrency / max_concurrency."""
-        for src in (self.metrics, self.client):
-            for key in ("concurrency", "max_concurrency"):
-                value = src.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    return int(value)
-        return None
-
-    @property
-    def budget(self) -> int | None:
-        """Draft budget of a tree/block algorithm: server_json keys, else the `-b<N>` suffix of the label."""
-        for key in ("ddtree_budget", "budget", "num_draft_tokens", "speculative_num_draft_tokens",
-                    "num_speculative_tokens"):
-            value = self.server.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        match = re.search(r"-b(\d+)$", self.label)
-        return int(match.group(1)) if match else None
-
-    @property
-    def baseline_key(self) -> tuple[Any, ...]:
-        """Cells with equal keys compare against the same AR cell (matrix/spec.py Cell.baseline_key):
-        TP, concurrency, and client_json prompt_tokens, output_tokens, request_rate, dataset."""
-        return speedups.baseline_key(self.tp, self.concurrency, self.client)
-
-    def metric(self, key: str) -> float | None:
-        """A numeric metrics_json value, or None when absent or not a number."""
-        value = self.metrics.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return None
-        return float(value)
-
-
-@dataclass(frozen=True)
-class Store:
-    """A whole results store, read once."""
-
-    path: Path
-    label: str
-    meta: Mapping[str, str]
-    servers: tuple[ServerRecord, ...]
-    cells: tuple[CellRecord, ...]
-    warnings: tuple[str, ...] = field(default=())
-
-    @property
-    def engine(self) -> str | None:
-        return self.meta.get("engine") or next((s.engine for s in self.servers if s.engine), None)
-
-    @property
-    def engine_version(self) -> str | None:
-        return self.meta.get("engine_version") or self.meta.get("version")
-
-    def server(self, server_id: str | None) -> ServerRecord | None:
-        return next((s for s in self.servers if s.server_id == server_id), None)
 
 
 def _json(text: Any, what: str, warnings: list[str], default: Any) -> Any:
@@ -230,6 +90,12 @@ def _float(value: Any) -> float | None:
     return out if out is None or math.isfinite(out) else None
 
 
+def _unreadable(path: Path, exc: BaseException) -> UserError:
+    """The one-line error of a store SQLite cannot read: the first line of SQLite's message (else its type)."""
+    return UserError(f"{path}: cannot read the SQLite store: "
+                     f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+
 def _open(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise UserError(f"{path}: no such results store")
@@ -247,9 +113,9 @@ def _open(path: Path) -> sqlite3.Connection:
         try:
             return _connect_ro(path, "mode=ro&immutable=1")
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise _unreadable(path, exc) from None
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise _unreadable(path, exc) from None
 
 
 def _connect_ro(path: Path, query: str) -> sqlite3.Connection:
@@ -287,7 +153,7 @@ def _read_rows(path: Path) -> _Rows:
             cell_rows = _select(con, "cells", CELL_COLUMNS, warnings)
             request_rows = _select(con, "requests", REQUEST_COLUMNS, warnings)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: cannot read the SQLite store: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise _unreadable(path, exc) from None
     finally:
         con.close()
     # secrets masked on the way in (specbench/redact.py), so a store written before redaction existed is shared safely
@@ -395,17 +261,3 @@ def load_store(path: str | Path, label: str | None = None) -> Store:
         cells=tuple(cells),
         warnings=tuple(warnings),
     )
-
-
-def natural_key(text: str) -> tuple[Any, ...]:
-    """'ddtree-b4' < 'ddtree-b16': digits compare as numbers."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text.lower()))
-
-
-def label_key(label: str) -> tuple[Any, ...]:
-    """AR first, then the speculative labels in natural order."""
-    return (0 if label.lower() == "ar" else 1, natural_key(label))
-
-
-def cell_sort_key(cell: CellRecord) -> tuple[Any, ...]:
-    return (cell.phase or 0, cell.tp or 0, label_key(cell.label), cell.concurrency or 0, natural_key(cell.cell_id))

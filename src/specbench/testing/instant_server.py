@@ -18,7 +18,8 @@ at the HTTP level without `[DONE]`, after half its events), `--stall-every K` (t
 and the connection stays open), `--no-usage` (no usage chunk even when asked). `--api-key KEY` is taken and echoed
 in the startup line, as SGLang prints its server_args (tests check that no copy of it is kept).
 `--record FILE` appends every POST body it receives to FILE, one `{"path": ..., "body": ...}` JSON line each
-(tests read what the client really sent).
+(tests read what the client really sent). What it sends, as bytes: `instant_bodies.py`; the fault modes:
+`instant_faults.py`; this module is the socket side and the command line.
 
     python -m specbench.testing.instant_server --port 0 --burst 16    # prints "READY <port>"
 """
@@ -28,17 +29,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
-WORDS = (
-    "the of and to in is that for it as was with be by on not he this are or his from at which but have an they"
-    " you were her she there been one all we their has would when if so no will more can out up into do any your"
-    " what about time"
-).split()
+from specbench.testing import instant_faults
+from specbench.testing.instant_bodies import (  # noqa: F401  (Stats, WORDS re-exported: one import path)
+    SSE_HEAD,
+    WORDS,
+    Stats,
+    chunk,
+    json_response,
+    stream_events,
+    stream_tail,
+    whole_response,
+)
 
 
 @dataclass(frozen=True)
@@ -60,57 +66,10 @@ class Options:
     model: str = "instant"
     record: str | None = None
 
-
-class Stats:
-    __slots__ = ("requests", "prompt_tokens", "generation_tokens", "drafts", "draft_tokens", "accepted", "success",
-                 "per_pos")
-
-    def __init__(self) -> None:
-        self.requests = self.prompt_tokens = self.generation_tokens = 0
-        self.drafts = self.draft_tokens = self.accepted = self.success = 0
-        self.per_pos: list[int] = []  # accepted tokens at draft position 0, 1, ... (vLLM's per-position counter)
-
-    def prometheus(self, model: str) -> bytes:
-        lab = f'{{model_name="{model}",engine="0"}}'
-        rows = [
-            ("vllm:request_success_total", self.success),
-            ("vllm:prompt_tokens_total", self.prompt_tokens),
-            ("vllm:generation_tokens_total", self.generation_tokens),
-            ("vllm:spec_decode_num_drafts_total", self.drafts),
-            ("vllm:spec_decode_num_draft_tokens_total", self.draft_tokens),
-            ("vllm:spec_decode_num_accepted_tokens_total", self.accepted),
-        ]
-        out = []
-        for name, v in rows:
-            out.append(f"# HELP {name} counter\n# TYPE {name} counter\n{name}{lab} {float(v)}\n")
-        for i, v in enumerate(self.per_pos):
-            out.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{model}",engine="0",'
-                       f'position="{i}"}} {float(v)}\n')
-        out.append(f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{lab} 0.0\n")
-        return "".join(out).encode()
-
-
-def _chunk(payload: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(payload), payload)
-
-
-def _sse(obj: Any) -> bytes:
-    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
-
-
-_DONE = _chunk(b"data: [DONE]\n\n")
-_END = b"0\r\n\r\n"
-_SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-             b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
-
-
-def _text(i: int, k: int) -> str:
-    return "".join(" " + WORDS[(i + j) % len(WORDS)] for j in range(k))
-
-
-def _steps(n: int, a: int) -> list[int]:
-    """Tokens per event: `a` each, the remainder in the last one."""
-    return [min(a, n - s) for s in range(0, n, a)]
+    def fault_every(self) -> dict[str, int]:
+        """Each fault of `instant_faults.FAULTS` -> every how many requests it happens (0: never)."""
+        return {"close": self.close_every, "error": self.error_event_every, "malformed": self.malformed_every,
+                "truncate": self.truncate_every, "stall": self.stall_every}
 
 
 class Server:
@@ -125,58 +84,16 @@ class Server:
         key = (api, n)
         if key in self._cache:
             return self._cache[key]
-        steps = _steps(n, self.o.accept_length)
-        evs: list[bytes] = []
-        pos = 0
-        m = self.o.model
-        if api == "chat":
-            evs.append(_sse({"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
-                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                          "logprobs": None, "finish_reason": None}]}))
-        for k, size in enumerate(steps):
-            last = k == len(steps) - 1
-            fin = "length" if last else None
-            if api == "chat":
-                obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
-                                       "choices": [{"index": 0, "delta": {"content": _text(pos, size)},
-                                                    "logprobs": None, "finish_reason": fin}]}
-            elif api == "completions":
-                obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": m,
-                       "choices": [{"index": 0, "text": _text(pos, size), "logprobs": None, "finish_reason": fin}]}
-            else:  # generate: cumulative text, meta_info per event (SGLang native)
-                obj = {"text": _text(0, pos + size),
-                       "meta_info": {"id": "0", "finish_reason": {"type": "length", "length": n} if last else None,
-                                     "prompt_tokens": -1, "completion_tokens": pos + size, "cached_tokens": 0,
-                                     "spec_verify_ct": k + 1 if self.o.accept_length > 1 else 0}}
-            pos += size
-            evs.append(_sse(obj))
+        evs = stream_events(api, n, self.o.accept_length, self.o.model)
         if len(self._cache) < 4096:
             self._cache[key] = evs
         return evs
 
     def tail(self, api: str, n: int, prompt_tokens: int, usage: bool) -> bytes:
-        if api in ("chat", "completions") and usage and not self.o.no_usage:
-            obj = {"id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion", "created": 0,
-                   "model": self.o.model, "choices": [],
-                   "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}}
-            return _sse(obj) + _DONE + _END
-        return _DONE + _END
+        return stream_tail(api, n, prompt_tokens, usage and not self.o.no_usage, self.o.model)
 
     def account(self, n: int, prompt_tokens: int) -> None:
-        s = self.stats
-        s.success += 1
-        s.prompt_tokens += prompt_tokens
-        s.generation_tokens += n
-        if self.o.accept_length > 1:
-            sizes = _steps(n, self.o.accept_length)
-            steps = len(sizes)
-            for k in sizes:  # a step of k tokens accepted its drafts at positions 0 .. k-2
-                s.per_pos += [0] * max(0, k - 1 - len(s.per_pos))
-                for i in range(k - 1):
-                    s.per_pos[i] += 1
-            s.drafts += steps
-            s.draft_tokens += steps * self.o.num_spec_tokens
-            s.accepted += n - steps
+        self.stats.account(n, prompt_tokens, self.o.accept_length, self.o.num_spec_tokens)
 
 
 def _prompt_tokens(body: dict[str, Any]) -> int:
@@ -189,13 +106,6 @@ def _prompt_tokens(body: dict[str, Any]) -> int:
     if "messages" in body:
         return max(1, sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4)
     return max(1, len(str(p if p is not None else body.get("text", ""))) // 4)
-
-
-def _json_response(status: str, obj: Any, close: bool = False) -> bytes:
-    body = json.dumps(obj).encode()
-    conn = b"connection: close\r\n" if close else b""
-    return (b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n"
-            % (status.encode(), len(body), conn)) + body
 
 
 class _Proto(asyncio.Protocol):
@@ -219,7 +129,7 @@ class _Proto(asyncio.Protocol):
             try:
                 method, path, _ = lines[0].split(" ", 2)
             except ValueError:
-                self._send(_json_response("400 Bad Request", {"error": "bad request line"}, close=True))
+                self._send(json_response("400 Bad Request", {"error": "bad request line"}, close=True))
                 assert self.t is not None
                 self.t.close()
                 return
@@ -244,27 +154,27 @@ class _Proto(asyncio.Protocol):
             if path == "/health":
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             elif path == "/v1/models":
-                self._send(_json_response("200 OK", {"object": "list", "data": [
+                self._send(json_response("200 OK", {"object": "list", "data": [
                     {"id": o.model, "object": "model", "owned_by": "specbench", "max_model_len": 32768}]}))
             elif path == "/metrics":
                 body = srv.stats.prometheus(o.model)
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: %d\r\n\r\n"
                            % len(body) + body)
             elif path == "/get_server_info":
-                self._send(_json_response("200 OK", {"model_path": o.model, "context_length": 32768,
+                self._send(json_response("200 OK", {"model_path": o.model, "context_length": 32768,
                                                      "speculative_num_draft_tokens": o.num_spec_tokens + 1,
                                                      "instant_server": True}))
             else:
-                self._send(_json_response("404 Not Found", {"detail": "Not Found"}))
+                self._send(json_response("404 Not Found", {"detail": "Not Found"}))
             return
         api = {"/v1/completions": "completions", "/v1/chat/completions": "chat", "/generate": "generate"}.get(path)
         if method != "POST" or api is None:
-            self._send(_json_response("404 Not Found", {"detail": "Not Found"}))
+            self._send(json_response("404 Not Found", {"detail": "Not Found"}))
             return
         try:
             body = json.loads(raw)
         except json.JSONDecodeError:
-            self._send(_json_response("400 Bad Request", {"object": "error", "message": "body is not JSON",
+            self._send(json_response("400 Bad Request", {"object": "error", "message": "body is not JSON",
                                                           "type": "BadRequestError", "code": 400}))
             return
         if o.record:
@@ -274,7 +184,7 @@ class _Proto(asyncio.Protocol):
         nth = srv.count
         srv.stats.requests += 1
         if o.fail_every and nth % o.fail_every == 0:
-            self._send(_json_response("500 Internal Server Error", {"object": "error", "message":
+            self._send(json_response("500 Internal Server Error", {"object": "error", "message":
                                       f"injected failure on request {nth}", "type": "InternalServerError",
                                       "code": 500}))
             return
@@ -289,24 +199,21 @@ class _Proto(asyncio.Protocol):
         ptoks = _prompt_tokens(body)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if not body.get("stream"):
-            self._send(self._whole(api, n, ptoks))
+            self._send(whole_response(api, n, ptoks, o.model, o.accept_length))
             srv.account(n, ptoks)
             return
         evs = srv.events(api, n)
         if api == "generate":  # prompt_tokens is per request: patch it into the cached events
             evs = [e.replace(b'"prompt_tokens":-1', b'"prompt_tokens":%d' % ptoks) for e in evs]
-            evs = [_chunk(e[e.find(b"\r\n") + 2:-2]) for e in evs]
+            evs = [chunk(e[e.find(b"\r\n") + 2:-2]) for e in evs]
         tail = srv.tail(api, n, ptoks, usage)
-        faults = {what: len(evs) // 2 for what, every in (("close", o.close_every), ("error", o.error_event_every),
-                                                          ("malformed", o.malformed_every),
-                                                          ("truncate", o.truncate_every), ("stall", o.stall_every))
-                  if every and nth % every == 0}
+        faults = instant_faults.due(o.fault_every(), nth, len(evs))
         if o.ttft_ms or o.itl_ms or faults:
             self.busy = True
             asyncio.ensure_future(self._paced(evs, tail, faults, n, ptoks))
             return
         b = o.burst
-        self._send(_SSE_HEAD)
+        self._send(SSE_HEAD)
         if b >= len(evs):
             self._send(b"".join(evs) + tail)
         else:
@@ -318,7 +225,7 @@ class _Proto(asyncio.Protocol):
     async def _paced(self, evs: list[bytes], tail: bytes, faults: dict[str, int], n: int, ptoks: int) -> None:
         o = self.srv.o
         try:
-            self._send(_SSE_HEAD)
+            self._send(SSE_HEAD)
             if o.ttft_ms:
                 await asyncio.sleep(o.ttft_ms / 1000)
             for i in range(0, len(evs), o.burst):
@@ -326,7 +233,7 @@ class _Proto(asyncio.Protocol):
                     await asyncio.sleep(o.itl_ms / 1000)
                 group = evs[i:i + o.burst]
                 for j, e in enumerate(group):
-                    if await self._fault(faults, i + j):
+                    if await instant_faults.inject(faults, i + j, self._send, self.t):
                         return
                     self._send(e)
             self._send(tail)
@@ -335,44 +242,6 @@ class _Proto(asyncio.Protocol):
             self.busy = False
             if self.buf:
                 self.data_received(b"")
-
-    async def _fault(self, faults: dict[str, int], k: int) -> bool:
-        """Inject the fault due at event `k`; True when the response ends here."""
-        if faults.get("close") == k:
-            assert self.t is not None
-            self.t.abort()
-            return True
-        if faults.get("error") == k:
-            self._send(_sse({"error": {"object": "error", "message": "injected mid-stream error",
-                                       "type": "InternalServerError", "code": 500}}) + _DONE + _END)
-            return True
-        if faults.get("malformed") == k:
-            self._send(_chunk(b"data: <html>not json</html>\n\n"))  # then the stream goes on as if nothing happened
-        if faults.get("truncate") == k:
-            self._send(_END)  # the last chunk: a clean end, with no [DONE]
-            return True
-        if faults.get("stall") == k:
-            await asyncio.sleep(3600)  # the client's request timeout ends it
-            return True
-        return False
-
-    def _whole(self, api: str, n: int, ptoks: int) -> bytes:
-        text = _text(0, n)
-        usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n}
-        if api == "chat":
-            obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": self.srv.o.model,
-                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                                "finish_reason": "length"}], "usage": usage}
-        elif api == "completions":
-            obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": self.srv.o.model,
-                   "choices": [{"index": 0, "text": text, "finish_reason": "length"}], "usage": usage}
-        else:
-            a = self.srv.o.accept_length
-            obj = {"text": text, "meta_info": {"prompt_tokens": ptoks, "completion_tokens": n,
-                                               "spec_verify_ct": math.ceil(n / a) if a > 1 else 0,
-                                               "finish_reason": {"type": "length", "length": n}}}
-        return _json_response("200 OK", obj)
-
 
 async def serve(host: str, port: int, opts: Options, ready: Any = None) -> None:
     srv = Server(opts)

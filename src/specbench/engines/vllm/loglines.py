@@ -59,31 +59,21 @@ _V_VERSION = re.compile(r"vLLM API server version ([\w.+\-]+)")
 _V_READY = re.compile(r"Starting vLLM API server|init engine \(profile, create kv cache, warmup model\) took", re.I)
 
 # ---------------------------------------------------------------- one handler per line format
+_Handler = Callable[[Acc, Any, Line], bool]
 
 
-def _weights(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("weights_gib", to_float(m.group(1)))
-    return True
+def _raw(s: str | None) -> str | None:
+    return s
 
 
-def _total(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("total_gpu_memory_gib", to_float(m.group(1)))
-    acc.first("gpu_memory_utilization", to_float(m.group(2)))
-    acc.first("budget_gib", to_float(m.group(3)))
-    return True
-
-
-def _v0_breakdown(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("weights_gib", to_float(m.group(1)))
-    acc.first("non_torch_gib", to_float(m.group(2)))
-    acc.first("activation_peak_gib", to_float(m.group(3)))
-    acc.first("available_kv_gib", to_float(m.group(4)))
-    return True
-
-
-def _avail_kv(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("available_kv_gib", to_float(m.group(1)))
-    return True
+def _groups(*fields: tuple[str, Callable[[str | None], Any]], counts: bool = True) -> _Handler:
+    """The handler of a line whose match groups 1, 2, ... are, in order, the given (key, converter) fields: each
+    kept as the key's first value. `counts`: whether the line is a vLLM format (False: a generic pass records it)."""
+    def handle(acc: Acc, m: Any, line: Line) -> bool:
+        for i, (key, conv) in enumerate(fields, 1):
+            acc.first(key, conv(m.group(i)))
+        return counts
+    return handle
 
 
 def _cpu_kv(acc: Acc, m: Any, line: Line) -> bool:
@@ -111,28 +101,10 @@ def _capacity(acc: Acc, m: Any, line: Line) -> bool:
     return True
 
 
-def _blocks(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("gpu_blocks", to_int(m.group(1)))
-    acc.first("cpu_blocks", to_int(m.group(2)))
-    return True
-
-
 def _graph(acc: Acc, m: Any, line: Line) -> bool:
     acc.graphs.append(GraphCapture(label="vllm cuda graph", mem_usage_gib=to_float(m.group(2)),
                                    elapsed_s=to_float(m.group(1)), line=line.no))
     return True
-
-
-def _graph_estimate(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("cuda_graph_estimate_gib", to_float(m.group(1)))
-    return True
-
-
-def _mamba_blocks(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("max_num_seqs", to_int(m.group(1)))
-    acc.first("mamba_cache_blocks", to_int(m.group(2)))
-    # the error line itself is recorded by the generic exception pass
-    return False
 
 
 def _spec(acc: Acc, m: Any, line: Line) -> bool:
@@ -165,22 +137,6 @@ def _summary(acc: Acc, m: Any, line: Line) -> bool:
     return True
 
 
-def _graph_pool(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("cuda_graph_actual_gib", to_float(m.group(1)))
-    acc.first("cuda_graph_estimate_gib", to_float(m.group(2)))
-    return True
-
-
-def _block(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("attention_block_size", to_int(m.group(1)))
-    return True
-
-
-def _mamba_mode(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("mamba_cache_mode", m.group(1))
-    return True
-
-
 def _nondefault(acc: Acc, dump: Any, line: Line) -> bool:
     if not acc.server_args:
         acc.server_args = parse_vllm_dict(dump)
@@ -194,11 +150,6 @@ def _init(acc: Acc, m: Any, line: Line) -> bool:
     return True
 
 
-def _version(acc: Acc, m: Any, line: Line) -> bool:
-    acc.first("engine_version", m.group(1))
-    return True
-
-
 def _ready(acc: Acc, m: Any, line: Line) -> bool:
     acc.v["ready"] = True
     return True
@@ -206,25 +157,28 @@ def _ready(acc: Acc, m: Any, line: Line) -> bool:
 
 # (match the line's text -> a match or None, handle it -> whether the line was a vLLM format), tried in order;
 # the first match decides.
-_ROWS: tuple[tuple[Callable[[str], Any], Callable[[Acc, Any, Line], bool]], ...] = (
-    (V_LOAD.search, _weights),
-    (_V_TOTAL.search, _total),
-    (_V_V0_BREAKDOWN.search, _v0_breakdown),
-    (_V_AVAIL_KV.search, _avail_kv),
+_ROWS: tuple[tuple[Callable[[str], Any], _Handler], ...] = (
+    (V_LOAD.search, _groups(("weights_gib", to_float))),
+    (_V_TOTAL.search, _groups(("total_gpu_memory_gib", to_float), ("gpu_memory_utilization", to_float),
+                              ("budget_gib", to_float))),
+    (_V_V0_BREAKDOWN.search, _groups(("weights_gib", to_float), ("non_torch_gib", to_float),
+                                     ("activation_peak_gib", to_float), ("available_kv_gib", to_float))),
+    (_V_AVAIL_KV.search, _groups(("available_kv_gib", to_float))),
     (_V_CPU_KV.search, _cpu_kv),
     (_kv_size_or_concurrency, _capacity),
-    (_V_BLOCKS.search, _blocks),
+    (_V_BLOCKS.search, _groups(("gpu_blocks", to_int), ("cpu_blocks", to_int))),
     (_V_GRAPH.search, _graph),
-    (_V_GRAPH_EST.search, _graph_estimate),
-    (_V_MAMBA_BLOCKS.search, _mamba_blocks),
+    (_V_GRAPH_EST.search, _groups(("cuda_graph_estimate_gib", to_float))),
+    # the error line itself is recorded by the generic exception pass
+    (_V_MAMBA_BLOCKS.search, _groups(("max_num_seqs", to_int), ("mamba_cache_blocks", to_int), counts=False)),
     (_V_SPEC.search, _spec),
     (_is_summary, _summary),
-    (_V_GRAPH_POOL.search, _graph_pool),
-    (_V_BLOCK.search, _block),
-    (_V_MAMBA_MODE.search, _mamba_mode),
+    (_V_GRAPH_POOL.search, _groups(("cuda_graph_actual_gib", to_float), ("cuda_graph_estimate_gib", to_float))),
+    (_V_BLOCK.search, _groups(("attention_block_size", to_int))),
+    (_V_MAMBA_MODE.search, _groups(("mamba_cache_mode", _raw))),
     (nondefault_args_text, _nondefault),
     (_V_INIT.search, _init),
-    (_V_VERSION.search, _version),
+    (_V_VERSION.search, _groups(("engine_version", _raw))),
     (_V_READY.search, _ready),
 )
 

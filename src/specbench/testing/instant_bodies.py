@@ -1,0 +1,154 @@
+"""What the instant server (`instant_server.py`) sends, as bytes: pure functions, no sockets.
+
+The HTTP/1.1 and SSE framing (one chunk per event, as uvicorn frames it), the stream events and the whole
+(non-stream) response of each API (OpenAI completions and chat, SGLang's `/generate`), and the vLLM-named
+Prometheus counters of `/metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which but have an they"
+    " you were her she there been one all we their has would when if so no will more can out up into do any your"
+    " what about time"
+).split()
+
+
+class Stats:
+    __slots__ = ("requests", "prompt_tokens", "generation_tokens", "drafts", "draft_tokens", "accepted", "success",
+                 "per_pos")
+
+    def __init__(self) -> None:
+        self.requests = self.prompt_tokens = self.generation_tokens = 0
+        self.drafts = self.draft_tokens = self.accepted = self.success = 0
+        self.per_pos: list[int] = []  # accepted tokens at draft position 0, 1, ... (vLLM's per-position counter)
+
+    def prometheus(self, model: str) -> bytes:
+        lab = f'{{model_name="{model}",engine="0"}}'
+        rows = [
+            ("vllm:request_success_total", self.success),
+            ("vllm:prompt_tokens_total", self.prompt_tokens),
+            ("vllm:generation_tokens_total", self.generation_tokens),
+            ("vllm:spec_decode_num_drafts_total", self.drafts),
+            ("vllm:spec_decode_num_draft_tokens_total", self.draft_tokens),
+            ("vllm:spec_decode_num_accepted_tokens_total", self.accepted),
+        ]
+        out = []
+        for name, v in rows:
+            out.append(f"# HELP {name} counter\n# TYPE {name} counter\n{name}{lab} {float(v)}\n")
+        for i, v in enumerate(self.per_pos):
+            out.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{model}",engine="0",'
+                       f'position="{i}"}} {float(v)}\n')
+        out.append(f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{lab} 0.0\n")
+        return "".join(out).encode()
+
+    def account(self, n: int, prompt_tokens: int, accept_length: int, num_spec_tokens: int) -> None:
+        """One request served in full: `n` output tokens in steps of `accept_length` (1: no speculation)."""
+        self.success += 1
+        self.prompt_tokens += prompt_tokens
+        self.generation_tokens += n
+        if accept_length > 1:
+            sizes = steps(n, accept_length)
+            count = len(sizes)
+            for k in sizes:  # a step of k tokens accepted its drafts at positions 0 .. k-2
+                self.per_pos += [0] * max(0, k - 1 - len(self.per_pos))
+                for i in range(k - 1):
+                    self.per_pos[i] += 1
+            self.drafts += count
+            self.draft_tokens += count * num_spec_tokens
+            self.accepted += n - count
+
+
+def chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def sse(obj: Any) -> bytes:
+    return chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+DONE = chunk(b"data: [DONE]\n\n")
+END = b"0\r\n\r\n"
+SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
+
+
+def text(i: int, k: int) -> str:
+    return "".join(" " + WORDS[(i + j) % len(WORDS)] for j in range(k))
+
+
+def steps(n: int, a: int) -> list[int]:
+    """Tokens per event: `a` each, the remainder in the last one."""
+    return [min(a, n - s) for s in range(0, n, a)]
+
+
+def json_response(status: str, obj: Any, close: bool = False) -> bytes:
+    body = json.dumps(obj).encode()
+    conn = b"connection: close\r\n" if close else b""
+    return (b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n"
+            % (status.encode(), len(body), conn)) + body
+
+
+def stream_events(api: str, n: int, accept_length: int, model: str) -> list[bytes]:
+    """The SSE events of one streamed answer of `n` tokens, `accept_length` a step (`/generate`: prompt_tokens -1,
+    patched in per request)."""
+    sizes = steps(n, accept_length)
+    evs: list[bytes] = []
+    pos = 0
+    m = model
+    if api == "chat":
+        evs.append(sse({"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
+                        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                     "logprobs": None, "finish_reason": None}]}))
+    for k, size in enumerate(sizes):
+        last = k == len(sizes) - 1
+        fin = "length" if last else None
+        if api == "chat":
+            obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
+                                   "choices": [{"index": 0, "delta": {"content": text(pos, size)},
+                                                "logprobs": None, "finish_reason": fin}]}
+        elif api == "completions":
+            obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": m,
+                   "choices": [{"index": 0, "text": text(pos, size), "logprobs": None, "finish_reason": fin}]}
+        else:  # generate: cumulative text, meta_info per event (SGLang native)
+            obj = {"text": text(0, pos + size),
+                   "meta_info": {"id": "0", "finish_reason": {"type": "length", "length": n} if last else None,
+                                 "prompt_tokens": -1, "completion_tokens": pos + size, "cached_tokens": 0,
+                                 "spec_verify_ct": k + 1 if accept_length > 1 else 0}}
+        pos += size
+        evs.append(sse(obj))
+    return evs
+
+
+def stream_tail(api: str, n: int, prompt_tokens: int, usage: bool, model: str) -> bytes:
+    """What follows the events: the usage chunk (OpenAI APIs, when asked), `[DONE]` and the last chunk."""
+    if api in ("chat", "completions") and usage:
+        obj: dict[str, Any] = {
+            "id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion", "created": 0,
+            "model": model, "choices": [],
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}}
+        return sse(obj) + DONE + END
+    return DONE + END
+
+
+def whole_response(api: str, n: int, ptoks: int, model: str, accept_length: int) -> bytes:
+    """The non-stream answer of `n` tokens, as one HTTP response."""
+    t = text(0, n)
+    usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n}
+    if api == "chat":
+        obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": model,
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": t},
+                                            "finish_reason": "length"}], "usage": usage}
+    elif api == "completions":
+        obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": model,
+               "choices": [{"index": 0, "text": t, "finish_reason": "length"}], "usage": usage}
+    else:
+        a = accept_length
+        obj = {"text": t, "meta_info": {"prompt_tokens": ptoks, "completion_tokens": n,
+                                        "spec_verify_ct": math.ceil(n / a) if a > 1 else 0,
+                                        "finish_reason": {"type": "length", "length": n}}}
+    return json_response("200 OK", obj)
