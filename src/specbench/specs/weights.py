@@ -293,17 +293,6 @@ def _weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool, scheme_overrid
     return int(total)
 
 
-def int_group_value_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True) -> int:
-    """Bytes of the packed integer values (bits/8 a parameter, no scales or zeros) of the linears stored as int-N
-    group quant (`specs/quant.py::int_group`: AWQ, GPTQ, compressed-tensors wNa16) on one GPU."""
-    total = 0.0
-    for ten in tensors_per_rank(m, tp, include_vision=include_vision):
-        if ten.linear and ten.group != "lm_head":
-            s = m.quant.scheme_for(ten.name, m.dtype, is_expert=ten.expert)
-            total += ten.params * s.int_group_bits / 8
-    return int(total)
-
-
 def mtp_draft_tensors(m: ModelSpec, tp: int) -> list[Tensor]:
     """Built-in MTP / NextN draft (Qwen3.5/3.6 `mtp.*`, DeepSeek `num_nextn_predict_layers`): per layer one decoder
     layer (full attention + MLP/MoE), `fc`/`eh_proj` (2h -> h) and two norms; plus its own embed_tokens and

@@ -14,9 +14,10 @@ from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.errors import FlagError
 from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
+from specbench.specs.int_values import int_group_value_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
-from specbench.specs.weights import draft_model_bytes, int_group_value_bytes, mtp_draft_bytes, weight_bytes
+from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 # SGLang keeps the rotary cos/sin cache in fp32 on CUDA (layers/rotary_embedding/base.py@0.5.15.post1)
 ROPE_ITEMSIZE = 4

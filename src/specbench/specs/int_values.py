@@ -1,0 +1,18 @@
+"""Byte counts of the packed integer values of int-N group-quantized linears (AWQ, GPTQ, compressed-tensors wNa16):
+what the engines' Marlin repack residue scales with (engines/sglang/plan_stages.py::INT_MARLIN_ALLOCATOR_RESIDUE)."""
+
+from __future__ import annotations
+
+from specbench.specs.model import ModelSpec
+from specbench.specs.weights import tensors_per_rank
+
+
+def int_group_value_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True) -> int:
+    """Bytes of the packed integer values (bits/8 a parameter, no scales or zeros) of the linears stored as int-N
+    group quant (`specs/quant.py::int_group`: AWQ, GPTQ, compressed-tensors wNa16) on one GPU."""
+    total = 0.0
+    for ten in tensors_per_rank(m, tp, include_vision=include_vision):
+        if ten.linear and ten.group != "lm_head":
+            s = m.quant.scheme_for(ten.name, m.dtype, is_expert=ten.expert)
+            total += ten.params * s.int_group_bits / 8
+    return int(total)
