@@ -193,7 +193,6 @@ def header_weight_bytes(m: Any, tp: int, *, include_vision: bool = True, as_draf
 
 
 WEIGHTS_SOURCE = "safetensors headers"
-ESTIMATE_ERROR = ("weights estimated from config.json: within ~1% of the logged boots for dense and MoE bf16/fp8/"
-                  "NVFP4 checkpoints (tests/data/sglang-*), off by more where the config does not describe the "
-                  "tensors (latent MoE, drafters, MXFP4 on Hopper); a reachable checkpoint's safetensors headers "
-                  "give the exact bytes")
+ESTIMATE_ERROR = ("weights estimated from config.json (no safetensors header was reachable): the expected error "
+                  "for this kind of checkpoint is `weights_estimate_error`, with the H200 boots it rests on "
+                  "(tests/data/sglang-*); a reachable checkpoint's safetensors headers give the exact bytes")
