@@ -181,3 +181,24 @@ def test_weights_estimate_error_keys(cmd, kw, target, draft):
     if target is not None:  # every bound names what it rests on (boots, or "not boot-checked")
         assert "boot" in d["weights_estimate_error_basis"]
         assert ("not boot-checked" in d["weights_estimate_error_basis"]) == (target >= 0.02)
+
+
+def test_vllm_expert_parallel_places_whole_experts():
+    """FusedMoEParallelConfig.make / determine_expert_map@0.32.0: ep = tp x dp, rank 0 holds ceil(E / ep) whole
+    experts. Qwen3-30B-A3B: 128 experts; routed experts are most of its 56.9 GiB."""
+    from specbench.engines.vllm.expert_parallel import _routed_bytes, expert_parallel_delta
+    from specbench.specs.resolve import load_model_spec
+
+    m = load_model_spec("Qwen/Qwen3-30B-A3B")
+    whole = _routed_bytes(m, 1)
+    assert whole / 2**30 > 50
+    assert expert_parallel_delta(m, 1, 1) == 0                      # one rank: nothing moves
+    assert expert_parallel_delta(m, 4, 1) == pytest.approx(0, abs=2**20)  # 128 / 4 whole = a quarter of each
+    assert expert_parallel_delta(m, 4, 3) == pytest.approx(whole * (11 / 128 - 1 / 4), rel=1e-6)  # ceil(128/12)
+    base = "vllm serve Qwen/Qwen3-30B-A3B --data-parallel-size 4"
+    tp_only = _plan(base)
+    ep = _plan(base + " --enable-expert-parallel")
+    off = _plan(base + " --enable-expert-parallel --no-enable-expert-parallel")
+    assert off["weights_gib"] == tp_only["weights_gib"]
+    assert tp_only["weights_gib"] - ep["weights_gib"] == pytest.approx(whole * 3 / 4 / 2**30, abs=0.002)
+    assert ep["unknown_flags"] == []

@@ -73,6 +73,7 @@ class VllmArgs:
     enable_chunked_prefill: bool | None = None
     disable_hybrid_kv_cache_manager: bool = False
     language_model_only: bool = False
+    enable_expert_parallel: bool = False
     env: tuple[tuple[str, str], ...] = ()
     ignored: tuple[str, ...] = field(default=(), compare=False)
     unknown: tuple[str, ...] = field(default=(), compare=False)  # flags `vllm serve` of the release does not have

@@ -83,6 +83,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("enable_chunked_prefill", ("--enable-chunked-prefill",), None, negatable=True),
     Knob("disable_hybrid_kv_cache_manager", ("--disable-hybrid-kv-cache-manager",), None, negatable=True),
     Knob("language_model_only", ("--language-model-only",), None, negatable=True),
+    Knob("enable_expert_parallel", ("--enable-expert-parallel",), None, negatable=True, replan=True),
 )
 
 # flag -> (knob, the value a switch spelling sets: True, or False for `--no-X`; None for a value flag)

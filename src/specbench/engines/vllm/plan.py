@@ -29,6 +29,7 @@ from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm import start_checks as vllm_start
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.contract import budget_rows, contract, explain
+from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
@@ -120,6 +121,11 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
     hd = header_weight_bytes(_with_dtype(draft, setup.model_dtype), _draft_tp(args), as_draft=True) \
         if W_d and draft is not None and draft is not m else None
     W_d = hd if hd is not None else W_d
+    if args.enable_expert_parallel and m.moe is not None:
+        delta = expert_parallel_delta(mw, args.tp, args.dp)
+        W_t += delta
+        notes.append(f"--enable-expert-parallel: routed experts whole on {ep_size(args.tp, args.dp)} ranks "
+                     f"({delta / C.GIB:+.2f} GiB on rank 0 against the TP split)")
     if ctx.weights_gib is not None:
         W_t = int(ctx.weights_gib * C.GIB)
         W_d = int(ctx.draft_weights_gib * C.GIB) if ctx.draft_weights_gib is not None else 0
