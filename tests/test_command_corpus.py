@@ -41,7 +41,9 @@ VERDICT = {
     "vllm-qwen3-235b-rocm-env-prefixed": "fails", "vllm-qwen3-235b-fp8-rocm-env-prefixed": "ok",
     "vllm-nemotron3-nano-bf16-262k": "ok", "vllm-deepseek-r1-0528-tp8-ep": "no config",
     "vllm-deepseek-r1-0528-dp8-ep": "no config", "vllm-deepseek-r1-fp4-cuda-visible-devices": "no config",
-    "vllm-minimax-m2.7-tp4": "ok", "vllm-minimax-m2.7-dp8-ep": "fails", "vllm-minimax-m2.7-docker-tp4": "ok",
+    # dp8-ep: the recipe's own command; with --enable-expert-parallel each of the 8 ranks holds 1/8 of the experts
+    # (engines/vllm/expert_parallel.py), it was "fails" while the planner gave every DP rank all of them
+    "vllm-minimax-m2.7-tp4": "ok", "vllm-minimax-m2.7-dp8-ep": "ok", "vllm-minimax-m2.7-docker-tp4": "ok",
     "vllm-kimi-k2-thinking-tp8-h200": "fails", "vllm-kimi-k2-thinking-tp8-dcp8-h200": "fails",
     "vllm-qwen3.8-27b-unsloth-nvfp4-tp2-rtx5090": "no config",
     "vllm-qwen3.8-27b-inferact-nvfp4-rtx5090-enforce-eager": "no config", "vllm-falcon-h1-1b-tp2-dp1": "no config",

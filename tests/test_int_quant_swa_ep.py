@@ -202,3 +202,14 @@ def test_vllm_expert_parallel_places_whole_experts():
     assert off["weights_gib"] == tp_only["weights_gib"]
     assert tp_only["weights_gib"] - ep["weights_gib"] == pytest.approx(whole * 3 / 4 / 2**30, abs=0.002)
     assert ep["unknown_flags"] == []
+
+
+def test_nemotron_h_hf_quant_config_without_exclude_modules_is_the_engines_keyerror():
+    """The first Super FP8 boot died with `KeyError: 'exclude_modules'` (the bundled hf_quant_config.json has no
+    such key; weight_utils.py::get_quant_config@0.5.15.post1 remaps it for NemotronH); the folder with the key booted
+    (tests/data/sglang-0.5.15.post1/super120b_fp8_x_mrr8.log). Other classes do not index it."""
+    bare = _plan(L + "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8 --attention-backend flashinfer")
+    assert bare["status"] == "fails" and bare["error"].startswith("KeyError: 'exclude_modules'")
+    listed = _plan(L + str(QC / "nemotron3_super_fp8") + " --attention-backend flashinfer")
+    assert listed["status"] == "ok"
+    assert _plan(L + "nvidia/Qwen3-32B-NVFP4")["status"] == "ok"

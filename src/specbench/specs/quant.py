@@ -103,6 +103,7 @@ class QuantSpec:
     per_module: Mapping[str, Scheme] = field(default_factory=dict)  # normalised module name -> scheme
     kv_cache_quant_algo: str | None = None     # "FP8" makes --kv-cache-dtype auto resolve to fp8_e4m3
     quantize_only_experts: bool = False        # gpt-oss MXFP4: only MoE experts are quantized
+    lists_exclusions: bool = True              # hf_quant_config.json has an `exclude_modules` key (SGLang may index it)
     source: str = "none"
 
     @property
@@ -186,6 +187,7 @@ def parse_quant(config: Mapping[str, Any], hf_quant_config: Mapping[str, Any] | 
             excluded=tuple(q.get("exclude_modules") or ()),
             per_module=per,
             kv_cache_quant_algo=q.get("kv_cache_quant_algo"),
+            lists_exclusions="exclude_modules" in q,
             source="hf_quant_config.json",
         )
     qc = config.get("quantization_config")

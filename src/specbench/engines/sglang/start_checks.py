@@ -171,6 +171,21 @@ def check_expert_parallel(args: SglangArgs, m: ModelSpec) -> StartFailure | None
     return None
 
 
+# model classes with a `remap_prefix` (model_loader/loader.py::_get_quantization_config@0.5.15.post1 passes it on)
+REMAP_PREFIX_ARCHS = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM")
+
+
+def check_quant_config(m: ModelSpec) -> StartFailure | None:
+    """model_loader/weight_utils.py::get_quant_config@0.5.15.post1: for a model class with `remap_prefix`
+    (NemotronH) it rewrites `config["quantization"]["exclude_modules"]` of hf_quant_config.json, a KeyError when
+    the file has no such key (seen on the H200: tests/data/quant-configs/README.md, the trimmed bundled copy)."""
+    q = m.quant
+    if q.source == "hf_quant_config.json" and not q.lists_exclusions and m.architecture in REMAP_PREFIX_ARCHS:
+        return StartFailure("KeyError: 'exclude_modules' (hf_quant_config.json has no `exclude_modules` list; "
+                            "SGLang remaps it for this model class)", "quant_config")
+    return None
+
+
 def check_mamba(args: SglangArgs, m: ModelSpec, strategy: str | None, draft_tokens: int) -> StartFailure | None:
     """server_args.py::_validate_mamba_no_buffer / _validate_mamba_extra_buffer@0.5.15.post1 (0.5.12.post1: the
     same rules in _handle_mamba_radix_cache) for a hybrid model whose radix cache is on."""
@@ -200,7 +215,7 @@ def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
     read = rel is None or rel <= (0, 5, 17)
     for check in (lambda: check_choices(args, dtypes=read), lambda: check_dflash_block(args),
                   lambda: check_context(args, m, draft), lambda: check_divisibility(args, m, draft),
-                  lambda: check_expert_parallel(args, m)):
+                  lambda: check_expert_parallel(args, m), lambda: check_quant_config(m)):
         f = check()
         if f is not None:
             return f
