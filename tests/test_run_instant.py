@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from proc_helpers import free_port, pid_alive
+from run_helpers import _matrix_head
 from run_helpers import cli as _cli
 from run_helpers import rows as _rows
 from run_helpers import wait as _wait
@@ -40,18 +41,7 @@ def _matrix(path: Path, port: int, tok: Path, *, itl_ms: float = 0.0, ready_s: f
             client_extra: str = "", ar_only: bool = False) -> Path:
     cmd = command or [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1",
                       "--itl-ms", str(itl_ms)]
-    path.write_text(f"""
-name = "t"
-engine = "openai"
-command = {json.dumps(cmd)}
-port = {port}
-tokenizer = "{tok}"
-
-[timeouts]
-ready_s = {ready_s}
-stop_s = 5
-port_free_s = 10
-
+    path.write_text(_matrix_head("t", cmd, port, tok, ready_s=ready_s, stop_s=5) + f"""
 [server]
 tp = 1
 
