@@ -137,3 +137,18 @@ def placements(store: Path) -> list[dict[str, Any]]:
         out.append({"server_id": sid, "phase": phase, "started": started, "ended": ended,
                     "placement": json.loads(info)["placement"], "log": log})
     return out
+
+
+def served(port: int) -> int:
+    """Requests a server on 127.0.0.1:`port` has finished (`vllm:request_success_total`, read with the project's
+    Prometheus parser); 0 while it is not up."""
+    import urllib.request
+
+    from specbench.engines.prometheus import counter, samples
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0
+    return int(counter(samples(text), "vllm:request_success"))

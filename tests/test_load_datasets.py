@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from run_helpers import make_tokenizer
 from specbench.errors import UserError
 from specbench.load.datasets import MINI, items, load_dataset
 from specbench.load.lengths import parse_length
@@ -35,12 +36,7 @@ SHAREGPT = [
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory: pytest.TempPathFactory) -> ChatTokenizer:
-    from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
-
-    spec = TokenizerSpec(vocab_size=1024, corpus_lines=1500)
-    d = tmp_path_factory.mktemp("tok")
-    write_tokenizer(train_tokenizer(spec), spec, d)
-    return ChatTokenizer.from_dir(d)
+    return ChatTokenizer.from_dir(make_tokenizer(tmp_path_factory.mktemp("tok")))
 
 
 def _sharegpt(tmp_path: Path) -> Path:

@@ -15,24 +15,12 @@ from pathlib import Path
 import pytest
 
 from proc_helpers import free_port, pid_alive
-from run_helpers import ROOT, cli, make_tokenizer, rows, standin_matrix, wait
+from run_helpers import ROOT, cli, make_tokenizer, rows, served, standin_matrix, wait
 
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tokenizer(tmp_path_factory.mktemp("tok"))
-
-
-def _served(port: int) -> int:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return 0
-    line = next(x for x in text.splitlines() if x.startswith("vllm:request_success_total"))
-    return int(float(line.split()[-1]))
 
 
 def _run(m: Path, store: Path) -> subprocess.Popen[str]:
@@ -78,7 +66,7 @@ def test_a_second_ctrl_c_during_the_stop_grace_period_kills_the_engine(tmp_path:
     try:
         pgid = json.loads(wait(lambda: (rows(store, "SELECT value FROM meta WHERE key='active_server'")
                                         or [("",)])[0][0], 60, "the server"))["pgid"]
-        wait(lambda: _served(port) >= 2, 60, "the cell under way")
+        wait(lambda: served(port) >= 2, 60, "the cell under way")
         proc.send_signal(signal.SIGINT)
         wait(lambda: rows(store, "SELECT 1 FROM cells WHERE reason LIKE 'interrupted%'"), 30, "the first Ctrl-C")
         time.sleep(1.0)  # the runner is now in the stop's grace period (SIGTERM sent, ignored)

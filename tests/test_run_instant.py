@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from proc_helpers import free_port, pid_alive
-from run_helpers import _matrix_head
+from run_helpers import _matrix_head, make_tokenizer, served
 from run_helpers import cli as _cli
 from run_helpers import rows as _rows
 from run_helpers import wait as _wait
@@ -27,12 +27,7 @@ INCIDENT = ROOT / "examples" / "qwen36-27b-dflash-ddtree.toml"
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real tokenizer (trained with `tokenizers`, ChatML template) like the tiny models'."""
-    from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
-
-    spec = TokenizerSpec(vocab_size=1024, corpus_lines=1500)
-    d = tmp_path_factory.mktemp("tok")
-    write_tokenizer(train_tokenizer(spec), spec, d)
-    return d
+    return make_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
 
@@ -263,19 +258,6 @@ def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines() == [f"specbench: error: {m}:4: server.tp: tp must be >= 1, got 0"]
 
 
-def _served(port: int) -> int:
-    """Requests the instant server has finished (its vllm:request_success_total); 0 while it is not up."""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return 0
-    line = next(x for x in text.splitlines() if x.startswith("vllm:request_success_total"))
-    return int(float(line.split()[-1]))
-
-
 def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, tokenizer_dir: Path) -> None:
     # 1 warm-up + 10 requests of 16 tokens at 40 ms per token: the measured phase lasts ~6.5 s; the signal goes
     # when the server has finished the warm-up and the first measured request (a sign the cell is under way, read
@@ -289,7 +271,7 @@ def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, t
         cid = _wait(lambda: _rows(store, "SELECT cell_id FROM cells WHERE status='running'"), 60, "a running cell")[0][0]
         pgid = json.loads(_wait(lambda: (_rows(store, "SELECT value FROM meta WHERE key='active_server'")
                                          or [("",)])[0][0], 30, "the server"))["pgid"]
-        _wait(lambda: _served(port) >= 2, 60, "the warm-up and a first measured request")
+        _wait(lambda: served(port) >= 2, 60, "the warm-up and a first measured request")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -15,18 +15,14 @@ from typing import Any
 import pytest
 
 from proc_helpers import free_port
+from run_helpers import make_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
-
-    spec = TokenizerSpec(vocab_size=1024, corpus_lines=1500)
-    d = tmp_path_factory.mktemp("tok")
-    write_tokenizer(train_tokenizer(spec), spec, d)
-    return d
+    return make_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
 def _matrix(tmp: Path, tok: Path, server_flags: list[str], client_extra: str = "", request_s: float = 30) -> Path:

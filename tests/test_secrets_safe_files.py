@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from proc_helpers import free_port
+from run_helpers import make_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = "sk-live-0123456789abcdef"
@@ -25,12 +26,7 @@ SECRETS = (API_KEY, HF_TOKEN, OPENAI)
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from specbench.models_gen.tokenizer import TokenizerSpec, train_tokenizer, write_tokenizer
-
-    spec = TokenizerSpec(vocab_size=1024, corpus_lines=1500)
-    d = tmp_path_factory.mktemp("tok")
-    write_tokenizer(train_tokenizer(spec), spec, d)
-    return d
+    return make_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
