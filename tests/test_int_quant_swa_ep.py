@@ -172,6 +172,8 @@ def test_cold_plan_matches_the_h200_boot(case):
     (L + "Qwen/Qwen3-8B --speculative-algorithm EAGLE3 --speculative-draft-model-path specforge/qwen3-8b-eagle3",
      {}, 0.005, 0.01),
     ("vllm serve " + str(QC / "qwen3_8b_gptq"), {}, 0.005, None),
+    (L + "Qwen/Qwen3-8B --speculative-algorithm NGRAM", {}, 0.005, None),  # no drafter weights, no drafter error
+    (L + "Qwen/Qwen3.5-27B --speculative-algorithm NEXTN", {}, 0.005, 0.005),  # the built-in MTP layers
 ])
 def test_weights_estimate_error_keys(cmd, kw, target, draft):
     d = _plan(cmd, **kw)

@@ -65,23 +65,28 @@ def weights_estimate_error(m: ModelSpec) -> EstimateError:
     return EstimateError(bound, basis)
 
 
-def draft_estimate_error(draft: ModelSpec | None, algorithm: str | None) -> EstimateError:
-    kind = draft.draft.kind if draft is not None and draft.draft is not None else None
-    if draft is None and algorithm:
+def draft_estimate_error(m: ModelSpec, draft: ModelSpec | None) -> EstimateError | None:
+    """The bound for a config estimate of the drafter: a separate drafter by its kind, else the target's built-in
+    MTP layers; None when there is no drafter to weigh (NGRAM)."""
+    if draft is not None and draft is not m:
+        kind = draft.draft.kind if draft.draft is not None else "separate"
+    elif m.mtp_layers:
         kind = "mtp"
-    bound, basis = _DRAFT.get(kind or "", _OTHER if kind else (0.05, "drafter kind not boot-checked"))
-    return EstimateError(bound, basis)
+    else:
+        return None
+    return EstimateError(*_DRAFT.get(kind, (0.05, f"{kind} drafter: not boot-checked")))
 
 
 def estimate_error_keys(m: ModelSpec, draft: ModelSpec | None, weights_source: str,
-                        draft_source: str | None, algorithm: str | None) -> dict[str, object]:
-    """The plan keys (docs/contracts.md): null where the weights were measured or read from headers."""
+                        draft_source: str | None, draft_gib: float | None) -> dict[str, object]:
+    """The plan keys (docs/contracts.md): null where the weights were measured or read from headers, and for the
+    drafter also where it weighs nothing."""
     out: dict[str, object] = {"weights_estimate_error": None, "weights_estimate_error_basis": None,
                               "draft_weights_estimate_error": None, "draft_weights_estimate_error_basis": None}
     if "estimated" in (weights_source or ""):
         e = weights_estimate_error(m)
         out.update(weights_estimate_error=e.fraction, weights_estimate_error_basis=e.basis)
-    if algorithm and "estimated" in (draft_source or ""):
-        d = draft_estimate_error(draft, algorithm)
+    d = draft_estimate_error(m, draft) if draft_gib and "estimated" in (draft_source or "") else None
+    if d is not None:
         out.update(draft_weights_estimate_error=d.fraction, draft_weights_estimate_error_basis=d.basis)
     return out

@@ -39,7 +39,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out["model_kind"] = m.kind_label
     out["draft_model"] = draft.name if draft else None
     out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
-                                   plan.spec_algorithm))
+                                   plan.draft_weights_gib))
     out["reason"] = explain(plan)
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)

@@ -357,7 +357,7 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["model_kind"] = m.kind_label
     out["draft_model"] = draft.name if draft is not None else None
     w_src = str((out.get("budget") or {}).get("weights_source") or out.get("weights_source") or "")
-    out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("speculative_method")))
+    out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("draft_weights_gib")))
     out["ignored_flags"] = list(args.ignored)
     out["reason"] = explain(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
