@@ -10,6 +10,9 @@ from specbench.specs.weights import tensors_per_rank
 def int_group_value_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True) -> int:
     """Bytes of the packed integer values (bits/8 a parameter, no scales or zeros) of the linears stored as int-N
     group quant (`specs/quant.py::int_group`: AWQ, GPTQ, compressed-tensors wNa16) on one GPU."""
+    q = m.quant
+    if not any(s is not None and s.int_group_bits for s in (q.default, *q.per_module.values())):
+        return 0  # no int-N scheme: skip the walk over the tensors (the planner calls this for every plan)
     total = 0.0
     for ten in tensors_per_rank(m, tp, include_vision=include_vision):
         if ten.linear and ten.group != "lm_head":
