@@ -85,3 +85,19 @@ def test_plan_takes_header_weights_and_falls_back_to_the_estimate_for_online_qua
     q = plan_command(base + ["--quantization", "fp8"], PlanOptions(fixes=False))
     assert q["weights_source"].startswith("estimated from config")
     assert any(n.startswith("weights estimated") for n in q["model_notes"])
+
+
+@pytest.mark.parametrize("junk", [b"garbage", b"\x10\x00\x00\x00\x00\x00\x00\x00" + b'{"a": 1}       ',
+                                  save({"w": np.zeros((4, 4), dtype=np.float16)})[:-8]])
+def test_damaged_safetensors_file_is_one_line_naming_it(tmp_path, junk):
+    """A half-downloaded or foreign file beside config.json: the user's one-line error, not a traceback."""
+    from run_helpers import cli
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(CFG))
+    (d / "model.safetensors").write_bytes(junk)
+    r = cli("plan", "--", "python", "-m", "sglang.launch_server", "--model-path", str(d))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"specbench: error: {d / 'model.safetensors'}: not a readable safetensors file")
+    assert len(r.stderr.strip().splitlines()) == 1

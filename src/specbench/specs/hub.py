@@ -22,17 +22,15 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
+
+from specbench.errors import ConfigError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
-# a safetensors file starts with the header's length as a little-endian u64 (safetensors format spec)
-_MAX_HEADER = 100 * 1024 * 1024
 
 Tensor = tuple[str, str, tuple[int, ...]]  # (name, dtype as safetensors writes it, shape)
 
@@ -126,20 +124,16 @@ def download(s: HubSettings, repo: str, filename: str, revision: str | None) -> 
 
 
 def read_header(path: Path) -> list[Tensor]:
-    """The tensors of one local safetensors file from its header (the weights are not read)."""
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        if len(head) < 8:
-            return []
-        (n,) = struct.unpack("<Q", head)
-        if n > _MAX_HEADER:
-            return []
-        meta = json.loads(fh.read(n))
-    return _tensors(meta)
+    """The tensors of one local safetensors file from its header (the weights are not read: safetensors maps the
+    file). A damaged or truncated file is a one-line ConfigError naming it."""
+    from safetensors import SafetensorError, safe_open
 
-
-def _tensors(meta: dict[str, Any]) -> list[Tensor]:
-    return [(k, str(v["dtype"]), tuple(int(d) for d in v["shape"])) for k, v in meta.items() if k != "__metadata__"]
+    try:
+        with safe_open(str(path), "np") as fh:
+            return [(k, str(fh.get_slice(k).get_dtype()), tuple(int(d) for d in fh.get_slice(k).get_shape()))
+                    for k in fh.keys()]
+    except (SafetensorError, OSError) as exc:
+        raise ConfigError(f"{path}: not a readable safetensors file ({str(exc).splitlines()[0]})") from None
 
 
 def folder_headers(folder: Path) -> list[Tensor] | None:
@@ -172,6 +166,7 @@ def hub_headers(s: HubSettings, repo: str, revision: str | None, commit: str) ->
     """The tensors of every shard, by HTTP range requests for the headers only; kept on disk by commit.
     None when the repo has no safetensors (a .bin or GGUF checkpoint)."""
     from huggingface_hub import HfApi
+    from huggingface_hub.errors import SafetensorsParsingError
 
     api = HfApi(endpoint=s.endpoint, token=s.token)
     rev = commit or revision
@@ -184,7 +179,10 @@ def hub_headers(s: HubSettings, repo: str, revision: str | None, commit: str) ->
         return None
     out: list[Tensor] = []
     for shard in shards:
-        meta = api.parse_safetensors_file_metadata(repo, shard, revision=rev)
+        try:
+            meta = api.parse_safetensors_file_metadata(repo, shard, revision=rev)
+        except SafetensorsParsingError as exc:
+            raise ConfigError(f"{repo}/{shard}: not a readable safetensors header ({exc})") from None
         out += [(k, str(t.dtype), tuple(int(d) for d in t.shape)) for k, t in meta.tensors.items()]
     p = _header_cache_file(s, repo, commit)
     p.parent.mkdir(parents=True, exist_ok=True)
