@@ -187,3 +187,26 @@ def test_h200_fixture_renders_with_simulated_cells_marked(tmp_path: Path) -> Non
     assert ar_lines and not any("(sim" in ln for ln in ar_lines)  # a real cell is never marked
     assert "lacks columns" not in md  # an older store without category/repeat is not a warning
     assert (w.out_dir / "accept_length.png").exists()
+
+
+def test_report_and_export_show_one_speedup_with_repeats(runs: dict[str, Path]) -> None:
+    """The report's speedup is the store's (load/speedup.py: the ratio of the mean throughputs over the repeats, the
+    value its interval is centred on), and `export` prints the same number: no second definition in the report."""
+    from specbench.report.load import load_store
+    from specbench.report.repeats import ar_cells, speedup_interval
+    from specbench.report.tables import phase_tables
+
+    store = load_store(runs["rep"])
+    r = subprocess.run([sys.executable, "-m", "specbench", "export", str(runs["rep"]), "--format", "json"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    exported = {c["cell_id"]: c for c in json.loads(r.stdout)}
+    ars = ar_cells([store])
+    spec_rows = [row for t in phase_tables([store]) for row in t.rows if row.label == "spec3"]
+    assert len(spec_rows) == 2
+    for row in spec_rows:
+        cell = next(c for c in store.cells if c.cell_id == row.cell_id)
+        centre, _ci = speedup_interval(cell, ars[(store.label, *cell.baseline_key)])
+        assert row.speedup == pytest.approx(centre, abs=1e-4)
+        got = exported[row.cell_id]
+        assert got["speedup_vs_ar"] == row.speedup and got["speedup_source"] == "store"

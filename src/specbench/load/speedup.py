@@ -2,7 +2,8 @@
 
 speedup = output_throughput / output_throughput of the done "ar" cell with the same baseline key; None for an AR
 cell itself, without such a cell, or when the AR throughput is absent or zero (docs/structures.md
-`metrics_json.speedup`).
+`metrics_json.speedup`). With repeats, each side's throughput is the mean over its repeats (`spread`), so the stored
+speedup is the ratio the report's delta-method interval is centred on (load/spread.py::ratio_ci).
 
 The baseline key is (TP, concurrency, prompt_tokens, output_tokens, request_rate, dataset) plus the optional workload
 and sampling settings a cell sets (load/results.py workload_extras: category, length distributions, temperature...),
@@ -39,6 +40,14 @@ def _num(x: Any) -> float | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return None
     return float(x)
+
+
+def speedup_throughput(metrics: Mapping[str, Any]) -> Any:
+    """The throughput a speedup divides: the mean over the repeats when the cell has a spread of them, else the
+    cell's output_throughput."""
+    sd = (metrics.get("spread") or {}).get("metrics") or {}
+    mean = (sd.get("output_throughput") or {}).get("mean") if isinstance(sd, Mapping) else None
+    return mean if mean is not None else metrics.get("output_throughput")
 
 
 def ratio(throughput: Any, ar_throughput: Any) -> float | None:

@@ -125,10 +125,7 @@ def _log_rel(store: Store, ident: str, multi: bool, prefix: str = "") -> str:
 def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None) -> CellRow:
     c = e.cell
     speedup, source, base = speedup_of(e.store, c, ar)
-    extras = repeats.row_extras(e.store, c, ars or {})
-    if extras.get("speedup_ci") is not None:  # with repeats: the ratio of the mean throughputs, as its interval
-        si = repeats.speedup_interval(c, (ars or {}).get((e.store.label, *c.baseline_key)))
-        speedup = si[0] if si is not None else speedup
+    extras = repeats.row_extras(e.store, c, ars or {})  # the stored speedup is the interval's centre (speedup.py)
     notes = []
     if c.clamp.get("clamped"):
         notes.append(f"prompt clamped {c.clamp.get('requested_prompt_tokens')}→{c.clamp.get('prompt_tokens')}")
