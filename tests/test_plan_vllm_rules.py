@@ -325,3 +325,21 @@ def test_measured_free_memory_at_start_decides_the_utilization_check():
     assert busy["status"] == "fails" and busy["error_kind"] == "request_memory"
     assert busy["error"].startswith("Free memory on device cuda:0 (60.0/80.0 GiB) on startup is less than desired "
                                     "GPU memory utilization (0.9, 72.0 GiB).")
+
+
+@pytest.mark.parametrize("gpu", ["B200", "GB200", "B300", "GB300"])
+def test_vllm_reads_the_sm_family_from_the_gpu_catalog(gpu):
+    """Blackwell data-centre parts (sm100/sm103 in specs/gpu.py) take the 128-token MLA kernel block as B200 does;
+    the name-guessing this replaced answered "unknown" for GB200, B300 and GB300 (block 64)."""
+    d = plan_command("vllm serve deepseek-ai/DeepSeek-V3 -tp 8", PlanOptions(gpu=gpu, fixes=False))
+    assert d["block_size"] == 128
+
+
+def test_vllm_free_at_start_uses_the_per_gpu_overhead_table():
+    from specbench.specs.gpu import context_overhead, find_gpu
+
+    for gpu, tp in (("RTX 4090", 1), ("H200", 8), ("A100 40GB", 1)):
+        d = plan_command(f"vllm serve Qwen/Qwen3-8B -tp {tp}", PlanOptions(gpu=gpu, fixes=False))
+        g = find_gpu(gpu)
+        want = g.total_mib / 1024 - context_overhead(g, tp).gib
+        assert d["budget"]["free_at_start_gib_estimate"] == pytest.approx(want, abs=0.002), gpu

@@ -22,15 +22,11 @@ from dataclasses import dataclass
 
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
-from specbench.specs.gpu import GpuSpec
+from specbench.specs.gpu import GpuSpec, context_overhead
 
-# Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib):
-# CUDA context + cuBLAS handles before the init snapshot (lowers F0): 1.27 GiB measured on the H200 device with
-# torch 2.11/CUDA 13 (140.40 GiB total, 139.13 free before weights; tests/data/sglang-0.5.15.post1/README.md).
-CUDA_CONTEXT_GIB = 1.27
-# NCCL / custom all-reduce buffers at TP>1 before the snapshot (0.11+): 0.85 GiB measured at TP2 on nvidia-h200-x2
-# (139.13 -> 138.28 GiB free; tests/data/sglang-0.5.15.post1/q36_27b_tp2_*.log).
-NCCL_GIB_PER_TP = 0.85
+# Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib).
+# The CUDA context + cuBLAS handles before the init snapshot (lowers F0), and from 0.11 the NCCL / custom all-reduce
+# buffers at TP>1: specs/gpu.py::context_overhead, the per-GPU table with the source of each row.
 # non-torch memory that appears after the snapshot: 0.1 GiB in the one real vLLM breakdown we hold
 # (real-logs-dev.json, vllm-llama3-8b-a100-40gb-v0: "non_torch_gib": 0.1).
 NON_TORCH_GIB = 0.1
@@ -44,26 +40,6 @@ CUDA_GRAPH_GIB = 0.5
 LOAD_OOM_TEXT = ("Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free memory "
                  "for weights, increasing --tensor-parallel-size, or using --quantization. See "
                  "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more tips.")
-
-
-def gpu_arch(gpu: GpuSpec) -> str:
-    """SM family by catalog name (specs/gpu.py names): sm90 Hopper, sm100 B200, sm120 RTX 50/PRO 6000, ..."""
-    n = gpu.name.lower()
-    if n.startswith(("h100", "h200", "h20")):
-        return "sm90"
-    if n.startswith("b200"):
-        return "sm100"
-    if "5090" in n or "5080" in n or "pro 6000" in n:
-        return "sm120"
-    if "gb10" in n:
-        return "sm121"
-    if n.startswith("a100"):
-        return "sm80"
-    if "3090" in n:
-        return "sm86"
-    if "4090" in n or "l40s" in n or "6000 ada" in n:
-        return "sm89"
-    return "unknown"
 
 
 def default_u(v: C.Version) -> float:
@@ -87,7 +63,7 @@ def is_v0(v: C.Version) -> bool:
 
 def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes: int) -> C.Setup:
     notes: list[str] = []
-    arch = gpu_arch(gpu)
+    arch = gpu.arch  # the catalog's SM family (specs/gpu.py), every GPU it lists
     model_dtype, note = C.resolve_model_dtype(m, args.dtype)
     if note:
         notes.append(note)
@@ -168,12 +144,12 @@ def activation_estimate(m, setup: C.Setup, tp: int) -> int:
     return T * per_tok + rows * m.vocab_size * 4 * 3
 
 
-def gpu_budget(args: VllmArgs, m, setup: C.Setup, total_bytes: int, weights_bytes: int,
+def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int, weights_bytes: int,
                non_kv_gib: float | None, free_at_start_gib: float | None = None) -> GpuBudget:
     v = setup.version
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else default_u(v)
     R = math.ceil(total_bytes * u) if v >= (0, 14, 0) else int(total_bytes * u)
-    pre = CUDA_CONTEXT_GIB + (NCCL_GIB_PER_TP if args.tp * args.pp > 1 and v >= (0, 11, 0) else 0.0)
+    pre = context_overhead(gpu, args.tp * args.pp if v >= (0, 11, 0) else 1).gib
     # F0: measured ("Free memory on device (F0/T GiB) on startup", --avail-before-load-gib) or T minus the estimate
     F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else int(total_bytes - pre * C.GIB)
     lines: list[str] = []

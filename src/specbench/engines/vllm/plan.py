@@ -167,8 +167,9 @@ def _cpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
 
 def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     """K = ceil(T·u) - weights - non-KV (gpu.py), with the budget rows' numbers."""
-    gb = vllm_gpu.gpu_budget(args, st.loaded, st.setup, ctx.total_bytes or 0, st.weights_bytes + st.draft_weights_bytes,
-                             ctx.non_kv_gib, ctx.free_at_start_gib)
+    assert ctx.gpu is not None
+    gb = vllm_gpu.gpu_budget(args, st.loaded, st.setup, ctx.gpu, ctx.total_bytes or 0,
+                             st.weights_bytes + st.draft_weights_bytes, ctx.non_kv_gib, ctx.free_at_start_gib)
     budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "gpu_memory_utilization": gb.u,
               "requested_gib": round(gb.requested_bytes / C.GIB, 3),
               "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
