@@ -215,3 +215,22 @@ def test_nemotron_h_hf_quant_config_without_exclude_modules_is_the_engines_keyer
     listed = _plan(L + str(QC / "nemotron3_super_fp8") + " --attention-backend flashinfer")
     assert listed["status"] == "ok"
     assert _plan(L + "nvidia/Qwen3-32B-NVFP4")["status"] == "ok"
+
+
+def test_measured_free_memory_moves_to_other_tps_by_the_overhead_table():
+    """A B measured at TP1 is moved to TP8 by specs/gpu.py's H200 rows (1.27 -> 3.06 GiB: the public TP8 log), not by
+    one TP2 NCCL share for every TP; and back from a TP2 measurement to TP1."""
+    from specbench.engines.sglang.args import parse_sglang_argv
+    from specbench.engines.sglang.fixes import Solver
+    from specbench.engines.sglang.plan import Measured
+    from specbench.specs.gpu import find_gpu
+    from specbench.specs.resolve import load_model_spec
+
+    m, h200 = load_model_spec("Qwen/Qwen3-8B"), find_gpu("H200")
+    one = Solver(parse_sglang_argv(["--model-path", "Qwen/Qwen3-8B"]), m, None, h200, "0.5.15.post1",
+                 Measured(139.13, 15.28, None))
+    assert one.measured_at(8).avail_before_load_gib == pytest.approx(139.13 - (3.06 - 1.27))
+    assert one.measured_at(2).avail_before_load_gib == pytest.approx(138.28)
+    two = Solver(parse_sglang_argv(["--model-path", "Qwen/Qwen3-8B", "--tp", "2"]), m, None, h200, "0.5.15.post1",
+                 Measured(138.28, 7.7, None))
+    assert two.measured_at(1).avail_before_load_gib == pytest.approx(139.13)

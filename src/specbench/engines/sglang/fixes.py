@@ -16,7 +16,7 @@ from specbench.engines.sglang import knobs
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.plan import Measured, SglangPlan, plan_sglang
 from specbench.errors import UserError
-from specbench.specs.gpu import GpuSpec
+from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.model import ModelSpec
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
@@ -89,9 +89,8 @@ class Solver:
             d0, d1 = self._draft_estimate(self.args.tp), self._draft_estimate(tp)
             wd = wd * d1 / d0 if d0 else None
         b = ms.avail_before_load_gib
-        if b is not None and self.args.tp == 1 and tp > 1:
-            from specbench.engines.sglang.plan import NCCL_OVERHEAD_GIB
-            b -= NCCL_OVERHEAD_GIB
+        if b is not None:  # the measured B moves by the overhead table's difference between the two TPs
+            b -= context_overhead(self.gpu, tp).gib - context_overhead(self.gpu, self.args.tp).gib
         return Measured(b, w, wd, ms.other_resident_gib)
 
     def _draft_estimate(self, tp: int) -> int:

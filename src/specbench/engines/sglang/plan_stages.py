@@ -37,12 +37,7 @@ def mxfp4_moe_pad(gpu: GpuSpec) -> tuple[int, int]:
 GIB = float(1 << 30)
 
 # Free memory lost to the CUDA context (and NCCL at TP>1) before weights load: per GPU and TP in
-# specs/gpu.py::OVERHEADS (`context_overhead`); these two stay as the RTX PRO 6000 row and the H200's NCCL share.
-# Sources: the incident log (RTX PRO 6000: 97,887 MiB = 95.59 GiB total, `Load weight begin. avail mem=94.24 GB`)
-# gives 1.35 GiB at TP1; the H200 boots (140.40 GiB total) give 139.13 at TP1 (1.27 GiB) and 138.28 at TP2, so
-# TP>1 adds 0.85 GiB of NCCL / custom all-reduce buffers (tests/data/sglang-0.5.15.post1/q36_27b_tp2_*.log).
-CONTEXT_OVERHEAD_GIB = 1.35
-NCCL_OVERHEAD_GIB = 0.85
+# specs/gpu.py::OVERHEADS (`context_overhead`), each row with its source.
 
 # Memory taken between `Load weight end` and pool sizing beyond the logged weights (workspaces, handles).
 # Sources: the incident's two 0.5.12-era logs need 0.04 GiB (KV 87,061 / 11,893 tokens); the real 0.5.12.post1
@@ -118,8 +113,7 @@ def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: 
     version, newer = versions.rule_set_for(version_text, C.SGLANG_RULE_SETS, "SGLang")
     tp = args.tp
     attn_tp = tp // (args.dp if args.enable_dp_attention else 1) or 1
-    # head / KV-head divisibility is a start check (start_checks.py::check_divisibility): a failing plan, not a
-    # FlagError; `check_divisibility` below stays for callers that want the one-line error
+    # head / KV-head divisibility is a start check (start_checks.py::check_divisibility): a failing plan
     warnings: list[str] = [newer] if newer else []
     notes: list[str] = []
     # flags as the targeted version spells them
@@ -147,13 +141,6 @@ def flag_spelling_error(args: SglangArgs, version: C.Version) -> str | None:
         return ("SGLang 0.5.23 has no --mamba-scheduler-strategy (renamed --mamba-radix-cache-strategy in 0.5.14); the "
                 "server would exit with 'unrecognized arguments'")
     return None
-
-
-def check_divisibility(m: ModelSpec, tp: int, attn_tp: int) -> None:
-    if m.num_attention_heads and m.num_attention_heads % attn_tp:
-        raise FlagError(f"--tp {tp} does not divide {m.name}'s {m.num_attention_heads} attention heads")
-    if m.num_kv_heads and m.num_kv_heads > attn_tp and m.num_kv_heads % attn_tp:
-        raise FlagError(f"--tp {tp} does not divide {m.name}'s {m.num_kv_heads} KV heads")
 
 
 # ------------------------------------------------------------------------------------------------ 2. weights
