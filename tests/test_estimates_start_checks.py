@@ -196,3 +196,11 @@ def test_gpt_oss_hybrid_swa_pool():
     assert d["kv_tokens"] > 1.1 * (d["rest_gib"] * GIB) // (2048 * 24)
     dense = _plan(L + "Qwen/Qwen3-8B")
     assert dense["swa_kv_tokens"] is None
+
+
+def test_a_flag_the_release_lacks_is_reported_once():
+    """0.5.12's flag list has no --mamba-radix-cache-strategy: one 'unknown' warning, not a second spelling one."""
+    d = _plan(L + "Qwen/Qwen3.5-27B --mamba-radix-cache-strategy no_buffer", version="0.5.12")
+    about = [w for w in d["warnings"] if "mamba-radix-cache-strategy" in w]
+    assert len(about) == 1 and about[0].startswith("unknown to SGLang 0.5.12")
+    assert d["unknown_flags"] == ["--mamba-radix-cache-strategy no_buffer"]

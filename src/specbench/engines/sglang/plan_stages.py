@@ -120,7 +120,7 @@ def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: 
     bad = flag_spelling_error(args, version)
     if bad:
         warnings.append(bad + "; planned with the flag's meaning, spell it as that release does")
-    if "--mamba-scheduler-strategy" in args.flags_seen and (0, 5, 14) <= version:
+    if "--mamba-scheduler-strategy" in args.flags_seen and (0, 5, 14) <= version < (0, 5, 23):
         notes.append("--mamba-scheduler-strategy is a deprecated alias of --mamba-radix-cache-strategy since 0.5.14")
     spec = C.resolve_spec(args, m, draft)
     if spec.unreleased:
@@ -133,10 +133,9 @@ def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: 
 
 
 def flag_spelling_error(args: SglangArgs, version: C.Version) -> str | None:
-    """argparse rejects a flag the targeted release does not have (server_args.py / arg_groups/fields/*.py)."""
-    if "--mamba-radix-cache-strategy" in args.flags_seen and version <= (0, 5, 13):
-        return ("SGLang <= 0.5.13 has no --mamba-radix-cache-strategy (it was --mamba-scheduler-strategy); the server "
-                "would exit with 'unrecognized arguments'")
+    """argparse rejects a flag the targeted release does not have (server_args.py / arg_groups/fields/*.py). Only
+    for a release past the newest flag list (cli_flags/): a release with its own list reports the flag as unknown
+    (args.py) and needs no second warning."""
     if "--mamba-scheduler-strategy" in args.flags_seen and version >= (0, 5, 23):
         return ("SGLang 0.5.23 has no --mamba-scheduler-strategy (renamed --mamba-radix-cache-strategy in 0.5.14); the "
                 "server would exit with 'unrecognized arguments'")
