@@ -81,10 +81,6 @@ class Dataset:
     def categories(self) -> tuple[str, ...]:
         return tuple(sorted({r.category for r in self.records if r.category is not None}))
 
-    @property
-    def multi_turn_records(self) -> int:
-        return sum(1 for r in self.records if sum(role == "user" for role, _ in r.turns) > 1)
-
 
 def is_file_name(name: str) -> bool:
     return name not in BUILTIN and not name.startswith("hf:")

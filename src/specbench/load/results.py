@@ -24,7 +24,6 @@ PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/com
 # what the client did before the key existed (CLIENT_DEFAULTS) is left out of the identity as well.
 OPTIONAL_CLIENT_KEYS = ("prompt_len", "output_len", "category", "multi_turn",
                         "temperature", "top_p", "top_k", "seed", "ignore_eos", "stop")
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed", "ignore_eos", "stop")
 CLIENT_DEFAULTS: dict[str, Any] = {"prompt_len": "fixed", "output_len": "fixed", "multi_turn": False,
                                    "temperature": 0.0, "ignore_eos": True}
 

@@ -96,17 +96,6 @@ def _model_name(ctx: CellContext) -> str:
     return str(ctx.cache["model"])
 
 
-def plan_requests(cell: Cell, ctx: CellContext) -> tuple[str, str, Any, Any]:
-    """(api, prompt mode, tokenizer, clamp of the cell's fixed lengths) for this cell."""
-    from specbench.load.prompts import CONTEXT_MARGIN, clamp_lengths
-
-    api, pmode, tok, min_prompt = _api_mode(ctx)
-    c = cell.client
-    clamp = clamp_lengths(int(c["prompt_tokens"]), int(c["output_tokens"]), context_len(ctx),
-                          margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt_tokens=min_prompt)
-    return api, pmode, tok, clamp
-
-
 def _api_mode(ctx: CellContext) -> tuple[str, str, Any, int]:
     """(api, prompt mode, tokenizer, the shortest prompt the mode can send)."""
     choice = ctx.spec.api

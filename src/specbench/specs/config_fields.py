@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from specbench.errors import ConfigError
+from specbench.specs.quant import KNOWN_METHODS
 
 # the largest value each kind of field may take (see the module docstring)
 MAX_LAYERS = 4_096
@@ -33,9 +34,9 @@ Experts = Annotated[int, Field(ge=0, le=MAX_EXPERTS, strict=True)]
 Count = Annotated[int, Field(ge=0, le=MAX_HIDDEN, strict=True)]
 StrictBool = Annotated[bool, Field(strict=True)]
 
-# quantization methods `quant.py::parse_quant` knows; any other is an error (never planned as fp8 silently)
-QUANT_METHODS = ("fp8", "mxfp4", "awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "modelopt",
-                 "modelopt_fp4", "modelopt_fp8", "compressed-tensors", "compressed_tensors", "bitsandbytes")
+# quantization methods `quant.py::parse_quant` knows (its KNOWN_METHODS); any other is an error (never planned as
+# fp8 silently)
+QUANT_METHODS = KNOWN_METHODS
 
 
 class _Fields(BaseModel):

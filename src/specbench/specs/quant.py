@@ -267,6 +267,10 @@ def _parse_config_groups(method: str, qc: Mapping[str, Any], excluded: tuple[str
                      kv_cache_quant_algo=kv, source=src)
 
 
+# the quantization_config methods parse_quant reads (config_fields.py refuses any other at the input edge)
+KNOWN_METHODS = ("fp8", "mxfp4", "awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "modelopt",
+                 "modelopt_fp4", "modelopt_fp8", "compressed-tensors", "compressed_tensors", "bitsandbytes")
+
 _QUANT_FLAG = re.compile(r"^(fp8|modelopt_fp8|modelopt_fp4|modelopt|mxfp4|awq|gptq|w8a8_fp8|w8a8_int8|w4afp8)$")
 
 

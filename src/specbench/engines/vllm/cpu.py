@@ -28,6 +28,7 @@ from pathlib import Path
 
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.values import bool_word
 from specbench.errors import FlagError
 
 CPU_ATTN_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # v1/attention/backends/cpu_attn.py
@@ -37,7 +38,6 @@ CPU_ATTN_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)  # v1/
 AVX512_BF16_ENV = "SPECBENCH_CPU_AVX512_BF16"   # pin: 1 / 0 (a process env var, or a leading VAR=value word)
 AMX_ENV = "SPECBENCH_CPU_AMX"                    # pin: 1 / 0
 CPUINFO = Path("/proc/cpuinfo")
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,10 @@ class CpuIsa:
 
 
 def _flag(value: str, name: str) -> bool:
-    v = value.strip().lower()
-    if v in _TRUE:
-        return True
-    if v in _FALSE:
-        return False
-    raise FlagError(f"{name} must be 1 or 0, got {value!r}")
+    try:
+        return bool_word(value)
+    except FlagError:
+        raise FlagError(f"{name} must be 1 or 0, got {value!r}") from None
 
 
 def cpuinfo_flags(path: Path = CPUINFO) -> set[str] | None:
