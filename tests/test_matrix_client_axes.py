@@ -193,3 +193,18 @@ def test_load_spec_refuses_impossible_sampling() -> None:
         LoadSpec(base_url="http://127.0.0.1:1", top_p=0.0)
     with pytest.raises(UserError, match="stop must be a list of non-empty strings"):
         LoadSpec(base_url="http://127.0.0.1:1", stop=("",))
+
+
+def test_an_override_category_is_checked_against_the_cells_dataset_before_anything_boots(tmp_path: Path) -> None:
+    """The override sets only `category`, so its table is checked without the dataset (client_checks.SKIP); the
+    expanded cell has both, and a category the dataset lacks is refused there: by `run --dry-run`, one line."""
+    p = _write(tmp_path, 'dataset = "specbench-mini"\n\n[[override]]\nwhen = { spec = "spec" }\n'
+                         'client = { category = "zzz" }\n')
+    spec, _ = load_matrix(p)
+    with pytest.raises(UserError, match=r"cell 'spec' .*client: dataset 'specbench-mini' has no category 'zzz' "
+                                        r"\(its categories: chat, code, math, summarisation\)"):
+        expand(spec)
+    r = subprocess.run([sys.executable, "-m", "specbench", "run", str(p), "--store", str(tmp_path / "s.db"),
+                        "--dry-run"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "has no category 'zzz'" in r.stderr and not (tmp_path / "s.db").exists()

@@ -18,6 +18,7 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.load.results import is_default
+from specbench.matrix import client_checks as cc
 from specbench.matrix.client_checks import stop_axis
 from specbench.matrix.schema import (
     CLIENT_AXES,
@@ -192,7 +193,32 @@ def expand(spec: MatrixSpec) -> tuple[list[ServerTuple], list[Cell]]:
         st = ServerTuple(server_id=sid, phase=phase, index=order, settings=settings, client_axes=client)
         tuples.append(st)
         cells.extend(_cells_of(st, client, sid))
+    _check_merged_clients(spec, cells)
     return tuples, cells
+
+
+def _check_merged_clients(spec: MatrixSpec, cells: list[Cell]) -> None:
+    """The client checks that need a partner key (category and length forms against the dataset, multi_turn
+    against prompt_len) on each cell's merged client: an override that sets only `category` was checked without its
+    dataset (client_checks.SKIP) and would otherwise fail only after its server booted."""
+
+    seen: set[tuple[Any, ...]] = set()
+    for cell in cells:
+        c = cell.client
+        key = tuple(repr(c.get(k)) for k in ("dataset", "category", "prompt_len", "output_len", "multi_turn"))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            if c.get("category") is not None:
+                cc.category(c["category"], c.get("dataset"), spec.matrix_dir)
+            for k in ("prompt_len", "output_len"):
+                if c.get(k) is not None:
+                    cc.length(k, c[k], c.get("dataset"))
+            if c.get("multi_turn"):
+                cc.multi_turn(c.get("prompt_len"), c.get("dataset"))
+        except ValueError as exc:
+            raise UserError(f"matrix {spec.name!r}: cell {cell.label!r} ({cell.cell_id}): client: {exc}") from None
 
 
 def _server_settings(spec: MatrixSpec) -> list[dict[str, Any]]:
