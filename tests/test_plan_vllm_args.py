@@ -79,3 +79,17 @@ def test_one_non_default_args_reader() -> None:
     assert nondefault_args_text("INFO nothing here") is None
     assert not hasattr(vplan, "_NON_DEFAULT")
     assert vplan.argv_from_vllm_log(line) is not None
+
+
+def test_a_switch_turned_off_in_the_dump_is_relaunched_off():
+    """`'enable_prefix_caching': False` in the engine's non-default dump was a user's `--no-enable-prefix-caching`:
+    the re-plan's argv keeps it off (it was dropped, and the re-plan had prefix caching on)."""
+    from specbench.engines.vllm.args import parse_vllm_argv
+    from specbench.engines.vllm.fromlog import argv_from_vllm_log
+
+    line = ("(APIServer pid=1) INFO 12-01 08:57:35 [api_utils.py:286] non-default args: {'model_tag': 'Qwen/Qwen3-8B', "
+            "'model': 'Qwen/Qwen3-8B', 'enable_prefix_caching': False, 'max_num_seqs': 16, 'enforce_eager': True}")
+    argv = argv_from_vllm_log(line)
+    assert argv is not None and "--no-enable-prefix-caching" in argv and "--enforce-eager" in argv
+    a = parse_vllm_argv(argv[argv.index("serve") + 1:])
+    assert a.enable_prefix_caching is False and a.max_num_seqs == 16 and a.enforce_eager is True

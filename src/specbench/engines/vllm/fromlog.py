@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from specbench.engines.vllm import cpu as vllm_cpu
+from specbench.engines.vllm.knobs import knob_for_key
 from specbench.engines.vllm.loglines import nondefault_args_text
 
 _EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) GiB for KV cache on node")
@@ -71,10 +72,13 @@ def argv_from_vllm_log(text: str) -> list[str] | None:
         words.append("VLLM_TARGET_DEVICE=cpu")
     words += ["vllm", "serve", str(args.get("model") or args.get("model_tag") or "MODEL")]
     for key, val in args.items():
-        if key in _FLAG_OF or val is None or val is False:
+        knob = knob_for_key(key)
+        if key in _FLAG_OF or val is None or (val is False and not (knob and knob.negatable)):
             continue
-        flag = "--" + key.replace("_", "-")
-        if key == "speculative_config" and isinstance(val, dict):
+        flag = knob.flag if knob else "--" + key.replace("_", "-")
+        if val is False and knob is not None:
+            words.append(knob.negations[0])  # a switch the user turned off (`--no-enable-prefix-caching`)
+        elif key == "speculative_config" and isinstance(val, dict):
             words += [flag, json.dumps(val)]
         elif val is True:
             words.append(flag)

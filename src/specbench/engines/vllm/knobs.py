@@ -94,6 +94,13 @@ BY_FLAG: dict[str, tuple[Knob, bool | None]] = {
 BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 _BY_KEY: dict[str, Knob] = {**{k.key: k for k in KNOBS}, **BY_FIELD}
 
+
+
+def knob_for_key(key: str) -> Knob | None:
+    """The knob an EngineArgs name of the engine's `non-default args` dump (or a VllmArgs field) belongs to."""
+    return _BY_KEY.get(key)
+
+
 # Engine arguments that shape memory; the launch argv rebuilt from a log's dump carries only these.
 PLAN_KEYS: tuple[str, ...] = tuple(k.key for k in KNOBS if k.replan)
 
