@@ -62,6 +62,17 @@ def summary_ms(values_s: Sequence[float], name: str) -> dict[str, float | None]:
 SAME_READ_S = 1e-5
 
 
+def accept_length_mean(ok: Sequence[Any]) -> float | None:
+    """Token-weighted over the requests: sum(output tokens) / sum(spec_verify_ct) of those that report verify steps,
+    else the mean of their per-request accept lengths; None without either. `ok`: successful requests with
+    `output_tokens`, `spec_verify_ct` and `accept_len` (load RequestResult, the report's RequestRecord)."""
+    steps = sum(r.spec_verify_ct or 0 for r in ok if r.spec_verify_ct)
+    if steps:
+        return sum(r.output_tokens or 0 for r in ok if r.spec_verify_ct) / steps
+    acc = [r.accept_len for r in ok if r.accept_len is not None]
+    return sum(acc) / len(acc) if acc else None
+
+
 def stream_delivery(ok: Sequence[RequestResult], accept_length: float | None) -> dict[str, Any]:
     """How the server streamed: output tokens per distinct arrival (a socket read holding one or more events).
 
@@ -131,10 +142,7 @@ def aggregate(
     per_request = [r.accept_len for r in ok if r.accept_len is not None]
     if per_request:
         m["accept_lengths"] = per_request
-        # token-weighted over the cell: sum(completion_tokens) / sum(spec_verify_ct)
-        steps = sum(r.spec_verify_ct for r in ok if r.spec_verify_ct)
-        toks = sum(r.output_tokens for r in ok if r.spec_verify_ct)
-        m["accept_length_mean"] = toks / steps if steps else float(np.mean(per_request))
+        m["accept_length_mean"] = accept_length_mean(ok)
         m["accept_length_source"] = "sglang_meta_info"
     elif spec is not None and spec.accept_length is not None:
         m["accept_lengths"] = []

@@ -84,11 +84,14 @@ class Cell:
         return speedups.baseline_key(self.tp, self.client["concurrency"], self.client)
 
 
+# the per-variant axes of a [[server.spec]] (each a list expands into one variant per value)
+SPEC_AXES = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget", "simulated_accept_len")
+
+
 def _expand_variants(v: SpecVariant) -> list[dict[str, Any]]:
     if v.is_ar:
         return [{"label": v.label or "ar", "algorithm": "ar", "params": {}, "flags": dict(v.flags), "env": dict(v.env)}]
-    names = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget", "simulated_accept_len")
-    axes = [(n, as_axis(getattr(v, n))) for n in names if getattr(v, n) is not None]
+    axes = [(n, as_axis(getattr(v, n))) for n in SPEC_AXES if getattr(v, n) is not None]
     out = []
     for combo in itertools.product(*(vals for _, vals in axes)) if axes else [()]:
         params = {n: val for (n, _), val in zip(axes, combo)}
@@ -144,18 +147,17 @@ def size_problem(spec: MatrixSpec) -> tuple[str, tuple[Any, ...]] | None:
     axes: list[tuple[tuple[Any, ...], int]] = [(("server", k), len(as_axis(getattr(s, k)))) for k in SERVER_SCALARS]
     axes += [(("server", "flags", k), len(as_axis(v))) for k, v in s.flags.items()]
     axes += [(("server", "env", k), len(as_axis(v))) for k, v in s.env.items()]
-    names = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget", "simulated_accept_len")
-    n_variants = sum(math.prod(len(as_axis(getattr(v, n))) for n in names if getattr(v, n) is not None)
+    n_variants = sum(math.prod(len(as_axis(getattr(v, n))) for n in SPEC_AXES if getattr(v, n) is not None)
                      for v in s.spec)
     axes.append((("server", "spec"), n_variants))
     n_tuples = math.prod(n for _, n in axes)
     client_axes = list(CLIENT_AXES) + list(OPTIONAL_AXES)
-    per_key = {k: len(_optional_axis(k, getattr(spec.client, k)) if k == "stop" else as_axis(getattr(spec.client, k)))
+    per_key = {k: len(_optional_axis(k, getattr(spec.client, k)))
                for k in client_axes if getattr(spec.client, k) is not None}
     for ov in spec.override:
         for k, v in ov.client.items():
             if k in client_axes and v is not None:
-                per_key[k] = max(per_key.get(k, 1), len(_optional_axis(k, v) if k == "stop" else as_axis(v)))
+                per_key[k] = max(per_key.get(k, 1), len(_optional_axis(k, v)))
     caxes = [(("client", k), n) for k, n in per_key.items()]
     n_cells = n_tuples * math.prod(n for _, n in caxes)
     longest = max(axes + caxes, key=lambda a: a[1])[0]

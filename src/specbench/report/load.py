@@ -199,18 +199,8 @@ def _request_records(request_rows: list[dict[str, Any]]) -> dict[str, list[Reque
     return out
 
 
-def _request_accepts(request_rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
-    """requests.accept_len: one value per request, by cell; used when metrics_json.accept_lengths is absent."""
-    req_accept: dict[str, list[tuple[int, float]]] = {}
-    for r in request_rows:
-        acc = _float(r["accept_len"])
-        if r["cell_id"] is not None and acc is not None and not r["error"]:
-            req_accept.setdefault(str(r["cell_id"]), []).append((_int(r["idx"]) or 0, acc))
-    return req_accept
-
-
-def _cell_record(r: dict[str, Any], req_accept: Mapping[str, list[tuple[int, float]]],
-                 warnings: list[str], reqs: Mapping[str, list[RequestRecord]] | None = None) -> CellRecord:
+def _cell_record(r: dict[str, Any], warnings: list[str],
+                 reqs: Mapping[str, list[RequestRecord]] | None = None) -> CellRecord:
     cid = str(r["cell_id"])
     metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
     listed = metrics.get("accept_lengths")
@@ -218,7 +208,8 @@ def _cell_record(r: dict[str, Any], req_accept: Mapping[str, list[tuple[int, flo
         accepts = tuple(float(a) for a in listed
                         if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a))
     else:
-        accepts = tuple(a for _, a in sorted(req_accept.get(cid, [])))
+        # requests.accept_len of the successful requests, in idx order (used when accept_lengths is absent)
+        accepts = tuple(q.accept_len for q in (reqs or {}).get(cid, []) if q.ok and q.accept_len is not None)
     return CellRecord(
         cell_id=cid,
         server_id=r["server_id"],
@@ -249,9 +240,8 @@ def load_store(path: str | Path, label: str | None = None) -> Store:
     warnings = rows.warnings
     meta = {str(r["key"]): "" if r["value"] is None else str(r["value"]) for r in rows.meta if r["key"] is not None}
     servers = [_server_record(r, warnings) for r in rows.servers if r["server_id"] is not None]
-    req_accept = _request_accepts(rows.requests)
     reqs = _request_records(rows.requests)
-    cells = [_cell_record(r, req_accept, warnings, reqs) for r in rows.cells if r["cell_id"] is not None]
+    cells = [_cell_record(r, warnings, reqs) for r in rows.cells if r["cell_id"] is not None]
     cells.sort(key=cell_sort_key)
     return Store(
         path=path,

@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specbench.load import speedup as speedups
 from specbench.load import spread as sp
+from specbench.load.metrics import accept_length_mean
 from specbench.report.compare import entries
 from specbench.report.load import CellRecord, RequestRecord, Store, label_key, natural_key
 from specbench.report.rows import DONE, CategoryRow
@@ -71,12 +73,7 @@ def _rate(reqs: Sequence[RequestRecord]) -> float | None:
 
 
 def _accept(reqs: Sequence[RequestRecord]) -> float | None:
-    ok = [q for q in reqs if q.ok]
-    steps = sum(q.spec_verify_ct or 0 for q in ok if q.spec_verify_ct)
-    if steps:
-        return sum(q.output_tokens or 0 for q in ok if q.spec_verify_ct) / steps
-    acc = [q.accept_len for q in ok if q.accept_len is not None]
-    return sum(acc) / len(acc) if acc else None
+    return accept_length_mean([q for q in reqs if q.ok])
 
 
 def _by(reqs: Sequence[RequestRecord], category: str) -> list[RequestRecord]:
@@ -101,7 +98,7 @@ def category_rows(stores: Sequence[Store]) -> tuple[CategoryRow, ...]:
             mine = _by(c.requests, cat)
             base = _by(ar.requests, cat) if ar is not None else []
             rate, ar_rate = _rate(mine), _rate(base)
-            speedup = rate / ar_rate if rate is not None and ar_rate else None
+            speedup = speedups.ratio(rate, ar_rate)
             ci = None
             a, b = _per_repeat(mine), _per_repeat(base)
             if len(a) >= 2 and len(b) >= 2:
