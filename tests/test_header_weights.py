@@ -101,3 +101,13 @@ def test_damaged_safetensors_file_is_one_line_naming_it(tmp_path, junk):
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith(f"specbench: error: {d / 'model.safetensors'}: not a readable safetensors file")
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_header_dtype_the_table_does_not_know_is_refused_not_counted_as_two_bytes():
+    from specbench.errors import ConfigError
+
+    m = model_spec_from_dict(CFG)
+    assert tensor_bytes(m, [("model.layers.0.mlp.up_proj.qweight", "I32", (4, 8))], 1) == 4 * 8 * 4
+    assert tensor_bytes(m, [("model.layers.0.mlp.up_proj.weight_packed", "F4", (4, 8))], 1) == 16
+    with pytest.raises(ConfigError, match="has dtype 'F6_E3M2', which this planner cannot size"):
+        tensor_bytes(m, [("model.layers.0.mlp.up_proj.weight", "F6_E3M2", (4, 8))], 1)

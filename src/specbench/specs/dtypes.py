@@ -18,6 +18,12 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1.0,
     "fp4": 1.0, "nvfp4": 1.0, "float4_e2m1fn_x2": 1.0,
 }
+# what a checkpoint's tensors may also be stored as (safetensors headers: specs/header_weights.py); not dtypes an
+# engine flag takes, so they stay out of DTYPE_BYTES (whose names the flags are checked against)
+TENSOR_BYTES: dict[str, float] = {
+    **DTYPE_BYTES, "float64": 8.0, "float8_e8m0fnu": 1.0, "int64": 8.0, "int32": 4.0, "int16": 2.0, "uint64": 8.0,
+    "uint32": 4.0, "uint16": 2.0, "uint8": 1.0, "bool": 1.0,
+}
 
 
 def canonical(name: str) -> str:

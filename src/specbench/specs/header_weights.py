@@ -45,13 +45,18 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from specbench.errors import ConfigError
+from specbench.specs.dtypes import TENSOR_BYTES, canonical, dtype_bytes
+
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py::DEFAULT_VOCAB_PADDING_SIZE (vLLM and SGLang)
 
-# safetensors dtype names (safetensors/src/tensor.rs::Dtype) -> bytes per element
-_ST_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "F4": 0.5,
-             "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}
+# safetensors dtype names (safetensors/src/tensor.rs::Dtype) -> the names of specs/dtypes.py's table; F4 is one
+# e2m1 value per element (half a byte), where the table's fp4 counts a packed pair
+_ST_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
+             "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu", "I64": "int64", "I32": "int32", "I16": "int16",
+             "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
 _FLOAT = {"F64", "F32", "F16", "BF16"}
-_LOAD_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+_LOAD_DTYPES = ("float32", "float", "bfloat16", "float16", "half")  # model dtypes float tensors are loaded in
 
 _COLUMN = {"q_proj", "k_proj", "v_proj", "qkv_proj", "gate_proj", "up_proj", "gate_up_proj", "w1", "w3",
            "q_b_proj", "kv_b_proj", "in_proj", "in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z",
@@ -147,7 +152,13 @@ def _skipped(m: Any, name: str, *, include_vision: bool, draft_kind: str | None)
 
 
 def _elem_bytes(dtype: str, name: str, load: float | None) -> float:
-    b = _ST_BYTES.get(dtype.upper(), 2)
+    d = dtype.upper()
+    if d == "F4":
+        return 0.5
+    if d not in _ST_NAMES:  # never a silent 2 bytes
+        raise ConfigError(f"safetensors header: tensor {name!r} has dtype {dtype!r}, which this planner cannot size "
+                          f"(known: F4, {', '.join(_ST_NAMES)})")
+    b = TENSOR_BYTES[_ST_NAMES[d]]
     if dtype.upper() in _FLOAT and load is not None and not _SCALE.search(name.rsplit(".", 1)[-1]):
         return load
     return b
@@ -157,7 +168,8 @@ def tensor_bytes(m: Any, tensors: Iterable[tuple[str, str, tuple[int, ...]]], tp
                  include_vision: bool = True, draft_kind: str | None = None) -> int:
     """Bytes one of `tp` ranks holds for these tensors of model `m` (a ModelSpec)."""
     tp = max(1, tp)
-    load = _LOAD_BYTES.get(str(m.dtype).lower().removeprefix("torch."))
+    dt = canonical(str(m.dtype))
+    load = dtype_bytes(dt) if dt in _LOAD_DTYPES else None
     tensors = list(tensors)
     names = {n for n, _d, _s in tensors}
     has_embed = any(_module(n)[1] in ("embed_tokens", "wte", "word_embeddings", "tok_embeddings") for n in names)
