@@ -33,17 +33,9 @@ class VllmEngine:
         return ["vllm", "serve", *args]
 
     def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
-        from specbench.engines.cli_flags import unknown_flags_warning
-        from specbench.engines.vllm.args import parse_vllm_argv, release_flags
         from specbench.engines.vllm.plan import plan_vllm_command
 
-        out = plan_vllm_command(argv, opts)
-        unknown = parse_vllm_argv(list(argv), opts.engine_version).unknown
-        out["unknown_flags"] = list(unknown)
-        warning = unknown_flags_warning("vLLM", release_flags(opts.engine_version).release, unknown)
-        if warning:
-            out["warnings"] = [*(out.get("warnings") or []), warning]
-        return out, []
+        return plan_vllm_command(argv, opts), []
 
     def render_plan(self, result: Any, con: Any) -> None:
         from specbench.engines.vllm.render import render_plan

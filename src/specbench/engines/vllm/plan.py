@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines import versions
+from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import gpu as vllm_gpu
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm import start_checks as vllm_start
-from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
+from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv, release_flags
 from specbench.engines.vllm.contract import budget_rows, contract, explain
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
@@ -348,8 +349,9 @@ def context_for(args: VllmArgs, opts) -> Context:
 
 
 def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
-    """The contract dict for a vLLM launch command (see module docstring)."""
-    args = parse_vllm_argv(list(argv))
+    """The contract dict for a vLLM launch command (see module docstring), read as `--engine-version`'s release
+    reads it: its unknown flags are reported, not planned."""
+    args = parse_vllm_argv(list(argv), getattr(opts, "engine_version", None))
     m, draft = load_models(args, opts)
     ctx = context_for(args, opts)
     p = plan_once(args, m, draft, ctx)
@@ -360,6 +362,10 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     w_src = str((out.get("budget") or {}).get("weights_source") or out.get("weights_source") or "")
     out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("draft_weights_gib")))
     out["ignored_flags"] = list(args.ignored)
+    out["unknown_flags"] = list(args.unknown)
+    warning = unknown_flags_warning("vLLM", release_flags(getattr(opts, "engine_version", None)).release, args.unknown)
+    if warning:
+        out["warnings"] = [*(out.get("warnings") or []), warning]
     out["reason"] = explain(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
