@@ -65,12 +65,13 @@ def _context_msg(reason: str, asked: int, derived: int) -> str:
 
 def check_choices(args: SglangArgs, dtypes: bool = True) -> StartFailure | None:
     """argparse `choices=` (server_args.py): the server exits before anything starts. `dtypes=False` checks the
-    speculative algorithm only (the dtype lists of releases not read here may be longer)."""
-    for flag, value, choices in (("--dtype", args.dtype, DTYPE_CHOICES),
-                                 ("--kv-cache-dtype", args.kv_cache_dtype, KV_CACHE_DTYPE_CHOICES)):
-        if dtypes and value is not None and value not in choices:
-            opts = ", ".join(f"'{c}'" for c in choices)
-            return StartFailure(f"error: argument {flag}: invalid choice: '{value}' (choose from {opts})", "choices")
+    speculative algorithm only (the dtype lists of releases not read here may be longer). --dtype is refused by the
+    argv parser already (args.py::_check_choices: a user's typo, one line), so only --kv-cache-dtype is here."""
+    value = args.kv_cache_dtype
+    if dtypes and value is not None and value not in KV_CACHE_DTYPE_CHOICES:
+        opts = ", ".join(f"'{c}'" for c in KV_CACHE_DTYPE_CHOICES)
+        return StartFailure(f"error: argument --kv-cache-dtype: invalid choice: '{value}' (choose from {opts})",
+                            "choices")
     algo = args.spec_algorithm
     if algo is not None and algo not in SPEC_ALGORITHMS:
         return StartFailure(f"ValueError: Unknown speculative algorithm name: {args.speculative_algorithm} "
