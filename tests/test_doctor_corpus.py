@@ -139,3 +139,17 @@ def test_diff_never_calls_the_healthy_side_failed():
                               "the model's context length (32768 tokens).", with_fixes=False)
     e = diff(runtime, crashed).explanation
     assert "Left failed" not in e and "Left started (then at run time" in e
+
+
+def test_plan_and_doctor_read_a_server_folder_path_alike():
+    """A log's `/models/gpt-oss-20b` (a folder on the server, not here): the doctor and `plan` both take the bundled
+    config by its basename (specs/resolve.py::_bundled_match), and plan says so in model_notes."""
+    from specbench.engines.sglang.logrules import model_source
+    from specbench.plan.api import PlanOptions, plan_command
+
+    assert model_source({"model_path": "/models/gpt-oss-20b"}) == "openai__gpt-oss-20b"
+    p = plan_command("python -m sglang.launch_server --model-path /models/gpt-oss-20b",
+                     PlanOptions(gpu="H200", fixes=False))
+    assert p["status"] == "ok" and p["model_source"] == "bundled (offline fallback)"
+    assert any("bundled config of openai/gpt-oss-20b" in n for n in p["model_notes"])
+    assert model_source({"model_path": "/models/private-27b-x"}) is None

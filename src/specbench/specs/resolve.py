@@ -58,20 +58,34 @@ def bundled_names() -> list[str]:
     return list(_bundled_names())
 
 
+# words that mark a quantized variant or a drafter: a plain name means the unquantized model
+_VARIANT_WORDS = ("nvfp4", "mxfp4", "fp8", "int8", "int4", "awq", "gptq", "dflash", "eagle", "draft")
+
+
 def _bundled_match(name: str) -> Path | None:
-    key = name.strip().replace("/", "__").lower()
-    if key.endswith(".json"):
-        key = key[:-5]
-    by_lower = {n.lower(): n for n in bundled_names()}
+    """The bundled config `name` means: its exact name (`org/name` or `org__name`), else the one config whose model
+    name is the basename of `name` (`/models/gpt-oss-20b`: a server's local folder named after the model), else the
+    one longer name (`Qwen/Qwen3.6-27B` -> `Qwen__Qwen3.6-27B-bf16-derived`; with several, a plain name leaves out
+    the quantized variants and drafters). The doctor maps a log's model path through the same rules."""
+    raw = name.strip().replace("\\", "/").rstrip("/")
+    key = raw.replace("/", "__").lower().removesuffix(".json")
+    tail = raw.rsplit("/", 1)[-1].lower().removesuffix(".json").split("__", 1)[-1]
+    names = bundled_names()
+    by_lower = {n.lower(): n for n in names}
     if key in by_lower:
         return bundled_dir() / f"{by_lower[key]}.json"
-    tails = [n for n in bundled_names() if n.lower().split("__", 1)[-1] == key.split("__", 1)[-1]]
-    if len(tails) == 1:
-        return bundled_dir() / f"{tails[0]}.json"
-    # "Qwen/Qwen3.6-27B" -> the bundled "Qwen__Qwen3.6-27B-bf16-derived" when that is the only longer name
-    pref = [n for n in bundled_names() if n.lower().startswith(key + "-")]
+    pref = [n for n in names if n.lower().startswith(key + "-")]
     if len(pref) == 1:
         return bundled_dir() / f"{pref[0]}.json"
+    model = {n: n.lower().split("__", 1)[-1] for n in names}
+    exact = [n for n, t in model.items() if t == tail]
+    if len(exact) == 1:
+        return bundled_dir() / f"{exact[0]}.json"
+    longer = [n for n, t in model.items() if t.startswith(tail + "-")]
+    if len(longer) > 1 and not any(w in tail for w in _VARIANT_WORDS):
+        longer = [n for n in longer if not any(w in model[n] for w in _VARIANT_WORDS)]
+    if not exact and len(longer) == 1:
+        return bundled_dir() / f"{longer[0]}.json"
     return None
 
 

@@ -8,6 +8,7 @@ Everything here reads the engine's own argument dump; the model-dependent parts 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from specbench.engines.sglang.formulas import mamba_state
@@ -16,7 +17,7 @@ from specbench.errors import UserError
 from specbench.logs.facts import LogFacts
 from specbench.specs import quant as q
 from specbench.specs.model import ModelSpec
-from specbench.specs.resolve import bundled_names, load_model_spec, resolve_config_path
+from specbench.specs.resolve import load_model_spec, resolve_model
 from specbench.specs.weights import weight_bytes
 
 MIB = 2**20
@@ -106,28 +107,18 @@ class SlotSize:
 
 
 def model_source(args: dict[str, Any]) -> str | None:
-    """A config source that `specbench.specs.resolve` can load for the dumped model_path: the path itself (file,
-    folder, HF cache, bundled name), else a unique bundled config named after it (e.g. `Qwen__Qwen3.6-27B-bf16-derived`
-    for `Qwen/Qwen3.6-27B`). None when nothing matches."""
+    """What `specbench.specs.resolve` loads for the dumped model_path, as `specbench plan` would: the path itself
+    (a file, a folder, the HF cache, the Hub), or the name of the bundled config resolve's name rules give it;
+    None otherwise."""
     path = args.get("model_path") or args.get("model")
     if not isinstance(path, str) or not path:
         return None
-    org, _, tail = path.replace("__", "/").rpartition("/")
-    same = [n for n in bundled_names() if n.lower().startswith(f"{org}__{tail}".lower() + "-")]
-    # a local folder (`/models/Qwen3.6-27B`) named after the model: its basename among the bundled configs, as `plan`
-    exact = [n for n in bundled_names() if n.lower().split("__", 1)[-1] == tail.lower()]
-    longer = [n for n in bundled_names() if n.lower().split("__", 1)[-1].startswith(tail.lower() + "-")]
-    quant = ("nvfp4", "mxfp4", "fp8", "int8", "int4", "awq", "gptq", "dflash", "eagle", "draft")  # + drafts
-    if len(longer) > 1 and not any(q in tail.lower() for q in quant):  # a plain name means the unquantized model
-        longer = [n for n in longer if not any(q in n.lower().split("__", 1)[-1] for q in quant)]
-    base = exact if len(exact) == 1 else longer if not exact and len(longer) == 1 else []
-    for cand in [path] + (same if len(same) == 1 else []) + base:
-        try:
-            resolve_config_path(cand)
-            return cand
-        except (UserError, ValueError, OSError):
-            continue
-    return None
+    try:
+        origin = resolve_model(path)
+    except (UserError, ValueError, OSError):
+        return None
+    # the bundled config's own name when that is what the path came to (the doctor says so in its notes)
+    return Path(origin.location).stem if origin.source.startswith("bundled") else path
 
 
 def facts_model_source(facts: LogFacts) -> str | None:
