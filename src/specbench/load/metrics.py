@@ -62,6 +62,17 @@ def summary_ms(values_s: Sequence[float], name: str) -> dict[str, float | None]:
 SAME_READ_S = 1e-5
 
 
+def draft_positions(server: Mapping[str, Any]) -> int | None:
+    """Draft positions per verify step (an accept length is at most this + 1) from a cell's server settings:
+    `num_steps` (SGLang --speculative-num-steps), else `num_draft_tokens` (vLLM num_speculative_tokens); the
+    engine-side spellings an older store's server_json may hold are read too."""
+    for key in ("num_steps", "speculative_num_steps", "num_draft_tokens", "num_speculative_tokens"):
+        v = server.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
 def accept_length_mean(ok: Sequence[Any]) -> float | None:
     """Token-weighted over the requests: sum(output tokens) / sum(spec_verify_ct) of those that report verify steps,
     else the mean of their per-request accept lengths; None without either. `ok`: successful requests with

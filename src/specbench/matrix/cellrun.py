@@ -259,7 +259,7 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
 def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after: str | None) -> dict[str, Any]:
     """metrics_json (docs/structures.md) by `specbench.load.metrics.aggregate`; speedup is filled after the
     matrix (runner.fill_speedups). An autoregressive cell carries no accept length."""
-    from specbench.load.metrics import Slo, aggregate, draft_acceptance, spec_delta
+    from specbench.load.metrics import Slo, aggregate, draft_acceptance, draft_positions, spec_delta
 
     c = cell.client
     rate = c.get("request_rate")
@@ -274,17 +274,8 @@ def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after
         m["accept_length_mean"] = None
         m["accept_lengths"] = []
     else:
-        m.update(draft_acceptance(m, draft_tokens(cell.server)))
+        m.update(draft_acceptance(m, draft_positions(cell.server)))
     return m
-
-
-def draft_tokens(server: Mapping[str, Any]) -> int | None:
-    """Draft positions per verify step (an accept length is at most this + 1): `num_steps` (SGLang
-    --speculative-num-steps), else `num_draft_tokens` (vLLM num_speculative_tokens)."""
-    steps, ndt = server.get("num_steps"), server.get("num_draft_tokens")
-    if isinstance(steps, int) and steps > 0:
-        return steps
-    return ndt if isinstance(ndt, int) and ndt > 0 else None
 
 
 def cell_metrics_repeats(runs: Sequence[Any], cell: Cell,

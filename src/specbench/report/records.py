@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.load import speedup as speedups
+from specbench.load.metrics import draft_positions
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,8 @@ class CellRecord:
 
     @property
     def draft_tokens(self) -> int | None:
-        """Draft positions per verify step (server_json num_steps, else num_draft_tokens / num_speculative_tokens)."""
-        for key in ("num_steps", "speculative_num_steps", "num_draft_tokens", "num_speculative_tokens"):
-            v = self.server.get(key)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                return v
-        return None
+        """Draft positions per verify step: load/metrics.py::draft_positions of server_json, as the runner stores."""
+        return draft_positions(self.server)
 
     @property
     def spread(self) -> Mapping[str, Any]:
