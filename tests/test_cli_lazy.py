@@ -91,4 +91,4 @@ def test_help_loads_no_command_implementation(tmp_path):
     code, modules = _modules_after(tmp_path, ["--help"])
     assert code == 0
     assert _heavy(modules) == []
-    assert not any(m.startswith(("specbench.plan", "specbench.engines", "specbench.logs")) for m in modules)
+    assert not any(m.startswith(("specbench.plan", "specbench.engines", "specbench.logs", "specbench.doctor")) for m in modules)

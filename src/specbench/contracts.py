@@ -305,7 +305,7 @@ class StartupWarning:
 
 @dataclass(frozen=True)
 class DiagnosisSummary:
-    """`specbench doctor LOG --json` (logs/doctor.py::Diagnosis.to_json). `facts` stays a mapping: its keys are the
+    """`specbench doctor LOG --json` (doctor/doctor.py::Diagnosis.to_json). `facts` stays a mapping: its keys are the
     fields of logs/facts.py::LogFacts (documented in docs/contracts.md)."""
 
     status: str  # "started" | "failed" | "unknown"

@@ -22,8 +22,10 @@ from specbench.errors import UserError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from specbench.logs.budget import BudgetRow
+    from specbench.contracts import BudgetRow
+    from specbench.logs.candidates import Candidate, PoolChange
     from specbench.logs.facts import LogFacts
+    from specbench.logs.failures import Failure
     from specbench.matrix.spec import MatrixSpec
     from specbench.plan.api import PlanOptions
 
@@ -81,7 +83,26 @@ class Engine(Protocol):
     def log_non_kv_gib(self, facts: LogFacts) -> float | None: ...
     def budget_rows(self, facts: LogFacts) -> list[BudgetRow]: ...
     def started_headline(self, facts: LogFacts) -> str: ...
+    def started_caps(self, facts: LogFacts) -> list[str]:
+        """Sentences for what the engine lowered below what was asked (each names the asked value and the new one)."""
+        ...
     def started_notes(self, facts: LogFacts) -> list[str]: ...
+    def failure_sentences(self, facts: LogFacts, failure: Failure) -> list[str]:
+        """The engine's words for a failure kind it prints ([] for a kind it does not own)."""
+        ...
+    def log_notes(self, facts: LogFacts) -> list[str]:
+        """Notes on what the log measured that the engine's own rules check (e.g. a KV dtype the sizes disagree with)."""
+        ...
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+        """Fixes from the log's own numbers when the planner cannot run (no model config): [] when it has none."""
+        ...
+
+    # -- two logs of this engine side by side (`specbench doctor --diff`)
+    def diff_pool_change(self, left: LogFacts, right: LogFacts) -> PoolChange: ...
+    def diff_candidate(self, left: LogFacts, right: LogFacts, key: str, va: Any, vb: Any) -> Candidate | None:
+        """A changed argument of this engine and the pool change it predicts; None when its pools do not depend on it."""
+        ...
+    def diff_failure_sentence(self, side: str, facts: LogFacts, kind: str | None) -> str | None: ...
 
 
 @lru_cache(maxsize=1)

@@ -12,6 +12,7 @@ import httpx
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.server_base import ServerBase
+from specbench.engines.sglang import SPEC_V2_ENV
 
 if TYPE_CHECKING:
     from specbench.matrix.spec import MatrixSpec
@@ -28,7 +29,7 @@ class OpenAIServer(ServerBase):
             argv = set_flag(argv, flag, value)
         argv = set_flag(set_flag(argv, "--host", spec.host), "--port", spec.port)
         env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
-        return Launch(argv, env, ("SGLANG_ENABLE_SPEC_V2",) if settings["algorithm"] == "ar" else ())
+        return Launch(argv, env, (SPEC_V2_ENV,) if settings["algorithm"] == "ar" else ())
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         openai_probe(base_url, timeout_s)

@@ -21,7 +21,7 @@ import httpx
 from specbench.engines import argv as argv_words
 from specbench.engines.base import Launch
 from specbench.engines.server_base import ServerBase
-from specbench.engines.sglang import knobs
+from specbench.engines.sglang import SPEC_V2_ENV, knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
@@ -29,7 +29,6 @@ from specbench.errors import UserError
 if TYPE_CHECKING:
     from specbench.matrix.spec import MatrixSpec
 
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 HEALTH_PATHS = ("/health_generate", "/health")
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
 

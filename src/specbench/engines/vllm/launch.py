@@ -21,6 +21,7 @@ from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
 from specbench.engines.server_base import ServerBase
+from specbench.engines.sglang import SPEC_V2_ENV  # never inherited by a vLLM server
 from specbench.engines.vllm import knobs
 from specbench.engines.vllm.args import release_flags
 from specbench.engines.vllm.loglines import nondefault_args_text
@@ -30,7 +31,6 @@ from specbench.errors import UserError
 if TYPE_CHECKING:
     from specbench.matrix.spec import MatrixSpec
 
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"  # never inherited by a vLLM server (the incident set it everywhere)
 
 
 @dataclass(frozen=True)
