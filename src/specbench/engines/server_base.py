@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
 
 
 @dataclass(frozen=True)
@@ -26,5 +26,5 @@ class ServerBase:
     def default_plan_version(self) -> str | None:
         return self.version
 
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+    def local_model_dir(self, target: LaunchTarget) -> str | None:
         return None
