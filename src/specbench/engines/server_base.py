@@ -13,6 +13,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget
 
+# SGLang's switch of the overlap speculative worker (sglang/srt/environ.py::Envs.SGLANG_ENABLE_SPEC_V2@0.5.12;
+# removed in 0.5.14). Defined once, here, because every server kind acts on it: every non-SGLang server drops it
+# (the incident set it everywhere) and an autoregressive SGLang server never gets it.
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+
 
 @dataclass(frozen=True)
 class ServerBase:

@@ -11,8 +11,7 @@ import httpx
 
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
-from specbench.engines.server_base import ServerBase
-from specbench.engines.sglang import SPEC_V2_ENV
+from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
 
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget

@@ -20,8 +20,10 @@ from specbench.engines import prometheus
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
-from specbench.engines.server_base import ServerBase
-from specbench.engines.sglang import SPEC_V2_ENV  # never inherited by a vLLM server
+from specbench.engines.server_base import (
+    SPEC_V2_ENV,  # never inherited by a vLLM server
+    ServerBase,
+)
 from specbench.engines.vllm import knobs
 from specbench.engines.vllm.args import release_flags
 from specbench.engines.vllm.loglines import nondefault_args_text
