@@ -89,6 +89,34 @@ BUSY_TIMEOUT_MS = 30_000
 SERVER_STATUSES = ("pending", "running", "ready", "stopped", "failed", "skipped")
 
 
+def lock_store(store_path: Path) -> Any:
+    """One runner per store: an exclusive flock on the store file itself, so the lock follows the file's identity
+    (device and inode), not its name: a symlink, `./x.db` against an absolute path or a bind mount reach the same
+    lock. The kernel releases it even on SIGKILL. flock and SQLite's own POSIX (fcntl) locks do not interact on
+    Linux. Returns the open file; closing it releases the lock."""
+    import fcntl
+    import os
+
+    real = Path(os.path.realpath(store_path))
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(real, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except IsADirectoryError:
+        raise UserError(f"{store_path}: is a folder, not a results store") from None
+    except OSError as exc:
+        raise UserError(f"{store_path}: cannot open the results store ({exc.strerror or exc})") from None
+    f = os.fdopen(fd, "rb")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise UserError(f"{store_path}: another `specbench run` is using this store") from None
+    except OSError as exc:
+        f.close()
+        raise UserError(f"{store_path}: cannot lock the results store ({exc.strerror or exc})") from None
+    return f
+
+
 def _j(value: Any) -> str | None:
     """JSON of a value with its secrets masked (specbench/redact.py): every JSON column goes through here."""
     return None if value is None else json.dumps(redact_obj(value), default=str)

@@ -135,13 +135,86 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+# A matrix file is a few kilobytes and a few levels deep; these bounds are checked before the parser runs (a deeply
+# nested value is a RecursionError inside tomllib, a huge file a long wait), and again on the parsed document
+# (dotted keys nest without brackets)
+MAX_BYTES = 4 << 20
+MAX_DEPTH = 24
+
+
+def _bracket_depth(text: str) -> tuple[int, int]:
+    """The deepest nesting of `[` / `{` outside strings and comments, and the line where it is first reached."""
+    depth = deepest = 0
+    line = where = 1
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+        elif ch == "#":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif ch in "\"'":
+            q = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else ch
+            j = i + len(q)
+            while j < n and text[j:j + len(q)] != q:
+                if text[j] == "\\" and ch == '"':
+                    j += 1
+                elif text[j] == "\n":
+                    if len(q) == 1:
+                        break
+                    line += 1
+                j += 1
+            i = j + len(q)
+            continue
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, line
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest, where
+
+
+def _doc_depth(data: Any) -> int:
+    """The nesting depth of a parsed document, without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def _check_bounds(text: str, source: str) -> None:
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_BYTES:
+        raise UserError(f"{source}: the matrix file is {size} bytes; a matrix file is at most {MAX_BYTES} bytes")
+    if "\0" in text:
+        raise UserError(f"{source}:{text[:text.index(chr(0))].count(chr(10)) + 1}: a NUL byte: not a TOML text file")
+    depth, line = _bracket_depth(text)
+    if depth > MAX_DEPTH:
+        raise UserError(f"{source}:{line}: values nested {depth} levels deep; a matrix file nests at most "
+                        f"{MAX_DEPTH}")
+
+
 def parse_matrix(text: str, source: str = "<matrix>", base_dir: str | Path | None = None) -> MatrixSpec:
     """Validate TOML text; raise UserError naming `source:line: key: problem`. Relative dataset paths are read from
     `base_dir` (load_matrix: the matrix file's folder; else the working directory)."""
+    _check_bounds(text, source)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UserError(f"{source}: values nested too deeply to read; a matrix file nests at most {MAX_DEPTH}") from None
+    if _doc_depth(data) > MAX_DEPTH:
+        raise UserError(f"{source}: keys nested more than {MAX_DEPTH} levels deep (dotted keys or tables)")
     try:
         spec = MatrixSpec.model_validate(data, context={"matrix_dir": str(base_dir) if base_dir else None})
     except ValidationError as exc:
@@ -171,6 +244,9 @@ def load_matrix(path: str | Path) -> tuple[MatrixSpec, str]:
     """Read and validate a matrix file; returns the spec and its text (stored with the results)."""
     p = Path(path)
     try:
+        if p.is_file() and p.stat().st_size > MAX_BYTES:
+            raise UserError(f"{p}: the matrix file is {p.stat().st_size} bytes; a matrix file is at most "
+                            f"{MAX_BYTES} bytes")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{p}: no such matrix file") from None
