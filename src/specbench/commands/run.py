@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -123,6 +125,23 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
 
 
+@contextmanager
+def _damage_is_one_line(store_path: Path) -> Iterator[None]:
+    """A store damaged where the run reads or writes it (a cell's JSON, a text that no longer decodes, a page
+    SQLite calls malformed) ends in one line naming the file and the damage (matrix/store.py::damage_error)."""
+    import sqlite3
+
+    from specbench.matrix.store import StoreDamaged, damage_error
+
+    try:
+        yield
+    except (sqlite3.DatabaseError, StoreDamaged, UnicodeDecodeError) as exc:
+        one_line = damage_error(store_path, exc)
+        if one_line is None:
+            raise
+        raise one_line from None
+
+
 def _gpus(text: Optional[str]) -> Optional[tuple[str, ...]]:
     if text is None:
         return None
@@ -185,10 +204,12 @@ def register(app: typer.Typer) -> None:
                           progress=not no_progress and not as_json and sys.stderr.isatty(),
                           gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address)
         err = Console(stderr=True, soft_wrap=True)
-        report = run_matrix(spec, text, str(matrix), opts, console=err)
+        with _damage_is_one_line(store_path):
+            report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:
             err.print(f"specbench: {msg}", highlight=False, markup=False)
-        rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
+        with _damage_is_one_line(store_path):
+            rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
         if as_json:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         else:

@@ -31,7 +31,7 @@ from specbench.matrix.diagnosis import diagnose
 from specbench.matrix.orphans import reap_orphan
 from specbench.matrix.preflight import Preflight, _apply_fix, dry_run, iter_phases, plan_argv, preflight
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
-from specbench.matrix.store import Store, lock_store
+from specbench.matrix.store import Store, damage_error, lock_store
 from specbench.matrix.tuple_run import StoreWriteError, run_tuple
 
 __all__ = ["Preflight", "RunOptions", "RunReport", "_apply_fix", "default_store_path", "diagnose", "dry_run",
@@ -127,6 +127,9 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     except KeyboardInterrupt:
         report.interrupted = True
     except sqlite3.OperationalError as exc:  # any other write the store refused (disk full, read-only folder)
+        damaged = damage_error(opts.store_path, exc)
+        if damaged is not None:
+            raise damaged from None
         raise StoreWriteError(f"the results store could not be written ({exc}): finished cells are kept, free space "
                               "(or make the folder writable) and run the matrix again to resume") from None
     finally:
