@@ -115,3 +115,30 @@ def test_csv_export_neutralises_formulas_and_quotes_bare_carriage_returns(tmp_pa
     assert {row[label] for row in rows[1:]} >= {"'" + h for h in hostile[:6]} | {"split\rrow"}
     numbers = [row[i] for row in rows[1:] for i, c in enumerate(header) if c == "tp"]
     assert all(n.lstrip("-").isdigit() for n in numbers)  # numbers stay numbers
+
+
+def _slow_rate_matrix(tmp_path: Path) -> Path:
+    m = tmp_path / "rate.toml"
+    m.write_text(f'engine = "openai"\ncommand = [{sys.executable!r}, "-c", "raise SystemExit(3)"]\nport = 45997\n'
+                 'tokenizer = "/nonexistent"\n[timeouts]\nready_s = 5\nstop_s = 1\nport_free_s = 1\n'
+                 '[[server.spec]]\nlabel = "ar"\n[client]\nrequest_rate = [0.001, 5.0]\nnum_requests = 2\n'
+                 'warmup_requests = 0\n')
+    return m
+
+
+def test_a_cell_expected_to_run_for_long_is_named_in_the_dry_run(tmp_path: Path) -> None:
+    m = _slow_rate_matrix(tmp_path)
+    r = _cli("run", str(m), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    warned = [ln for ln in r.stdout.splitlines() if "warning: request_rate = 0.001" in ln]
+    assert len(warned) == 1 and "2,000 s" in warned[0]  # 2 requests at 0.001/s; the 5/s cell is not named
+    import json
+
+    rows = json.loads(_cli("run", str(m), "--dry-run", "--json").stdout)
+    assert sorted(r["expected_load_s"] for r in rows) == [0.4, 2000.0]
+
+
+def test_a_cell_expected_to_run_for_long_is_named_at_start(tmp_path: Path) -> None:
+    r = _cli("run", str(_slow_rate_matrix(tmp_path)), "--store", str(tmp_path / "r.sqlite"), "--no-progress")
+    assert r.returncode == 1, r.stderr  # the server exits at once, as asked: no cell waits out its 2,000 s
+    assert r.stderr.startswith("specbench: warning: cell ") and "expected to take ~33 min (2,000 s)" in r.stderr

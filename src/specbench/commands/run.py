@@ -121,8 +121,21 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
             console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}",
                           highlight=False, markup=False)
+            if r.get("duration_warning"):
+                console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
+
+
+def _warn_long_cells(spec: Any, err: Console) -> None:
+    """Before anything boots: each cell expected to run for more than LONG_CELL_S, in one line."""
+    from specbench.matrix.preflight import duration_warning
+    from specbench.matrix.spec import expand
+
+    for c in expand(spec)[1]:
+        why = duration_warning(c.client)
+        if why:
+            err.print(f"specbench: warning: cell {c.cell_id} ({c.label}): {why}", highlight=False, markup=False)
 
 
 @contextmanager
@@ -204,6 +217,7 @@ def register(app: typer.Typer) -> None:
                           progress=not no_progress and not as_json and sys.stderr.isatty(),
                           gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address)
         err = Console(stderr=True, soft_wrap=True)
+        _warn_long_cells(spec, err)
         with _damage_is_one_line(store_path):
             report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:
