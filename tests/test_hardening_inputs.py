@@ -120,7 +120,7 @@ def test_csv_export_neutralises_formulas_and_quotes_bare_carriage_returns(tmp_pa
 def _slow_rate_matrix(tmp_path: Path) -> Path:
     m = tmp_path / "rate.toml"
     m.write_text(f'engine = "openai"\ncommand = [{sys.executable!r}, "-c", "raise SystemExit(3)"]\nport = 45997\n'
-                 'tokenizer = "/nonexistent"\n[timeouts]\nready_s = 5\nstop_s = 1\nport_free_s = 1\n'
+                 '[timeouts]\nready_s = 5\nstop_s = 1\nport_free_s = 1\n'
                  '[[server.spec]]\nlabel = "ar"\n[client]\nrequest_rate = [0.001, 5.0]\nnum_requests = 2\n'
                  'warmup_requests = 0\n')
     return m
@@ -142,3 +142,30 @@ def test_a_cell_expected_to_run_for_long_is_named_at_start(tmp_path: Path) -> No
     r = _cli("run", str(_slow_rate_matrix(tmp_path)), "--store", str(tmp_path / "r.sqlite"), "--no-progress")
     assert r.returncode == 1, r.stderr  # the server exits at once, as asked: no cell waits out its 2,000 s
     assert r.stderr.startswith("specbench: warning: cell ") and "expected to take ~33 min (2,000 s)" in r.stderr
+
+
+def test_matrix_paths_resolve_against_the_matrix_folder_and_are_checked_by_the_dry_run(tmp_path: Path) -> None:
+    import json
+
+    from run_helpers import make_tokenizer
+
+    here = tmp_path / "bench"
+    make_tokenizer(here / "tok")
+    (here / "drafts" / "eagle").mkdir(parents=True)
+    (here / "prompts.jsonl").write_text('{"prompt": "hello there", "category": "chat"}\n' * 4)
+    m = here / "m.toml"
+    m.write_text('engine = "openai"\ncommand = ["python3", "-m", "x"]\ntokenizer = "tok"\n[[server.spec]]\n'
+                 'label = "ar"\n[[server.spec]]\nlabel = "d"\nalgorithm = "draft_model"\n'
+                 'draft_model = "./drafts/eagle"\n[client]\ndataset = "prompts.jsonl"\n')
+    r = subprocess.run([sys.executable, "-m", "specbench", "run", "bench/m.toml", "--dry-run", "--json"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)  # another working folder
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert any(row["server"].get("draft_model") == str(here / "drafts" / "eagle") for row in rows)
+    for bad, key in (('tokenizer = "tok"', 'tokenizer = "no-such-tok"'),
+                     ('draft_model = "./drafts/eagle"', 'draft_model = "./drafts/missing"'),
+                     ('dataset = "prompts.jsonl"', 'dataset = "./missing.jsonl"')):
+        m.write_text(m.read_text().replace(bad, key) if bad in m.read_text() else m.read_text())
+        line = _one_error_line(_cli("run", str(m), "--dry-run"))
+        assert str(m) in line and ("no such" in line or "cannot" in line or "not found" in line), line
+        m.write_text(m.read_text().replace(key, bad))

@@ -27,7 +27,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def _matrix(tmp_path: Path) -> Path:
     m = tmp_path / "m.toml"
     m.write_text(f'engine = "openai"\ncommand = [{sys.executable!r}, "-c", "raise SystemExit(3)"]\n'
-                 'port = 45998\ntokenizer = "/nonexistent"\n[timeouts]\nready_s = 5\nstop_s = 1\nport_free_s = 1\n'
+                 'port = 45998\n[timeouts]\nready_s = 5\nstop_s = 1\nport_free_s = 1\n'
                  '[[server.spec]]\nlabel = "ar"\n[client]\nconcurrency = 1\nnum_requests = 1\nwarmup_requests = 0\n')
     return m
 

@@ -94,8 +94,10 @@ def plan_cmd(
 
 # GiB bounds of a memory option: the largest accelerator memory is well below this (a typo or an overflow is not)
 MAX_GIB = 16384.0
-# an engine release as written on PyPI or in a build name: 0.5.15, 0.5.15.post1, v0.32.0+cpu, 0.11.0rc2, 0.5.17-cu130
-_RELEASE_TEXT = re.compile(r"[vV]?\d{1,4}(?:\.\d{1,6}){1,3}(?:[.+-]?[A-Za-z0-9]{1,20}){0,4}")
+# the characters of a release as written on PyPI or in a build name (0.5.15.post1, v0.32.0+cpu, 0.5.17-cu130):
+# a value made of them is read by the engine's own version rules (which refuse an unreadable one, naming the
+# known rule sets); anything else is refused here without being repeated
+_RELEASE_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,39}")
 
 
 def _check_gib(flag: str, value: object, positive: bool) -> None:

@@ -237,7 +237,52 @@ def parse_matrix(text: str, source: str = "<matrix>", base_dir: str | Path | Non
     if size is not None:
         line = line_of(text, size[1])
         raise UserError(f"{source}:{line}: {size[0]}" if line else f"{source}: {size[0]}")
-    return spec
+    return resolve_paths(spec, text, source, base_dir)
+
+
+def _where(text: str, source: str, loc: tuple[Any, ...]) -> str:
+    line = line_of(text, loc)
+    return f"{source}:{line}" if line else source
+
+
+def _local_path(value: str, base: Path, must: bool) -> Path | None:
+    """A matrix value as a local path, read from the matrix file's folder when relative. `must`: the value is
+    always a path (tokenizer); otherwise (a drafter: a folder or a Hub name) only when it is written as one
+    (`./x`, `../x`, `/x`, `~/x`) or names a folder next to the matrix."""
+    p = Path(value).expanduser()
+    looks = value.startswith((".", "/", "~"))
+    full = p if p.is_absolute() else base / p
+    if must or looks or full.is_dir():
+        return full.resolve()
+    return None
+
+
+def resolve_paths(spec: MatrixSpec, text: str, source: str, base_dir: str | Path | None) -> MatrixSpec:
+    """Every local path of a matrix (tokenizer, drafter folders; dataset files are read by client_checks.py with
+    the same base) resolves against the matrix file's folder, one rule for all, and must exist: a missing one is a
+    one-line error here, in --dry-run as in a run, before any server boots."""
+    base = Path(base_dir) if base_dir else Path.cwd()
+    update: dict[str, Any] = {}
+    if spec.tokenizer:
+        tok = _local_path(spec.tokenizer, base, must=True)
+        assert tok is not None
+        if not (tok / "tokenizer.json").is_file():
+            why = "no such folder" if not tok.exists() else "no tokenizer.json in it"
+            raise UserError(f"{_where(text, source, ('tokenizer',))}: tokenizer: {tok}: {why} (a relative path is "
+                            "read from the matrix file's folder)")
+        update["tokenizer"] = str(tok)
+    variants = []
+    for i, v in enumerate(spec.server.spec):
+        draft = v.draft_model
+        path = _local_path(draft, base, must=False) if isinstance(draft, str) and draft else None
+        if path is not None and not path.is_dir():
+            raise UserError(f"{_where(text, source, ('server', 'spec', i, 'draft_model'))}: server.spec[{i}]."
+                            f"draft_model: {path}: no such folder (a relative path is read from the matrix file's "
+                            "folder; a Hub model is written as ORG/NAME)")
+        variants.append(v.model_copy(update={"draft_model": str(path)}) if path is not None else v)
+    if any(a is not b for a, b in zip(variants, spec.server.spec)):
+        update["server"] = spec.server.model_copy(update={"spec": variants})
+    return spec.model_copy(update=update) if update else spec  # model_copy keeps the matrix folder (private)
 
 
 def load_matrix(path: str | Path) -> tuple[MatrixSpec, str]:
