@@ -58,6 +58,9 @@ class VllmArgs:
     dtype: str = "auto"
     quantization: str | None = None
     speculative: SpeculativeConfig | None = None
+    spec_method: str | None = None    # --spec-method / --spec-model / --spec-tokens: folded into `speculative`
+    spec_model: str | None = None     # by parse_vllm_argv (_fold_spec_flags), None after it
+    spec_tokens: int | None = None
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
     mamba_cache_mode: str | None = None
@@ -66,6 +69,7 @@ class VllmArgs:
     device: str | None = None
     performance_mode: str | None = None
     compilation_config: str | None = None
+    max_cudagraph_capture_size: int | None = None
     swap_space: float | None = None
     cpu_offload_gb: float | None = None
     enforce_eager: bool = False
@@ -103,6 +107,29 @@ class VllmArgs:
             return False
         return True
 
+
+    def _cc(self) -> dict[str, Any]:
+        try:
+            cc = json.loads(self.compilation_config or "{}")
+        except json.JSONDecodeError:
+            return {}
+        return cc if isinstance(cc, dict) else {}
+
+    @property
+    def cudagraph_capture_sizes(self) -> tuple[int, ...] | None:
+        """`-cc.cudagraph_capture_sizes` (CompilationConfig), when given: the sizes captured, replacing the list."""
+        sizes = self._cc().get("cudagraph_capture_sizes")
+        if isinstance(sizes, list) and sizes and all(isinstance(x, int) for x in sizes):
+            return tuple(sizes)
+        return None
+
+    @property
+    def capture_ceiling(self) -> int | None:
+        """--max-cudagraph-capture-size, or the same key inside `-cc` / --compilation-config."""
+        if self.max_cudagraph_capture_size is not None:
+            return self.max_cudagraph_capture_size
+        v = self._cc().get("max_cudagraph_capture_size")
+        return v if isinstance(v, int) else None
 
     def to_argv(self) -> list[str]:
         """A canonical `vllm serve` command (memory-relevant flags only, env words first)."""
@@ -336,8 +363,29 @@ def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
             r.ignored.append(words[i])
             i += 1
     _validate(r.kw)
+    _fold_spec_flags(r.kw)
     return VllmArgs(**r.kw, env=tuple(env), ignored=tuple(r.ignored), unknown=tuple(r.unknown),
                     flags_seen=tuple(r.seen))
+
+
+_SPEC_FLAGS = (("spec_method", "--spec-method", "method"), ("spec_model", "--spec-model", "model"),
+               ("spec_tokens", "--spec-tokens", "num_speculative_tokens"))
+
+
+def _fold_spec_flags(kw: dict[str, Any]) -> None:
+    """`--spec-method` / `--spec-model` / `--spec-tokens` as keys of the speculative config, as
+    engine/arg_utils.py::EngineArgs.create_speculative_config@0.32.0 merges them: each given one sets its key, and
+    one that `--speculative-config` also sets is the engine's own "mutually exclusive" error."""
+    given = [(flag, key, kw.pop(field)) for field, flag, key in _SPEC_FLAGS if kw.get(field) is not None]
+    if not given:
+        return
+    spec = kw.get("speculative")
+    merged: dict[str, Any] = {k: json.loads(v) for k, v in spec.raw} if spec is not None else {}
+    for flag, key, value in given:
+        if key in merged:
+            raise FlagError(f"{flag} and --speculative-config['{key}'] are mutually exclusive")
+        merged[key] = value
+    kw["speculative"] = parse_speculative_config(json.dumps(merged))
 
 
 def _validate(kw: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.gpu_fit import capture_sizes, cudagraph_estimate_bytes, graph_count
 from specbench.specs.gpu import GpuSpec, context_overhead
 
 # Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib).
@@ -30,10 +31,9 @@ from specbench.specs.gpu import GpuSpec, context_overhead
 # non-torch memory that appears after the snapshot: 0.1 GiB in the one real vLLM breakdown we hold
 # (real-logs-dev.json, vllm-llama3-8b-a100-40gb-v0: "non_torch_gib": 0.1).
 NON_TORCH_GIB = 0.1
-# G_est for the default capture list (FULL_AND_PIECEWISE), x1.5 for hybrids and spec. NOT CALIBRATED: vLLM measures it
-# by capturing (gpu_model_runner.py::profile_cudagraph_memory) and no V1 GPU log with "Estimated CUDA graph memory"
-# was available; pass --non-kv-gib from a real boot's summary line for exact numbers.
-CUDA_GRAPH_GIB = 0.5
+# G_est: a price per captured graph x the graphs the release captures, fitted to the public logs that print
+# "Estimated CUDA graph memory" (gpu_fit.py, tests/data/vllm-gpu-corpus/); pass --non-kv-gib from a real boot's
+# summary line for exact numbers.
 
 
 # v1/worker/gpu_model_runner.py::GPUModelRunner.load_model logs this, then re-raises torch's OutOfMemoryError
@@ -131,6 +131,15 @@ def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
     return True
 
 
+def graph_count_for(args: VllmArgs, setup: C.Setup, gpu: GpuSpec) -> int:
+    """The graphs vLLM captures for this launch (gpu_fit.py::capture_sizes / graph_count): the decode query length
+    is 1 + k with speculation; `-cc.cudagraph_capture_sizes` / `--max-cudagraph-capture-size` move the list."""
+    q = 1 + setup.k
+    sizes = capture_sizes(setup.max_num_seqs, setup.max_num_batched_tokens, q, gpu.arch.startswith("sm10"),
+                          max_capture=args.capture_ceiling, explicit=args.cudagraph_capture_sizes)
+    return graph_count(sizes, setup.max_num_seqs, q, args.full_cudagraphs)
+
+
 def activation_estimate(m, setup: C.Setup, tp: int) -> int:
     """Profile-run peak (gpu_model_runner.py::profile_run): one forward of max_num_batched_tokens tokens plus the
     sampler on min(max_num_seqs, max_num_batched_tokens) rows of fp32 logits. An estimate: hidden states and
@@ -151,7 +160,9 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
     R = math.ceil(total_bytes * u) if v >= (0, 14, 0) else int(total_bytes * u)
     pre = context_overhead(gpu, args.tp * args.pp if v >= (0, 11, 0) else 1).gib
     # F0: measured ("Free memory on device (F0/T GiB) on startup", --avail-before-load-gib) or T minus the estimate
-    F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else int(total_bytes - pre * C.GIB)
+    # (the overhead table is measured against nvidia-smi's total, specs/gpu.py, not against vLLM's smaller T)
+    F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else \
+        min(total_bytes, int((gpu.total_mib << 20) - pre * C.GIB))
     lines: list[str] = []
     g_bytes = 0
     if non_kv_gib is not None:
@@ -162,8 +173,7 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
         measured = False
         act = activation_estimate(m, setup, args.tp)
         if cuda_graph_applied(args, m, v):
-            g = CUDA_GRAPH_GIB * (1.5 if (m.linear_layers or setup.k) else 1.0)
-            g_bytes = int(g * C.GIB)
+            g_bytes = cudagraph_estimate_bytes(graph_count_for(args, setup, gpu))
         non_kv = act + int(NON_TORCH_GIB * C.GIB) + g_bytes
         src = (f"estimated non-KV: activation {C.format_gib(act)} GiB + non-torch {NON_TORCH_GIB} GiB"
                + (f" + CUDA graphs {C.format_gib(g_bytes)} GiB" if g_bytes else ""))

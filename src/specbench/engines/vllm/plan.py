@@ -32,6 +32,7 @@ from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv, release_flags
 from specbench.engines.vllm.contract import budget_rows, contract, explain
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
+from specbench.engines.vllm.gpu_fit import vllm_total_bytes
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
 from specbench.specs.estimate_error import estimate_error_keys
@@ -343,7 +344,7 @@ def context_for(args: VllmArgs, opts) -> Context:
                        avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,
                        version_warning=newer)
     gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
-    total = gpu.total_mib * (1 << 20)
+    total, _ = vllm_total_bytes(gpu)  # the total vLLM sees (torch's), not nvidia-smi's (gpu_fit.py)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                    getattr(opts, "avail_before_load_gib", None), version_warning=newer)
 
