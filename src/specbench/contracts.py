@@ -209,6 +209,15 @@ class PlanResult:
     weights_estimate_error_basis: str | None = None
     draft_weights_estimate_error: float | None = None
     draft_weights_estimate_error_basis: str | None = None
+    # concurrency said one way (plan/concurrency.py): requests at once at the asked / a typical context, the cap
+    engine_cap: int | None = None
+    concurrency_at_context: int | None = None
+    typical_context: int | None = None
+    typical_context_basis: str | None = None
+    concurrency_at_typical_context: int | None = None
+    concurrency_summary: str | None = None
+    # a model planned on a bundled stand-in config (specs/standin.py): which, what was assumed, what makes it exact
+    model_stand_in: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

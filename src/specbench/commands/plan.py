@@ -89,6 +89,9 @@ def render_plan(r: dict, con: Console) -> None:
     from specbench.engines.base import engine
 
     engine(r.get("engine")).render_plan(r, con)
+    for key in ("concurrency_summary", "model_stand_in"):  # said the same way for every engine
+        if r.get(key):
+            con.print(("stand-in: " if key == "model_stand_in" else "") + str(r[key]), markup=False, highlight=False)
     src = r.get("model_source")
     if src:
         draft = r.get("draft_model_source")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines.command import read_command, revisions_of
+from specbench.plan.concurrency import KEYS as CONCURRENCY_KEYS
 from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
 
 DEFAULT_GPU = "H200"
@@ -56,6 +57,8 @@ def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) 
     with revisions(revs):
         out, rows = cmd.engine.plan(cmd.argv, opts)
         out.update(origin_keys(out, opts, cmd.notes))
+    for key in CONCURRENCY_KEYS:  # an engine whose rules do not state them yet says null (docs/contracts.md)
+        out.setdefault(key, None)
     return out, rows
 
 
@@ -75,7 +78,8 @@ def origin_keys(out: dict[str, Any], opts: PlanOptions, command_notes: tuple[str
     w_src = out.get("weights_source") or (out.get("budget") or {}).get("weights_source") or ""
     if w_src != WEIGHTS_SOURCE and not str(w_src).startswith("measured"):
         notes.append(ESTIMATE_ERROR)
-    return {"model_source": target.source if target else None,
+    return {"model_stand_in": target.stand_in if target else None,
+            "model_source": target.source if target else None,
             "draft_model_source": draft.source if draft else None, "model_notes": notes}
 
 

@@ -11,6 +11,7 @@ from specbench.engines.sglang.formulas import NEWEST_SGLANG
 from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.errors import UserError
 from specbench.plan.api import PlanOptions, resolve_gpu
+from specbench.plan.concurrency import concurrency, overcommit_warning
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.resolve import load_spec_for
 
@@ -41,6 +42,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
                                    plan.draft_weights_gib))
     out["reason"] = explain(plan)
+    out.update(_concurrency(plan))
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
     if warning:
@@ -58,6 +60,19 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     else:
         out["fixes"] = []
     return out, rows
+
+
+def _concurrency(p) -> dict[str, Any]:
+    """Requests at once at the asked and a typical context: each holds its tokens in the full-attention KV pool
+    (`kv_tokens`, the scheduler's admission budget: managers/schedule_policy.py::PrefillAdder@0.5.15.post1), capped
+    by max_running_requests (the Mamba slots are already inside that cap); the warning when the asked
+    max_running_requests cannot all hold the context at once."""
+    ok = p.status == "ok" and p.kv_tokens > 0
+    c = concurrency(p.max_running_requests if ok else None, p.context_len,
+                    (lambda ctx: p.kv_tokens // ctx) if ok else None)
+    keys = c.keys()
+    warning = overcommit_warning(p.requested_max_running_requests, c, p.kv_tokens, "SGLang")
+    return {**keys, "warnings": [*p.warnings, warning]} if warning else keys
 
 
 def explain(p) -> str:
