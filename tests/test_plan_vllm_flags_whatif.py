@@ -133,3 +133,28 @@ def test_from_log_without_an_argument_dump_plans_the_given_command_as_measured()
     r = subprocess.run([sys.executable, "-m", "specbench", "plan", "--from-log", str(log)], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode != 0 and "no argument dump" in r.stderr and "Traceback" not in r.stderr
+
+
+YARN = '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}'
+
+
+@pytest.mark.parametrize(("release", "started"), [("0.29.0", "ok"), ("0.30.0", "fails"), ("0.32.0", "fails")])
+def test_yarn_in_the_derived_length_is_the_releases_rule(release, started):
+    """Qwen3-8B (max_position_embeddings 40960) with Qwen's YaRN override and --max-model-len 131072: 0.26-0.29
+    derive original_max_position_embeddings x factor = 131072; 0.30+ keep max_position_embeddings for YaRN
+    (vllm#56446; both read from the releases' config/model.py), so 131072 is above the derived 40960."""
+    p = plan_command(["vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "131072", "--hf-overrides", YARN],
+                     PlanOptions(fixes=False, engine_version=release))
+    assert p["status"] == started
+    if started == "fails":
+        assert "greater than the derived max_model_len" in p["error"] and "40960" in p["error"]
+
+
+def test_a_non_yarn_factor_scales_the_derived_length_and_an_override_of_the_length_counts():
+    dyn = '{"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}'
+    p = plan_command(["vllm", "serve", "Qwen/Qwen3-8B", "--hf-overrides", dyn], PlanOptions(fixes=False))
+    assert p["max_model_len"] == 2 * 40960
+    longer = '{"max_position_embeddings": 131072, ' + YARN[1:]
+    q = plan_command(["vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "131072", "--hf-overrides", longer],
+                     PlanOptions(fixes=False))
+    assert q["status"] == "ok" and q["max_model_len"] == 131072

@@ -70,6 +70,7 @@ class VllmArgs:
     performance_mode: str | None = None
     compilation_config: str | None = None
     max_cudagraph_capture_size: int | None = None
+    hf_overrides: str | None = None           # --hf-overrides JSON (config keys replaced before vLLM reads them)
     swap_space: float | None = None
     cpu_offload_gb: float | None = None
     enforce_eager: bool = False
@@ -122,6 +123,14 @@ class VllmArgs:
         if isinstance(sizes, list) and sizes and all(isinstance(x, int) for x in sizes):
             return tuple(sizes)
         return None
+
+    @property
+    def hf_overrides_dict(self) -> dict[str, Any] | None:
+        try:
+            v = json.loads(self.hf_overrides) if self.hf_overrides else None
+        except json.JSONDecodeError:
+            return None
+        return v if isinstance(v, dict) else None
 
     @property
     def capture_ceiling(self) -> int | None:

@@ -67,7 +67,7 @@ def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes:
     model_dtype, note = C.resolve_model_dtype(m, args.dtype)
     if note:
         notes.append(note)
-    derived = C.derived_max_model_len(m)
+    derived = C.default_max_model_len(m, v, args.hf_overrides_dict)
     L = args.max_model_len if args.max_model_len not in (None, -1) else derived
     mnbt_d, mns_d = batch_defaults(total_bytes, gpu, v)
     mnbt = args.max_num_batched_tokens or mnbt_d

@@ -80,6 +80,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("device", ("--device",), str, retired=True),
     Knob("performance_mode", ("--performance-mode",), str),
     Knob("compilation_config", ("--compilation-config", "-cc"), str),
+    # ModelConfig.hf_overrides (JSON): its rope / max_position_embeddings keys move the derived max model length
+    Knob("hf_overrides", ("--hf-overrides",), str, replan=True),
     # CompilationConfig.max_cudagraph_capture_size's own flag (engine/arg_utils.py@0.32.0): the capture-list ceiling
     Knob("max_cudagraph_capture_size", ("--max-cudagraph-capture-size",), int),
     # the CPU swap space of older releases (gone from 0.32.0's parser)

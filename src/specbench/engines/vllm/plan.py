@@ -265,7 +265,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     start_error = vllm_start.first_failure(args)  # the engine's own non-memory checks (start_checks.py)
     if start_error is not None:
         return _failed(st, "start_check", start_error, None, {})
-    error, warning = _too_long(args, C.derived_max_model_len(m))
+    error, warning = _too_long(args, C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
     if error is not None:
         return _failed(st, "derived_max_len", error, None, {})
     if warning is not None:
