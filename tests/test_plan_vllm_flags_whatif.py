@@ -158,3 +158,31 @@ def test_a_non_yarn_factor_scales_the_derived_length_and_an_override_of_the_leng
     q = plan_command(["vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "131072", "--hf-overrides", longer],
                      PlanOptions(fixes=False))
     assert q["status"] == "ok" and q["max_model_len"] == 131072
+
+
+def test_optimization_levels_and_cudagraph_mode_move_the_graph_term():
+    g = {lvl: _plan(f"vllm serve Qwen/Qwen3-8B -O{lvl}")["budget"]["cuda_graph_gib"] for lvl in "0123"}
+    assert g["0"] == 0 < g["1"] < g["2"] == g["3"]          # O1 piecewise only, O2/O3 full and piecewise
+    assert _plan("vllm serve Qwen/Qwen3-8B -cc.cudagraph_mode=NONE")["budget"]["cuda_graph_gib"] == 0
+
+
+def test_flags_without_a_modelled_memory_effect_are_said_so():
+    p = _plan("vllm serve Qwen/Qwen3-30B-A3B -dp 3 --enable-expert-parallel --moe-backend triton "
+              "--attention-backend ROCM_AITER_FA")
+    said = " | ".join(p["not_modelled"])
+    assert "--moe-backend triton" in said and "--attention-backend ROCM_AITER_FA" in said
+    assert any("128 experts over 3 ranks do not divide" in w for w in p["warnings"])
+    assert _plan("vllm serve Qwen/Qwen3-8B --attention-backend FLASH_ATTN")["not_modelled"] == []
+
+
+def test_eplb_start_checks_are_the_engines():
+    p = _plan("vllm serve Qwen/Qwen3-30B-A3B -tp 2 --enable-eplb")
+    assert p["status"] == "fails" and p["error"] == "ValueError: enable_expert_parallel must be True to use EPLB."
+    q = _plan("vllm serve Qwen/Qwen3-30B-A3B --enable-eplb --enable-expert-parallel")
+    assert q["status"] == "fails" and "EPLB requires tensor, prefill-context, or data parallelism" in q["error"]
+
+
+def test_cpu_offload_takes_weights_off_the_gpu():
+    base, off = _plan("vllm serve Qwen/Qwen3-8B"), _plan("vllm serve Qwen/Qwen3-8B --cpu-offload-gb 4")
+    assert base["weights_gib"] - off["weights_gib"] == pytest.approx(4.0, abs=0.01)
+    assert off["available_kv_gib"] > base["available_kv_gib"]

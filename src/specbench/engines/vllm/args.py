@@ -70,6 +70,7 @@ class VllmArgs:
     performance_mode: str | None = None
     compilation_config: str | None = None
     max_cudagraph_capture_size: int | None = None
+    optimization_level: str | None = None
     hf_overrides: str | None = None           # --hf-overrides JSON (config keys replaced before vLLM reads them)
     swap_space: float | None = None
     cpu_offload_gb: float | None = None
@@ -98,9 +99,17 @@ class VllmArgs:
         return self.speculative.num_speculative_tokens if self.speculative else 0
 
     @property
+    def no_cudagraphs(self) -> bool:
+        """No graph is captured: --enforce-eager, -O0, or cudagraph_mode NONE (config/vllm.py@0.32.0)."""
+        if self.enforce_eager or (self.optimization_level or "").strip() == "0":
+            return True
+        return bool(re.search(r"CUDAGRAPH_MODE\W+(NONE|0)\b", (self.compilation_config or "").upper()))
+
+    @property
     def full_cudagraphs(self) -> bool:
-        """FULL graphs are captured (the default FULL_AND_PIECEWISE) unless eager or a cudagraph_mode without FULL."""
-        if self.enforce_eager:
+        """FULL graphs are captured (the default FULL_AND_PIECEWISE) unless eager, -O0 / -O1 (piecewise only) or a
+        cudagraph_mode without FULL."""
+        if self.no_cudagraphs or (self.optimization_level or "").strip() == "1":
             return False
         cc = (self.compilation_config or "").upper()
         m = re.search(r"CUDAGRAPH_MODE\W+(\w+)", cc)

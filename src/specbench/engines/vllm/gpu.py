@@ -124,7 +124,7 @@ def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
     """G_applied != 0: 0.20+ (env default "1"), not with --enforce-eager, not under MRV2 in 0.22-0.28 (dense,
     unquantized models). The default: vllm/envs.py::VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS@0.32.0 ("1"); MRV2's
     vllm/v1/worker/gpu/model_runner.py::GPUModelRunner.profile_cudagraph_memory returned 0 in 0.22-0.28."""
-    if args.enforce_eager or v < (0, 20, 0):
+    if args.no_cudagraphs or v < (0, 20, 0):
         return False
     if (0, 22, 0) <= v < (0, 29, 0) and not m.linear_layers and m.moe is None and m.quant.method in (None, "", "none"):
         return False

@@ -80,6 +80,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("device", ("--device",), str, retired=True),
     Knob("performance_mode", ("--performance-mode",), str),
     Knob("compilation_config", ("--compilation-config", "-cc"), str),
+    # -O / -O0..3 / --optimization-level (config/vllm.py::OptimizationLevel@0.32.0: O0 no CUDA graphs, O1 piecewise
+    # only, O2/O3 full and piecewise)
+    Knob("optimization_level", ("--optimization-level",), str),
     # ModelConfig.hf_overrides (JSON): its rope / max_position_embeddings keys move the derived max model length
     Knob("hf_overrides", ("--hf-overrides",), str, replan=True),
     # CompilationConfig.max_cudagraph_capture_size's own flag (engine/arg_utils.py@0.32.0): the capture-list ceiling

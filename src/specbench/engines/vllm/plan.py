@@ -34,6 +34,7 @@ from specbench.engines.vllm.contract import budget_rows, contract, explain
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
+from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
 from specbench.plan.concurrency import concurrency, overcommit_warning
@@ -131,6 +132,15 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
         W_t += delta
         notes.append(f"--enable-expert-parallel: routed experts whole on {ep_size(args.tp, args.dp)} ranks "
                      f"({delta / C.GIB:+.2f} GiB on rank 0 against the TP split)")
+    if (uneven := ep_uneven_warning(args, m.moe.num_experts if m.moe is not None else None)) is not None:
+        warnings.append(uneven)
+    if args.cpu_offload_gb:
+        # model_executor/offloader/uva.py::UVAOffloader._maybe_offload_to_cpu@0.32.0: parameters move to host
+        # memory one by one until cpu_offload_gb (per GPU) is reached (one parameter may overshoot)
+        off = min(W_t, int(args.cpu_offload_gb * C.GIB))
+        W_t -= off
+        notes.append(f"--cpu-offload-gb {args.cpu_offload_gb:g}: {off / C.GIB:.2f} GiB of weights per GPU in host "
+                     "memory (UVA)")
     if ctx.weights_gib is not None:
         W_t = int(ctx.weights_gib * C.GIB)
         W_d = int(ctx.draft_weights_gib * C.GIB) if ctx.draft_weights_gib is not None else 0
@@ -262,7 +272,8 @@ def _fits(grouping: C.Grouping, charge: C.Charge, num_blocks: int) -> Callable[[
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
     """One plan of one command: setup -> length check -> KV budget K -> the pool (V0: its own pool)."""
     st = _start(args, m, draft, ctx)
-    start_error = vllm_start.first_failure(args)  # the engine's own non-memory checks (start_checks.py)
+    # the engine's own non-memory checks (start_checks.py; the expert-parallel ones: not_modelled.py)
+    start_error = vllm_start.first_failure(args) or ep_start_failure(args)
     if start_error is not None:
         return _failed(st, "start_check", start_error, None, {})
     error, warning = _too_long(args, C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
@@ -399,6 +410,7 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     w_src = str((out.get("budget") or {}).get("weights_source") or out.get("weights_source") or "")
     out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("draft_weights_gib")))
     out["ignored_flags"] = list(args.ignored)
+    out["not_modelled"] = not_modelled(args)
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("vLLM", release_flags(getattr(opts, "engine_version", None)).release, args.unknown)
     if warning:
