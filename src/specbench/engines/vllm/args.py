@@ -264,21 +264,24 @@ def _leading_env(args: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     return env, args
 
 
-def _program(args: list[str]) -> tuple[str | None, list[str]]:
-    """(the positional model, the flag words) after the program: vllm serve MODEL |
+def _program(args: list[str]) -> tuple[str | None, list[str], bool]:
+    """(the positional model, the flag words, whether it is `vllm serve`) after the program: vllm serve MODEL |
     python -m vllm.entrypoints.openai.api_server | .../bin/vllm serve MODEL."""
     args = list(args)
     model = None
+    serve = False
     while args and not args[0].startswith("-"):
         word = args.pop(0)
-        if word == "serve" and args and not args[0].startswith("-"):
-            model = args.pop(0)
+        if word == "serve":
+            serve = True
+            if args and not args[0].startswith("-"):
+                model = args.pop(0)
             break
     if args and args[0] == "-m":  # python -m vllm.entrypoints.openai.api_server
         args.pop(0)
         if args:
             args.pop(0)
-    return model, args
+    return model, args, serve
 
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as values, not options
@@ -367,19 +370,24 @@ def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
     """Parse the words of a vLLM launch command as `vllm serve` of `release` reads them (default: the newest flag
     list). Leading `VAR=value` words become `env`."""
     env, args = _leading_env(argv)
-    model, args = _program(args)
+    model, args, serve = _program(args)
     words = flexible_words(args)
     flags = release_flags(release)
     r = _Read()
-    if model is not None:
-        r.kw["model"] = model
     i = 0
     while i < len(words):
         if words[i].startswith("-"):
             i = _read_flag(words, i, flags, r)
+        elif serve and model is None:
+            # `vllm serve`'s positional model_tag, wherever it stands among the flags (argparse reads positionals
+            # interspersed: entrypoints/cli/serve.py@0.32.0 `serve_parser.add_argument("model_tag", nargs="?")`)
+            model = words[i]
+            i += 1
         else:
             r.ignored.append(words[i])
             i += 1
+    if model is not None:
+        r.kw["model"] = model  # model_tag wins over --model (entrypoints/cli/serve.py::ServeSubcommand.cmd)
     _validate(r.kw)
     _fold_spec_flags(r.kw)
     return VllmArgs(**r.kw, env=tuple(env), ignored=tuple(r.ignored), unknown=tuple(r.unknown),

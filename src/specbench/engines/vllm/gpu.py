@@ -22,7 +22,13 @@ from dataclasses import dataclass
 
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
-from specbench.engines.vllm.gpu_fit import capture_sizes, cudagraph_estimate_bytes, graph_count
+from specbench.engines.vllm.gpu_fit import (
+    capture_sizes,
+    cudagraph_estimate_bytes,
+    forward_bytes,
+    graph_count,
+    sampler_bytes,
+)
 from specbench.specs.gpu import GpuSpec, context_overhead
 
 # Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib).
@@ -118,6 +124,7 @@ class GpuBudget:
     non_kv_measured: bool
     failure: C.Failure | None = None
     lines: tuple[str, ...] = ()
+    activation_bytes: int = 0      # the estimated activation peak inside non_kv (0 when non_kv is measured)
 
 
 def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
@@ -141,16 +148,13 @@ def graph_count_for(args: VllmArgs, setup: C.Setup, gpu: GpuSpec) -> int:
 
 
 def activation_estimate(m, setup: C.Setup, tp: int) -> int:
-    """Profile-run peak (gpu_model_runner.py::profile_run): one forward of max_num_batched_tokens tokens plus the
-    sampler on min(max_num_seqs, max_num_batched_tokens) rows of fp32 logits. An estimate: hidden states and
-    residual (8 x hidden x 2 B) and the MLP's gate/up/act (3 x intermediate/tp x 2 B) per token, logits x 3."""
+    """The transient peak of the profile run (gpu_model_runner.py::GPUModelRunner.profile_run@0.32.0: one forward of
+    max_num_batched_tokens tokens, then the dummy sampler on min(max_num_seqs, tokens) rows), fitted to the public
+    logs that print it (gpu_fit.py: `forward_bytes`, `sampler_bytes`). The two do not overlap: the forward's
+    intermediates are freed before the sampler runs, so the peak is the larger."""
     T = setup.max_num_batched_tokens
-    inter = m.intermediate_size
-    if m.moe is not None:
-        inter = max(m.moe.moe_intermediate_size * m.moe.experts_per_tok, m.moe.shared_intermediate_size or 0)
-    per_tok = 8 * m.hidden_size * 2 + 3 * (inter // max(1, tp)) * 2
     rows = min(setup.max_num_seqs, T)
-    return T * per_tok + rows * m.vocab_size * 4 * 3
+    return max(forward_bytes(m, T, tp), sampler_bytes(m.vocab_size, rows, setup.version))
 
 
 def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int, weights_bytes: int,
@@ -165,6 +169,7 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
         min(total_bytes, int((gpu.total_mib << 20) - pre * C.GIB))
     lines: list[str] = []
     g_bytes = 0
+    act_bytes = 0
     if non_kv_gib is not None:
         non_kv = int(non_kv_gib * C.GIB)
         measured = True
@@ -175,6 +180,7 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
         if cuda_graph_applied(args, m, v):
             g_bytes = cudagraph_estimate_bytes(graph_count_for(args, setup, gpu))
         non_kv = act + int(NON_TORCH_GIB * C.GIB) + g_bytes
+        act_bytes = act
         src = (f"estimated non-KV: activation {C.format_gib(act)} GiB + non-torch {NON_TORCH_GIB} GiB"
                + (f" + CUDA graphs {C.format_gib(g_bytes)} GiB" if g_bytes else ""))
     failure = None
@@ -198,7 +204,8 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
                                 f"GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
         lines.append(f"Model loading took {C.format_gib(weights_bytes)} GiB memory")
         lines.append(f"Available KV cache memory: {C.format_gib(K)} GiB")
-    return GpuBudget(total_bytes, u, R, F0, weights_bytes, non_kv, g_bytes, K, src, measured, failure, tuple(lines))
+    return GpuBudget(total_bytes, u, R, F0, weights_bytes, non_kv, g_bytes, K, src, measured, failure, tuple(lines),
+                     act_bytes)
 
 
 @dataclass(frozen=True)

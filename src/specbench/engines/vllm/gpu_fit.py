@@ -97,6 +97,54 @@ def cudagraph_estimate_bytes(n_graphs: int) -> int:
     return int(n_graphs * GRAPH_GIB_PER_GRAPH * GIB)
 
 
+# ---------------------------------------------------------------------------------------------- activation peak
+# The profile run's forward over T tokens, per token and GPU (bf16 activations, 2 bytes): the MLP's gate/up output
+# and its activation (3 x intermediate / tp) plus three hidden-sized tensors (residual, normed input, output). The
+# per-token slope is fitted to the one model logged at two token counts: Llama-3.1-8B on a 3090, 20,000 -> 29,000
+# tokens = 2.07 -> 2.99 GiB of activation peak, 109.8 KB a token (vllm#10517; tests/data/doctor_corpus/004); the
+# formula gives 110.6 KB. MoE layers: fused_moe's three intermediate caches per routed copy (top_k x (2 + 1) x
+# moe_intermediate / tp and top_k x hidden: model_executor/layers/fused_moe/fused_moe.py@0.32.0) and the shared
+# expert's MLP.
+HIDDEN_COPIES = 3
+MLP_COPIES = 3
+# Gated DeltaNet layers add, once (layers run one after another), the chunked FLA kernels' fp32 buffers: the chunk
+# states (T/64 x value heads x key dim x value dim) and value-sized fp32 tensors, `GDN_FP32_COPIES` of them: fitted
+# to club-3090#1087 / #1139 (Qwen3.8-27B TP2, 8,192 tokens: 1.46 GiB transient peak, 1.59 - 0.13 and 1.66 - 0.2);
+# plus the in_proj_qkvz output (2 x key dim + 2 x value dim, bf16).
+GDN_FP32_COPIES = 5
+GDN_CHUNK = 64
+# The dummy sampler (gpu_model_runner.py::_dummy_sampler_run@0.32.0) runs top-k and top-p over the whole vocabulary
+# on every row: fp32 logits (4), their sorted copy (4) with int64 indices (8), the probabilities (4) and the sort's
+# scratch (4) = 24 bytes per row and token of the vocabulary. Fitted to vllm#50722 (Qwen3.5-35B-A3B, 1,024 rows x
+# 248,320: 5.69 GiB against the 5.66 logged); V0 (< 0.8) computed logits only.
+SAMPLER_BYTES_PER_LOGIT = 24
+
+
+def forward_bytes(m, T: int, tp: int) -> int:
+    t = max(1, tp)
+    h = m.hidden_size
+    if m.moe is not None:
+        mo = m.moe
+        per_tok = 2 * mo.experts_per_tok * (MLP_COPIES * mo.moe_intermediate_size // t + h)
+        per_tok += 2 * MLP_COPIES * (mo.shared_intermediate_size or 0) // t
+    else:
+        per_tok = 2 * MLP_COPIES * (m.intermediate_size // t)
+    per_tok += 2 * HIDDEN_COPIES * h
+    total = T * per_tok
+    g = getattr(m, "gdn", None)
+    if g is not None:
+        hv = max(1, g.num_value_heads // t)
+        total += -(-T // GDN_CHUNK) * hv * g.key_head_dim * g.value_head_dim * 4
+        total += GDN_FP32_COPIES * T * hv * g.value_head_dim * 4
+        total += 2 * T * (2 * g.num_key_heads * g.key_head_dim + 2 * g.num_value_heads * g.value_head_dim) // t
+    return int(total)
+
+
+def sampler_bytes(vocab: int, rows: int, v: Version) -> int:
+    per = SAMPLER_BYTES_PER_LOGIT if v >= (0, 8, 0) else 4
+    return rows * vocab * per
+
+
 def graph_estimate_applied(v: Version) -> bool:
     """The estimate is subtracted by default from 0.20.0 (vllm/envs.py::VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
     default "1"; vllm#37296's 0.18 log says it "will become the default in v0.19")."""

@@ -193,6 +193,7 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
               "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
               "non_kv_measured": gb.non_kv_measured,
               "cuda_graph_gib": round(gb.cuda_graph_bytes / C.GIB, 3),
+              "activation_gib": round(gb.activation_bytes / C.GIB, 3) if not gb.non_kv_measured else None,
               "kv_cache_memory_bytes": gb.kv_bytes, "available_kv_gib": C.format_gib(gb.kv_bytes),
               "source": gb.source}
     return _Budget(gb.kv_bytes, budget, tuple(gb.lines), gb.failure)
