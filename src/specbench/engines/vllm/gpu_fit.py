@@ -39,15 +39,15 @@ VLLM_TOTALS: dict[str, VllmTotal] = {
                                  "(0.92, 28.88 GiB) -> 31.39)"),
     "RTX 3090": VllmTotal(23.55, "public log: https://github.com/noonghunna/club-3090/pull/1139 (23.15/23.56 GiB; "
                                  "(0.92, 21.67 GiB) -> 23.55)"),
-    "A100 80GB": VllmTotal(79.33, "public logs: https://github.com/vllm-project/vllm/issues/50722 (77.78/79.33 GiB), "
-                                  "https://github.com/vllm-project/vllm-omni/issues/276 (0.49/79.32 GiB)"),
+    "A100 80GB": VllmTotal(79.32, "public log: https://github.com/vllm-project/vllm-omni/issues/276 (2x A100 80GB: "
+                                  "0.49/79.32 GiB)"),
     "L4": VllmTotal(22.05, "public log: https://github.com/pytorch/pytorch/issues/175666 (19.77/22.05 GiB)"),
     "DGX Spark GB10": VllmTotal(121.69, "public log: https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/"
                                         "issues/204 (GB10, 121.69 GiB each; unified memory)"),
 }
 # nvidia-smi total minus vLLM's, in MiB, for the cards above with discrete memory: 5090 464, 3090 461, L4 455,
-# A100 80GB 686; the median (rounded) is used for a card without a vLLM log.
-DRIVER_GAP_MIB = 463
+# A100 80GB 696; the median (462.2, rounded) is used for a card without a vLLM log.
+DRIVER_GAP_MIB = 462
 
 
 def vllm_total_bytes(gpu: GpuSpec) -> tuple[int, str]:
