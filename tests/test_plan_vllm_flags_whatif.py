@@ -186,3 +186,18 @@ def test_cpu_offload_takes_weights_off_the_gpu():
     base, off = _plan("vllm serve Qwen/Qwen3-8B"), _plan("vllm serve Qwen/Qwen3-8B --cpu-offload-gb 4")
     assert base["weights_gib"] - off["weights_gib"] == pytest.approx(4.0, abs=0.01)
     assert off["available_kv_gib"] > base["available_kv_gib"]
+
+
+def test_from_log_takes_the_0_3x_summary_lines_non_kv_without_the_weights(tmp_path):
+    """vllm#50722's summary line (tests/data/vllm-gpu-corpus): R 67.43, weights 16.92, K 43.4 -> the planner's
+    non-KV (activation + non-torch + CUDA graphs, not the weights) is R - W - K = 7.11 GiB; it was read with the
+    weights inside, so the re-plan charged them twice."""
+    corpus = json.loads((DATA / "vllm-gpu-corpus" / "logs.json").read_text())
+    line = next(e for e in corpus if e["id"] == "vllm-50722-qwen3.5-35b-a3b-dflash-80gb")["excerpt"]
+    log = tmp_path / "w2.log"
+    log.write_text("(Worker_TP0 pid=12024) INFO 08-14 09:28:01 [gpu_worker.py:857] " + line.split(" | ")[0] + "\n")
+    p = _cli("--from-log", str(log), "--gpu", "H100 80GB", "--", "vllm", "serve", "Qwen/Qwen3.5-35B-A3B", "-tp", "4",
+             "--gpu-memory-utilization", "0.85")
+    assert p["from_log"]["applied"]["non_kv_gib"] == pytest.approx(67.43 - 16.92 - 43.4, abs=0.01)
+    assert p["weights_gib"] == pytest.approx(16.92, abs=0.01)
+    assert float(p["available_kv_gib"]) == pytest.approx(43.4, rel=0.01)

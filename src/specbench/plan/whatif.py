@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specbench.engines.base import engine
+from specbench.engines.command import read_command
 from specbench.errors import UserError
 from specbench.logs.doctor import facts_for_plan, infer_version, parse_raw, read_log
 from specbench.plan.api import PlanOptions, plan_command
@@ -76,18 +77,20 @@ def _moved(option: str, measured: float, est_log: float | None, est_cmd: float |
                           f"(the planner's CMD - log estimates)"
 
 
-def measured_from_log(path: str) -> dict[str, Any]:
+def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
     """The doctor's facts for a re-plan (logs/doctor.py::facts_for_plan); a log without an argument dump still
-    gives its measured values (with `argv` None), since CMD says the launch."""
+    gives its measured values (with `argv` None), since CMD says the launch, and CMD's engine reads them when the
+    log's lines do not name one (a pasted excerpt)."""
     try:
         return facts_for_plan(path)
     except UserError as exc:
         if "no argument dump" not in str(exc):
             raise
     facts = parse_raw(read_log(path))[0]
-    return {"argv": None, "engine": facts.engine, "engine_version": infer_version(facts),
+    eng = engine(facts.engine) if facts.engine else read_command(cmd).engine
+    return {"argv": None, "engine": facts.engine, "engine_version": infer_version(facts) if facts.engine else None,
             "avail_before_load_gib": facts.avail_before_load_gib, "weights_gib": facts.weights_gib,
-            "draft_weights_gib": facts.draft_weights_gib, "non_kv_gib": engine(facts.engine).log_non_kv_gib(facts),
+            "draft_weights_gib": facts.draft_weights_gib, "non_kv_gib": eng.log_non_kv_gib(facts),
             "model_config": None}
 
 
@@ -120,7 +123,7 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str]) -
         facts = facts_for_plan(log_path)   # the log's own launch (UserError without an argument dump)
         argv = list(facts["argv"])
     else:
-        facts = measured_from_log(log_path)
+        facts = measured_from_log(log_path, cmd)
         argv = list(cmd)
     measured: dict[str, float] = {k: float(facts[k]) for k in MEASURED
                                   if facts.get(k) is not None and k not in given}
