@@ -60,8 +60,8 @@ def plan_cmd(
                        draft_weights_gib=draft_weights_gib, non_kv_gib=non_kv_gib, fixes=not no_fixes,
                        revision=revision)
     whatif = None
-    if from_log:  # the log's measured memory, moved to CMD when one is given (plan/whatif.py)
-        from specbench.plan.whatif import what_if
+    if from_log:  # the log's measured memory, moved to CMD when one is given (doctor/whatif.py)
+        from specbench.doctor.whatif import what_if
 
         given = {k for k, v in (("weights_gib", weights_gib), ("draft_weights_gib", draft_weights_gib),
                                 ("avail_before_load_gib", avail_before_load_gib), ("non_kv_gib", non_kv_gib))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.contracts import CONCURRENCY_INPUTS
 from specbench.engines import versions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
@@ -37,10 +38,9 @@ from specbench.engines.vllm.gpu_fit import vllm_total_bytes
 from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
-from specbench.plan.concurrency import concurrency, overcommit_warning
 from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
-from specbench.specs.gpu import custom_gpu, find_gpu
+from specbench.specs.gpu import gpu_for
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
@@ -49,8 +49,6 @@ from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, mtp_draf
 
 __all__ = ["Context", "VllmPlan", "argv_from_vllm_log", "avx512_bf16_from_log", "budget_rows", "context_for",
            "contract", "detect_device", "explain", "load_models", "plan_once", "plan_vllm_command"]
-
-DEFAULT_GPU = "H200"
 
 # ------------------------------------------------------------------------------------------ one plan
 
@@ -340,14 +338,13 @@ def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C
 
 
 def _concurrency(args: VllmArgs, p: VllmPlan) -> dict[str, Any]:
-    """Requests at once at the asked context (max_model_len) and a typical one (plan/concurrency.py), beside the
-    engine's own cap (max_num_seqs, SchedulerConfig) and vLLM's "Maximum concurrency" (`max_concurrency`); the
-    warning when an asked --max-num-seqs cannot all hold max_model_len at once."""
+    """What the planner needs to state concurrency (plan/concurrency.py): the engine's own cap (max_num_seqs,
+    SchedulerConfig), the asked context (max_model_len), how many requests of c tokens the pool holds (`fits`: the
+    blocks of the pool over one request's charge), the asked --max-num-seqs and the KV tokens for the over-commit
+    warning. None values when the plan fails."""
     ok = p.status == "ok" and p.fits is not None
-    c = concurrency(p.setup.max_num_seqs if ok else None, p.max_model_len, p.fits if ok else None)
-    keys = c.keys()
-    warning = overcommit_warning(args.max_num_seqs, c, p.kv_tokens or 0, "vLLM")
-    return {**keys, "warning": warning} if warning else keys
+    return {"engine": "vLLM", "cap": p.setup.max_num_seqs if ok else None, "context": p.max_model_len,
+            "fits": p.fits if ok else None, "asked": args.max_num_seqs, "kv_tokens": p.kv_tokens or 0}
 
 
 def detect_device(args: VllmArgs, gpu_opt: str | None) -> str:
@@ -391,7 +388,7 @@ def context_for(args: VllmArgs, opts) -> Context:
         return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                        avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,
                        version_warning=newer)
-    gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
+    gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
     total, _ = vllm_total_bytes(gpu)  # the total vLLM sees (torch's), not nvidia-smi's (gpu_fit.py)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                    getattr(opts, "avail_before_load_gib", None), version_warning=newer)
@@ -417,10 +414,7 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     if warning:
         out["warnings"] = [*(out.get("warnings") or []), warning]
     out["reason"] = explain(p, ctx)
-    conc = _concurrency(args, p)
-    if "warning" in conc:
-        out["warnings"] = [*(out.get("warnings") or []), conc.pop("warning")]
-    out.update(conc)
+    out[CONCURRENCY_INPUTS] = _concurrency(args, p)  # worded by the planner (plan/api.py, plan/concurrency.py)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
                       if ctx.device == "cpu" else None)
@@ -428,9 +422,9 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
     out["budget_rows"] = budget_rows(out)
     if getattr(opts, "fixes", True):
-        from specbench.engines.vllm.fixes import per_tp_fixes  # it re-plans through plan_once
+        from specbench.engines.vllm.fixes import per_tp_fixes
 
-        fixes, table = per_tp_fixes(args, m, draft, ctx, tuple(getattr(opts, "tp_sizes", (1, 2, 4, 8))))
+        fixes, table = per_tp_fixes(plan_once, args, m, draft, ctx, tuple(getattr(opts, "tp_sizes", (1, 2, 4, 8))))
         out["fixes"] = fixes
         out["per_tp"] = table
     else:

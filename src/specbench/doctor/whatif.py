@@ -1,7 +1,7 @@
 """`specbench plan --from-log LOG [-- CMD]`: plan a launch with the memory a real boot measured.
 
 Without CMD the log's own launch is re-planned (rebuilt from the engine's argument dump by the doctor's re-plan
-path, logs/doctor.py::facts_for_plan). With CMD, a what-if: the new command is planned with the log's measured
+path, doctor/doctor.py::facts_for_plan). With CMD, a what-if: the new command is planned with the log's measured
 values carried over to it. A measured value holds for the launch that measured it; each is moved to CMD by the
 planner's own difference between the two launches, so what the log measured stays and only what CMD changes is
 modelled:
@@ -21,11 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specbench.contracts import PlanOptions
+from specbench.doctor.doctor import facts_for_plan, infer_version, parse_raw, read_log
 from specbench.engines.base import engine
 from specbench.engines.command import read_command
 from specbench.errors import UserError
-from specbench.logs.doctor import facts_for_plan, infer_version, parse_raw, read_log
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 # option -> (plan key, the key inside `budget` when the top level has none, how it moves: "ratio" | "delta")
 MEASURED: dict[str, tuple[str, str | None, str]] = {
@@ -78,7 +79,7 @@ def _moved(option: str, measured: float, est_log: float | None, est_cmd: float |
 
 
 def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
-    """The doctor's facts for a re-plan (logs/doctor.py::facts_for_plan); a log without an argument dump still
+    """The doctor's facts for a re-plan (doctor/doctor.py::facts_for_plan); a log without an argument dump still
     gives its measured values (with `argv` None), since CMD says the launch, and CMD's engine reads them when the
     log's lines do not name one (a pasted excerpt)."""
     try:
