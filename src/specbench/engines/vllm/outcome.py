@@ -28,6 +28,7 @@ class Context:
     amx_tile: bool = False
     cpu_isa_source: str = "default: AVX512-BF16, no AMX"
     version_warning: str | None = None  # a release newer than the newest rule set (versions.rule_set_for)
+    total_source: str = ""              # GPU: where T comes from (gpu_fit.py::vllm_total_bytes)
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,8 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     assert ctx.gpu is not None
     gb = vllm_gpu.gpu_budget(args, st.loaded, st.setup, ctx.gpu, ctx.total_bytes or 0,
                              st.weights_bytes + st.draft_weights_bytes, ctx.non_kv_gib, ctx.free_at_start_gib)
-    budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "gpu_memory_utilization": gb.u,
+    budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "total_source": ctx.total_source,
+              "gpu_memory_utilization": gb.u,
               "requested_gib": round(gb.requested_bytes / C.GIB, 3),
               "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
               "weights_gib": round(gb.weights_bytes / C.GIB, 3),
@@ -389,9 +390,9 @@ def context_for(args: VllmArgs, opts) -> Context:
                        avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,
                        version_warning=newer)
     gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
-    total, _ = vllm_total_bytes(gpu)  # the total vLLM sees (torch's), not nvidia-smi's (gpu_fit.py)
+    total, total_source = vllm_total_bytes(gpu)  # the total vLLM sees (torch's), not nvidia-smi's (gpu_fit.py)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
-                   getattr(opts, "avail_before_load_gib", None), version_warning=newer)
+                   getattr(opts, "avail_before_load_gib", None), version_warning=newer, total_source=total_source)
 
 
 def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
