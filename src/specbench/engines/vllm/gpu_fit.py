@@ -10,11 +10,12 @@ Three rules, each with the logs it rests on:
   (v1/worker/gpu_worker.py::Worker.determine_available_memory@0.32.0 -> gpu_model_runner.py::profile_cudagraph_memory:
   per mode, the second graph's memory x (N - 1) plus the shared pool), as a price per captured graph times the
   number of graphs the release captures (config/vllm.py::VllmConfig._set_cudagraph_sizes@0.32.0).
-- the per-graph price `GRAPH_GIB_PER_GRAPH`: the median of the corpus logs that print both "Profiling CUDA graph
-  memory: PIECEWISE=N[, FULL=M]" and "Estimated CUDA graph memory: X GiB" (X / (N + M)). The logs spread 0.005 to
-  0.026 GiB a graph (vllm#45178 explains why: the linear extrapolation over a shared pool), so a single estimate is
-  good to a factor of ~3 on the graph term alone; the term is 0.1-1.3 GiB in every dense/MoE log of the corpus
-  and moves the available KV memory by less than 5% there. The few logs whose estimate runs to tens of GiB
+- the price `GRAPH_SHARED_GIB` + `GRAPH_GIB_PER_GRAPH` x (N - 1): least squares over the corpus logs that print
+  both "Profiling CUDA graph memory: PIECEWISE=N[, FULL=M]" and "Estimated CUDA graph memory: X GiB" (the
+  engine's own shape: a shared pool plus the second graph's memory per further graph). The logs spread widely per
+  graph (vllm#45178 explains why: the linear extrapolation over a shared pool, and the cost is the model's), so
+  the estimate is good to ~2x on the graph term alone; the term is 0.1-1.3 GiB in every dense/MoE log of the
+  corpus and moves the available KV memory by less than 5% there. The few logs whose estimate runs to tens of GiB
   (vllm#53013, 118.65 GiB; vllm#57936, 57.45 GiB) are outside the fit and named in its README.
 """
 
@@ -87,14 +88,19 @@ def graph_count(sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: int
     return pw + full
 
 
-# GiB per captured graph: the median of X / graphs over the corpus logs that print both (logs.json):
-# club-3090#1087 0.13/5 = 0.026, gpustack#251 0.36/16 = 0.0225, vllm#48214 0.44/51 = 0.0086,
-# vllm#39559 0.73/86 = 0.0085, vllm-windows-build#4 0.14/30 = 0.0047  -> median 0.0086
-GRAPH_GIB_PER_GRAPH = 0.0086
+# The estimate's own shape (gpu_model_runner.py::profile_cudagraph_memory@0.32.0): the pool the first graphs
+# share plus the second graph's memory x (N - 1). Least squares over the corpus logs that print both the capture
+# count and "Estimated CUDA graph memory" (logs.json): club-3090#1087 5 -> 0.13, gpustack#251 16 -> 0.36,
+# vllm#48214 51 -> 0.44, vllm#39559 86 -> 0.73, vllm-windows-build#4 30 -> 0.14 GiB: 0.109 + 0.00685 x (N - 1)
+# (within 5% on three of the five, 0.59x and 2.2x on the others: the per-graph cost is the model's).
+GRAPH_SHARED_GIB = 0.109
+GRAPH_GIB_PER_GRAPH = 0.00685
 
 
 def cudagraph_estimate_bytes(n_graphs: int) -> int:
-    return int(n_graphs * GRAPH_GIB_PER_GRAPH * GIB)
+    if n_graphs <= 0:
+        return 0
+    return int((GRAPH_SHARED_GIB + GRAPH_GIB_PER_GRAPH * (n_graphs - 1)) * GIB)
 
 
 # ---------------------------------------------------------------------------------------------- activation peak
