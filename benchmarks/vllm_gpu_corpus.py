@@ -87,6 +87,9 @@ def _transient(lg: dict[str, Any]) -> float | None:
 
 
 def _row(e: dict[str, Any], check: str, want: float, got: float | None, scored: bool = True) -> dict[str, Any]:
+    """One check; `ok` None when it is reported only (the check's kind, or the record's `score: false` with its
+    `score_note`)."""
+    scored = scored and e.get("score", True)
     return {"id": e["id"], "check": check, "want": want, "got": None if got is None else round(got, 4),
             "ok": _within(got, want) if scored else None}
 
