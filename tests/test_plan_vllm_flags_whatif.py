@@ -201,3 +201,11 @@ def test_from_log_takes_the_0_3x_summary_lines_non_kv_without_the_weights(tmp_pa
     assert p["from_log"]["applied"]["non_kv_gib"] == pytest.approx(67.43 - 16.92 - 43.4, abs=0.01)
     assert p["weights_gib"] == pytest.approx(16.92, abs=0.01)
     assert float(p["available_kv_gib"]) == pytest.approx(43.4, rel=0.01)
+
+
+def test_spec_tokens_without_a_method_is_the_engines_error():
+    p = _plan("vllm serve Qwen/Qwen3-8B --spec-tokens 3")
+    assert p["status"] == "fails"
+    assert p["error"] == "ValueError: num_speculative_tokens was provided but without speculative model."
+    ok = _plan("vllm serve Qwen/Qwen3-8B --spec-method ngram --spec-tokens 3")
+    assert ok["status"] == "ok" and ok["speculative_method"] == "ngram"

@@ -37,6 +37,7 @@ from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
 from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
 from specbench.engines.vllm.outcome import Context, VllmPlan
+from specbench.engines.vllm.spec_checks import spec_start_failure
 from specbench.errors import UserError
 from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
@@ -273,7 +274,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     """One plan of one command: setup -> length check -> KV budget K -> the pool (V0: its own pool)."""
     st = _start(args, m, draft, ctx)
     # the engine's own non-memory checks (start_checks.py; the expert-parallel ones: not_modelled.py)
-    start_error = vllm_start.first_failure(args) or ep_start_failure(args)
+    start_error = vllm_start.first_failure(args) or ep_start_failure(args) or spec_start_failure(args)
     if start_error is not None:
         return _failed(st, "start_check", start_error, None, {})
     error, warning = _too_long(args, C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
