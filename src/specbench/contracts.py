@@ -209,6 +209,15 @@ class PlanResult:
     weights_estimate_error_basis: str | None = None
     draft_weights_estimate_error: float | None = None
     draft_weights_estimate_error_basis: str | None = None
+    # concurrency said one way (plan/concurrency.py): requests at once at the asked / a typical context, the cap
+    engine_cap: int | None = None
+    concurrency_at_context: int | None = None
+    typical_context: int | None = None
+    typical_context_basis: str | None = None
+    concurrency_at_typical_context: int | None = None
+    concurrency_summary: str | None = None
+    # a model planned on a bundled stand-in config (specs/standin.py): which, what was assumed, what makes it exact
+    model_stand_in: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -381,3 +390,10 @@ class LaunchTarget:
     port: int = 30000
     model: str | None = None
     served_model_name: str | None = None
+
+
+# The key under which an engine's plan hands the planner what it needs to state concurrency (plan/api.py pops it;
+# never in the JSON): {"engine": its name, "cap": its own cap on running requests, "context": the asked context,
+# "fits": requests of c tokens its KV memory holds (a function; None when no pool was sized), "asked": the asked
+# cap or None, "kv_tokens": the KV tokens}. Engines sit below the planner (pyproject's import layers).
+CONCURRENCY_INPUTS = "_concurrency_inputs"

@@ -42,6 +42,7 @@ class ModelOrigin:
     tensors_from: str | None = None
     notes: tuple[str, ...] = ()
     quant_method: str | None = None  # the checkpoint's own quantization (set by load_model_spec)
+    stand_in: str | None = None      # a bundled sibling planned in the model's place: which, assumed what (standin.py)
 
 
 def bundled_dir() -> Path:

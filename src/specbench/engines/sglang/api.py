@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbench.contracts import PlanOptions
+from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
@@ -42,6 +42,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
                                    plan.draft_weights_gib))
     out["reason"] = explain(plan)
+    out.update(_concurrency(plan))
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
     if warning:
@@ -59,6 +60,18 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     else:
         out["fixes"] = []
     return out, rows
+
+
+def _concurrency(p) -> dict[str, Any]:
+    """Requests at once at the asked and a typical context: each holds its tokens in the full-attention KV pool
+    (`kv_tokens`, the scheduler's admission budget: managers/schedule_policy.py::PrefillAdder@0.5.15.post1), capped
+    by max_running_requests (the Mamba slots are already inside that cap); the warning when the asked
+    max_running_requests cannot all hold the context at once."""
+    ok = p.status == "ok" and p.kv_tokens > 0
+    # handed to the planner, which words them (plan/api.py; engines sit below plan/concurrency.py)
+    return {CONCURRENCY_INPUTS: {"engine": "SGLang", "cap": p.max_running_requests if ok else None,
+                                 "context": p.context_len, "fits": (lambda ctx: p.kv_tokens // ctx) if ok else None,
+                                 "asked": p.requested_max_running_requests, "kv_tokens": p.kv_tokens}}
 
 
 def explain(p) -> str:
