@@ -1,11 +1,12 @@
 """The calibration file: the fitted constants per class, versioned JSON (`specbench calibrate` writes it).
 
 {"format": "specbench-calibration", "version": 1, "stores": [...], "global": {params},
- "classes": [{"key": {engine, engine_version, gpu, attention_backend, cuda_graphs}, "params": {a, p, e, d, q, f, g},
+ "classes": [{"key": {engine, engine_version, gpu, attention_backend, cuda_graphs, model ("" = pooled over models)},
+              "params": {a, al, am, p, e, d, q, f, g},
               "n_step", "n_ttft", "step_rel_rms", "ttft_rel_rms", "stores": [...]}],
  "roofline_optimism": {"c1": x, "cmax": x, "cmax_concurrency": N}}
-Params units: a, p, d, q, f in seconds (per step, per sequence per step, per draft forward, per sequence per spec
-step, of TTFT); e and g are multipliers of the roofline time. The shipped calibrations are package data
+Params units: a, al, am, p, d, q, f in seconds (per step, per layer and per MoE layer per step, per sequence per
+step, per draft forward, per sequence per spec step, of TTFT); e and g are multipliers of the roofline time. The shipped calibrations are package data
 (specbench/data/calibrations/*.json), read when no --calibration is given.
 """
 
@@ -51,10 +52,11 @@ class Calibration:
     def lookup(self, key: ClassKey) -> tuple[Params, float, str]:
         """(constants, relative RMS of the step fit, where they come from) for a class: the exact class, else a
         class of the same engine and GPU (named), else the pure roofline (with its measured optimism)."""
-        for c in self.classes:
-            if c.key == key:
-                return c.params, c.step_rel_rms, f"calibrated: {c.key.text()}"
-        near = [c for c in self.classes if (c.key.engine, c.key.gpu) == (key.engine, key.gpu)]
+        for want in (key, key.pooled()):
+            for c in self.classes:
+                if c.key == want:
+                    return c.params, c.step_rel_rms, f"calibrated: {c.key.text()}"
+        near = [c for c in self.classes if (c.key.engine, c.key.gpu) == (key.engine, key.gpu) and not c.key.model]
         if near:
             c = min(near, key=lambda c: (c.key.engine_version != key.engine_version,
                                          c.key.cuda_graphs != key.cuda_graphs,
@@ -101,7 +103,7 @@ def from_json(doc: Any, source: str) -> Calibration:
         try:
             k = c["key"]
             key = ClassKey(str(k["engine"]), str(k["engine_version"]), str(k["gpu"]), str(k["attention_backend"]),
-                           bool(k["cuda_graphs"]))
+                           bool(k["cuda_graphs"]), str(k.get("model") or ""))
             rms = c.get("step_rel_rms")
             trms = c.get("ttft_rel_rms")
             classes.append(ClassFit(key, _params(c["params"], where), int(c.get("n_step") or 0),

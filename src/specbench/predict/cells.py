@@ -24,21 +24,27 @@ GRAPHS_OFF_VALUES = {"--cuda-graph-backend-decode": "disabled"}
 
 @dataclass(frozen=True, order=True)
 class ClassKey:
-    """What the calibrated constants depend on (issue 25): engine release, GPU, attention backend, CUDA graphs."""
+    """What the calibrated constants depend on (issue 25): engine release, GPU, attention backend, CUDA graphs, and
+    the target model ("" = a class pooled over every model recorded with the rest of the key)."""
 
     engine: str
     engine_version: str
     gpu: str
     attention_backend: str
     cuda_graphs: bool
+    model: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "engine_version": self.engine_version, "gpu": self.gpu,
-                "attention_backend": self.attention_backend, "cuda_graphs": self.cuda_graphs}
+                "attention_backend": self.attention_backend, "cuda_graphs": self.cuda_graphs, "model": self.model}
+
+    def pooled(self) -> ClassKey:
+        return ClassKey(self.engine, self.engine_version, self.gpu, self.attention_backend, self.cuda_graphs)
 
     def text(self) -> str:
         g = "graphs" if self.cuda_graphs else "eager"
-        return f"{self.engine} {self.engine_version} / {self.gpu} / {self.attention_backend} / {g}"
+        m = f" / {self.model}" if self.model else " / any model"
+        return f"{self.engine} {self.engine_version} / {self.gpu} / {self.attention_backend} / {g}{m}"
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
@@ -50,11 +56,11 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
     return None
 
 
-def class_key(engine: str, engine_version: str, gpu: str, argv: Sequence[str]) -> ClassKey:
+def class_key(engine: str, engine_version: str, gpu: str, argv: Sequence[str], model: str = "") -> ClassKey:
     backend = _flag_value(argv, "--attention-backend") or "default"
     off = any(f in argv for f in GRAPHS_OFF_FLAGS) or any(
         (_flag_value(argv, f) or "").lower() == v for f, v in GRAPHS_OFF_VALUES.items())
-    return ClassKey(engine, engine_version, gpu, backend, not off)
+    return ClassKey(engine, engine_version, gpu, backend, not off, model)
 
 
 _SPECS: dict[str, ModelSpec] = {}

@@ -1,12 +1,13 @@
 """Fit the step model's constants (predict/model.py::Params) to observations, per calibration class.
 
 Least squares on relative residuals ((model - measured) / measured), linear in the constants:
-  step:  T = a + p*b + e*R + d*n_fwd + q*b*[spec]     (model.py::step_features)
+  step:  T = a + al*L + am*L_moe + p*b + e*R + d*n_fwd + q*b*[spec]     (model.py::step_features)
   TTFT:  TTFT = f + g*R_prefill, residuals relative to the request's latency (cells under the cap: no queueing)
 Constants that the data cannot move stay at the prior: every class is pulled (weight `CLASS_PULL`) towards the
-fit over all classes, which is pulled (weight `GLOBAL_PULL`) towards the pure roofline (0, 0, 1, 0, 0; 0, 1); each
+fit over all classes, which is pulled (weight `GLOBAL_PULL`) towards the pure roofline (e = g = 1, the rest 0); each
 pull is scaled by `SCALES` (a typical size of that constant), so it only decides what the observations leave open
-(a class with AR cells only gets its d and q from the other classes). A constant that comes out negative is held at
+(a class with AR cells only gets its d and q from the other classes). Two levels: the class pooled over the
+models recorded with it (the fallback for a model never recorded), and per target model, pulled towards that. A constant that comes out negative is held at
 0 and the rest refitted (an active set: no overhead is negative). Pure: observations in, constants out.
 """
 
@@ -23,8 +24,9 @@ from specbench.predict.model import Params, prefill_roofline_s, step_features
 from specbench.predict.observe import Observation
 from specbench.predict.roofline import Ceilings
 
-STEP_PRIOR = (0.0, 0.0, 1.0, 0.0, 0.0)
-STEP_SCALES = (1e-3, 1e-4, 1.0, 1e-3, 1e-4)  # s, s/seq, x, s/forward, s/seq: typical sizes (H200 stores)
+STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+# typical sizes (the H200 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq
+STEP_SCALES = (1e-3, 1e-5, 5e-5, 1e-4, 1.0, 1e-3, 1e-4)
 TTFT_PRIOR = (0.0, 1.0)
 TTFT_SCALES = (1e-2, 1.0)
 GLOBAL_PULL = 0.02
@@ -68,7 +70,7 @@ def _solve(rows: np.ndarray, y: np.ndarray, prior: Sequence[float], scales: Sequ
 
 def _step_rows(obs: Sequence[Observation], ceil: Ceilings) -> tuple[np.ndarray, np.ndarray]:
     rows = [np.array(step_features(o.shape, ceil)) / o.step_s for o in obs]
-    return (np.array(rows) if rows else np.zeros((0, 5))), np.ones(len(rows))
+    return (np.array(rows) if rows else np.zeros((0, len(STEP_PRIOR)))), np.ones(len(rows))
 
 
 def _ttft_obs(obs: Sequence[Observation]) -> list[Observation]:
@@ -99,8 +101,8 @@ def _fit(obs: Sequence[Observation], ceil: Ceilings, step_prior: Sequence[float]
 
 
 def _params(xs: np.ndarray, xt: np.ndarray) -> Params:
-    return Params(a=float(xs[0]), p=float(xs[1]), e=float(xs[2]), d=float(xs[3]), q=float(xs[4]),
-                  f=float(xt[0]), g=float(xt[1]))
+    a, al, am, p, e, d, q = (float(v) for v in xs)
+    return Params(a=a, al=al, am=am, p=p, e=e, d=d, q=q, f=float(xt[0]), g=float(xt[1]))
 
 
 def fit_classes(obs: Sequence[Observation], ceilings: dict[str, Ceilings]) -> tuple[Params, list[ClassFit]]:
@@ -118,9 +120,15 @@ def fit_classes(obs: Sequence[Observation], ceilings: dict[str, Ceilings]) -> tu
     gt = _solve(tr, ty, TTFT_PRIOR, TTFT_SCALES, GLOBAL_PULL)
     glob = _params(gs, gt)
     fits: list[ClassFit] = []
-    for key in sorted({o.key for o in usable}):
-        mine = [o for o in usable if o.key == key]
-        xs, xt, srms, trms, nt = _fit(mine, ceilings[key.gpu], gs.tolist(), gt.tolist(), CLASS_PULL)
-        fits.append(ClassFit(key, _params(xs, xt), len(mine), nt, srms, trms,
+    for pooled in sorted({o.key.pooled() for o in usable}):
+        mine = [o for o in usable if o.key.pooled() == pooled]
+        xs, xt, srms, trms, nt = _fit(mine, ceilings[pooled.gpu], gs.tolist(), gt.tolist(), CLASS_PULL)
+        fits.append(ClassFit(pooled, _params(xs, xt), len(mine), nt, srms, trms,
                              tuple(sorted({o.store for o in mine}))))
+        # per target model, pulled towards its pooled class
+        for key in sorted({o.key for o in mine if o.key.model}):
+            own = [o for o in mine if o.key == key]
+            ms, mt, mrms, mtrms, mnt = _fit(own, ceilings[key.gpu], xs.tolist(), xt.tolist(), CLASS_PULL)
+            fits.append(ClassFit(key, _params(ms, mt), len(own), mnt, mrms, mtrms,
+                                 tuple(sorted({o.store for o in own}))))
     return glob, fits

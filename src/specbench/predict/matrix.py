@@ -93,7 +93,8 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
             results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, 0, acc, None, None, None, None,
                                              None, None, "", err)
             continue
-        k, rms, src = cal.lookup(class_key(engine, version, gpu, row.get("command") or ()))
+        k, rms, src = cal.lookup(class_key(engine, version, gpu, row.get("command") or (),
+                                           str(plan_table.get("model_config") or "")))
         p = predict_cell(shape, ceil, k, acc)
         sp = lo = hi = None
         if shape.method == "ar":

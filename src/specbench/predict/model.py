@@ -1,20 +1,21 @@
 """The step-cost model: one cell's decode / verify / draft step time, TTFT, tok/s, TPOT and speedup over AR.
 
 Per step at the batch that really runs, b = min(concurrency, max_running_requests the planner gives):
-  AR        T = a + p*b + e * R_target(b, 1)
-  spec      T = a + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + q * b
+  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1)
+  spec      T = a + al*L + am*L_moe + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + q * b
 with n the verify tokens per sequence (draft tokens; topk 1 chains: num_steps + 1), R the roofline seconds of
 predict/roofline.py, and the draft part by method:
   EAGLE / EAGLE3 / MTP (NEXTN): num_steps one-token draft forwards + one draft-extend forward over the n verified
                                 positions (n_fwd = num_steps + 1);
   DFLASH / DDTREE:              one block forward of n tokens (n_fwd = 1);
   NGRAM:                        nothing (n_fwd = 0).
-a (s, per step), p (s per sequence), e (roofline multiplier = 1 / efficiency), d (s per draft forward) and q (s per
-sequence of a speculative step) are the calibration's (predict/fit.py), per engine release, GPU, attention backend
+with L the target's layers and L_moe its MoE layers; a (s per step), al / am (s per layer / MoE layer: the launch
+floor of a layer's kernels, which a small batch pays whatever its bytes), p (s per sequence), e (roofline multiplier
+= 1 / efficiency), d (s per draft forward) and q (s per sequence of a speculative step) are the calibration's (predict/fit.py), per engine release, GPU, attention backend
 and CUDA graphs. TTFT = f + g * R_prefill(b prompts) (f, g calibrated likewise). A request then takes
 TTFT + (output / accept length) * T (speculative; AR: (output - 1) * T); closed-loop tok/s = b * output / that
-(the relation the H200 stores hold to 0.1 % at c <= 32); speedup = tok/s(spec) / tok/s(AR) at the same b... the
-AR cell at the same concurrency with ITS own cap.
+(the relation the H200 stores hold to 0.1 % at c <= 32); speedup = tok/s(spec) / tok/s(AR), the AR cell at the
+same concurrency with its own cap.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class Params:
     """One calibration class's constants (predict/fit.py): seconds, or a dimensionless multiplier (e, g)."""
 
     a: float = 0.0   # s per step
+    al: float = 0.0  # s per target layer per step (kernel launches a layer costs whatever its bytes)
+    am: float = 0.0  # s per MoE layer per step (routing, top-k, the expert kernels' floor)
     p: float = 0.0   # s per sequence per step
     e: float = 1.0   # x roofline step time
     d: float = 0.0   # s per draft forward
@@ -83,26 +86,28 @@ class Params:
     f: float = 0.0   # s of TTFT
     g: float = 1.0   # x roofline prefill time
 
-    def step_vector(self) -> tuple[float, float, float, float, float]:
-        return (self.a, self.p, self.e, self.d, self.q)
+    def step_vector(self) -> tuple[float, ...]:
+        return (self.a, self.al, self.am, self.p, self.e, self.d, self.q)
 
 
 ROOFLINE = Params()  # the pure roofline: no overhead, full efficiency
 
 
-def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, float, float, float, float]:
-    """The regressors of T = a*1 + p*b + e*R + d*n_fwd + q*b*[spec] for this cell."""
+def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
+    """The regressors of T = a + al*layers + am*moe_layers + p*b + e*R + d*n_fwd + q*b*[spec] for this cell."""
     b = c.batch
     ts = target_shape(c.target, c.tp)
+    layers = float(c.target.num_layers)
+    moe = float(len(c.target.moe.moe_layers)) if c.target.moe else 0.0
     if c.method == "ar":
-        return (1.0, float(b), forward_s(ts, ceil, b, 1, c.ctx), 0.0, 0.0)
+        return (1.0, layers, moe, float(b), forward_s(ts, ceil, b, 1, c.ctx), 0.0, 0.0)
     r = forward_s(ts, ceil, b, c.verify_tokens, c.ctx)
     if c.method in ("eagle", "mtp"):
         ds = drafter_shape(c.draft, c.tp) if c.draft is not None else mtp_shape(c.target, c.tp)
         r += c.num_steps * forward_s(ds, ceil, b, 1, c.ctx) + forward_s(ds, ceil, b, c.verify_tokens, c.ctx)
     elif c.method == "block" and c.draft is not None:
         r += forward_s(drafter_shape(c.draft, c.tp), ceil, b, c.verify_tokens, c.ctx)
-    return (1.0, float(b), r, float(c.n_fwd), float(b))
+    return (1.0, layers, moe, float(b), r, float(c.n_fwd), float(b))
 
 
 def prefill_roofline_s(c: CellShape, ceil: Ceilings) -> float:

@@ -112,7 +112,8 @@ def observations(path: str) -> list[Observation]:
             continue
         base = ar.get(cell.baseline_key)
         sp = tok_s / base if (not cell.is_ar and base and base > 0 and math.isfinite(base)) else None
-        out.append(Observation(str(path), cell.cell_id, cell.label, class_key(engine, version, gpu, argv), shape,
+        key = class_key(engine, version, gpu, argv, str(plan.get("model_config") or ""))
+        out.append(Observation(str(path), cell.cell_id, cell.label, key, shape,
                                step, ttft, e2e, acc, tok_s, sp))
     return out
 
