@@ -192,9 +192,8 @@ def register(app: typer.Typer) -> None:
             spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
-            from specbench.redact import redact_obj
-
             from specbench.predict.plan_matrix import with_predictions
+            from specbench.redact import redact_obj
 
             # commands and env as they would run, their secrets masked; each cell with its predicted speedup
             rows = redact_obj(with_predictions(spec, dry_run(spec)))
