@@ -26,7 +26,7 @@ from specbench.predict.roofline import Ceilings
 
 STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0)
 # typical sizes (the H200 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq
-STEP_SCALES = (1e-3, 1e-5, 5e-5, 1e-4, 1.0, 1e-3, 1e-4)
+STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3)
 TTFT_PRIOR = (0.0, 1.0)
 TTFT_SCALES = (1e-2, 1.0)
 GLOBAL_PULL = 0.02

@@ -26,7 +26,7 @@ from specbench.predict.roofline import Ceilings, drafter_shape, forward_s, mtp_s
 from specbench.specs.model import ModelSpec
 
 # Method families by the algorithm names the engines take (SGLang --speculative-algorithm, vLLM "method").
-EAGLE_LIKE = {"eagle", "eagle3", "standalone", "medusa"}
+EAGLE_LIKE = {"eagle", "eagle3", "standalone", "medusa", "draft_model"}
 MTP_LIKE = {"nextn", "mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "ernie_mtp", "mimo_mtp"}
 BLOCK_LIKE = {"dflash", "ddtree"}
 NONE_LIKE = {"ngram", "suffix"}
