@@ -49,6 +49,7 @@ class RunOptions:
     gpus: tuple[str, ...] | None = None  # pack tuples onto these GPUs (None: one tuple at a time)
     executor: str = "local"  # local | ray
     ray_address: str | None = None
+    order: tuple[str, ...] | None = None  # server ids to run first, in this order, within each phase (--order)
 
 
 @dataclass
@@ -86,6 +87,9 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
 
     adapter = adapter_for(spec)
     tuples, cells = expand(spec)
+    if opts.order:  # `run --order predicted`: the same tuples, most promising first within each phase
+        rank = {sid: i for i, sid in enumerate(opts.order)}
+        tuples = sorted(tuples, key=lambda st: (st.phase, rank.get(st.server_id, len(rank))))
     lock = lock_store(opts.store_path)
     store = Store(opts.store_path)
     try:
