@@ -220,6 +220,8 @@ def register(app: typer.Typer) -> None:
         from specbench.matrix.spec import expand, load_matrix
 
         spec, text = load_matrix(matrix)
+        for note in spec.remote_paths:  # said before anything boots, in a dry run as in a run
+            sys.stderr.write(f"warning: {matrix}: {note}\n")
         if repeats is not None:
             spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
