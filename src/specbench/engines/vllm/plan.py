@@ -273,10 +273,13 @@ def _fits(grouping: C.Grouping, charge: C.Charge, num_blocks: int) -> Callable[[
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
     """One plan of one command: setup -> length check -> KV budget K -> the pool (V0: its own pool)."""
     st = _start(args, m, draft, ctx)
-    # the engine's own non-memory checks (start_checks.py; the expert-parallel ones: not_modelled.py)
-    start_error = vllm_start.first_failure(args) or ep_start_failure(args) or spec_start_failure(args)
+    # the engine's own non-memory checks (start_checks.py; the expert-parallel ones: not_modelled.py): the flags,
+    # then the model's and the drafter's configs
+    start_error = (vllm_start.first_failure(args) or ep_start_failure(args) or spec_start_failure(args)
+                   or vllm_start.model_failure(args, m, draft))
     if start_error is not None:
         return _failed(st, "start_check", start_error, None, {})
+    st = st.more(warnings=vllm_start.model_warnings(args, m, draft))
     error, warning = _too_long(args, C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
     if error is not None:
         return _failed(st, "derived_max_len", error, None, {})
