@@ -34,16 +34,15 @@ def predict_cmd(
                                                    "accept length from a results store (by label)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (docs/contracts.md)"),
 ) -> None:
-    from specbench.matrix.preflight import dry_run
     from specbench.matrix.spec import load_matrix
-    from specbench.predict.plan_matrix import accept_from_store, load_calibration, predict_spec
+    from specbench.predict.plan_matrix import accept_from_store, load_calibration, plan_rows, predict_spec
 
     if accept_len is not None and acceptance_from is not None:
         raise UserError("give --accept-len or --acceptance-from, not both")
     spec, _ = load_matrix(matrix)
     cal = load_calibration(calibration)
     measured = accept_from_store(acceptance_from) if acceptance_from is not None else None
-    rows = dry_run(spec)
+    rows = plan_rows(spec)
     preds = predict_spec(spec, rows, cal, accept_len, measured)
     if as_json:
         doc = {"matrix": str(matrix), "calibration": cal.source, "cells": [p.as_dict() for p in preds]}

@@ -84,3 +84,13 @@ def shipped_or_none() -> cal_io.Calibration | None:
         return cal_io.shipped()
     except UserError:
         return None
+
+
+def plan_rows(spec: Any) -> list[dict[str, Any]]:
+    """The dry run's rows for predicting: the planner without its nearest-fix search unless the matrix auto-fixes
+    (the fixes only decide what `auto_fix` launches instead)."""
+    from functools import partial
+
+    from specbench.matrix.preflight import dry_run, plan_argv
+
+    return dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
