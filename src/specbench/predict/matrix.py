@@ -75,12 +75,9 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
         except (ValueError, UserError) as exc:
             shapes.append((row, None, str(exc)))
     ar_tok: dict[tuple[Any, ...], float] = {}
-    out: list[Predicted] = []
-    pending: list[tuple[Mapping[str, Any], CellShape | None, str | None]] = []
-    for row, shape, err in sorted(shapes, key=lambda s: 0 if (s[1] is not None and s[1].method == "ar") else 1):
-        pending.append((row, shape, err))
     results: dict[str, Predicted] = {}
-    for row, shape, err in pending:
+    # AR cells first: each speculative cell divides by the AR cell of its TP, concurrency and load
+    for row, shape, err in sorted(shapes, key=lambda s: 0 if (s[1] is not None and s[1].method == "ar") else 1):
         c = row.get("client") or {}
         tp = int((row.get("server") or {}).get("tp") or 1)
         conc = int(c.get("concurrency") or 1)
@@ -112,9 +109,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
                 lo, hi = sp * (1 - w), sp * (1 + w)
         results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, p.batch, acc, p.tok_s, p.tpot_ms,
                                          p.ttft_ms, sp, lo, hi, src)
-    for row in rows:
-        out.append(results[row["cell"]])
-    return out
+    return [results[row["cell"]] for row in rows]
 
 
 def _ar_cap(rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> int | None:
