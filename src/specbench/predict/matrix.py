@@ -1,6 +1,7 @@
 """Predict every cell of a matrix: the dry run's cells (matrix/preflight.py::dry_run, the planner's
 max_running_requests per server) -> predicted tok/s, TPOT, speedup over the AR cell at the same TP, concurrency and
-load, with an interval of +/- 2 x the calibration's relative RMS step residual (the speedup's: sqrt(2) x that)."""
+load, with an interval of +/- 2 x the calibration's relative RMS latency residual (step and TTFT fits combined:
+calibration.py::latency_rms), sqrt(2) x that for a ratio of two predictions."""
 
 from __future__ import annotations
 
