@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -121,8 +123,38 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
                           f"{predicted_text(r)}",
                           highlight=False, markup=False)
+            if r.get("duration_warning"):
+                console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
+
+
+def _warn_long_cells(spec: Any, err: Console) -> None:
+    """Before anything boots: each cell expected to run for more than LONG_CELL_S, in one line."""
+    from specbench.matrix.preflight import duration_warning
+    from specbench.matrix.spec import expand
+
+    for c in expand(spec)[1]:
+        why = duration_warning(c.client)
+        if why:
+            err.print(f"specbench: warning: cell {c.cell_id} ({c.label}): {why}", highlight=False, markup=False)
+
+
+@contextmanager
+def _damage_is_one_line(store_path: Path) -> Iterator[None]:
+    """A store damaged where the run reads or writes it (a cell's JSON, a text that no longer decodes, a page
+    SQLite calls malformed) ends in one line naming the file and the damage (matrix/store.py::damage_error)."""
+    import sqlite3
+
+    from specbench.matrix.store import StoreDamaged, damage_error
+
+    try:
+        yield
+    except (sqlite3.DatabaseError, StoreDamaged, UnicodeDecodeError) as exc:
+        one_line = damage_error(store_path, exc)
+        if one_line is None:
+            raise
+        raise one_line from None
 
 
 def _gpus(text: Optional[str]) -> Optional[tuple[str, ...]]:
@@ -207,10 +239,13 @@ def register(app: typer.Typer) -> None:
                           gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address,
                           order=_order(order, spec))
         err = Console(stderr=True, soft_wrap=True)
-        report = run_matrix(spec, text, str(matrix), opts, console=err)
+        _warn_long_cells(spec, err)
+        with _damage_is_one_line(store_path):
+            report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:
             err.print(f"specbench: {msg}", highlight=False, markup=False)
-        rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
+        with _damage_is_one_line(store_path):
+            rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
         if as_json:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         else:
