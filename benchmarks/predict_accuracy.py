@@ -17,6 +17,7 @@ import glob
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,7 +50,7 @@ label = "ar"
 [[server.spec]]
 label = "eagle3-sim{simulated_accept_len}"
 algorithm = "EAGLE3"
-draft_model = "/tmp/models/q3_30b_eagle3"
+draft_model = "DRAFTER"
 num_steps = 3
 eagle_topk = 1
 num_draft_tokens = 4
@@ -81,12 +82,15 @@ def accuracy(stores: list[str]) -> None:
 
 
 def speed() -> None:
+    from specbench.commands.predict import plan_rows
     from specbench.matrix.spec import load_matrix
-    from specbench.predict.plan_matrix import plan_rows
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "big.toml"
-        path.write_text(BIG, encoding="utf-8")
+        drafter = Path(d) / "q3_30b_eagle3"  # the matrix's drafter folder must exist (matrix/toml_load.py)
+        drafter.mkdir()
+        shutil.copy(ROOT / "src/specbench/data/configs/specforge__qwen3-30B-A3B-eagle3.json", drafter / "config.json")
+        path.write_text(BIG.replace("DRAFTER", str(drafter)), encoding="utf-8")
         spec, _ = load_matrix(path)
         cal = shipped()
         t0 = time.perf_counter()

@@ -18,6 +18,16 @@ def _x(v: Any, digits: int = 2, suffix: str = "") -> str:
     return "-" if v is None else f"{v:.{digits}f}{suffix}"
 
 
+def plan_rows(spec: Any) -> list[dict[str, Any]]:
+    """The dry run's rows for predicting: the planner without its nearest-fix search unless the matrix auto-fixes
+    (the fixes only decide what `auto_fix` launches instead)."""
+    from functools import partial
+
+    from specbench.matrix.preflight import dry_run, plan_argv
+
+    return dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
+
+
 def register(app: typer.Typer) -> None:
     app.command("predict", help="Predict tok/s, TPOT and the speedup over AR of every cell of a matrix, before any "
                                 "run: a roofline step-cost model with constants calibrated from recorded stores "
@@ -35,7 +45,7 @@ def predict_cmd(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (docs/contracts.md)"),
 ) -> None:
     from specbench.matrix.spec import load_matrix
-    from specbench.predict.plan_matrix import accept_from_store, load_calibration, plan_rows, predict_spec
+    from specbench.predict.plan_matrix import accept_from_store, load_calibration, predict_spec
 
     if accept_len is not None and acceptance_from is not None:
         raise UserError("give --accept-len or --acceptance-from, not both")

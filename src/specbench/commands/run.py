@@ -185,7 +185,8 @@ def _order(name: str, spec: Any) -> Optional[tuple[str, ...]]:
         return None
     if name != "predicted":
         raise UserError(f"--order {name!r}: expected matrix or predicted")
-    from specbench.predict.plan_matrix import plan_rows, predict_spec, server_order, shipped_or_none
+    from specbench.commands.predict import plan_rows
+    from specbench.predict.plan_matrix import predict_spec, server_order, shipped_or_none
 
     rows = plan_rows(spec)
     cal = shipped_or_none()

@@ -1,5 +1,6 @@
-"""A matrix file -> its predictions (what `specbench predict`, `run --dry-run` and `run --order predicted` share):
-the dry run's cells, the [plan] table, the calibration (a file, else the shipped ones), the accept lengths."""
+"""A matrix's dry-run rows -> their predictions (what `specbench predict`, `run --dry-run` and `run --order predicted`
+share): the [plan] table, the calibration (a file, else the shipped ones), the accept lengths. The rows come from
+the runner's dry run (commands/predict.py::plan_rows): this layer sits below matrix/ and does not import it."""
 
 from __future__ import annotations
 
@@ -85,12 +86,3 @@ def shipped_or_none() -> cal_io.Calibration | None:
     except UserError:
         return None
 
-
-def plan_rows(spec: Any) -> list[dict[str, Any]]:
-    """The dry run's rows for predicting: the planner without its nearest-fix search unless the matrix auto-fixes
-    (the fixes only decide what `auto_fix` launches instead)."""
-    from functools import partial
-
-    from specbench.matrix.preflight import dry_run, plan_argv
-
-    return dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
