@@ -185,10 +185,10 @@ def _order(name: str, spec: Any) -> Optional[tuple[str, ...]]:
         return None
     if name != "predicted":
         raise UserError(f"--order {name!r}: expected matrix or predicted")
-    from specbench.matrix.runner import dry_run
+    from specbench.commands.predict import plan_rows
     from specbench.predict.plan_matrix import predict_spec, server_order, shipped_or_none
 
-    rows = dry_run(spec)
+    rows = plan_rows(spec)
     cal = shipped_or_none()
     return server_order(rows, predict_spec(spec, rows, cal)) if cal is not None else None
 

@@ -47,8 +47,9 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) ->
     return out
 
 
-def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, Any] | None:
-    """The planner's verdict for an argv, or None when there is no planner for this engine."""
+def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
+    """The planner's verdict for an argv, or None when there is no planner for this engine (`fixes=False`: without
+    the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
         return None
     from specbench.plan.api import PlanOptions, plan_command
@@ -59,7 +60,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
         model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
         engine=adapter.plan_engine, engine_version=version,
         avail_before_load_gib=p.avail_before_load_gib, weights_gib=p.weights_gib,
-        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=True,
+        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=fixes,
     )
     # the server's environment is part of what it allocates (VLLM_CPU_KVCACHE_SPACE selects vLLM's CPU rules
     # and its KV space; SGLANG_* switches): hand it to the planner as the leading VAR=value words of the command
