@@ -177,6 +177,15 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
         if online is not None:
             m = replace(m, quant=online)
             notes.append(f"weights planned as {online.label}: --quantization {args.quantization} quantizes at load")
+        elif args.quantization.lower() != "unquant":
+            warnings.append(f"--quantization {args.quantization} on an unquantized checkpoint is not modelled: the "
+                            "weights are planned unquantized")
+    if m.quant.method and ("fp8" in m.quant.label.lower()) and s.gpu.arch in ("sm80", "sm86", "sm87"):
+        # no FP8 tensor cores before SM89: layers/quantization/fp8.py::Fp8LinearMethod@0.5.15.post1 takes the
+        # weight-only Marlin path (marlin_utils_fp8.py::prepare_fp8_layer_for_marlin): FP8 weights stay 1 byte,
+        # with one fp16 scale per output channel; activations run in 16 bits
+        notes.append("FP8 on this GPU (no FP8 tensor cores) runs as weight-only FP8 Marlin: 1 byte per weight plus "
+                     "per-channel scales, 16-bit activations")
     pad = mxfp4_moe_pad(s.gpu) if m.quant.method == "mxfp4" else (1, 1)
     swz = m.quant.method == "mxfp4" and s.gpu.arch.startswith("sm9")  # triton_kernel backend: Hopper layouts
     marlin = s.gpu.vendor == "nvidia"  # the Marlin kernels (ROCm takes other int4 paths)
