@@ -120,3 +120,20 @@ def test_wrapped_launch_lines_are_unwrapped(line):
     cmd = read_command(line)
     assert cmd.engine.name == "sglang" and "--model-path" in cmd.argv and cmd.notes
     assert _plan(line)["tp"] == 2
+
+
+def test_dry_run_flags_cells_asking_more_at_once_than_the_planned_server_runs():
+    from pathlib import Path
+
+    from specbench.matrix.preflight import dry_run
+    from specbench.matrix.spec import load_matrix
+
+    spec, _text = load_matrix(Path(__file__).resolve().parents[1] / "examples" / "qwen36-27b-dflash-ddtree.toml")
+    rows = dry_run(spec)
+    warned = [r for r in rows if r["concurrency_warning"]]
+    assert warned and len(warned) < len(rows)
+    for r in rows:
+        c = r["client"]["concurrency"]
+        cap = r["max_running_requests_planned"]
+        over_cap = r["plan_status"] == "ok" and isinstance(cap, int) and c > cap
+        assert not over_cap or "above the planned cap" in r["concurrency_warning"]

@@ -119,6 +119,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
             console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}",
                           highlight=False, markup=False)
+            if r.get("concurrency_warning"):
+                console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
 

@@ -109,8 +109,20 @@ def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
     return None
 
 
+def _valid_repo_id(repo_id: str) -> bool:
+    """huggingface_hub's own rule (utils/_validators.py::validate_repo_id): a published typo such as
+    `Qwen/Qwen3-30-A3B.` (a trailing period) is no repo id, so it is never passed on to raise there."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return False
+    return True
+
+
 def hf_cache_config(repo_id: str, revision: str | None = None) -> Path | None:
-    if not _REPO_ID.match(repo_id):  # a path ("/no/such/model") is not a repo id: huggingface_hub would raise
+    if not _REPO_ID.match(repo_id) or not _valid_repo_id(repo_id):  # a path ("/no/such/model") is not a repo id
         return None
     s = hub.settings()
     hit = hub.cached_file(s, repo_id, "config.json", revision)
@@ -174,7 +186,9 @@ def _resolve(source: str, revision: str | None, s: hub.HubSettings, flag: str | 
         return _from_path(source, p)
     tried = ["not a file or model folder"]
     why = ""
-    if _REPO_ID.match(source):
+    if _REPO_ID.match(source) and not _valid_repo_id(source):
+        tried.append("not a valid Hub repo id (huggingface_hub refuses it)")
+    elif _REPO_ID.match(source):
         cfg = hf_cache_config(source, revision)
         if cfg is not None:
             return _from_cache(s, source, revision, cfg)
@@ -247,6 +261,8 @@ def quantization_flag(value: str | None) -> Iterator[None]:
 def _with_overlay(data: dict, hq: dict | None, si: StandIn) -> tuple[dict, dict | None]:
     """The sibling's config as the stand-in checkpoint would have it: its quantization, the renamed fields."""
     data = {**data, **si.fields}
+    if si.drop_quant:
+        return {k: v for k, v in data.items() if k != "quantization_config"}, None
     if si.quantization_config is not None:
         data["quantization_config"] = dict(si.quantization_config)
     if si.hf_quant_config is not None or si.quantization_config is not None:

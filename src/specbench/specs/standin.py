@@ -35,7 +35,7 @@ from typing import Any
 _QUANT_WORDS: dict[str, str] = {
     "fp8": "fp8", "nvfp4": "nvfp4", "mxfp4": "mxfp4", "awq": "awq", "gptq": "gptq", "autoround": "autoround",
     "auto-round": "autoround", "w4a16": "w4a16", "w8a8": "w8a8", "int8": "int8", "int4": "int4", "bnb": "bnb",
-    "nf4": "bnb", "fp4": "nvfp4",
+    "nf4": "bnb", "fp4": "nvfp4", "bf16": "bf16", "fp16": "bf16",
 }
 # words that qualify a quantization word and go with it (`-NVFP4-V2`, `-AWQ-4bit`, `-FP8-dynamic`, `-W4A16-G128`)
 _QUALIFIERS = re.compile(r"^(v\d+|\d+bit|\d+-bit|dynamic|static|block|g\d+|gs\d+|marlin|gemm|kv|quantized|quant)$")
@@ -89,7 +89,7 @@ def read_name(tail: str) -> NameRead:
 def _kind(kinds: list[str], bits: int | None) -> str | None:
     if not kinds:
         return None
-    for k in ("nvfp4", "mxfp4", "awq", "gptq", "autoround", "w4a16", "w8a8", "bnb", "fp8"):
+    for k in ("nvfp4", "mxfp4", "awq", "gptq", "autoround", "w4a16", "w8a8", "bnb", "fp8", "bf16"):
         if k in kinds:
             return f"{k}-int{bits}" if k in ("gptq", "autoround") and bits else k
     return "int8" if "int8" in kinds else "int4"
@@ -169,6 +169,7 @@ class StandIn:
     hf_quant_config: Mapping[str, Any] | None
     fields: Mapping[str, Any]                   # config fields a known rename changes
     text: str                                   # the one line: stand-in, assumption, what makes it exact
+    drop_quant: bool = False                    # a `-BF16` name planned on a quantized sibling: unquantized
 
 
 def _known_variant(base: Path, kind: str, bundled: dict[str, Path]) -> tuple[str, Path] | None:
@@ -257,6 +258,16 @@ def find_stand_in(source: str, why: str, match: Any, bundled: dict[str, Path], f
         return None  # nothing in the name to take off: not a variant of a bundled model
     for cand, dropped in renamed_bases(nr.base):
         if not cand or (cand == tail and not dropped):
+            continue
+        if kind == "bf16":  # `-BF16`: the unquantized checkpoint of a model bundled only as its quantized variants
+            hit = match(cand) or next((p for n, p in sorted(bundled.items()) if not _is_drafter(p)
+                                       and n.lower().split("__", 1)[-1].startswith(cand.lower() + "-")), None)
+            if hit is not None:
+                label = hit.stem.replace("__", "/", 1)
+                return StandIn(hit, label, None, None, {}, f"{source}: planned on the bundled config of {label} "
+                               f"(same architecture) without its quantization, assumed from the name's "
+                               f"`{'-'.join(nr.quant_words)}`; the checkpoint's config.json makes it exact",
+                               drop_quant=True)
             continue
         hit = match(f"{org}/{cand}" if org else cand) or match(cand)
         if hit is None or _is_drafter(hit):  # a drafter never stands in for a model
