@@ -8,7 +8,7 @@ Three figures (issue 26):
   `max_model_len`), the share the plan puts within 5 %;
 - models: among the distinct models (and drafters) the commands name, the share resolved offline.
 
-    PYTHONPATH=src python benchmarks/command_corpus_score.py [--json] [--list]
+    PYTHONPATH=src python benchmarks/command_corpus_score.py [--json] [--list] [--with-configs]
 
 Run it with another checkout's `src` first on PYTHONPATH to score that version side by side.
 """
@@ -44,10 +44,33 @@ def _gpu(e: dict) -> str:
     return GPUS.get(g) or next((v for k, v in GPUS.items() if k in g), "H200")
 
 
-def score() -> dict:
+def _cache_configs(home: Path) -> None:
+    """`--with-configs`: the corpus' own config copies (configs/, SOURCES.md there) in the HF cache under their ids,
+    as tests/test_command_corpus.py plans them (a user who downloaded those configs once)."""
+    import shutil
+
+    for e in entries():
+        src = e.get("config_source")
+        model = e.get("model") or ""
+        if not src or model.startswith(("/", ".")) or model.count("/") != 1:
+            continue
+        cfg = CORPUS / "configs" / Path(src).name
+        snap = home / "hub" / ("models--" + model.replace("/", "--")) / "snapshots" / ("0" * 40)
+        snap.mkdir(parents=True, exist_ok=True)
+        shutil.copy(cfg, snap / "config.json")
+        hq = cfg.with_name(cfg.stem + "__hf_quant_config.json")
+        if hq.exists():
+            shutil.copy(hq, snap / "hf_quant_config.json")
+        (snap.parents[1] / "refs").mkdir(exist_ok=True)
+        (snap.parents[1] / "refs" / "main").write_text("0" * 40)
+
+
+def score(with_configs: bool = False) -> dict:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="specbench-score-hf-")
     os.environ.pop("HF_HUB_CACHE", None)
+    if with_configs:
+        _cache_configs(Path(os.environ["HF_HOME"]))
     from specbench.errors import UserError
     from specbench.plan.api import PlanOptions, plan_command
     from specbench.specs.resolve import resolve_model
@@ -87,8 +110,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--with-configs", action="store_true", help="the corpus' config copies in the HF cache")
     a = ap.parse_args()
-    s = score()
+    s = score(a.with_configs)
     if a.json:
         print(json.dumps(s, indent=1))
         return

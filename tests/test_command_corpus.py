@@ -61,7 +61,7 @@ VERDICT = {
     "sglang-qwen3-8b-dflash-b16-b200": "ok", "sglang-qwen3-coder-30b-a3b-dflash": "no config",
     "sglang-qwen3-8b-eagle3-mem-fraction-abbrev-a800": "ok",
     "sglang-qwen3-4b-eagle3-angelslim-mem-fraction-abbrev-fails": "no config",
-    "sglang-qwen3-30b-a3b-eagle3-angelslim": "no config",
+    "sglang-qwen3-30b-a3b-eagle3-angelslim": "ok",  # the drafter on its target's SpecForge template
     "sglang-docker-deepseek-r1-tp16-2node-disable-radix-abbrev": "ok",
     "trtllm-serve-gpt-oss-120b-tp8-ep8": "unsupported", "trtllm-serve-deepseek-r1-fp4-tp8-ep2": "unsupported",
 }

@@ -137,3 +137,18 @@ def test_dry_run_flags_cells_asking_more_at_once_than_the_planned_server_runs():
         cap = r["max_running_requests_planned"]
         over_cap = r["plan_status"] == "ok" and isinstance(cap, int) and c > cap
         assert not over_cap or "above the planned cap" in r["concurrency_warning"]
+
+
+def test_the_release_lists_are_the_releases_own():
+    """Written by tools/engine/engine_registry.py from each release's source; spot checks against that source."""
+    from specbench.engines.sglang import registry
+
+    assert {"DSPARK", "UNO"} <= registry.spec_algorithms("0.5.23").names
+    assert registry.spec_algorithms("0.5.15.post1").refuses("DSPARK")
+    assert not registry.spec_algorithms("0.5.20").refuses("DSPARK")  # between two lists: added in between?
+    archs = registry.architectures("0.5.15.post1")
+    assert {"Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM", "LlamaForCausalLMEagle3"} <= archs.names
+    assert archs.refuses("JambaForCausalLM") and not registry.architectures("0.5.23").refuses("MambaForCausalLM")
+    q = registry.quant_methods("0.5.12")
+    assert {"auto-round", "modelopt", "modelopt_fp4", "awq_marlin", "gptq_marlin"} <= q.names and q.refuses("nvfp4_online")
+    assert not registry.quant_methods("0.5.15.post1").refuses("nvfp4_online")

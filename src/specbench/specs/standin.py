@@ -308,3 +308,27 @@ def _build(source: str, hit: Path, nr: NameRead, kind: str | None, org: str, fla
              + (", or the Hub (unset HF_HUB_OFFLINE)" if "OFFLINE" in why else ", or the Hub"))
     text = f"{source}: planned on the bundled config of {label} (same architecture){quant}{renamed}; {exact}"
     return StandIn(hit, label, qc, hq, fields, text)
+
+
+_ALGO_WORDS = {"EAGLE3": "eagle3", "EAGLE": "eagle3", "DFLASH": "dflash", "DDTREE": "dflash"}
+
+
+def template_for_target(target: str, algorithm: str, bundled: dict[str, Path], match: Any) -> Path | None:
+    """The bundled SpecForge template of `algorithm` for the launch's target (its bundled config or stand-in): the
+    drafter of a command whose own drafter config is out of reach (`AngelSlim--Qwen3-a3B_eagle3` for
+    Qwen3-30B-A3B)."""
+    word = _ALGO_WORDS.get(algorithm.upper())
+    if word is None:
+        return None
+    hit = match(target)
+    if hit is None:
+        si = find_stand_in(target, "", match, bundled, None)
+        hit = si.path if si is not None else None
+    if hit is None:
+        return None
+    model = hit.stem.split("__", 1)[-1].lower()
+    for name, p in sorted(bundled.items()):
+        org, _, m = name.partition("__")
+        if org == "specforge" and m.lower() == f"{model}-{word}":
+            return p
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from specbench.engines.cli_flags import unknown_flags_warning
@@ -25,11 +26,11 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     args, unmodelled = _without_unmodelled_spec(args, version)
     m = load_spec_for(opts.model_config, args.model_path, "the model", "--model-config")
     assert m is not None
-    draft = None
+    draft, drafter_note = None, None
     if args.spec_algorithm and args.spec_algorithm not in ("NGRAM",):
         dp = args.speculative_draft_model_path
         if opts.draft_config or (dp and dp != args.model_path):
-            draft = load_spec_for(opts.draft_config, dp, "the draft model", "--draft-config")
+            draft, drafter_note = _load_draft(opts, dp, args.model_path, args.spec_algorithm)
     gpu = resolve_gpu(opts)
     measured = Measured(opts.avail_before_load_gib, opts.weights_gib, opts.draft_weights_gib)
     for name, v in (("--avail-before-load-gib", opts.avail_before_load_gib), ("--weights-gib", opts.weights_gib),
@@ -47,6 +48,8 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out.update(_concurrency(plan))
     if unmodelled:
         out["warnings"] = [unmodelled, *(out.get("warnings") or [])]
+    if drafter_note:
+        out["notes"] = [*(out.get("notes") or []), drafter_note]
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
     if warning:
@@ -64,6 +67,31 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     else:
         out["fixes"] = []
     return out, rows
+
+
+def _load_draft(opts: PlanOptions, path: str | None, target: str | None, algo: str) -> tuple[Any, str | None]:
+    """The drafter's spec; when its config is out of reach, the bundled SpecForge template of that algorithm for the
+    launch's target (specs/standin.py::template_for_target), said in a note."""
+    try:
+        return load_spec_for(opts.draft_config, path, "the draft model", "--draft-config"), None
+    except UserError:
+        if opts.draft_config or not target or not path:
+            raise
+        from specbench.specs.resolve import _bundled_match, bundled_dir, bundled_names, load_model_spec
+        from specbench.specs.standin import template_for_target
+
+        tpl = template_for_target(target, algo, {n: bundled_dir() / f"{n}.json" for n in bundled_names()},
+                                  _bundled_match)
+        if tpl is None:
+            raise
+        label = tpl.stem.replace("__", "/", 1)
+        spec = load_model_spec(str(tpl), name=path)
+        # a training template's max_position_embeddings is not the published drafter's: its context is not checked
+        raw = {k: v for k, v in spec.raw.items() if k != "rope_scaling"} | {"max_position_embeddings": 1 << 30}
+        return dataclasses.replace(spec, raw=raw), (
+            f"the drafter {path} has no config here: planned on the bundled {label}, the SpecForge {algo} template "
+            "for this target (its shapes, not the drafter's; its context limit is not checked); the drafter's "
+            "config.json makes it exact")
 
 
 def _without_unmodelled_spec(args: SglangArgs, version: str) -> tuple[SglangArgs, str | None]:
