@@ -50,7 +50,7 @@ def plan_cmd(
         return
     argv = list(ctx.args)
     if from_log:
-        from specbench.logs.doctor import facts_for_plan
+        from specbench.doctor.doctor import facts_for_plan
 
         facts = facts_for_plan(from_log)
         if not argv:

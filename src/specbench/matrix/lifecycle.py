@@ -17,8 +17,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+
+class Interrupted:
+    """SIGTERM becomes KeyboardInterrupt (as Ctrl-C); `by_sigterm` says which one came, for forwarding."""
+
+    by_sigterm = False
+
+    @classmethod
+    def handler(cls, _signum: int, _frame: Any) -> None:
+        cls.by_sigterm = True
+        raise KeyboardInterrupt
 
 
 class ServerFailed(Exception):

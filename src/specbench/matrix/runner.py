@@ -79,17 +79,6 @@ def log_dir_for(store_path: Path) -> Path:
     return store_path.parent / (store_path.stem + "-logs")
 
 
-class Interrupted:
-    """SIGTERM becomes KeyboardInterrupt (as Ctrl-C); `by_sigterm` says which one came, for forwarding."""
-
-    by_sigterm = False
-
-    @classmethod
-    def handler(cls, _signum: int, _frame: Any) -> None:
-        cls.by_sigterm = True
-        raise KeyboardInterrupt
-
-
 def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOptions,
                console: Any = None) -> RunReport:
     """Run (or resume) every cell of the matrix into the store at `opts.store_path`."""
@@ -116,8 +105,8 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     todo_total = sum(len(todo) for _, todo in work)
     report.kept = len(cells) - todo_total
 
-    Interrupted.by_sigterm = False
-    old_handler = signal.signal(signal.SIGTERM, Interrupted.handler)
+    lifecycle.Interrupted.by_sigterm = False
+    old_handler = signal.signal(signal.SIGTERM, lifecycle.Interrupted.handler)
     progress = Progress(enabled=opts.progress, console=console, total=todo_total)
     try:
         with progress:

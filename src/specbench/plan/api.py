@@ -9,37 +9,12 @@ command; its package plans it, with the models resolved at the command's `--revi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
+from specbench.contracts import PlanOptions
 from specbench.engines.command import read_command, revisions_of
 from specbench.plan.concurrency import KEYS as CONCURRENCY_KEYS
-from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
-
-DEFAULT_GPU = "H200"
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    model_config: str | None = None
-    draft_config: str | None = None
-    gpu: str | None = None
-    gpu_mem_gib: float | None = None
-    engine: str | None = None
-    engine_version: str | None = None
-    avail_before_load_gib: float | None = None
-    weights_gib: float | None = None
-    draft_weights_gib: float | None = None
-    non_kv_gib: float | None = None
-    fixes: bool = True
-    tp_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    revision: str | None = None  # the target's Hub revision, over the command's --revision
-
-
-def resolve_gpu(opts: PlanOptions) -> GpuSpec:
-    if opts.gpu_mem_gib is not None:
-        return custom_gpu(opts.gpu_mem_gib)
-    return find_gpu(opts.gpu or DEFAULT_GPU)
+from specbench.specs.gpu import DEFAULT_GPU
 
 
 def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> dict[str, Any]:

@@ -122,6 +122,14 @@ def find_gpu(name: str) -> GpuSpec:
     raise FlagError(f"unknown GPU {name!r}; known: {', '.join(g.name for g in CATALOG)} (or use --gpu-mem-gib X)")
 
 
+DEFAULT_GPU = "H200"  # what `specbench plan` assumes without --gpu / --gpu-mem-gib (and without $SPECBENCH_GPU)
+
+
+def gpu_for(name: str | None, mem_gib: float | None) -> GpuSpec:
+    """The GPU a plan is for: a custom GPU of `mem_gib` GiB, else the catalog's `name`, else DEFAULT_GPU."""
+    return custom_gpu(mem_gib) if mem_gib is not None else find_gpu(name or DEFAULT_GPU)
+
+
 def custom_gpu(total_gib: float) -> GpuSpec:
     if not total_gib or total_gib <= 0:
         raise FlagError(f"--gpu-mem-gib must be positive, got {total_gib}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from specbench.contracts import PlanOptions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import SglangArgs, parse_sglang_argv
@@ -12,9 +13,9 @@ from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.engines.sglang.formulas import NEWEST_SGLANG
 from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, resolve_gpu
 from specbench.plan.concurrency import concurrency, overcommit_warning
 from specbench.specs.estimate_error import estimate_error_keys
+from specbench.specs.gpu import gpu_for
 from specbench.specs.resolve import load_spec_for
 
 
@@ -31,7 +32,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
         dp = args.speculative_draft_model_path
         if opts.draft_config or (dp and dp != args.model_path):
             draft, drafter_note = _load_draft(opts, dp, args.model_path, args.spec_algorithm)
-    gpu = resolve_gpu(opts)
+    gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
     measured = Measured(opts.avail_before_load_gib, opts.weights_gib, opts.draft_weights_gib)
     for name, v in (("--avail-before-load-gib", opts.avail_before_load_gib), ("--weights-gib", opts.weights_gib),
                     ("--draft-weights-gib", opts.draft_weights_gib)):

@@ -13,12 +13,9 @@ from typing import Any
 
 from specbench.engines import versions
 from specbench.engines.sglang import registry
-from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
 from specbench.specs.model import ModelSpec
 
-# server_args.py `choices=` of --dtype / --kv-cache-dtype (identical in 0.5.12.post1 and 0.5.15.post1)
-DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 # speculative/spec_info.py::SpeculativeAlgorithm members; NEXTN is rewritten to EAGLE by the speculative hook
 # before from_string; DDTREE is the unreleased PR #29907 this planner also follows
 SPEC_ALGORITHMS = ("DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN", "DDTREE")

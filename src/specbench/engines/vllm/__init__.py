@@ -80,8 +80,38 @@ class VllmEngine:
 
         return started_headline(facts)
 
+    def started_caps(self, facts: Any) -> list[str]:
+        return []
+
     def started_notes(self, facts: Any) -> list[str]:
         return []
+
+    def failure_sentences(self, facts: Any, failure: Any) -> list[str]:
+        from specbench.engines.vllm.explain import failure_sentences
+
+        return failure_sentences(facts, failure)
+
+    def log_notes(self, facts: Any) -> list[str]:
+        return []
+
+    def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
+        return []
+
+
+    def diff_pool_change(self, left: Any, right: Any) -> Any:
+        from specbench.engines.vllm.logdiff import pool_change
+
+        return pool_change(left, right)
+
+    def diff_candidate(self, left: Any, right: Any, key: str, va: Any, vb: Any) -> Any:
+        from specbench.engines.vllm.logdiff import candidate
+
+        return candidate(left, right, key, va, vb)
+
+    def diff_failure_sentence(self, side: str, facts: Any, kind: str | None) -> str | None:
+        from specbench.engines.vllm.logdiff import failure_sentence
+
+        return failure_sentence(side, facts, kind)
 
 
 def _server(version: str | None) -> Any:

@@ -35,7 +35,7 @@ from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
 from specbench.specs.estimate_error import estimate_error_keys
-from specbench.specs.gpu import custom_gpu, find_gpu
+from specbench.specs.gpu import gpu_for
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
@@ -44,8 +44,6 @@ from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_b
 
 __all__ = ["Context", "VllmPlan", "argv_from_vllm_log", "avx512_bf16_from_log", "budget_rows", "context_for",
            "contract", "detect_device", "explain", "load_models", "plan_once", "plan_vllm_command"]
-
-DEFAULT_GPU = "H200"
 
 # ------------------------------------------------------------------------------------------ one plan
 
@@ -342,7 +340,7 @@ def context_for(args: VllmArgs, opts) -> Context:
         return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                        avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,
                        version_warning=newer)
-    gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
+    gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
     total = gpu.total_mib * (1 << 20)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                    getattr(opts, "avail_before_load_gib", None), version_warning=newer)
@@ -374,9 +372,9 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
     out["budget_rows"] = budget_rows(out)
     if getattr(opts, "fixes", True):
-        from specbench.engines.vllm.fixes import per_tp_fixes  # it re-plans through plan_once
+        from specbench.engines.vllm.fixes import per_tp_fixes
 
-        fixes, table = per_tp_fixes(args, m, draft, ctx, tuple(getattr(opts, "tp_sizes", (1, 2, 4, 8))))
+        fixes, table = per_tp_fixes(plan_once, args, m, draft, ctx, tuple(getattr(opts, "tp_sizes", (1, 2, 4, 8))))
         out["fixes"] = fixes
         out["per_tp"] = table
     else:
