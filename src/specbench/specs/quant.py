@@ -33,7 +33,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specbench.errors import ConfigError
@@ -298,3 +298,18 @@ def scheme_for_flag(flag: str) -> QuantSpec | None:
     if f in ("awq", "gptq"):
         return QuantSpec(f, int4_group(128), ("lm_head",), source="--quantization")
     return QuantSpec(f, FP8, ("lm_head",), source="--quantization")
+
+
+# weight-only FP8 Marlin (SM80-SM88: layers/quantization/fp8_utils.py::can_auto_enable_marlin_fp8@0.5.15.post1 is
+# 80 <= sm < 89): prepare_fp8_layer_for_marlin turns 128x128 block scales (fp32, [n/128, k/128]) into group scales
+# of the model dtype, [k/128, n] (repeat_interleave over block_n): 2 bytes per 128 weights instead of 4 per 16,384;
+# per-tensor / per-channel scales become one per output channel (negligible)
+FP8_MARLIN_G128 = Scheme("fp8-marlin-g128", 1.0 + 2.0 / 128)
+
+
+def as_fp8_marlin(q: QuantSpec) -> QuantSpec:
+    """The checkpoint's FP8 linears as the Marlin path keeps them on a GPU without FP8 tensor cores."""
+    def swap(s: Scheme | None) -> Scheme | None:
+        return FP8_MARLIN_G128 if s is not None and s.name == "fp8-block128" else s
+
+    return replace(q, default=swap(q.default), per_module={k: swap(v) or v for k, v in q.per_module.items()})

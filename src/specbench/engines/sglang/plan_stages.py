@@ -14,9 +14,9 @@ from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.errors import FlagError
 from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
-from specbench.specs.int_values import int_group_value_bytes
+from specbench.specs.int_values import int_group_value_bytes, marlin_fp8_value_bytes
 from specbench.specs.model import ModelSpec
-from specbench.specs.quant import scheme_for_flag
+from specbench.specs.quant import as_fp8_marlin, scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 # SGLang keeps the rotary cos/sin cache in fp32 on CUDA (layers/rotary_embedding/base.py@0.5.15.post1)
@@ -180,16 +180,21 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
         elif args.quantization.lower() != "unquant":
             warnings.append(f"--quantization {args.quantization} on an unquantized checkpoint is not modelled: the "
                             "weights are planned unquantized")
-    if m.quant.method and ("fp8" in m.quant.label.lower()) and s.gpu.arch in ("sm80", "sm86", "sm87"):
+    fp8_marlin = bool(m.quant.method) and "fp8" in m.quant.label.lower() and s.gpu.arch in ("sm80", "sm86", "sm87")
+    if fp8_marlin:
         # no FP8 tensor cores before SM89: layers/quantization/fp8.py::Fp8LinearMethod@0.5.15.post1 takes the
-        # weight-only Marlin path (marlin_utils_fp8.py::prepare_fp8_layer_for_marlin): FP8 weights stay 1 byte,
-        # with one fp16 scale per output channel; activations run in 16 bits
-        notes.append("FP8 on this GPU (no FP8 tensor cores) runs as weight-only FP8 Marlin: 1 byte per weight plus "
-                     "per-channel scales, 16-bit activations")
+        # weight-only Marlin path (specs/quant.py::as_fp8_marlin: block scales become 16-bit group scales)
+        m = replace(m, quant=as_fp8_marlin(m.quant))
+        notes.append("FP8 on this GPU (no FP8 tensor cores) runs as weight-only FP8 Marlin: 1 byte per weight, block "
+                     "scales as 16-bit groups of 128, the Marlin repack's allocator residue, 16-bit activations")
     pad = mxfp4_moe_pad(s.gpu) if m.quant.method == "mxfp4" else (1, 1)
     swz = m.quant.method == "mxfp4" and s.gpu.arch.startswith("sm9")  # triton_kernel backend: Hopper layouts
     marlin = s.gpu.vendor == "nvidia"  # the Marlin kernels (ROCm takes other int4 paths)
-    residue = INT_MARLIN_ALLOCATOR_RESIDUE * int_group_value_bytes(m, s.tp, include_vision=include_vision) / GIB \
+    marlin_values = int_group_value_bytes(m, s.tp, include_vision=include_vision) + (
+        marlin_fp8_value_bytes(m, s.tp, include_vision=include_vision) if fp8_marlin else 0)
+    # the FP8 Marlin path repacks with the same gptq_marlin_repack kernel (num_bits=8): the int-N residue is applied
+    # to its values too, not boot-checked for FP8
+    residue = INT_MARLIN_ALLOCATOR_RESIDUE * marlin_values / GIB \
         if marlin else 0.0
     w_est = weight_bytes(m, s.tp, include_vision=include_vision, moe_pad=pad, rope_itemsize=ROPE_ITEMSIZE,
                          mxfp4_hopper_swizzle=swz) / GIB + residue
