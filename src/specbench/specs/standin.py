@@ -25,6 +25,7 @@ Every stand-in says which config stood in, what was assumed and from what, and w
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -175,11 +176,14 @@ class StandIn:
 def _known_variant(base: Path, kind: str, bundled: dict[str, Path]) -> tuple[str, Path] | None:
     """A bundled config of the same architecture whose name carries the same quantization word."""
     arch = _arch(base)
-    for name, p in sorted(bundled.items()):
-        nr = read_name(name.split("__", 1)[-1])
-        if p != base and nr.quant == kind and _arch(p) == arch and arch:
-            return name.replace("__", "/", 1), p
-    return None
+    found = [(name, p) for name, p in sorted(bundled.items())
+             if p != base and arch and read_name(name.split("__", 1)[-1]).quant == kind and _arch(p) == arch]
+    if not found:
+        return None
+    # the nearest name first: Qwen3-30B-A3B-FP8 for Qwen3-30B-A3B, before Qwen3-235B-A22B-FP8
+    stem = base.stem.lower()
+    name, p = max(found, key=lambda f: len(os.path.commonprefix([f[0].lower(), stem])))
+    return name.replace("__", "/", 1), p
 
 
 def _is_drafter(p: Path) -> bool:
