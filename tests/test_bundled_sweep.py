@@ -45,10 +45,9 @@ DRAFT_TARGET = {
     "z-lab__Qwen3.8-27B-DFlash2": ("Qwen__Qwen3.6-27B-bf16-derived", "DFLASH"),
 }
 # what the engines themselves refuse, in their words (a plan error with it, or a one-line UserError)
-# specbench's own gaps, said in one line and listed here so a fix shows up: SGLang 0.5.23 serves pure Mamba1 models
-# (MambaForCausalLM, FalconMambaForCausalLM are in its registry) but their KV-less pools are not modelled yet
-KNOWN_GAPS = {"state-spaces__mamba-130m-hf": "pure recurrent models are not planned for SGLang yet",
-              "tiiuae__falcon-mamba-7b": "pure recurrent models are not planned for SGLang yet"}
+# specbench's own gaps, said in one line and listed here so a fix shows up (none left: SGLang 0.5.18+'s pure-Mamba
+# pools are planned, engines/sglang/pools.py::_kv_tokens)
+KNOWN_GAPS: dict[str, str] = {}
 ENGINE_WORDS = ("has no SGlang implementation", "not divisible", "must be divisible", "is not supported",
                 "does not support", "not supported by vLLM", "Unknown speculative algorithm", "cannot be used")
 

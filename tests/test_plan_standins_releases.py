@@ -156,3 +156,13 @@ def test_the_release_lists_are_the_releases_own():
     q = registry.quant_methods("0.5.12")
     assert {"auto-round", "modelopt", "modelopt_fp4", "awq_marlin", "gptq_marlin"} <= q.names and q.refuses("nvfp4_online")
     assert not registry.quant_methods("0.5.15.post1").refuses("nvfp4_online")
+
+
+def test_pure_mamba_models_plan_where_the_release_serves_them():
+    """0.5.23 has MambaForCausalLM / FalconMambaForCausalLM and sizes no KV for them (its token pool is the context
+    length, pool_configurator.py::_zero_kv_max_tokens); 0.5.15 has no class for them."""
+    new = _plan(L + "tiiuae/falcon-mamba-7b --max-total-tokens 65536", engine_version="0.5.23")
+    assert new["status"] == "ok" and new["kv_tokens"] == 65536 and new["k_size_gib"] == 0.0
+    assert new["max_mamba_cache_size"] > 0
+    old = _plan(L + "tiiuae/falcon-mamba-7b", engine_version="0.5.15.post1")
+    assert old["status"] == "fails" and "FalconMambaForCausalLM has no SGlang implementation" in old["error"]

@@ -398,8 +398,9 @@ def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -
         c_total = c + draft_c
     else:
         c_total = c
-    if c_total <= 0:
-        raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang yet)")
+    if c_total <= 0 and not (era == "v0523" and m.linear_layers):
+        raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang "
+                        f"{s.version_text}; 0.5.18+ sizes them: engines/sglang/pools.py::_kv_tokens)")
     swa = swa_cell(m, s.attn_tp, kvd, spec.draft_layers if draft_c and spec.algorithm in EAGLE_FAMILY else 0,
                    ratio=args.swa_full_tokens_ratio, disabled=args.disable_hybrid_swa_memory)
     if swa is not None and s.version >= (0, 5, 15):
