@@ -16,7 +16,7 @@ import pytest
 
 from specbench.cli import COMMANDS
 
-ALL = ["plan", "doctor", "run", "report", "export", "models"]
+ALL = ["plan", "doctor", "run", "report", "export", "models", "predict", "calibrate"]
 PLAN = ["plan", "--", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "1"]
 # Never on the plan path. (pydantic is not listed: typer itself imports it to coerce option values.)
 HEAVY = ("matplotlib", "numpy", "httpx", "httpx2", "aiohttp", "jinja2", "tokenizers", "safetensors", "huggingface_hub",

@@ -390,3 +390,10 @@ class LaunchTarget:
     port: int = 30000
     model: str | None = None
     served_model_name: str | None = None
+
+
+# The key under which an engine's plan hands the planner what it needs to state concurrency (plan/api.py pops it;
+# never in the JSON): {"engine": its name, "cap": its own cap on running requests, "context": the asked context,
+# "fits": requests of c tokens its KV memory holds (a function; None when no pool was sized), "asked": the asked
+# cap or None, "kv_tokens": the KV tokens}. Engines sit below the planner (pyproject's import layers).
+CONCURRENCY_INPUTS = "_concurrency_inputs"

@@ -142,8 +142,41 @@ def dry_run(spec: MatrixSpec,
             "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
             "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
                                                 c.client.get("output_tokens")),
+            "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
         })
     return out
+
+
+# a cell whose arrivals alone are expected to take longer than this is named before anything runs
+LONG_CELL_S = 600.0
+
+
+def expected_load_s(client: dict[str, Any]) -> float | None:
+    """Seconds the arrivals of a Poisson cell are expected to take: requests / rate per repeat (the mean of the
+    sum of `num_requests` exponential gaps, load/schedule.py), times its repeats; None for a closed loop."""
+    rate = client.get("request_rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0 or rate == float("inf"):
+        return None
+    n = client.get("num_requests") or 0
+    repeats = client.get("repeats") or 1
+    return float(n) / float(rate) * int(repeats)
+
+
+def duration_warning(client: dict[str, Any]) -> str | None:
+    """A one-line warning for a cell expected to run longer than LONG_CELL_S, None otherwise."""
+    secs = expected_load_s(client)
+    if secs is None or secs <= LONG_CELL_S:
+        return None
+    return (f"request_rate = {client.get('request_rate')} with {client.get('num_requests')} requests: the cell's "
+            f"arrivals alone are expected to take {_duration(secs)}")
+
+
+def _duration(secs: float) -> str:
+    if secs < 3600:
+        return f"~{secs / 60:.0f} min ({secs:,.0f} s)"
+    if secs < 86400 * 2:
+        return f"~{secs / 3600:.1f} h ({secs:,.0f} s)"
+    return f"~{secs / 86400:.1f} days ({secs:,.0f} s)"
 
 
 def iter_phases(rows: Sequence[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from specbench.contracts import PlanOptions
+from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
 from specbench.engines.command import read_command, revisions_of
 from specbench.plan.concurrency import KEYS as CONCURRENCY_KEYS
+from specbench.plan.concurrency import concurrency, overcommit_warning
 from specbench.specs.gpu import DEFAULT_GPU
 
 
@@ -32,6 +33,7 @@ def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) 
     with revisions(revs), quantization_flag(_quantization_of(cmd.argv)):
         out, rows = cmd.engine.plan(cmd.argv, opts)
         out.update(origin_keys(out, opts, cmd.notes))
+    out.update(_concurrency_keys(out))
     for key in CONCURRENCY_KEYS:  # an engine whose rules do not state them yet says null (docs/contracts.md)
         out.setdefault(key, None)
     return out, rows
@@ -45,6 +47,20 @@ def _quantization_of(argv: list[str]) -> str | None:
         if flag in ("--quantization", "-q"):
             return val if eq else (argv[i + 1] if i + 1 < len(argv) else None)
     return None
+
+
+def _concurrency_keys(out: dict[str, Any]) -> dict[str, Any]:
+    """The concurrency keys from what the engine passed under CONCURRENCY_INPUTS (contracts.py; engines sit below
+    the planner, so they hand over the numbers and plan/concurrency.py words them), and the over-commit warning."""
+    given = out.pop(CONCURRENCY_INPUTS, None)
+    if not given:
+        return {}
+    c = concurrency(given["cap"], given["context"], given["fits"])
+    keys = c.keys()
+    warning = overcommit_warning(given.get("asked"), c, given.get("kv_tokens") or 0, given["engine"])
+    if warning:
+        keys["warnings"] = [*(out.get("warnings") or []), warning]
+    return keys
 
 
 def origin_keys(out: dict[str, Any], opts: PlanOptions, command_notes: tuple[str, ...]) -> dict[str, Any]:

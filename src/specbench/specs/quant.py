@@ -313,3 +313,13 @@ def as_fp8_marlin(q: QuantSpec) -> QuantSpec:
         return FP8_MARLIN_G128 if s is not None and s.name == "fp8-block128" else s
 
     return replace(q, default=swap(q.default), per_module={k: swap(v) or v for k, v in q.per_module.items()})
+
+
+def awq_bits(config: Any) -> int | None:
+    """The `w_bit` / `bits` of an AWQ checkpoint's quantization_config (SGLang's AWQConfig.from_config reads them in that
+    order: srt/layers/quantization/awq/awq.py@0.5.15.post1; vLLM's AWQMarlinConfig alike), None for any other checkpoint."""
+    q = config.get("quantization_config") if isinstance(config, Mapping) else None
+    if not isinstance(q, Mapping) or str(q.get("quant_method", "")).lower() != "awq":
+        return None
+    bits = q.get("w_bit", q.get("bits"))
+    return bits if isinstance(bits, int) and not isinstance(bits, bool) else None

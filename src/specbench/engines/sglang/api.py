@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from specbench.contracts import PlanOptions
+from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import SglangArgs, parse_sglang_argv
@@ -13,7 +13,6 @@ from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.engines.sglang.formulas import NEWEST_SGLANG
 from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.errors import UserError
-from specbench.plan.concurrency import concurrency, overcommit_warning
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import gpu_for
 from specbench.specs.resolve import load_spec_for
@@ -113,11 +112,10 @@ def _concurrency(p) -> dict[str, Any]:
     by max_running_requests (the Mamba slots are already inside that cap); the warning when the asked
     max_running_requests cannot all hold the context at once."""
     ok = p.status == "ok" and p.kv_tokens > 0
-    c = concurrency(p.max_running_requests if ok else None, p.context_len,
-                    (lambda ctx: p.kv_tokens // ctx) if ok else None)
-    keys = c.keys()
-    warning = overcommit_warning(p.requested_max_running_requests, c, p.kv_tokens, "SGLang")
-    return {**keys, "warnings": [*p.warnings, warning]} if warning else keys
+    # handed to the planner, which words them (plan/api.py; engines sit below plan/concurrency.py)
+    return {CONCURRENCY_INPUTS: {"engine": "SGLang", "cap": p.max_running_requests if ok else None,
+                                 "context": p.context_len, "fits": (lambda ctx: p.kv_tokens // ctx) if ok else None,
+                                 "asked": p.requested_max_running_requests, "kv_tokens": p.kv_tokens}}
 
 
 def explain(p) -> str:

@@ -60,7 +60,7 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
     fixes: list[dict] = []
     table: list[dict] = []
     order = [args.tp] + [t for t in tp_sizes if t != args.tp]
-    derived = C.derived_max_model_len(m)
+    derived = C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict)
     for tp in order:
         a = args.with_(tp=tp)
         base = {} if tp == args.tp else {"--tensor-parallel-size": tp}
