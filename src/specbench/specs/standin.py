@@ -62,8 +62,17 @@ class NameRead:
     base: str                      # the name without the quantization words
 
 
+def _split_dotted(w: str) -> list[str]:
+    """`quantized.w8a8` (neuralmagic's names) -> `w8a8`: a dotted word is split only when a part is a quantization
+    word (`3.1` in `Llama-3.1` stays whole)."""
+    parts = w.split(".")
+    if len(parts) > 1 and any(p.lower() in _QUANT_WORDS for p in parts):
+        return [p for p in parts if p and p.lower() != "quantized"]
+    return [w]
+
+
 def read_name(tail: str) -> NameRead:
-    words = [w for w in re.split(r"[-_]", tail) if w]
+    words = [p for w in re.split(r"[-_]", tail) if w for p in _split_dotted(w)]
     kinds: list[str] = []
     taken: list[str] = []
     bits: int | None = None
