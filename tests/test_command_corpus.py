@@ -56,7 +56,7 @@ VERDICT = {
     "sglang-qwen3.5-397b-amd-aiter-triton": "ok", "sglang-gpt-oss-120b-tp8-reasoning": "ok",
     "sglang-gpt-oss-120b-tool-server-tp2": "ok", "sglang-gpt-oss-120b-tp2-dp4-h20": "ok",
     "sglang-nemotron3-nano-bf16-max-running-1024": "ok", "sglang-nemotron3-nano-fp8-max-running-1024": "ok",
-    "sglang-qwen3-235b-a22b-instruct-2507-tp8": "ok", "sglang-serve-llama-3.1-405b-tp8": "no config",
+    "sglang-qwen3-235b-a22b-instruct-2507-tp8": "ok", "sglang-serve-llama-3.1-405b-tp8": "ok",
     "sglang-qwen3-30b-a3b-2507-eagle3-specforge-tp4": "ok", "sglang-qwen3-8b-eagle3-angelslim-b200": "ok",
     "sglang-qwen3-8b-dflash-b16-b200": "ok", "sglang-qwen3-coder-30b-a3b-dflash": "no config",
     "sglang-qwen3-8b-eagle3-mem-fraction-abbrev-a800": "ok",

@@ -32,7 +32,7 @@ VERDICT = {
     "sglang-deepseek-r1-0528-tp8-cookbook": "ok", "sglang-deepseek-r1-fp4-tp4-modelopt-fp4-default-backend": "ok",
     "sglang-qwen3-4b-fp8-docker-blackwell-context-60000": "no config",
     "sglang-gemma-3-27b-int4-awq-not-enough-memory": "no config",
-    "sglang-qwen3-vl-30b-a3b-awq-hf-cache-snapshot-path-fails": "no config",
+    "sglang-qwen3-vl-30b-a3b-awq-hf-cache-snapshot-path-fails": "ok",
     "sglang-qwen3-30b-moe-local-folder-tp2-benchmarked": "no config", "sglang-qwen3-30-a3b-typo-a100": "no config",
     "sglang-deepseek-v3-tp8-cookbook": "ok",
     # a new version or another model is never guessed from a look-alike name
@@ -48,6 +48,12 @@ STAND_IN = {
     "sglang-nemotron3-super-bf16-tp4-cookbook": ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "unquantized"),
     "sglang-deepseek-r1-0528-tp8-cookbook": ("deepseek-ai/DeepSeek-R1", "fp8"),
     "sglang-deepseek-r1-fp4-tp4-modelopt-fp4-default-backend": ("deepseek-ai/DeepSeek-R1", "modelopt"),
+    "sglang-qwen3-vl-30b-a3b-awq-hf-cache-snapshot-path-fails": ("Qwen/Qwen3-VL-30B-A3B-Instruct", "awq"),
+}
+# stated outcomes the planner gets wrong, with why (asserted still wrong, so a fix shows up)
+KNOWN_MISS = {
+    "sglang-qwen3-vl-30b-a3b-awq-hf-cache-snapshot-path-fails": "a 0.5.3 loader failure of that AWQ VL checkpoint, "
+                                                               "not a memory or configuration check the planner has",
 }
 
 
@@ -89,4 +95,8 @@ def test_each_command_plans_to_its_verdict(cid):
 @pytest.mark.parametrize("cid", [c for c, e in BY_ID.items() if "started" in e["stated"] and VERDICT[c] != "no config"])
 def test_stated_outcomes_are_predicted(cid):
     e = BY_ID[cid]
-    assert (_plan(e)["status"] == "ok") == e["stated"]["started"]
+    predicted = _plan(e)["status"] == "ok"
+    if cid in KNOWN_MISS:
+        assert predicted != e["stated"]["started"], f"{cid} is now predicted: drop it from KNOWN_MISS"
+    else:
+        assert predicted == e["stated"]["started"]

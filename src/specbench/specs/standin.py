@@ -45,6 +45,7 @@ _ROLE_WORDS = ("instruct", "thinking", "chat", "base", "it", "hf", "coder")
 # drafter words of published drafter names -> the SpecForge template word of the bundled drafters
 _DRAFT_WORDS = {"eagle3": "eagle3", "eagle": "eagle3", "dflash": "dflash", "mtp": "mtp"}
 _BITS = re.compile(r"^(\d+)-?bit$")
+_SNAPSHOT = re.compile(r"models--([^/]+?)--([^/]+)/snapshots/[0-9a-f]+")
 
 # fields a rename is known to change: word -> (fields, where the real value is stated)
 RENAMES: dict[str, tuple[dict[str, Any], str]] = {
@@ -119,6 +120,8 @@ def renamed_bases(base: str) -> list[tuple[str, tuple[str, ...]]]:
         out.append(("-".join(words), (*dated, *roles)))
     if words and words[0].lower() == "meta":
         out.append(("-".join(words[1:]), (*dated, *roles, words[0])))
+    elif words and words[0].lower() == "llama":  # `Llama-3.1-405B`: meta-llama publishes the base as Meta-Llama-3.1-405B
+        out.append(("-".join(["Meta", *words]), (*dated, *roles, "Meta- prefix")))
     return out
 
 
@@ -251,6 +254,9 @@ def find_stand_in(source: str, why: str, match: Any, bundled: dict[str, Path], f
     """The stand-in for `source` (a repo id or a path named after one), or None when no bundled config fits.
     `match(name) -> Path | None` is the bundled-name rule (resolve.py::_bundled_match)."""
     raw = source.strip().replace("\\", "/").rstrip("/")
+    snap = _SNAPSHOT.search(raw)
+    if snap is not None:  # an HF-cache snapshot folder: the repo is in its path, the tail is a commit
+        raw = f"{snap.group(1)}/{snap.group(2)}"
     tail = raw.rsplit("/", 1)[-1]
     if "--" in tail:  # an HF-cache style folder name: `Qwen--Qwen3-30B-A3B`, `models--Qwen--Qwen3-8B`
         tail = tail.removeprefix("models--").split("--", 1)[-1]
