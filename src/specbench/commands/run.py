@@ -123,6 +123,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
                           f"{predicted_text(r)}",
                           highlight=False, markup=False)
+            if r.get("concurrency_warning"):
+                console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
             if r.get("duration_warning"):
                 console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"

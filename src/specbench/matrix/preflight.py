@@ -15,6 +15,7 @@ from specbench.engines.base import Engine, engine
 from specbench.errors import UserError
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
 from specbench.matrix.spec import MatrixSpec, ServerTuple, expand
+from specbench.plan.concurrency import cell_warning
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ def dry_run(spec: MatrixSpec,
             "reason": pf.reason, "fix": pf.fix, "notes": list(pf.notes),
             "command": list(pf.launch.argv), "env": dict(pf.launch.env),
             "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
+            "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
+                                                c.client.get("output_tokens")),
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
         })
     return out
