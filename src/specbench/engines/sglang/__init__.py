@@ -100,6 +100,9 @@ class SglangEngine:
 
         return log_notes(facts)
 
+    def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
+        return []  # SGLang's failures print no number a fix can be read from; the planner's fixes come first
+
     def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
         from specbench.engines.sglang.logrules import log_derived_fixes
 
