@@ -205,13 +205,15 @@ def _gpu_total_gib(gpu: str | None) -> float | None:
 
 def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[str]:
     notes: list[str] = []
-    total = _gpu_total_gib(gpu)
+    # the GPU's size: the catalog's for --gpu, else what the engine printed beside the free memory (vLLM's
+    # "Free memory on device (F/T GiB) on startup", vllm/v1/worker/utils.py::request_memory@0.32.0)
+    total = _gpu_total_gib(gpu) or facts.total_gpu_memory_gib
     if total is not None and facts.avail_before_load_gib is not None:
         used = total - facts.avail_before_load_gib
         if used > OTHER_PROCESS_THRESHOLD_GIB:
-            notes.append(f"{used:.2f} GiB of the {total:.2f} GiB {gpu} were already in use before the weights loaded "
-                         f"(free {facts.avail_before_load_gib:.2f} GiB): another process, or a previous server not yet "
-                         "gone. Check that GPU memory is free before the next launch.")
+            notes.append(f"{used:.2f} GiB of the {total:.2f} GiB {gpu or 'GPU'} were already in use before the weights "
+                         f"loaded (free {facts.avail_before_load_gib:.2f} GiB): another process, or a previous server "
+                         "not yet gone. Check that GPU memory is free before the next launch.")
     if facts.boots > 1:
         notes.append(f"The file holds {facts.boots} boots; this diagnosis is of the last one.")
     if len(facts.ranks) > 1:

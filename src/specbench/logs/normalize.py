@@ -85,7 +85,8 @@ def looks_binary(raw: bytes | str) -> bool:
     text = decode(raw)
     if not text:
         return False
-    sample = text[:65536].replace("\x00", "")[:8192]
+    rest = text.lstrip("\x00")  # the hole logrotate left before the first new line
+    sample = rest[:65536].replace("\x00", "")[:8192]
     if not sample:
         return True
     bad = sum(1 for ch in sample if ch == "\x00" or ch == "\ufffd" or (ord(ch) < 32 and ch not in "\n\r\t\x1b"))

@@ -101,7 +101,9 @@ class SglangEngine:
         return log_notes(facts)
 
     def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
-        return []  # SGLang's failures print no number a fix can be read from; the planner's fixes come first
+        from specbench.engines.sglang.logfixes import failure_fixes
+
+        return failure_fixes(facts, failure)
 
     def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
         from specbench.engines.sglang.logrules import log_derived_fixes

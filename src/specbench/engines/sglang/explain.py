@@ -181,10 +181,12 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
 def started_caps(f: LogFacts) -> list[str]:
     """What SGLang lowered below what was asked, with the numbers it printed."""
     out: list[str] = []
-    if f.mamba_cap_requests is not None:
+    if f.mamba_cap_requests:
         req = f.server_args.get("max_running_requests")
-        out.append(f"max_running_requests was capped to {f.mamba_cap_requests} by the Mamba state cache "
-                   f"({f.max_mamba_cache_size} slots / {f.state_slots_per_request} per request)"
+        rho, _ = er.slots_per_request(f)
+        per = (f"{f.max_mamba_cache_size} slots / {rho} per request" if f.max_mamba_cache_size is not None and rho
+               else "its slots per request")
+        out.append(f"max_running_requests was capped to {f.mamba_cap_requests} by the Mamba state cache ({per})"
                    + (f", not the requested {req}" if isinstance(req, int) else "") + ".")
     if f.mrr_reduced_from is not None:
         out.append(_reduced_sentence(f))

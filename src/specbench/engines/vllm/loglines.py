@@ -209,7 +209,7 @@ MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gp
                   r"padding layers, may waste|Padding mamba page size|max seq len|cuda blocks:|CUDA blocks:|"
                   r"Free memory on device")
 # Every format of `_ROWS` contains one of these words (case-insensitive).
-TRIGGER = re.compile(r"took|total_gpu_memory|model weights take|KV cache|Maximum concurrency|GPU blocks|Mamba cache|"
+TRIGGER = re.compile(r"took|total_gpu_memory|model weights take|KV cache|Maximum concurrency|blocks: \d|Mamba cache|"
                      r"SpecDecoding|non-default args|LLM engine|server version|Starting vLLM|Free memory on device|"
                      r"Desired GPU|peak activation|attention block size|GiB for KV|init engine|CUDA graph|"
                      r"Graph capturing", re.I)
