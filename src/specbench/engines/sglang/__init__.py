@@ -8,10 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-# SGLang's switch of the overlap speculative worker (sglang/srt/environ.py::Envs.SGLANG_ENABLE_SPEC_V2@0.5.12;
-# removed in 0.5.14). Defined here once: every other server drops it (the incident set it everywhere) and an
-# autoregressive SGLang server never gets it.
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+from specbench.engines.server_base import SPEC_V2_ENV  # noqa: F401  (SGLang's own switch, defined once there)
+
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
 _IMAGE = re.compile(r"(^|/)(sglang|sgl-dev)(:|$)")  # lmsysorg/sglang:<tag>, rocm/sgl-dev:<tag>
 
