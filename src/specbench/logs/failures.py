@@ -73,8 +73,8 @@ class EngineFailures:
 
 
 # What no engine owns: the device's allocator and runtime, a plugin, the host, request validation.
-GENERIC = EngineFailures(anchors=("error", "exception", "traceback", "memory", "kill", "fail", "died", "crash",
-                                  "context length"), rules=(
+GENERIC = EngineFailures(anchors=("error", "exception", "traceback", "memory", "kill", "fail", "crash"),
+                         rules=(
     failure_rule("cuda_oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
                  r"CUDA driver error: out of memory|HIP out of memory|HIP error: out of memory|NPU out of memory",
                  "torch allocator", ("out of memory", "outofmemory"), ignore_case=True, tier=0),

@@ -48,39 +48,27 @@ def elided_marker(n_lines: int, n_bytes: int, kept: int | None = None, kept_drop
 
 
 class _Middle:
-    """The lines between head and tail: searched block by block for `keep` words, the matching lines kept."""
+    """The lines between head and tail, given block by block (complete lines): counted, and searched for `keep`
+    words with `bytes.find` on the lower-cased block (no per-line Python work), the matching lines kept."""
 
     def __init__(self, keep: Sequence[bytes]) -> None:
         self.keep = tuple(k.lower() for k in keep)
-        self.block: list[bytes] = []
-        self.block_n = 0
         self.lines = self.bytes = 0
         self.kept: list[bytes] = []
         self.kept_n = 0
         self.dropped = 0
 
-    def add(self, line: bytes) -> None:
-        self.lines += 1
-        self.bytes += len(line)
+    def add(self, data: bytes) -> None:
+        self.lines += data.count(b"\n")
+        self.bytes += len(data)
         if not self.keep:
             return
-        self.block.append(line)
-        self.block_n += len(line)
-        if self.block_n >= SEARCH_BLOCK_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.block:
-            return
-        data = b"".join(self.block)
-        self.block, self.block_n = [], 0
         low = data.lower()
         starts: set[int] = set()
         for word in self.keep:
             at = low.find(word)
             while at != -1:
-                start = low.rfind(b"\n", 0, at) + 1
-                starts.add(start)
+                starts.add(low.rfind(b"\n", 0, at) + 1)
                 end = low.find(b"\n", at)
                 at = low.find(word, end) if end != -1 else -1
         for start in sorted(starts):
@@ -93,7 +81,6 @@ class _Middle:
             self.kept_n += len(line)
 
     def marker(self) -> list[bytes]:
-        self.flush()
         if not self.lines:
             return []
         if not self.keep:
@@ -135,36 +122,103 @@ def _lines(fh: BinaryIO) -> Iterator[bytes]:
         yield line
 
 
+def _cut_long(data: bytes) -> bytes:
+    """Lines of complete-line `data` over MAX_LINE_BYTES keep their first MAX_LINE_BYTES and the cut marker (the
+    check is one C-level split; a regex over a 1 MiB repeat would be quadratic)."""
+    if len(data) <= MAX_LINE_BYTES:
+        return data
+    parts = data.split(b"\n")
+    if max(map(len, parts)) < MAX_LINE_BYTES:
+        return data
+    cut = LINE_CUT.rstrip(b"\n")
+    return b"\n".join(x[:MAX_LINE_BYTES] + cut if len(x) >= MAX_LINE_BYTES else x for x in parts)
+
+
+class _Tail:
+    """The last TAIL_BYTES of complete lines, fed in blocks; what falls out of the window goes to the middle."""
+
+    def __init__(self, middle: _Middle) -> None:
+        self.blocks: deque[bytes] = deque()
+        self.n = 0
+        self.middle = middle
+
+    def add(self, data: bytes) -> None:
+        self.blocks.append(data)
+        self.n += len(data)
+        while len(self.blocks) > 1 and self.n - len(self.blocks[0]) >= TAIL_BYTES:
+            old = self.blocks.popleft()
+            self.n -= len(old)
+            self.middle.add(old)
+
+    def lines(self) -> list[bytes]:
+        """The window: the oldest block cut at a line boundary so that at most TAIL_BYTES remain (or one line)."""
+        excess = self.n - TAIL_BYTES
+        if excess > 0 and self.blocks:
+            first = self.blocks[0]
+            cut = first.find(b"\n", excess - 1) + 1
+            if 0 < cut < len(first):
+                self.middle.add(first[:cut])
+                self.blocks[0] = first[cut:]
+        return list(self.blocks)
+
+
 def read_log_bounded(path: str | Path, keep: Sequence[bytes] = ()) -> bytes:
     """The head and tail of the log as bytes (the whole log when it is under HEAD_BYTES + TAIL_BYTES), with the
-    middle's lines that hold one of the `keep` words after a marker line."""
+    middle's lines that hold one of the `keep` words after a marker line. The head is read line by line; the rest
+    in blocks of SEARCH_BLOCK_BYTES, so a long log costs no Python work per line."""
     p = Path(path)
     check_log_file(p)
     head: list[bytes] = []
     head_n = 0
-    tail: deque[bytes] = deque()
-    tail_n = 0
     middle = _Middle(keep)
-    read_n = 0
+    tail = _Tail(middle)
     try:
         with open(p, "rb") as fh:
             for line in _lines(fh):
-                read_n += len(line)
-                if read_n > MAX_LOG_BYTES:  # the file grew while being read
-                    raise UserError(f"{p}: over the {MAX_LOG_BYTES >> 20} MiB cap of a log")
-                if head_n < HEAD_BYTES and not tail:
-                    head.append(line)
-                    head_n += len(line)
-                    continue
-                tail.append(line)
-                tail_n += len(line)
-                while tail_n > TAIL_BYTES and len(tail) > 1:
-                    old = tail.popleft()
-                    tail_n -= len(old)
-                    middle.add(old)
+                head.append(line)
+                head_n += len(line)
+                if head_n >= HEAD_BYTES:
+                    break
+            read_n = head_n + _read_rest(fh, tail, head_n)
     except OSError as exc:
         raise UserError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if read_n > MAX_LOG_BYTES:  # the file grew while being read
+        raise UserError(f"{p}: over the {MAX_LOG_BYTES >> 20} MiB cap of a log")
+    rest = tail.lines()
     mid = middle.marker()
-    if head and not head[-1].endswith(b"\n") and (mid or tail):
+    if head and not head[-1].endswith(b"\n") and (mid or rest):
         head[-1] += b"\n"
-    return b"".join(head + mid + list(tail))
+    return b"".join(head + mid + rest)
+
+
+def _read_rest(fh: BinaryIO, tail: _Tail, already: int) -> int:
+    """Everything after the head, block by block into the tail window (lines over MAX_LINE_BYTES cut); the bytes
+    read. Stops past MAX_LOG_BYTES (the caller refuses the file)."""
+    pending = b""
+    skipping = False  # inside a line already cut at MAX_LINE_BYTES: drop up to its newline
+    read_n = 0
+    while True:
+        data = fh.read(SEARCH_BLOCK_BYTES)
+        if not data:
+            break
+        read_n += len(data)
+        if already + read_n > MAX_LOG_BYTES:
+            break
+        if skipping:
+            nl = data.find(b"\n")
+            if nl == -1:
+                continue
+            data, skipping = data[nl + 1:], False
+        buf = pending + data
+        cut = buf.rfind(b"\n")
+        if cut == -1:
+            pending = buf
+        else:
+            tail.add(_cut_long(buf[: cut + 1]))
+            pending = buf[cut + 1:]
+        if len(pending) > MAX_LINE_BYTES:
+            tail.add(pending[:MAX_LINE_BYTES] + LINE_CUT)
+            pending, skipping = b"", True
+    if pending:
+        tail.add(pending)
+    return read_n
