@@ -86,15 +86,21 @@ def test_vllm_caps_carry_the_engines_numbers():
 
 
 def test_text_output_says_started_but_capped():
+    """A real cap (SGLang's Mamba cap) reads "started, but capped"; a routine padding line (issue 27) is shown as a
+    note and never called a cap."""
     from io import StringIO
 
     from rich.console import Console
 
     from specbench.commands.doctor import render_diagnosis
     buf = StringIO()
+    d = diagnose_file(str(CORPUS / "001-sglang-mamba-cap-dgx-spark.log"), with_fixes=False)
+    render_diagnosis(d, "x.log", Console(file=buf, width=200))
+    assert "started, but capped" in buf.getvalue() and "mamba_cap" in buf.getvalue()
+    buf = StringIO()
     d = diagnose_file(str(CORPUS / "032-vllm-tp2-padding-layers-warning.log"), with_fixes=False)
     render_diagnosis(d, "x.log", Console(file=buf, width=200))
-    assert "started, but capped" in buf.getvalue() and "kv_padding_layers" in buf.getvalue()
+    assert "capped" not in buf.getvalue() and "kv_padding_layers" in buf.getvalue()
 
 
 @pytest.mark.parametrize("model_path,resolved", [("/models/Qwen3.6-27B", True), ("/models/private-27b-x", False)])

@@ -65,13 +65,15 @@ class Fix:
 
     change: Mapping[str, Any]
     result: FixResult
+    extra: Mapping[str, Any] = field(default_factory=dict)  # the doctor's `source`, `why`, `kind` (docs/contracts.md)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Fix:
-        return cls(change=_frozen(d["change"]), result=FixResult.from_json(d["result"]))
+        return cls(change=_frozen(d["change"]), result=FixResult.from_json(d["result"]),
+                   extra=_frozen({k: v for k, v in d.items() if k not in ("change", "result")}))
 
     def to_json(self) -> dict[str, Any]:
-        return {"change": dict(self.change), "result": self.result.to_json()}
+        return {"change": dict(self.change), "result": self.result.to_json(), **_plain(self.extra)}
 
 
 # ------------------------------------------------------------------------------------------------ plan: per TP
@@ -302,14 +304,23 @@ class StartupWarning:
     fixes: tuple[Mapping[str, Any], ...] = ()
     line: int | None = None  # 1-based physical line of the log
     cap: bool = False  # the engine serves less than was asked (False: a note)
+    # what was lowered: {"value", "flag", "asked", "to", "why"} (logs/warnings.py::Cap), None for a note;
+    # `has_capped` False: the key is absent (an older document)
+    capped: Mapping[str, Any] | None = None
+    has_capped: bool = field(default=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> StartupWarning:
-        return cls(d["kind"], d["message"], tuple(_frozen(f) for f in d["fixes"]), d.get("line"), bool(d.get("cap")))
+        capped = d.get("capped")
+        return cls(d["kind"], d["message"], tuple(_frozen(f) for f in d["fixes"]), d.get("line"), bool(d.get("cap")),
+                   _frozen(capped) if capped is not None else None, "capped" in d)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "fixes": [_plain(f) for f in self.fixes],
-                "line": self.line, "cap": self.cap}
+        out = {"kind": self.kind, "message": self.message, "fixes": [_plain(f) for f in self.fixes],
+               "line": self.line, "cap": self.cap}
+        if self.has_capped or self.capped is not None:
+            out["capped"] = _plain(self.capped)
+        return out
 
 
 @dataclass(frozen=True)

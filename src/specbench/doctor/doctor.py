@@ -14,6 +14,8 @@ from specbench.contracts import BudgetRow
 from specbench.doctor import reading
 from specbench.doctor.checks import claimed_quant, weight_check
 from specbench.doctor.explain import failure_sentences, started_sentences
+from specbench.doctor.hostfixes import host_fixes
+from specbench.doctor.readnotes import read_notes
 from specbench.engines.base import engine
 from specbench.errors import UserError
 from specbench.logs.facts import LogFacts
@@ -21,7 +23,7 @@ from specbench.logs.failures import Failure, stop_index
 from specbench.logs.launch_model import facts_model_source, model_source
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.reader import read_log_bounded
-from specbench.logs.warnings import LogWarning
+from specbench.logs.warnings import Cap, LogWarning
 from specbench.plan.api import PlanOptions, env_gpu_default, plan_command
 from specbench.specs.gpu import find_gpu
 
@@ -63,9 +65,10 @@ class Diagnosis:
 
 # ------------------------------------------------------------------------------------------------ reading input
 def read_log(path: str | Path) -> bytes:
-    """The log's bytes, bounded (logs/reader.py: regular files only, a size cap, cut long lines, head + tail);
+    """The log's bytes, bounded (logs/reader.py: regular files only, a size cap, cut long lines, head + tail, and the
+    middle's failure, boot and readiness lines);
     UserError (one line) for a missing file, a folder, a FIFO/device, an unreadable or too large file."""
-    return read_log_bounded(path)
+    return read_log_bounded(path, reading.search_words())
 
 
 def budget_rows(facts: LogFacts) -> list[BudgetRow]:
@@ -202,13 +205,15 @@ def _gpu_total_gib(gpu: str | None) -> float | None:
 
 def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[str]:
     notes: list[str] = []
-    total = _gpu_total_gib(gpu)
+    # the GPU's size: the catalog's for --gpu, else what the engine printed beside the free memory (vLLM's
+    # "Free memory on device (F/T GiB) on startup", vllm/v1/worker/utils.py::request_memory@0.32.0)
+    total = _gpu_total_gib(gpu) or facts.total_gpu_memory_gib
     if total is not None and facts.avail_before_load_gib is not None:
         used = total - facts.avail_before_load_gib
         if used > OTHER_PROCESS_THRESHOLD_GIB:
-            notes.append(f"{used:.2f} GiB of the {total:.2f} GiB {gpu} were already in use before the weights loaded "
-                         f"(free {facts.avail_before_load_gib:.2f} GiB): another process, or a previous server not yet "
-                         "gone. Check that GPU memory is free before the next launch.")
+            notes.append(f"{used:.2f} GiB of the {total:.2f} GiB {gpu or 'GPU'} were already in use before the weights "
+                         f"loaded (free {facts.avail_before_load_gib:.2f} GiB): another process, or a previous server "
+                         "not yet gone. Check that GPU memory is free before the next launch.")
     if facts.boots > 1:
         notes.append(f"The file holds {facts.boots} boots; this diagnosis is of the last one.")
     if len(facts.ranks) > 1:
@@ -237,55 +242,116 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     if looks_binary(raw):
         return Diagnosis("unknown", None, LogFacts(boots=0), "This is not a text log (binary content).")
     parsed = _parse_all(raw)
-    facts, failure, survived, warns = parsed.facts, parsed.failure, parsed.survived, parsed.warnings
+    facts, failure, warns = parsed.facts, parsed.failure, parsed.warnings
     if model_config:
         facts = replace(facts, model_config=model_config)
     if facts.lines == 0:
         return Diagnosis("unknown", None, facts, "The log is empty.")
     status = _status(facts, failure, warns, parsed.late_boot)
-    sentences: list[str] = []
+    sentences = _sentences(facts, failure, status, warns)
+    notes = _notes(facts, claimed_quant, gpu) + _run_notes(facts, failure, parsed) + read_notes(_text(raw))
+    plan, fixes, fix_notes = _fixes(facts, failure, status, warns, with_fixes, engine_version, gpu, draft_config,
+                                    _text(raw))
+    budget = tuple(budget_rows(facts))
+    return Diagnosis(status, failure, facts, " ".join(sentences), budget, fixes, tuple(notes + fix_notes), plan,
+                     warnings=warns)
+
+
+def _sentences(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[LogWarning, ...]) -> list[str]:
+    """What happened, in the engine's words first: the failure and why, or the start and what it capped."""
+    out: list[str] = []
     if failure is not None:
         head = "The engine stopped during start-up" if failure.boot_failure else "The engine was running but"
         msg = failure.message.rstrip()
-        sentences.append(f"{head}: {msg}" + ("" if msg.endswith((".", "!", "?")) else "."))
-        sentences += failure_sentences(facts, failure)
+        out.append(f"{head}: {msg}" + ("" if msg.endswith((".", "!", "?")) else "."))
+        out += failure_sentences(facts, failure)
     if status == "started":
-        sentences += started_sentences(facts)
-    caps = [w for w in warns if w.cap]
+        out += started_sentences(facts)
+    caps = [w.capped for w in warns if w.capped is not None]
     if status == "started" and caps:
-        sentences.append("Started, but capped: " + "; ".join(w.message.rstrip(".") for w in caps[:4]) + ".")
+        out.append("Started, but capped: " + "; ".join(_cap_words(c) for c in caps[:4]) + ".")
     if status == "unknown":
-        sentences.append("The log shows neither a finished start-up nor a failure (cut off, or still starting).")
-    notes = _notes(facts, claimed_quant, gpu)
-    if survived:
+        out.append("The log shows neither a finished start-up nor a failure (cut off, or still starting)."
+                   + _what_it_shows(facts))
+    return out
+
+
+def _cap_words(c: Cap) -> str:
+    asked = f"the asked {c.asked}" if c.asked is not None else "the asked value (not in the log)"
+    return f"{c.value} lowered from {asked} to {c.to} ({c.flag}): {c.why}"
+
+
+def _what_it_shows(facts: LogFacts) -> str:
+    rows = [r for r in budget_rows(facts) if r.gib is not None]
+    if not rows and facts.kv_tokens is None:
+        return ""
+    parts = [f"{r.label} {r.gib:.2f} GiB" for r in rows[:6]]
+    if facts.kv_tokens is not None:
+        parts.append(f"{facts.kv_tokens:,} KV tokens")
+    return " What it shows: " + ", ".join(parts) + "."
+
+
+def _run_notes(facts: LogFacts, failure: Failure | None, parsed: _Parsed) -> list[str]:
+    notes: list[str] = []
+    if parsed.survived:
+        survived = parsed.survived
         notes.append("Errors the engine printed and survived (it went on to serve): " + "; ".join(survived[:3])
                      + (f" (+{len(survived) - 3} more)" if len(survived) > 3 else ""))
     if facts.ready and failure is None and parsed.stopped:
         notes.append("The server was stopped on purpose afterwards (SIGTERM); the exits that follow are that stop.")
+    return notes
+
+
+def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[LogWarning, ...], with_fixes: bool,
+           engine_version: str | None, gpu: str | None, draft_config: str | None,
+           text: str) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...], list[str]]:
+    """(the planner's result, the fixes, notes). A failure's own numbers give the first fixes (the engine's
+    `failure_fixes`, the host's); the planner's nearest configurations follow; with neither, the engine's model-free
+    `log_fixes`. A healthy start gets none: the planner's nearby configurations serve less than it already does."""
+    notes: list[str] = []
     plan: dict[str, Any] | None = None
-    fixes: tuple[dict[str, Any], ...] = ()
+    planned: list[dict[str, Any]] = []
     why: str | None = None
     if with_fixes and facts.engine is not None:
-        plan, why = planner_result(facts, engine_version, gpu, draft_config, _text(raw))
+        plan, why = planner_result(facts, engine_version, gpu, draft_config, text)
         if plan is not None:
-            fixes = tuple(plan.get("fixes") or ())
+            planned = list(plan.get("fixes") or ())
             notes += _plan_vs_log(plan, facts)
     src = facts_model_source(facts)
     path = facts.server_args.get("model_path") or facts.server_args.get("model")
     if src and isinstance(path, str) and src != path and not facts.model_config:
         notes.append(f"The model path {path} is not on this machine; its config was resolved by name to the bundled "
                      f"{src}, as `specbench plan` does.")
-    if with_fixes and not fixes and failure is not None and facts.engine is not None:
-        derived = _log_fixes(facts, failure.kind)
-        if derived:
-            fixes = tuple(derived)
+    if not with_fixes or (failure is None and not any(w.cap for w in warns)):
+        return plan, (), notes + ([f"No fixes: {why}."] if why and failure is not None else [])
+    own = _failure_fixes(facts, failure) if failure is not None else []
+    fixes = _dedupe(own + planned)
+    if not fixes and failure is not None and facts.engine is not None:
+        fixes = list(_log_fixes(facts, failure.kind))
+        if fixes:
             notes.append("Fixes are log-derived: no model config resolved, so they come from the log's own numbers "
                          "(pool sizes, free memory, weights), not from the planner.")
             why = None
-    if why:
+    if why and not own:
         notes.append(f"No fixes: {why}.")
-    budget = tuple(budget_rows(facts))
-    return Diagnosis(status, failure, facts, " ".join(sentences), budget, fixes, tuple(notes), plan, warnings=warns)
+    return plan, tuple(fixes), notes
+
+
+def _failure_fixes(facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+    """The failure's own numbers: the host's kill, else the engine's message (`Engine.failure_fixes`)."""
+    return host_fixes(failure) or engine(facts.engine).failure_fixes(facts, failure)
+
+
+def _dedupe(fixes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first fix for each change (the failure's own before the planner's for the same flag and value)."""
+    seen: set[str] = set()
+    out = []
+    for fx in fixes:
+        key = repr(sorted((fx.get("change") or {}).items())) + str(fx.get("kind"))
+        if key not in seen:
+            seen.add(key)
+            out.append(fx)
+    return out
 
 
 def _log_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """What the doctor reads a log with: every engine's line readers (`loglines.LINES`), warning rules
-(`loglines.WARNINGS`), last start-up steps (`loglines.LATE_BOOT`) and failure table (`failures.FAILURES`), collected
+(`caps.WARNINGS`), last start-up steps (`loglines.LATE_BOOT`) and failure table (`failures.FAILURES`), collected
 from the engine folders (doctor/engine_parts.py), so the data layer below (`specbench.logs`) names no engine; and
 the log read with them."""
 
@@ -28,7 +28,7 @@ def failure_table() -> fl.EngineFailures:
 
 @lru_cache(maxsize=1)
 def warning_rules() -> tuple[wr.WarningRule, ...]:
-    return tuple(r for m in modules_named("loglines") for r in (getattr(m, "WARNINGS", ()) or ()))
+    return tuple(r for m in modules_named("caps") for r in (getattr(m, "WARNINGS", ()) or ()))
 
 
 @lru_cache(maxsize=1)
@@ -67,3 +67,8 @@ def find_warnings(lines: list[Line], facts: LogFacts) -> list[wr.LogWarning]:
 
 def reached_late_boot(lines: list[Line]) -> bool:
     return wr.reached_late_boot(lines, late_boot_patterns())
+
+
+def search_words() -> tuple[bytes, ...]:
+    """What the reader keeps of a long log's middle: the failure table's anchor words (logs/reader.py)."""
+    return tuple(a.encode() for a in failure_table().anchors)

@@ -91,6 +91,9 @@ class Engine(Protocol):
     def log_notes(self, facts: LogFacts) -> list[str]:
         """Notes on what the log measured that the engine's own rules check (e.g. a KV dtype the sizes disagree with)."""
         ...
+    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+        """The fixes the failure's own printed numbers give (before the planner's); [] when it printed none."""
+        ...
     def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
         """Fixes from the log's own numbers when the planner cannot run (no model config): [] when it has none."""
         ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specbench.logs.normalize import Line
 
@@ -25,6 +25,8 @@ class Failure:
     line: int
     boot_failure: bool  # True: the engine did not start; False: a request was refused at run time
     wrapper: str | None = None  # the wrapper line around it (sigquit, EngineDeadError, "Scheduler hit an exception")
+    context: str = field(default="", compare=False)  # the matched line and the few after it (a record wrapped
+    # over several lines keeps its numbers there); what the engines' fixes read, not part of the JSON
 
     def to_dict(self) -> dict[str, str]:
         d = {"kind": self.kind, "message": self.message}
@@ -65,10 +67,14 @@ class EngineFailures:
     frames: tuple[FailureRule, ...] = ()  # kinds read from a traceback's frames when its error line is generic
     wrappers: tuple[FailureRule, ...] = ()  # lines that wrap a failure printed elsewhere: context, never the cause
     ready: tuple[FailureRule, ...] = ()  # the engine saying it serves
+    # lower-case words one of which every line above (and the boot's argument dump) contains: what the reader keeps
+    # of a long log's middle (logs/reader.py), searched with bytes.find, so a few short words, not every rule's keys
+    anchors: tuple[str, ...] = ()
 
 
 # What no engine owns: the device's allocator and runtime, a plugin, the host, request validation.
-GENERIC = EngineFailures(rules=(
+GENERIC = EngineFailures(anchors=("error", "exception", "traceback", "memory", "kill", "fail", "crash"),
+                         rules=(
     failure_rule("cuda_oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|"
                  r"CUDA driver error: out of memory|HIP out of memory|HIP error: out of memory|NPU out of memory",
                  "torch allocator", ("out of memory", "outofmemory"), ignore_case=True, tier=0),
@@ -78,6 +84,17 @@ GENERIC = EngineFailures(rules=(
     failure_rule("device_error", r"(?:CUDA|HIP) error: (?!out of memory)",
                  "the device runtime (driver / ROCm / CUDA), not the engine's memory plan", (" error: ",),
                  own_line=True, tier=2),
+    # the host's kernel OOM killer (dmesg / journalctl -k: mm/oom_kill.c::__oom_kill_process, "Out of memory: Killed
+    # process %d (%s)"; "%s invoked oom-killer"), not the GPU
+    failure_rule("host_oom_killed", r"Out of memory: Killed process \d+ \(|invoked oom-killer|oom-kill:constraint=|"
+                 r"oom_reaper: reaped process|OOMKilled",
+                 "the host kernel's OOM killer (host RAM, not GPU memory)",
+                 ("killed process", "oom-kill", "oom_reaper", "oomkilled"), own_line=True, tier=2),
+    # SIGKILL with no kernel line in the excerpt: the shell's `Killed`, exit status 137 (128 + 9), exit code -9
+    failure_rule("process_killed", r"^Killed\s*$|exit(?:ed)?(?: with)? ?(?:exit )?(?:code|status)?[ =:(]*(?:137|-9)\b|Exited \(137\)|"
+                 r"died with exit code -9|exitcode=-9|signal 9 \(SIGKILL\)|killed by signal 9",
+                 "SIGKILL, most often the host's OOM killer (exit status 137 = 128 + 9)",
+                 ("killed", "137", "-9", "signal 9"), own_line=True, tier=2),
     failure_rule("process_crashed", r"crashed with exit code -?\d+",
                  "a worker process died (segfault, killed, or an exception printed elsewhere)",
                  ("crashed with exit code",), tier=2),
@@ -93,9 +110,10 @@ def merge(parts: Sequence[EngineFailures]) -> EngineFailures:
     """The engines' tables and GENERIC as one, rules ordered by tier (stable: each engine's own order kept)."""
     everything = [*parts, GENERIC]
     rules = sorted((r for p in everything for r in p.rules), key=lambda r: r.tier)
+    anchors = tuple(dict.fromkeys(a for p in everything for a in p.anchors))
     return EngineFailures(tuple(rules), tuple(r for p in everything for r in p.frames),
                           tuple(r for p in everything for r in p.wrappers),
-                          tuple(r for p in everything for r in p.ready))
+                          tuple(r for p in everything for r in p.ready), anchors)
 
 
 _EXC = re.compile(r"^(?:[\w]+\.)*(?:\w*Error|\w*Exception)\b(?::|$)")
@@ -173,8 +191,9 @@ def classify(lines: list[Line], table: EngineFailures) -> Failure | None:
     cuda_oom / cuda_oom_load / cuda_graph_oom (torch, CUDA driver, HIP and NPU allocators), cuda_graph_capture_failed,
     vllm_free_memory_below_utilization, vllm_hybrid_kv_unify_failed, hybrid_kv_unsupported,
     unsupported_architecture, tp_not_divisible, negative_kv_size, device_error, empty_capture_bs,
-    kv_cache_page_size_mismatch (from the frames), context_too_long (run time), exception (any other error line),
-    process_crashed (a wrapper only), traceback_cut_off (a traceback with no error line in the excerpt)."""
+    kv_cache_page_size_mismatch (from the frames), context_too_long (run time), host_oom_killed (the kernel's OOM
+    killer), process_killed (SIGKILL: `Killed`, exit status 137), exception (any other error line), process_crashed
+    (a wrapper only), traceback_cut_off (a traceback with no error line in the excerpt)."""
     ready = ready_indexes(lines, table)
     first_ready = ready[0] if ready else None
     last_ready = ready[-1] if ready else None
@@ -205,7 +224,9 @@ def classify(lines: list[Line], table: EngineFailures) -> Failure | None:
             kind = _oom_kind(lines, idx) if rule.kind == "cuda_oom" else rule.kind
             msg = text.strip()[:1000] if rule.own_line and not _EXC.match(text) and \
                 not _same_rule_later(lines, idx, rule) else _message_for(lines, idx)
-            return Failure(kind=kind, message=msg, line=line.no, boot_failure=boot(idx, rule.boot), wrapper=wrap)
+            context = " ".join(ln.text.strip() for ln in lines[idx: idx + 6])
+            return Failure(kind=kind, message=msg, line=line.no, boot_failure=boot(idx, rule.boot), wrapper=wrap,
+                           context=context)
         kind = _chain_kind(lines, idx, table) or _frames_kind(lines, idx, table) or "exception"
         return Failure(kind=kind, message=text.strip()[:1000], line=line.no, boot_failure=boot(idx), wrapper=wrap)
     tb = [i for i, ln in enumerate(lines) if "Traceback (most recent call last)" in ln.text and not survived(i)]

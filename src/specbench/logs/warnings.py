@@ -2,10 +2,14 @@
 
 Each engine lists its own lines in `specbench.engines.<name>.loglines.WARNINGS` (a tuple of `WarningRule`); the
 doctor collects them from the engine folders and passes them here, so this module names no engine. A warning is
-`{"kind", "message", "fixes", "line", "cap"}`: `message` is the engine's own record (prefixes stripped, a record
-wrapped over several physical lines joined back), `fixes` what to change (`{"change": {flag: value}, "source":
-"engine" | "log" | "planner", "why": ...}`; value None where the engine names the flag but no value), `cap` True when
-the engine silently serves less than asked (a log that started with such a warning is "started, but capped").
+`{"kind", "message", "fixes", "line", "cap", "capped"}`: `message` is the engine's own record (prefixes stripped, a
+record wrapped over several physical lines joined back), `fixes` what to change (`{"change": {flag: value}, "source":
+"engine" | "log" | "planner", "why": ...}`; value None where the engine names the flag but no value).
+
+A cap is a limit the engine imposed on what the user asked for: a rule is a cap only through its `cap_of`, which
+reads from the line (and the facts) which asked value was lowered, to what, and why (`Cap`); `cap` is True exactly
+when that gave a `Cap` with the lowered value. Routine lines (a block size aligned, a page padded, layers added to a
+KV group) have no `cap_of` and are notes. A log that started with a cap is "started, but capped".
 """
 
 from __future__ import annotations
@@ -22,10 +26,29 @@ FixFn = Callable[["re.Match[str]", str, LogFacts], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
+class Cap:
+    """What the engine lowered: `value` (the setting, as the engine names it), the `flag` that asks for it, the
+    `asked` value (None when the log does not print it: the engine's default or an argument not dumped), the value
+    it was lowered `to`, and `why` (the engine's reason, with its numbers)."""
+
+    value: str
+    flag: str
+    to: float | int
+    why: str
+    asked: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "flag": self.flag, "asked": self.asked, "to": self.to, "why": self.why}
+
+
+CapFn = Callable[["re.Match[str]", LogFacts], "Cap | None"]
+
+
+@dataclass(frozen=True)
 class WarningRule:
     kind: str
     pattern: re.Pattern[str]
-    cap: bool = True
+    cap_of: CapFn | None = None  # a cap only when this names the lowered value (None: a note)
     fixes: FixFn | None = None
     kind_fn: Callable[[re.Match[str]], str] | None = None  # a kind that depends on the numbers (e.g. negative)
     when: Callable[[re.Match[str], LogFacts], bool] | None = None  # only when this holds (e.g. concurrency < 1)
@@ -37,12 +60,17 @@ class LogWarning:
     kind: str
     message: str
     line: int
-    cap: bool
     fixes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    capped: Cap | None = None
+
+    @property
+    def cap(self) -> bool:
+        """True when the engine serves less than asked: the warning names the lowered value."""
+        return self.capped is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "fixes": list(self.fixes), "line": self.line,
-                "cap": self.cap}
+                "cap": self.cap, "capped": self.capped.to_dict() if self.capped else None}
 
 
 _FLAG = re.compile(r"(--[a-z][a-z0-9\-]+)(?:(?: to |[ =])(?!or\b|and\b|to\b)([0-9][\w.]*|[a-z][\w.]*\d[\w.]*|bfloat16|float16|"
@@ -104,8 +132,9 @@ def find_warnings(lines: list[Line], facts: LogFacts, rules: Sequence[WarningRul
                 if kind in seen:
                     continue
                 fixes = tuple(rule.fixes(m, text, facts)) if rule.fixes else ()
+                capped = rule.cap_of(m, facts) if rule.cap_of else None
             except (ValueError, TypeError, ZeroDivisionError, IndexError, AttributeError):
                 continue
             seen.add(kind)
-            out.append(LogWarning(kind, text[:1000], line.no, rule.cap, fixes))
+            out.append(LogWarning(kind, text[:1000], line.no, fixes, capped))
     return out

@@ -98,6 +98,11 @@ class SglangEngine:
 
         return log_notes(facts)
 
+    def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
+        from specbench.engines.sglang.logfixes import failure_fixes
+
+        return failure_fixes(facts, failure)
+
     def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
         from specbench.engines.sglang.logrules import log_derived_fixes
 

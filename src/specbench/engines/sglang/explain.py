@@ -57,7 +57,7 @@ def spec_scratch_sentence(f: LogFacts) -> str | None:
     sglang/srt/model_executor/model_runner_kv_cache_mixin.py::ModelRunnerKVCacheMixin.handle_max_mamba_cache
     @0.5.12.post1)."""
     req = f.server_args.get("max_running_requests")
-    d, p = er.draft_tokens(f.server_args), er.slot_size(f)
+    d, p = er.draft_tokens(f), er.slot_size(f)
     if f.max_mamba_cache_size is None or not er.scratch_before_split(f) or not isinstance(req, int) \
             or d is None or p is None:
         return None
@@ -82,7 +82,7 @@ def _pool_budget(f: LogFacts) -> tuple[float | None, float | None]:
 
 def spec_reservation_sentence(f: LogFacts, requests: int) -> str | None:
     """`requests × D × p = X GiB` for the <=0.5.12 intermediate-state reservation, or None without the inputs."""
-    d = er.draft_tokens(f.server_args)
+    d = er.draft_tokens(f)
     p = er.slot_size(f)
     if d is None or p is None:
         return None
@@ -131,7 +131,7 @@ def _mrr_zero(f: LogFacts) -> list[str]:
 
 
 def d_note(f: LogFacts) -> str:
-    d = er.draft_tokens(f.server_args)
+    d = er.draft_tokens(f)
     p = er.slot_size(f)
     if d is None or p is None:
         return "D draft tokens × p"
@@ -181,10 +181,12 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
 def started_caps(f: LogFacts) -> list[str]:
     """What SGLang lowered below what was asked, with the numbers it printed."""
     out: list[str] = []
-    if f.mamba_cap_requests is not None:
+    if f.mamba_cap_requests:
         req = f.server_args.get("max_running_requests")
-        out.append(f"max_running_requests was capped to {f.mamba_cap_requests} by the Mamba state cache "
-                   f"({f.max_mamba_cache_size} slots / {f.state_slots_per_request} per request)"
+        rho, _ = er.slots_per_request(f)
+        per = (f"{f.max_mamba_cache_size} slots / {rho} per request" if f.max_mamba_cache_size is not None and rho
+               else "its slots per request")
+        out.append(f"max_running_requests was capped to {f.mamba_cap_requests} by the Mamba state cache ({per})"
                    + (f", not the requested {req}" if isinstance(req, int) else "") + ".")
     if f.mrr_reduced_from is not None:
         out.append(_reduced_sentence(f))

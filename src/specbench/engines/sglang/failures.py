@@ -7,6 +7,11 @@ from __future__ import annotations
 from specbench.logs.failures import EngineFailures, failure_rule
 
 FAILURES = EngineFailures(
+    # besides the generic words (error, exception, memory, ...): the argument dump, readiness, the wrappers and the
+    # log records of the rules below that name no error
+    # (a record with no error word that the engine follows with an XxxError line, e.g. "capped to 0", is kept by it;
+    # every word costs one bytes.find over the middle, so a few)
+    anchors=("serverargs(", "load weight end", "fired up"),
     rules=(
         failure_rule("max_running_requests_zero", r"max_running_request is zero",
                      "sglang managers/tp_worker.py::TpModelWorker (assert max_running_requests > 0)",
@@ -14,6 +19,12 @@ FAILURES = EngineFailures(
         failure_rule("mamba_state_cache_too_small", r"state cache is too small to serve any requests",
                      "sglang mem_cache/kv_cache_configurator.py::resolve_max_num_reqs (>= 0.5.13)", ("state cache",),
                      ignore_case=True),
+        # the cap line with 0: `max_num_reqs <= 0` raises the RuntimeError above right after it
+        # (mem_cache/kv_cache_configurator.py::KVCacheConfigurator.resolve_max_num_reqs@0.5.23)
+        failure_rule("mamba_state_cache_too_small", r"max_running_requests is capped to 0 by the mamba state cache",
+                     "sglang mem_cache/kv_cache_configurator.py::KVCacheConfigurator.resolve_max_num_reqs@0.5.23 "
+                     "(max_mamba_cache_size // slots per request = 0)", ("capped to 0",), ignore_case=True,
+                     own_line=True),
         failure_rule("mamba_state_cache_no_memory",
                      r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache",
                      "sglang KVCacheConfigurator._handle_max_mamba_cache", ("not enough",), ignore_case=True),

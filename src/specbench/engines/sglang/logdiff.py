@@ -54,7 +54,7 @@ def candidate(lf: LogFacts, rf: LogFacts, key: str, va: Any, vb: Any) -> Candida
     an argument SGLang's pools do not depend on."""
     args = lf.server_args
     if key == "max_running_requests" and isinstance(va, int) and isinstance(vb, int):
-        p, d = er.slot_size(lf) or er.slot_size(rf), er.draft_tokens(args)
+        p, d = er.slot_size(lf) or er.slot_size(rf), er.draft_tokens(lf)
         if d is not None and p is not None and lf.max_mamba_cache_size is not None and er.scratch_before_split(lf):
             delta = (vb - va) * d * p.bytes / er.GIB
             grew = "grew" if vb > va else "shrank"

@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.engines.sglang.formulas import mamba_state
+from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.formulas import mamba_ratio, mamba_state, resolve_spec
+from specbench.engines.sglang.fromlog import args_from_dump
 from specbench.engines.versions import parse_release
-from specbench.errors import UserError
+from specbench.errors import FlagError, UserError
 from specbench.logs.facts import LogFacts
-from specbench.logs.launch_model import facts_model_source, model_spec_of
+from specbench.logs.launch_model import facts_model_source, model_source, model_spec_of
+from specbench.specs.resolve import load_model_spec
 
 MIB = 2**20
 GIB = 2**30
@@ -25,19 +28,26 @@ def spec_algorithm(args: dict[str, Any]) -> str | None:
     return str(algo).upper() if algo not in (None, "", "None") else None
 
 
-def draft_tokens(args: dict[str, Any]) -> int | None:
-    """D = speculative_num_draft_tokens (DFLASH: also `speculative_dflash_block_size`); EAGLE topk 1: steps + 1.
-    sglang arg_groups/speculative_hook.py::handle_speculative_decoding@0.5.23 (topk 1 forces D = steps + 1)."""
-    if spec_algorithm(args) is None:
+def draft_tokens(facts: LogFacts) -> int | None:
+    """D, the tokens one speculative step verifies, as the planner resolves it (formulas.py::resolve_spec: EAGLE topk 1
+    forces D = steps + 1, DFLASH its block size, DDTREE budget + 1; sglang arg_groups/speculative_hook.py
+    ::handle_speculative_decoding@0.5.23) from the dump read as `SglangArgs` (fromlog.py) with the model (and draft)
+    behind it; without a model that resolves, the D the engine itself dumped (ServerArgs is printed after it resolved
+    it); None without speculation."""
+    args = args_from_dump(facts.server_args)
+    if args is None or args.spec_algorithm is None:
         return None
-    for key in ("speculative_num_draft_tokens", "speculative_dflash_block_size"):
-        val = args.get(key)
-        if isinstance(val, int) and val > 0:
-            return val
-    steps, topk = args.get("speculative_num_steps"), args.get("speculative_eagle_topk")
-    if isinstance(steps, int) and topk in (1, None):
-        return steps + 1
-    return None
+    model = model_spec_of(facts)
+    if model is not None:
+        draft_src = model_source({"model_path": args.speculative_draft_model_path})
+        try:
+            draft = load_model_spec(draft_src) if draft_src else None
+            d = resolve_spec(args, model, draft).num_draft_tokens
+            if d > 0:
+                return d
+        except (FlagError, UserError, ValueError, KeyError, TypeError, AttributeError, OSError):
+            pass
+    return args.speculative_num_draft_tokens or args.speculative_dflash_block_size or None
 
 
 def sglang_era(args: dict[str, Any]) -> str | None:
@@ -75,19 +85,23 @@ def slots_per_request(facts: LogFacts) -> tuple[int | None, str]:
     if not args:
         return None, ""
     if args.get("disable_radix_cache") is True:
-        return 1, "disable_radix_cache=True"
+        return 1, "disable_radix_cache=True"  # formulas.py::mamba_ratio: 1 without the radix cache
     strategy = args.get("mamba_radix_cache_strategy", args.get("mamba_scheduler_strategy"))
     era = sglang_era(args)
     overlap = args.get("disable_overlap_schedule") is not True
     if era == "<=0.5.13" and spec_algorithm(args) == "DFLASH":
         overlap = False  # DFLASH always ran without overlap up to 0.5.13 (read in the 0.5.12.post1/0.5.13.post1 wheels)
-    if strategy == "extra_buffer":
-        return (5 if overlap else 4), f"mamba strategy extra_buffer, overlap {'on' if overlap else 'off'}"
-    if strategy == "extra_buffer_lazy":
-        return 4, "mamba strategy extra_buffer_lazy"
-    if strategy == "no_buffer" or (strategy == "auto" and era == "<=0.5.13"):
-        return 3, "mamba strategy no_buffer"
-    return None, ""
+    if strategy == "auto" and era == "<=0.5.13":
+        strategy = "no_buffer"
+    if strategy not in ("extra_buffer", "extra_buffer_lazy", "no_buffer"):
+        return None, ""
+    # the planner's own ratio (formulas.py::mamba_ratio, _calculate_mamba_ratio of the engine) on the dump as the
+    # planner reads it; a dump it cannot read still has the radix-cache switch that the ratio reads
+    parsed = args_from_dump(args) or SglangArgs(disable_radix_cache=args.get("disable_radix_cache") is True)
+    rho = mamba_ratio(parsed, strategy, overlap)
+    how = {"extra_buffer": f"mamba strategy extra_buffer, overlap {'on' if overlap else 'off'}",
+           "extra_buffer_lazy": "mamba strategy extra_buffer_lazy", "no_buffer": "mamba strategy no_buffer"}
+    return rho, how[strategy]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +200,7 @@ def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
     kv = sum(x for x in (facts.k_size_gib, facts.v_size_gib, facts.kv_size_gib) if x is not None)
     if not isinstance(f, (int, float)) or None in (b, rest, k, p, rho) or not isinstance(req, int) or req < 1 or kv <= 0:
         return []
-    d = draft_tokens(args) or 0
+    d = draft_tokens(facts) or 0
     per = p.bytes / GIB  # type: ignore[union-attr]
     scratch = (lambda m: m * d * per) if scratch_before_split(facts) and d else (lambda m: 0.0)
     pools = rest - b * (1 - f)  # type: ignore[operator]

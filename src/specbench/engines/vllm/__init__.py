@@ -104,6 +104,11 @@ class VllmEngine:
     def log_notes(self, facts: Any) -> list[str]:
         return []
 
+    def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
+        from specbench.engines.vllm.logfixes import failure_fixes
+
+        return failure_fixes(facts, failure)
+
     def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
         return []
 

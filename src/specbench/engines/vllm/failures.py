@@ -7,11 +7,25 @@ from __future__ import annotations
 from specbench.logs.failures import EngineFailures, failure_rule
 
 FAILURES = EngineFailures(
+    # besides the generic words: the argument dumps, weights loaded, readiness, and the records with no error word
+    # (the negative KV records hold "memory", "# GPU blocks: 0" is followed by its ValueError, the unsupported-model
+    # lines are ValueErrors: the generic words keep them; "took" is the weights lines and the ready "init engine")
+    anchors=("non-default args", "llm engine", "took"),
     rules=(
         failure_rule("vllm_mamba_blocks", r"max_num_seqs \(\d+\) exceeds available Mamba cache blocks",
                      "vllm config/compilation.py::resolve_cudagraph_mode_and_sizes (>= 0.20)", ("mamba cache blocks",)),
         failure_rule("vllm_no_kv_memory", r"No available memory for the cache blocks",
                      "vllm kv_cache_utils.py::get_kv_cache_configs", ("no available memory",)),
+        # the profile left nothing (or less than nothing) for the KV cache: V0 clamps the blocks to 0 and raises
+        # "No available memory for the cache blocks" next (vllm/worker/worker.py::Worker.determine_num_available_blocks
+        # and raise_if_cache_size_invalid@0.6.x); V1 raises it when available_memory <= 0
+        # (vllm/v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory@0.32.0)
+        failure_rule("vllm_no_kv_memory", r"the rest of the memory reserved for KV Cache is -\d|"
+                     r"Available KV cache memory: -\d|# (?:GPU|cuda|CUDA) blocks: 0\b|KV cache size: 0 tokens",
+                     "vllm worker/worker.py::Worker.determine_num_available_blocks (V0) / "
+                     "v1/worker/gpu_worker.py::Worker.determine_available_memory (V1): KV memory <= 0",
+                     ("reserved for kv cache is -", "kv cache memory: -", "blocks: 0", "size: 0 tokens"),
+                     own_line=True),
         failure_rule("vllm_max_model_len", r"To serve at least one request with the models?'s max seq len|"
                      r"is larger than the maximum number of tokens that can be stored in KV cache",
                      "vllm kv_cache_utils.py::check_enough_kv_cache_memory", ("max seq len", "maximum number of tokens")),
