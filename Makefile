@@ -39,11 +39,16 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two workers (pytest-xdist): every `engine` test runs on one of them, one boot at a time, the rest on the other
+# (tests/conftest.py, tests/engine_boot.py). The summary line "engine boots this session: N" counts the boots.
+PYTEST_WORKERS ?= 2
 test: venv lint engine models browser
-	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider
+	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider \
+		-n $(PYTEST_WORKERS) --dist loadgroup
 
+# What runs on a fresh clone without the engine or the tiny models (`engine` and `models` tests left out).
 test-fast: venv browser
-	$(BIN)/pytest -q -m "not engine"
+	$(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models" -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: venv engine models
 	bash examples/incident.sh
