@@ -32,8 +32,8 @@ models: venv
 browser:
 	bash tools/ci/install_chromium.sh || echo "chromium not installed: browser tests will skip outside CI"
 
-# ruff (F, I, B, UP), mypy (--check-untyped-defs on specs/, engines/, plan/, contracts.py) and the import layers
-# (import-linter: no upward import, no cycle): pyproject.toml
+# ruff (F, I, B, UP), mypy (--check-untyped-defs on the files of [tool.mypy]) and the import layers (import-linter:
+# no upward import, no cycle): pyproject.toml
 lint: venv
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
