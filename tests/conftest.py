@@ -13,7 +13,8 @@ one engine at a time. Add a configuration here rather than booting one in a test
 Markers: `engine` (boots the real local engine, or needs its venv), `models` (needs the tiny local models that
 `make models` builds: skipped without them, failed under CI); everything else runs on a fresh clone
 (`make test-fast`). Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every `engine` test joins one
-group, so they run one after another on one worker while the other worker runs the rest. The summary counts the
+group (pytest_xdist_make_scheduler below), so they run one after another on one worker while the other worker runs
+the rest. The summary counts the
 engine boots of the session (every server log under the session's temporary folder).
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,11 +112,50 @@ def local_models_or_skip() -> Path:
     return folder
 
 
+# `--dist loadgroup` with the `engine` tests as one group. xdist 3.8 groups by renaming a test's nodeid, which
+# pytest 9.2 ignores (a nodeid is read-only there), so the grouping is done here: each worker writes the nodeids of
+# the `engine` tests it collected to a file the controller named, and the controller's scheduler (xdist's
+# LoadScopeScheduling, whose default reordering sends the largest unit first) makes them one unit of work.
+ENGINE_TESTS_FILE = "SPECBENCH_ENGINE_TESTS_FILE"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and config.getoption("dist", "no") == "loadgroup":
+        folder = Path(tempfile.mkdtemp(prefix="specbench-engine-tests-"))
+        os.environ[ENGINE_TESTS_FILE] = str(folder / "nodeids")  # the workers inherit it
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    engine = [item.nodeid for item in items if item.get_closest_marker("engine")]
     for item in items:
         if item.get_closest_marker("engine"):
             item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker and os.environ.get(ENGINE_TESTS_FILE):
+        Path(f"{os.environ[ENGINE_TESTS_FILE]}.{worker}").write_text("\n".join(engine))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getoption("dist", "no") != "loadgroup" or not os.environ.get(ENGINE_TESTS_FILE):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    listed = Path(os.environ[ENGINE_TESTS_FILE])
+
+    class EngineGroupScheduling(LoadScopeScheduling):
+        """Every `engine` test in one unit (one worker, one after another), every other test a unit of its own."""
+
+        _engine: frozenset[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._engine is None:  # the workers have all collected (and written) by the time it is asked
+                self._engine = frozenset(line for f in listed.parent.glob(listed.name + ".*")
+                                         for line in f.read_text().splitlines() if line)
+            return ENGINE_GROUP if nodeid in self._engine else nodeid
+
+    return EngineGroupScheduling(config, log)
 
 
 _BOOT_LOG = re.compile(r"(^server\.log$|-boot\d+\.log$)")
