@@ -32,10 +32,12 @@ models: venv
 browser:
 	bash tools/ci/install_chromium.sh || echo "chromium not installed: browser tests will skip outside CI"
 
-# ruff (F, I, B, UP) and mypy (--check-untyped-defs on specs/, engines/, plan/, contracts.py): pyproject.toml
+# ruff (F, I, B, UP), mypy (--check-untyped-defs on specs/, engines/, plan/, contracts.py) and the import layers
+# (import-linter: no upward import, no cycle): pyproject.toml
 lint: venv
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: venv lint engine models browser
 	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider

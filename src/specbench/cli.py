@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "report": "specbench.commands.report",
     "export": "specbench.commands.report",
     "models": "specbench.commands.models",
+    "predict": "specbench.commands.predict",
+    "calibrate": "specbench.commands.calibrate",
 }
 
 

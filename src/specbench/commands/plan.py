@@ -51,25 +51,13 @@ def plan_cmd(
             typer.echo(n.replace("__", "/", 1))
         return
     argv = list(ctx.args)
-    if from_log:
-        from specbench.logs.doctor import facts_for_plan
-
-        facts = facts_for_plan(from_log)
-        if not argv:
-            argv = list(facts.get("argv") or [])
-        avail_before_load_gib = avail_before_load_gib if avail_before_load_gib is not None else facts.get("avail_before_load_gib")
-        weights_gib = weights_gib if weights_gib is not None else facts.get("weights_gib")
-        draft_weights_gib = draft_weights_gib if draft_weights_gib is not None else facts.get("draft_weights_gib")
-        engine_version = engine_version or facts.get("engine_version")
-        model_config = model_config or facts.get("model_config")
-        non_kv_gib = non_kv_gib if non_kv_gib is not None else facts.get("non_kv_gib")
     engine_version = _checked_version(engine_version)
     for flag, value, positive in (("--gpu-mem-gib", gpu_mem_gib, True),
                                   ("--avail-before-load-gib", avail_before_load_gib, True),
                                   ("--weights-gib", weights_gib, False), ("--draft-weights-gib", draft_weights_gib, False),
                                   ("--non-kv-gib", non_kv_gib, False)):
         _check_gib(flag, value, positive)
-    if not argv:
+    if not argv and not from_log:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")
     from specbench.plan.api import PlanOptions, env_gpu_default, plan_command_full
@@ -79,7 +67,18 @@ def plan_cmd(
                        avail_before_load_gib=avail_before_load_gib, weights_gib=weights_gib,
                        draft_weights_gib=draft_weights_gib, non_kv_gib=non_kv_gib, fixes=not no_fixes,
                        revision=revision)
+    whatif = None
+    if from_log:  # the log's measured memory, moved to CMD when one is given (doctor/whatif.py)
+        from specbench.doctor.whatif import what_if
+
+        given = {k for k, v in (("weights_gib", weights_gib), ("draft_weights_gib", draft_weights_gib),
+                                ("avail_before_load_gib", avail_before_load_gib), ("non_kv_gib", non_kv_gib))
+                 if v is not None}
+        whatif = what_if(from_log, argv, opts, given)
+        argv, opts = whatif.argv, whatif.opts
     result, _rows = plan_command_full(argv, opts)
+    if whatif is not None:
+        result["from_log"] = whatif.record
     if as_json:
         from specbench.redact import learn, redact_obj
 
@@ -129,6 +128,9 @@ def render_plan(r: dict, con: Console) -> None:
     from specbench.engines.base import engine
 
     engine(r.get("engine")).render_plan(r, con)
+    for key in ("concurrency_summary", "model_stand_in"):  # said the same way for every engine
+        if r.get(key):
+            con.print(("stand-in: " if key == "model_stand_in" else "") + str(r[key]), markup=False, highlight=False)
     src = r.get("model_source")
     if src:
         draft = r.get("draft_model_source")

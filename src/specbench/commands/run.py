@@ -94,6 +94,7 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
 
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.matrix.runner import iter_phases
+    from specbench.predict.plan_matrix import predicted_text
 
     seen: set[str] = set()
     counts = {"launch": 0, "fixed": 0, "skipped": 0}
@@ -119,7 +120,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                               highlight=False, markup=False, soft_wrap=True)
             c = r["client"]
             console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
-                          f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}",
+                          f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
+                          f"{predicted_text(r)}",
                           highlight=False, markup=False)
             if r.get("duration_warning"):
                 console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
@@ -175,6 +177,22 @@ def _executor(name: str, gpus: Optional[str]) -> str:
     return name
 
 
+def _order(name: str, spec: Any) -> Optional[tuple[str, ...]]:
+    """--order: None keeps the matrix's order; predicted: server ids by predict/plan_matrix.py::server_order."""
+    from specbench.errors import UserError
+
+    if name == "matrix":
+        return None
+    if name != "predicted":
+        raise UserError(f"--order {name!r}: expected matrix or predicted")
+    from specbench.matrix.runner import dry_run
+    from specbench.predict.plan_matrix import predict_spec, server_order, shipped_or_none
+
+    rows = dry_run(spec)
+    cal = shipped_or_none()
+    return server_order(rows, predict_spec(spec, rows, cal)) if cal is not None else None
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
@@ -192,6 +210,8 @@ def register(app: typer.Typer) -> None:
                                               "else a local Ray instance)"),
         repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="run each cell's load N times (overrides"
                                               " the matrix's `repeats`)"),
+        order: str = typer.Option("matrix", "--order", help="matrix (as written) or predicted (AR first, then the "
+                                  "servers with the highest predicted speedup: `specbench predict`)"),
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
@@ -204,9 +224,11 @@ def register(app: typer.Typer) -> None:
             spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
+            from specbench.predict.plan_matrix import with_predictions
             from specbench.redact import redact_obj
 
-            rows = redact_obj(dry_run(spec))  # commands and env as they would run, their secrets masked
+            # commands and env as they would run, their secrets masked; each cell with its predicted speedup
+            rows = redact_obj(with_predictions(spec, dry_run(spec)))
             if as_json:
                 sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             else:
@@ -215,7 +237,8 @@ def register(app: typer.Typer) -> None:
         store_path = store or default_store_path(matrix)
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
                           progress=not no_progress and not as_json and sys.stderr.isatty(),
-                          gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address)
+                          gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address,
+                          order=_order(order, spec))
         err = Console(stderr=True, soft_wrap=True)
         _warn_long_cells(spec, err)
         with _damage_is_one_line(store_path):

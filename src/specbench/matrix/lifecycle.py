@@ -28,6 +28,17 @@ from specbench.matrix import identity
 from specbench.matrix.watchdog import Watchdog, stop_marked
 
 
+class Interrupted:
+    """SIGTERM becomes KeyboardInterrupt (as Ctrl-C); `by_sigterm` says which one came, for forwarding."""
+
+    by_sigterm = False
+
+    @classmethod
+    def handler(cls, _signum: int, _frame: Any) -> None:
+        cls.by_sigterm = True
+        raise KeyboardInterrupt
+
+
 class ServerFailed(Exception):
     """The server exited early, or did not become ready in time. `log_text` is the whole log."""
 

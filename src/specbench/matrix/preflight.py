@@ -77,7 +77,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
 def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
               planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
     settings = dict(st.settings)
-    launch = adapter.launch(spec, settings)
+    launch = adapter.launch(spec.target(), settings)
     notes = tuple(settings.get("notes") or ()) + launch.notes
     plan = planner(adapter, spec, launch)
     status = plan.get("status") if plan else None
@@ -90,7 +90,7 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
             fixed = _apply_fix(settings, change, engine(adapter.plan_engine))
             if int(fixed["tp"]) != st.tp:  # a fix must keep the tuple in its phase
                 continue
-            fl = adapter.launch(spec, fixed)
+            fl = adapter.launch(spec.target(), fixed)
             replan = planner(adapter, spec, fl)
             if replan is not None and replan.get("status") == "fails":
                 continue

@@ -49,6 +49,7 @@ class RunOptions:
     gpus: tuple[str, ...] | None = None  # pack tuples onto these GPUs (None: one tuple at a time)
     executor: str = "local"  # local | ray
     ray_address: str | None = None
+    order: tuple[str, ...] | None = None  # server ids to run first, in this order, within each phase (--order)
 
 
 @dataclass
@@ -79,17 +80,6 @@ def log_dir_for(store_path: Path) -> Path:
     return store_path.parent / (store_path.stem + "-logs")
 
 
-class Interrupted:
-    """SIGTERM becomes KeyboardInterrupt (as Ctrl-C); `by_sigterm` says which one came, for forwarding."""
-
-    by_sigterm = False
-
-    @classmethod
-    def handler(cls, _signum: int, _frame: Any) -> None:
-        cls.by_sigterm = True
-        raise KeyboardInterrupt
-
-
 def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOptions,
                console: Any = None) -> RunReport:
     """Run (or resume) every cell of the matrix into the store at `opts.store_path`."""
@@ -97,6 +87,9 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
 
     adapter = adapter_for(spec)
     tuples, cells = expand(spec)
+    if opts.order:  # `run --order predicted`: the same tuples, most promising first within each phase
+        rank = {sid: i for i, sid in enumerate(opts.order)}
+        tuples = sorted(tuples, key=lambda st: (st.phase, rank.get(st.server_id, len(rank))))
     lock = lock_store(opts.store_path)
     store = Store(opts.store_path)
     try:
@@ -116,10 +109,10 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     todo_total = sum(len(todo) for _, todo in work)
     report.kept = len(cells) - todo_total
 
-    Interrupted.by_sigterm = False
+    lifecycle.Interrupted.by_sigterm = False
     # SIGTERM, and a closed terminal or dropped ssh (SIGHUP), stop the run as Ctrl-C does: the servers are stopped
     # and the records finished (SIGQUIT and SIGKILL end it at once; the watchdog stops the servers: watchdog.py)
-    old_handlers = {sig: signal.signal(sig, Interrupted.handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    old_handlers = {sig: signal.signal(sig, lifecycle.Interrupted.handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     progress = Progress(enabled=opts.progress, console=console, total=todo_total)
     try:
         with progress:

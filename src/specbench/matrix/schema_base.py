@@ -7,13 +7,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
+from specbench.engines.sglang import SPEC_V2_ENV  # noqa: F401  (the matrix checks it; defined once by SGLang)
+
 Scalar = bool | int | float | str
 # A flag value: a scalar, `true` (a bare switch), `false` (left out), or a list of strings passed
 # as several argv words after the flag (written as a list inside a list when it is also an axis).
 FlagValue = Scalar | list[str]
 
 AR_NAMES = frozenset({"", "ar", "none", "autoregressive"})
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 
 
 # strict: no bool for an int (`tp = true` is an error, not 1), no string for a number; finite floats only

@@ -12,12 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines import versions
-from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
 from specbench.specs.model import ModelSpec
+from specbench.specs.quant import awq_bits
 
-# server_args.py `choices=` of --dtype / --kv-cache-dtype (identical in 0.5.12.post1 and 0.5.15.post1)
-DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 # speculative/spec_info.py::SpeculativeAlgorithm members; NEXTN is rewritten to EAGLE by the speculative hook
 # before from_string; DDTREE is the unreleased PR #29907 this planner also follows
 SPEC_ALGORITHMS = ("DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN", "DDTREE")
@@ -226,19 +224,9 @@ def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
 
 # -- the model's own config and the drafter against its target (#23). Read from sglang 0.5.15.post1.
 
-def awq_bits(m: ModelSpec) -> int | None:
-    """The `w_bit` / `bits` of an AWQ checkpoint's quantization_config (AWQConfig.from_config reads them in that
-    order: srt/layers/quantization/awq/awq.py@0.5.15.post1), None for any other checkpoint."""
-    q = m.raw.get("quantization_config") if isinstance(m.raw, Mapping) else None
-    if not isinstance(q, Mapping) or str(q.get("quant_method", "")).lower() != "awq":
-        return None
-    bits = q.get("w_bit", q.get("bits"))
-    return bits if isinstance(bits, int) and not isinstance(bits, bool) else None
-
-
 def check_awq_bits(m: ModelSpec) -> StartFailure | None:
     """srt/layers/quantization/awq/awq.py::AWQConfig.__init__@0.5.15.post1: only 4-bit AWQ."""
-    bits = awq_bits(m)
+    bits = awq_bits(m.raw)
     if bits is not None and bits != 4:
         return StartFailure("ValueError: Currently, only 4-bit weight quantization is supported for AWQ, but got "
                             f"{bits} bits.", "awq_bits")

@@ -68,9 +68,9 @@ def model_failure(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> str 
       (TYPE_MAP holds 4 only);
     - an EAGLE / EAGLE3 drafter whose class vLLM has none of: model_executor/models/registry.py::
       _ModelRegistry._raise_for_unsupported@0.32.0."""
-    from specbench.engines.sglang.start_checks import awq_bits  # the config's own keys, read alike by both engines
+    from specbench.specs.quant import awq_bits  # the config's own keys, read alike by both engines
 
-    bits = awq_bits(m)
+    bits = awq_bits(m.raw)
     if bits is not None and bits != 4:
         return (f"ValueError: Unsupported num_bits = {bits}. Supported: 4. For 8-bit AWQ, use Marlin backend by "
                 "setting backend='awq:marlin' or backend='marlin'.")
