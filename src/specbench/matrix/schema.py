@@ -219,6 +219,7 @@ class MatrixSpec(_Strict):
     api: Literal["auto", "chat", "completions", "generate"] = "auto"
     host: str = "127.0.0.1"
     port: int = 30000
+    api_key: str | None = None  # sent as `Authorization: Bearer` (default: the launch command's --api-key)
     auto_fix: bool = False
     phases: list[str] = Field(default_factory=lambda: ["tp"])  # axes ordering the phases
     timeouts: Timeouts = Field(default_factory=Timeouts)
