@@ -19,6 +19,7 @@ from specbench.report.plot_base import (
     save,
     series_order,
     styles,
+    top_series,
     tp_title,
     tps_of,
 )
@@ -35,6 +36,8 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
             and (keep is None or keep(r))]
     if not done:
         return None
+    done, left_out = top_series(done)
+    caption += left_out
     tps = tps_of(done)
     st = styles(rows, stores)
     order = series_order(done)

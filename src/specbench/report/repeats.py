@@ -19,7 +19,7 @@ from typing import Any
 from specbench.load import speedup as speedups
 from specbench.load import spread as sp
 from specbench.load.metrics import accept_length_mean
-from specbench.report.compare import entries
+from specbench.report.compare import Entry, entries
 from specbench.report.load import CellRecord, RequestRecord, Store, label_key, natural_key
 from specbench.report.rows import DONE, CategoryRow
 
@@ -108,11 +108,11 @@ def _per_repeat(reqs: Sequence[RequestRecord]) -> list[float]:
     return [r for k in reps if (r := _rate([q for q in reqs if q.repeat == k])) is not None]
 
 
-def category_rows(stores: Sequence[Store]) -> tuple[CategoryRow, ...]:
+def category_rows(stores: Sequence[Store], ents: Sequence[Entry] | None = None) -> tuple[CategoryRow, ...]:
     """One row per done speculative cell and category of its requests (none when no request has a category)."""
     ars = ar_cells(stores)
     out = []
-    for e in entries(stores):
+    for e in (entries(stores) if ents is None else ents):
         c = e.cell
         if c.is_ar or c.status != DONE or not any(q.category for q in c.requests):
             continue

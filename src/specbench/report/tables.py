@@ -154,7 +154,7 @@ def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None,
     )
 
 
-def phase_tables(stores: Sequence[Store]) -> tuple[PhaseTable, ...]:
+def phase_tables(stores: Sequence[Store], ents: Sequence[Entry] | None = None) -> tuple[PhaseTable, ...]:
     """One table per (section, phase, TP), every cell of every store of the section, AR first then labels in natural
     order; sections (report/sections.py: model · GPU) in the order their stores were given."""
     ar = ar_throughputs(stores)
@@ -163,7 +163,7 @@ def phase_tables(stores: Sequence[Store]) -> tuple[PhaseTable, ...]:
     order = {name: i for i, name in enumerate(section_order(stores))}
     named = len(order) > 1
     groups: dict[tuple[str, int | None, int | None], list[CellRow]] = {}
-    for e in entries(stores):
+    for e in (entries(stores) if ents is None else ents):
         sec = of[e.store.label] if named else ""
         groups.setdefault((sec, e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1, ars, sec))
     tables = []
@@ -211,12 +211,15 @@ def best_per_point(phases: Sequence[PhaseTable]) -> tuple[Best, ...]:
     return tuple(out)
 
 
-def failures_and_logs(stores: Sequence[Store]) -> tuple[tuple[Failure, ...], tuple[LogFile, ...]]:
+def failures_and_logs(stores: Sequence[Store], ents: Sequence[Entry] | None = None
+                      ) -> tuple[tuple[Failure, ...], tuple[LogFile, ...]]:
     """Failed servers and failed/skipped cells; every stored log is written whole (not only the failures')."""
     multi = len(stores) > 1
     failures: list[Failure] = []
     logs: list[LogFile] = []
+    all_series = {(e.store.label, e.cell.cell_id): e.series for e in (entries(stores) if ents is None else ents)}
     for store in stores:
+        labels = _server_labels(store)
         server_log: dict[str, str] = {}
         for s in store.servers:
             if s.log_text:
@@ -225,10 +228,11 @@ def failures_and_logs(stores: Sequence[Store]) -> tuple[tuple[Failure, ...], tup
                 server_log[s.server_id] = rel
             if s.status == "failed":
                 failures.append(Failure(
-                    store=store.label, kind="server", ident=s.server_id, series=_server_series(store, s, multi),
+                    store=store.label, kind="server", ident=s.server_id,
+                    series=_server_series(store, s, multi, labels),
                     tp=s.tp, concurrency=None, status="failed", diagnosis=one_line(s.diagnosis),
                     log_file=server_log.get(s.server_id)))
-        series = {e.cell.cell_id: e.series for e in entries([store])}
+        series = {c.cell_id: all_series.get((store.label, c.cell_id), c.label) for c in store.cells}
         for c in store.cells:
             rel = None
             if c.log_text:
@@ -244,8 +248,18 @@ def failures_and_logs(stores: Sequence[Store]) -> tuple[tuple[Failure, ...], tup
     return tuple(failures), tuple(logs)
 
 
-def _server_series(store: Store, server: ServerRecord, multi: bool) -> str:
-    labels = sorted({c.label for c in store.cells if c.server_id == server.server_id}, key=label_key)
+def _server_labels(store: Store) -> dict[str | None, set[str]]:
+    """server_id -> the labels of its cells (one pass over the cells)."""
+    out: dict[str | None, set[str]] = {}
+    for c in store.cells:
+        out.setdefault(c.server_id, set()).add(c.label)
+    return out
+
+
+def _server_series(store: Store, server: ServerRecord, multi: bool,
+                   by_server: Mapping[str | None, set[str]] | None = None) -> str:
+    labels = sorted((by_server if by_server is not None else _server_labels(store)).get(server.server_id, ()),
+                    key=label_key)
     name = ", ".join(labels) or str(server.settings.get("label") or server.settings.get("algorithm") or server.server_id)
     return f"{store.label}: {name}" if multi else name
 
@@ -272,6 +286,7 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
     multi = len(stores) > 1
     rows = []
     for store in stores:
+        labels = _server_labels(store)
         for s in store.servers:
             plan = s.plan if isinstance(s.plan, Mapping) else None
             if plan is None:
@@ -292,7 +307,7 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
             mrr = plan.get("max_running_requests")
             mfs = plan.get("mem_fraction_static")
             rows.append(MemoryRow(
-                store=store.label, server_id=s.server_id, series=_server_series(store, s, multi), tp=s.tp,
+                store=store.label, server_id=s.server_id, series=_server_series(store, s, multi, labels), tp=s.tp,
                 status=s.status or "", plan_status=plan.get("status"), verdict=s.verdict,
                 weights=weights, draft=draft, mamba=mamba, kv=kv, headroom=headroom, total=total,
                 kv_tokens=kv_tokens if isinstance(kv_tokens, int) else None,
@@ -326,13 +341,14 @@ def summarize(stores: Sequence[Store]) -> Summary:
 
 
 def build_tables(stores: Sequence[Store]) -> Tables:
-    phases = phase_tables(stores)
-    failures, logs = failures_and_logs(stores)
+    ents = entries(stores)  # once: the series names of every cell (compare.py)
+    phases = phase_tables(stores, ents)
+    failures, logs = failures_and_logs(stores, ents)
     warnings = tuple(f"{s.label}: {w}" for s in stores for w in s.warnings) + tuple(
         f"{s.label}: server {srv.server_id} has no memory plan: {one_line(srv.plan.get('planner_error'))}"
         for s in stores for srv in s.servers
         if isinstance(srv.plan, Mapping) and srv.plan.get("planner_error"))
     secs = section_order(stores)
     return Tables(summary=summarize(stores), phases=phases, best=best_per_point(phases), failures=failures,
-                  memory=memory_rows(stores), logs=logs, warnings=warnings, categories=repeats.category_rows(stores),
+                  memory=memory_rows(stores), logs=logs, warnings=warnings, categories=repeats.category_rows(stores, ents),
                   sections=secs if len(secs) > 1 else ())
