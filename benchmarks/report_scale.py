@@ -37,22 +37,25 @@ def build(path: Path, concurrencies: int) -> Path:
     return path
 
 
-def run_report(src: Path, store: Path, out: Path) -> tuple[float, float, int]:
-    """(seconds, peak RSS MiB of the child, return code) of `python -m specbench report STORE --out OUT`."""
+def run_report(src: Path, store: Path, out: Path) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS MiB of the child, return code) of `specbench report STORE --out OUT`
+    (CPU seconds: what a busy shared machine does not inflate)."""
     env = {**os.environ, "PYTHONPATH": str(src), "MPLBACKEND": "Agg"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
     code = f"import resource, runpy, sys; sys.argv = ['specbench', 'report', {str(store)!r}, '--out', {str(out)!r}]\n" \
            "try:\n    runpy.run_module('specbench', run_name='__main__')\nexcept SystemExit as e:\n" \
            "    code = e.code\nelse:\n    code = 0\n" \
-           "print('MAXRSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(code)"
+           "r = resource.getrusage(resource.RUSAGE_SELF)\n" \
+           "print('MAXRSS_KB', r.ru_maxrss, r.ru_utime + r.ru_stime, file=sys.stderr)\nsys.exit(code)"
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     secs = time.perf_counter() - t0
-    rss = next((int(line.split()[1]) for line in r.stderr.splitlines() if line.startswith("MAXRSS_KB")),
-               resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if before == 0 else 0)
+    line = next((ln.split() for ln in r.stderr.splitlines() if ln.startswith("MAXRSS_KB")), None)
+    rss = int(line[1]) if line else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss - before
+    cpu = float(line[2]) if line else float("nan")
     if r.returncode:
         print(r.stderr[-2000:], file=sys.stderr)
-    return secs, rss / 1024.0, r.returncode
+    return secs, cpu, rss / 1024.0, r.returncode
 
 
 def old_sources(ref: str, into: Path) -> Path:
@@ -78,11 +81,12 @@ def main() -> None:
     paths = [("this checkout", ROOT / "src")]
     if a.old_ref:
         paths.append((a.old_ref, old_sources(a.old_ref, work / f"old-{a.old_ref}")))
-    print(f"{'code':<16} {'seconds':>8} {'peak RSS MiB':>13}  rc")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'code':<16} {'wall s':>8} {'CPU s':>8} {'peak RSS MiB':>13}  rc")
     for name, src in paths:
         out = work / f"report-{name.replace(' ', '-')}"
-        secs, rss, rc = run_report(src, store, out)
-        print(f"{name:<16} {secs:8.1f} {rss:13.0f}  {rc}")
+        secs, cpu, rss, rc = run_report(src, store, out)
+        print(f"{name:<16} {secs:8.1f} {cpu:8.1f} {rss:13.0f}  {rc}", flush=True)
 
 
 if __name__ == "__main__":

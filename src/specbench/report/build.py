@@ -24,7 +24,8 @@ from specbench.report.plots import all_plots
 from specbench.report.tables import build_tables
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
-             "pareto.png", "accept_length.png", "accept_pos.png", "memory.png")
+             "pareto.png", "accept_length.png", "accept_pos.png", "memory.png", "gpu_memory.png", "gpu_util.png",
+             "gpu_power.png")
 MANIFEST = ".specbench-report.json"  # {"written_by": "specbench report", "files": [relative paths]}
 
 

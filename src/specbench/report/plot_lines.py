@@ -131,3 +131,20 @@ def tpot_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plo
     return _line_figure(rows, stores, path, name="tpot.png", title="Time per output token vs concurrency",
                         caption="TPOT p50 (line) with the band up to p99; lower is better.",
                         ylabel="TPOT ms (p50, band to p99)", value="tpot_p50", band="tpot_p99")
+
+
+def gpu_plots(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> list[Plot | None]:
+    """GPU telemetry per cell (metrics_json.gpu_telemetry, matrix/telemetry.py): peak memory used, mean
+    utilization and mean power over the cell's load; none without telemetry (no GPU)."""
+    src = " Sampled every second during the cell's load (NVML, else nvidia-smi)."
+    return [
+        _line_figure(rows, stores, path, name="gpu_memory.png", title="GPU memory used vs concurrency",
+                     caption="Peak memory used on the cell's GPUs (MiB, the largest of them)." + src,
+                     ylabel="memory used MiB (peak)", value="gpu_memory_max"),
+        _line_figure(rows, stores, path, name="gpu_util.png", title="GPU utilization vs concurrency",
+                     caption="Mean utilization of the cell's GPUs (%)." + src, ylabel="utilization % (mean)",
+                     value="gpu_util_mean"),
+        _line_figure(rows, stores, path, name="gpu_power.png", title="GPU power vs concurrency",
+                     caption="Mean power drawn by the cell's GPUs together (W)." + src, ylabel="power W (mean)",
+                     value="gpu_power_mean"),
+    ]

@@ -86,8 +86,21 @@ def row_extras(store: Store, cell: CellRecord, ars: ArCells) -> dict[str, Any]:
         "e2e_speedup_ci": None if cell.is_ar else _pair(d.get("e2e_speedup_ci95")),
         "speedup_lead": str(d.get("speedup_lead") or speedups.lead_of(cell.client)),
         "decision": None if cell.is_ar else d.get("decision"),
+        **gpu_fields(cell.metrics.get("gpu_telemetry")),
     }
     return out
+
+
+def gpu_fields(tel: Any) -> dict[str, float | None]:
+    """CellRow's GPU fields from `metrics_json.gpu_telemetry` (matrix/telemetry.py summary)."""
+    gpus = [g for g in (tel.get("gpus") or []) if isinstance(g, Mapping)] if isinstance(tel, Mapping) else []
+
+    def vals(key: str) -> list[float]:
+        return [float(g[key]) for g in gpus if isinstance(g.get(key), (int, float))]
+
+    mem, util, power = vals("memory_used_mib_max"), vals("utilization_pct_mean"), vals("power_w_mean")
+    return {"gpu_memory_max": max(mem) if mem else None, "gpu_util_mean": sum(util) / len(util) if util else None,
+            "gpu_power_mean": sum(power) if power else None}
 
 
 def _rate(reqs: Sequence[RequestRecord]) -> float | None:

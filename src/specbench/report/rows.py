@@ -63,6 +63,11 @@ class CellRow:
     throughput_cv: float | None = None  # CV of the per-repeat output throughputs
     workload_full: str = ""  # every workload axis of the cell (the fastest tables' workload column)
     section: str = ""  # model · GPU of the cell's store (report/sections.py)
+    # metrics_json.gpu_telemetry (matrix/telemetry.py), over the cell's GPUs: the highest peak memory used (MiB),
+    # the mean utilization (%) and the summed mean power (W)
+    gpu_memory_max: float | None = None
+    gpu_util_mean: float | None = None
+    gpu_power_mean: float | None = None
 
     @property
     def lead_speedup(self) -> float | None:
