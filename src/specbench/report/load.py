@@ -159,16 +159,26 @@ def _redact_cell(r: dict[str, Any], warnings: list[str], seen: dict[str, str] | 
     m = _json(r.get("metrics_json"), f"cells[{r.get('cell_id')}].metrics_json", warnings, None)
     if isinstance(m, dict):  # only the items holding a string can hold a secret: redact_obj of those is the same
         texts = {k: v for k, v in m.items() if _has_text(v)}
-        m = {**m, **redact_obj(texts)} if texts else m
+        if texts:
+            flat = all(isinstance(v, str) for v in texts.values())  # the usual case: a memo by value
+            key = "\0".join(f"{k}\1{v}" for k, v in sorted(texts.items())) if flat else None
+            if key is not None and key in seen:
+                masked = json.loads(seen[key])
+            else:
+                masked = redact_obj(texts)
+                if key is not None:
+                    seen[key] = json.dumps(masked)
+            m = {**m, **masked}
     out["metrics_json"] = m
     return out
 
 
 def _has_text(v: Any) -> bool:
+    """A string anywhere inside (redact_obj masks string values only: a mapping's keys pass as they are)."""
     if isinstance(v, str):
         return True
     if isinstance(v, dict):
-        return True  # its keys are text (an `errors` count by message)
+        return any(_has_text(x) for x in v.values())
     if isinstance(v, list):
         return any(_has_text(x) for x in v)
     return False

@@ -59,8 +59,9 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
             ys = [(ci[0] + ci[1]) / 2 if ci is not None else y for y, ci in zip(ys, cis)]
             lw = 2.4 if pts[0].config.split(" [")[0] == "ar" else 1.8
             face = "white" if pts[0].simulated is not None else s.color
-            ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=s.marker, markersize=4.5, linewidth=lw,
-                    markerfacecolor=face)
+            dense = len(xs) > DENSE_POINTS  # a line of many points reads without a marker at each
+            ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=None if dense else s.marker, markersize=4.5,
+                    linewidth=lw, markerfacecolor=face)
             if any(ci is not None for ci in cis):
                 lo = [y - ci[0] if ci is not None else 0.0 for y, ci in zip(ys, cis)]
                 hi = [ci[1] - y if ci is not None else 0.0 for y, ci in zip(ys, cis)]
@@ -85,6 +86,8 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
     legend(fig, handles)
     return save(fig, path, name, title, caption, [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
 
+
+DENSE_POINTS = 30
 
 REPEATS_NOTE = " Error bars: the Student-t 95% interval of the mean over the repeats."
 
