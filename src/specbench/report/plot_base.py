@@ -156,3 +156,14 @@ def top_series(rows: Sequence[CellRow], n: int = MAX_SERIES) -> tuple[list[CellR
     keep = set(sorted(ar)[:n]) | set(spec[:max(0, n - len(ar))])
     return [r for r in rows if r.series in keep], (f" Showing the {len(keep)} fastest of {len(best)} series "
                                                   "(AR first); every cell is in the tables.")
+
+
+def workload_subtitle(rows: Sequence[CellRow]) -> str:
+    """'\n(in=256 out=64 cat=code temp=0.7)': the workload axes every drawn cell shares (load/axes.py), so a figure
+    says what it measured; the axes that differ are in the series names (report/compare.py)."""
+    texts = {r.workload_full for r in rows}
+    if len(texts) == 1 and next(iter(texts)):
+        return f"\n({next(iter(texts))})"
+    common = set.intersection(*(set(t.split()) for t in texts)) if texts else set()
+    order = [w for w in next(iter(texts), "").split() if w in common]
+    return f"\n({' '.join(order)}; the rest in the series names)" if order else ""

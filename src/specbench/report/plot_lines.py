@@ -22,6 +22,7 @@ from specbench.report.plot_base import (
     top_series,
     tp_title,
     tps_of,
+    workload_subtitle,
 )
 from specbench.report.tables import DONE, CellRow
 
@@ -45,7 +46,7 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
     rows_of_legend = math.ceil(len(order) / legend_columns(order, width))
     fig = new_figure(width, PANEL_H + 0.35 + 0.2 * rows_of_legend)
     axes = fig.subplots(1, len(tps), squeeze=False)[0]
-    fig.suptitle(title, fontsize=11, fontweight="bold")
+    fig.suptitle(title + workload_subtitle(done), fontsize=11, fontweight="bold")
     for ax, tp in zip(axes, tps):
         here = [r for r in done if r.tp == tp]
         for series in order:

@@ -26,6 +26,7 @@ MAX_HEAT_ROWS = 30  # configurations per heat map panel
 MAX_HEAT_COLS = 24  # concurrencies per panel that still get their number written in the cell
 MAX_FIG_IN = 30.0  # the widest figure (inches): beyond, cells get narrower instead of the image wider
 MAX_ACCEPT_CONFIGS = 8  # columns of the accept-length figure and panels of the per-position one
+from specbench.report.plot_base import workload_subtitle
 from specbench.report.tables import DONE, CellRow
 
 
@@ -48,7 +49,8 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     fig = new_figure(min(MAX_FIG_IN, max(6.5, (max(3.0, col_in * max_cols) + label_in) * len(tps) + 1.0)),
                      1.4 + 0.42 * max_rows)
     axes = fig.subplots(1, len(tps), squeeze=False)[0]
-    fig.suptitle("Speedup over AR (same TP, concurrency and workload)", fontsize=11, fontweight="bold")
+    fig.suptitle("Speedup over AR (same TP, concurrency and workload)" + workload_subtitle(spec), fontsize=11,
+                 fontweight="bold")
     image = None
     for ax, tp in zip(axes, tps):
         here = [r for r in spec if r.tp == tp]
