@@ -192,7 +192,8 @@ def test_h200_fixture_renders_with_simulated_cells_marked(tmp_path: Path) -> Non
     ar_lines = [ln for ln in md.splitlines() if ln.startswith("| h200-sim: ar ")]
     assert ar_lines and not any("(sim" in ln for ln in ar_lines)  # a real cell is never marked
     assert "lacks columns" not in md  # an older store without category/repeat is not a warning
-    assert (w.out_dir / "accept_length.png").exists()
+    # two models (Qwen3.5-27B, Llama-3.1-8B): one section each (issue 22 item 7), each with its own figures
+    assert all((w.out_dir / f"section-{i}" / "accept_length.png").exists() for i in (1, 2))
 
 
 def test_report_and_export_show_one_speedup_with_repeats(runs: dict[str, Path]) -> None:
