@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.logs.diff import diff
-from specbench.logs.doctor import diagnose_file, diagnose_text
+from specbench.doctor.diff import diff
+from specbench.doctor.doctor import diagnose_file, diagnose_text
 from specbench.logs.normalize import normalize
 
 CORPUS = Path(__file__).parent / "data" / "doctor_corpus"
@@ -144,7 +144,7 @@ def test_diff_never_calls_the_healthy_side_failed():
 def test_plan_and_doctor_read_a_server_folder_path_alike():
     """A log's `/models/gpt-oss-20b` (a folder on the server, not here): the doctor and `plan` both take the bundled
     config by its basename (specs/resolve.py::_bundled_match), and plan says so in model_notes."""
-    from specbench.engines.sglang.logrules import model_source
+    from specbench.logs.launch_model import model_source
     from specbench.plan.api import PlanOptions, plan_command
 
     assert model_source({"model_path": "/models/gpt-oss-20b"}) == "openai__gpt-oss-20b"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from specbench.doctor.doctor import diagnose_file, read_log
 from specbench.errors import UserError
 from specbench.logs import reader
-from specbench.logs.doctor import diagnose_file, read_log
 
 REAL = Path(__file__).parent / "data" / "logs"
 

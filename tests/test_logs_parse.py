@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.logs.doctor import diagnose_text
+from specbench.doctor.doctor import diagnose_text
+from specbench.doctor.reading import parse_text
 from specbench.logs.normalize import normalize
-from specbench.logs.parse import parse_text
 from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
 
 HERE = Path(__file__).parent

@@ -209,6 +209,15 @@ class PlanResult:
     weights_estimate_error_basis: str | None = None
     draft_weights_estimate_error: float | None = None
     draft_weights_estimate_error_basis: str | None = None
+    # concurrency said one way (plan/concurrency.py): requests at once at the asked / a typical context, the cap
+    engine_cap: int | None = None
+    concurrency_at_context: int | None = None
+    typical_context: int | None = None
+    typical_context_basis: str | None = None
+    concurrency_at_typical_context: int | None = None
+    concurrency_summary: str | None = None
+    # a model planned on a bundled stand-in config (specs/standin.py): which, what was assumed, what makes it exact
+    model_stand_in: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -305,7 +314,7 @@ class StartupWarning:
 
 @dataclass(frozen=True)
 class DiagnosisSummary:
-    """`specbench doctor LOG --json` (logs/doctor.py::Diagnosis.to_json). `facts` stays a mapping: its keys are the
+    """`specbench doctor LOG --json` (doctor/doctor.py::Diagnosis.to_json). `facts` stays a mapping: its keys are the
     fields of logs/facts.py::LogFacts (documented in docs/contracts.md)."""
 
     status: str  # "started" | "failed" | "unknown"
@@ -344,3 +353,47 @@ class DiagnosisSummary:
             if out[key] is None:
                 del out[key]
         return out
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+# What the layers above hand the engines: plain frozen values, so that an engine package never imports the
+# planner's entry point (plan/api.py) or the matrix (matrix/spec.py) above it.
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What `plan_command` (plan/api.py) needs besides the launch command; every field optional."""
+
+    model_config: str | None = None  # a config.json path, a model folder, a repo id or a bundled name
+    draft_config: str | None = None
+    gpu: str | None = None  # a name of the GPU catalog (specs/gpu.py); None: specs/gpu.py::DEFAULT_GPU
+    gpu_mem_gib: float | None = None  # a custom GPU of this many GiB, over `gpu`
+    engine: str | None = None  # "sglang" | "vllm"; None: the engine that recognises the command
+    engine_version: str | None = None  # the rule set; None: the engine's newest
+    avail_before_load_gib: float | None = None  # measured: free memory before the weights load (GiB)
+    weights_gib: float | None = None  # measured: the target's weights per GPU (GiB)
+    draft_weights_gib: float | None = None  # measured: the draft's weights per GPU (GiB)
+    non_kv_gib: float | None = None  # vLLM: measured non-KV memory (GiB)
+    fixes: bool = True  # search the nearest working configurations per TP size
+    tp_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    revision: str | None = None  # the target's Hub revision, over the command's --revision
+
+
+@dataclass(frozen=True)
+class LaunchTarget:
+    """What a server adapter (engines/base.py::ServerAdapter) launches and where: the matrix's base command, the
+    address, and the model and served name of an engine that launches a local model itself (the embedded CPU
+    engine). Built by the matrix (matrix/spec.py::MatrixSpec.target)."""
+
+    command: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 30000
+    model: str | None = None
+    served_model_name: str | None = None
+
+
+# The key under which an engine's plan hands the planner what it needs to state concurrency (plan/api.py pops it;
+# never in the JSON): {"engine": its name, "cap": its own cap on running requests, "context": the asked context,
+# "fits": requests of c tokens its KV memory holds (a function; None when no pool was sized), "asked": the asked
+# cap or None, "kv_tokens": the KV tokens}. Engines sit below the planner (pyproject's import layers).
+CONCURRENCY_INPUTS = "_concurrency_inputs"

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
+
+# SGLang's switch of the overlap speculative worker (sglang/srt/environ.py::Envs.SGLANG_ENABLE_SPEC_V2@0.5.12;
+# removed in 0.5.14). Defined once, here, because every server kind acts on it: every non-SGLang server drops it
+# (the incident set it everywhere) and an autoregressive SGLang server never gets it.
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 
 
 @dataclass(frozen=True)
@@ -26,5 +31,5 @@ class ServerBase:
     def default_plan_version(self) -> str | None:
         return self.version
 
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+    def local_model_dir(self, target: LaunchTarget) -> str | None:
         return None

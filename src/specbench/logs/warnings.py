@@ -1,7 +1,7 @@
 """Caps, resets, reductions, overrides and near-misses the engines log at start-up, as `warnings`. Pure, never raises.
 
-Each engine lists its own lines in `specbench.engines.<name>.loglines.WARNINGS` (a tuple of `WarningRule`); this
-module finds them by folder listing (as the engine registry does), so it names no engine. A warning is
+Each engine lists its own lines in `specbench.engines.<name>.loglines.WARNINGS` (a tuple of `WarningRule`); the
+doctor collects them from the engine folders and passes them here, so this module names no engine. A warning is
 `{"kind", "message", "fixes", "line", "cap"}`: `message` is the engine's own record (prefixes stripped, a record
 wrapped over several physical lines joined back), `fixes` what to change (`{"change": {flag: value}, "source":
 "engine" | "log" | "planner", "why": ...}`; value None where the engine names the flag but no value), `cap` True when
@@ -11,11 +11,10 @@ the engine silently serves less than asked (a log that started with such a warni
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.logs.engine_parts import modules_named
 from specbench.logs.facts import LogFacts
 from specbench.logs.normalize import Line
 
@@ -67,21 +66,9 @@ def engine_flags(text: str, why: str) -> list[dict[str, Any]]:
     return out
 
 
-def _rules() -> list[WarningRule]:
-    rules: list[WarningRule] = []
-    for mod in modules_named("loglines"):
-        rules += list(getattr(mod, "WARNINGS", ()) or ())
-    return rules
-
-
-def _late_boot_patterns() -> list[re.Pattern[str]]:
-    return [mod.LATE_BOOT for mod in modules_named("loglines") if getattr(mod, "LATE_BOOT", None) is not None]
-
-
-def reached_late_boot(lines: list[Line]) -> bool:
+def reached_late_boot(lines: list[Line], patterns: Sequence[re.Pattern[str]]) -> bool:
     """True when any rank logged one of the engines' last start-up steps (`loglines.LATE_BOOT`)."""
-    pats = _late_boot_patterns()
-    return any(p.search(ln.text) for ln in lines for p in pats)
+    return any(p.search(ln.text) for ln in lines for p in patterns)
 
 
 def _joined(lines: list[Line], idx: int) -> str:
@@ -97,9 +84,8 @@ def _joined(lines: list[Line], idx: int) -> str:
     return text
 
 
-def find_warnings(lines: list[Line], facts: LogFacts) -> list[LogWarning]:
+def find_warnings(lines: list[Line], facts: LogFacts, rules: Sequence[WarningRule]) -> list[LogWarning]:
     """Every warning of the engines' tables in the boot, the first of each kind (other ranks repeat them)."""
-    rules = _rules()
     seen: set[str] = set()
     out: list[LogWarning] = []
     for idx, line in enumerate(lines):

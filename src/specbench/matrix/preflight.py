@@ -77,7 +77,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
 def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
               planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
     settings = dict(st.settings)
-    launch = adapter.launch(spec, settings)
+    launch = adapter.launch(spec.target(), settings)
     notes = tuple(settings.get("notes") or ()) + launch.notes
     plan = planner(adapter, spec, launch)
     status = plan.get("status") if plan else None
@@ -90,7 +90,7 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
             fixed = _apply_fix(settings, change, engine(adapter.plan_engine))
             if int(fixed["tp"]) != st.tp:  # a fix must keep the tuple in its phase
                 continue
-            fl = adapter.launch(spec, fixed)
+            fl = adapter.launch(spec.target(), fixed)
             replan = planner(adapter, spec, fl)
             if replan is not None and replan.get("status") == "fails":
                 continue
@@ -139,8 +139,41 @@ def dry_run(spec: MatrixSpec,
             "reason": pf.reason, "fix": pf.fix, "notes": list(pf.notes),
             "command": list(pf.launch.argv), "env": dict(pf.launch.env),
             "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
+            "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
         })
     return out
+
+
+# a cell whose arrivals alone are expected to take longer than this is named before anything runs
+LONG_CELL_S = 600.0
+
+
+def expected_load_s(client: dict[str, Any]) -> float | None:
+    """Seconds the arrivals of a Poisson cell are expected to take: requests / rate per repeat (the mean of the
+    sum of `num_requests` exponential gaps, load/schedule.py), times its repeats; None for a closed loop."""
+    rate = client.get("request_rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0 or rate == float("inf"):
+        return None
+    n = client.get("num_requests") or 0
+    repeats = client.get("repeats") or 1
+    return float(n) / float(rate) * int(repeats)
+
+
+def duration_warning(client: dict[str, Any]) -> str | None:
+    """A one-line warning for a cell expected to run longer than LONG_CELL_S, None otherwise."""
+    secs = expected_load_s(client)
+    if secs is None or secs <= LONG_CELL_S:
+        return None
+    return (f"request_rate = {client.get('request_rate')} with {client.get('num_requests')} requests: the cell's "
+            f"arrivals alone are expected to take {_duration(secs)}")
+
+
+def _duration(secs: float) -> str:
+    if secs < 3600:
+        return f"~{secs / 60:.0f} min ({secs:,.0f} s)"
+    if secs < 86400 * 2:
+        return f"~{secs / 3600:.1f} h ({secs:,.0f} s)"
+    return f"~{secs / 86400:.1f} days ({secs:,.0f} s)"
 
 
 def iter_phases(rows: Sequence[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:

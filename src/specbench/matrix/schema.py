@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from specbench.contracts import LaunchTarget
 from specbench.matrix import client_checks
 from specbench.matrix.client_schema import DATASETS, ClientAxes  # noqa: F401  (re-exported: one import path)
 from specbench.matrix.schema_base import (  # noqa: F401  (re-exported)
@@ -183,7 +184,7 @@ class Timeouts(_Strict):
 
 
 class PlanSettings(_Strict):
-    """What the planner needs besides the launch command (see `specbench.plan.api.PlanOptions`)."""
+    """What the planner needs besides the launch command (see `specbench.contracts.PlanOptions`)."""
 
     model_config_: str | None = Field(default=None, alias="model_config")
     draft_config: str | None = None
@@ -234,6 +235,11 @@ class MatrixSpec(_Strict):
     @property
     def matrix_dir(self) -> str | None:
         return self._matrix_dir
+
+    def target(self, port: int | None = None) -> LaunchTarget:
+        """What a server adapter launches and where (on `port` instead of the matrix's, for a packed slot)."""
+        return LaunchTarget(command=tuple(self.command), host=self.host, port=self.port if port is None else port,
+                            model=self.model, served_model_name=self.served_model_name)
 
     @field_validator("host")
     @classmethod

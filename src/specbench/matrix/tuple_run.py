@@ -94,7 +94,7 @@ class TupleRun:
         self.port = place.port if place.port is not None else spec.port
         # the launch on this slot's port (the store keeps the preflight's command: the same as a serial run's)
         self.launch: Launch = pf.launch if self.port == spec.port else adapter.launch(
-            spec.model_copy(update={"port": self.port}), pf.settings)
+            spec.target(self.port), pf.settings)
         self.base_url = f"http://{url_host(spec.host)}:{self.port}"
         self.cell_server = cell_server_json(pf)
         self.log_path = next_log_path(log_dir, self.sid)

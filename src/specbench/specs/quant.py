@@ -286,3 +286,13 @@ def scheme_for_flag(flag: str) -> QuantSpec | None:
     if f in ("awq", "gptq"):
         return QuantSpec(f, int4_group(128), ("lm_head",), source="--quantization")
     return QuantSpec(f, FP8, ("lm_head",), source="--quantization")
+
+
+def awq_bits(config: Any) -> int | None:
+    """The `w_bit` / `bits` of an AWQ checkpoint's quantization_config (SGLang's AWQConfig.from_config reads them in that
+    order: srt/layers/quantization/awq/awq.py@0.5.15.post1; vLLM's AWQMarlinConfig alike), None for any other checkpoint."""
+    q = config.get("quantization_config") if isinstance(config, Mapping) else None
+    if not isinstance(q, Mapping) or str(q.get("quant_method", "")).lower() != "awq":
+        return None
+    bits = q.get("w_bit", q.get("bits"))
+    return bits if isinstance(bits, int) and not isinstance(bits, bool) else None

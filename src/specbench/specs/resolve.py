@@ -42,6 +42,7 @@ class ModelOrigin:
     tensors_from: str | None = None
     notes: tuple[str, ...] = ()
     quant_method: str | None = None  # the checkpoint's own quantization (set by load_model_spec)
+    stand_in: str | None = None      # a bundled sibling planned in the model's place: which, assumed what (standin.py)
 
 
 def bundled_dir() -> Path:
@@ -95,7 +96,7 @@ def is_repo_id(source: str) -> bool:
 
 def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
     """The newest cache snapshot with a config.json, for a cache that has no ref (copied in by hand)."""
-    snap = s.cache_dir / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    snap = hub.repo_cache_dir(s, repo_id) / "snapshots"
     if not snap.is_dir():
         return None
     for d in sorted(snap.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True):

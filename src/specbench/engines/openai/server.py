@@ -11,10 +11,10 @@ import httpx
 
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
-from specbench.engines.server_base import ServerBase
+from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,13 @@ class OpenAIServer(ServerBase):
     name: str = "openai"
     health_paths: tuple[str, ...] = ("/health", "/v1/models")
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        argv = list(spec.command)
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        argv = list(target.command)
         for flag, value in (settings.get("flags") or {}).items():
             argv = set_flag(argv, flag, value)
-        argv = set_flag(set_flag(argv, "--host", spec.host), "--port", spec.port)
+        argv = set_flag(set_flag(argv, "--host", target.host), "--port", target.port)
         env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
-        return Launch(argv, env, ("SGLANG_ENABLE_SPEC_V2",) if settings["algorithm"] == "ar" else ())
+        return Launch(argv, env, (SPEC_V2_ENV,) if settings["algorithm"] == "ar" else ())
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         openai_probe(base_url, timeout_s)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.engines.sglang.formulas import NEWEST_SGLANG
 from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, resolve_gpu
 from specbench.specs.estimate_error import estimate_error_keys
+from specbench.specs.gpu import gpu_for
 from specbench.specs.resolve import load_spec_for
 
 
@@ -26,7 +27,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
         dp = args.speculative_draft_model_path
         if opts.draft_config or (dp and dp != args.model_path):
             draft = load_spec_for(opts.draft_config, dp, "the draft model", "--draft-config")
-    gpu = resolve_gpu(opts)
+    gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
     version = opts.engine_version or NEWEST_SGLANG
     measured = Measured(opts.avail_before_load_gib, opts.weights_gib, opts.draft_weights_gib)
     for name, v in (("--avail-before-load-gib", opts.avail_before_load_gib), ("--weights-gib", opts.weights_gib),
@@ -41,6 +42,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
                                    plan.draft_weights_gib))
     out["reason"] = explain(plan)
+    out.update(_concurrency(plan))
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
     if warning:
@@ -58,6 +60,18 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     else:
         out["fixes"] = []
     return out, rows
+
+
+def _concurrency(p) -> dict[str, Any]:
+    """Requests at once at the asked and a typical context: each holds its tokens in the full-attention KV pool
+    (`kv_tokens`, the scheduler's admission budget: managers/schedule_policy.py::PrefillAdder@0.5.15.post1), capped
+    by max_running_requests (the Mamba slots are already inside that cap); the warning when the asked
+    max_running_requests cannot all hold the context at once."""
+    ok = p.status == "ok" and p.kv_tokens > 0
+    # handed to the planner, which words them (plan/api.py; engines sit below plan/concurrency.py)
+    return {CONCURRENCY_INPUTS: {"engine": "SGLang", "cap": p.max_running_requests if ok else None,
+                                 "context": p.context_len, "fits": (lambda ctx: p.kv_tokens // ctx) if ok else None,
+                                 "asked": p.requested_max_running_requests, "kv_tokens": p.kv_tokens}}
 
 
 def explain(p) -> str:

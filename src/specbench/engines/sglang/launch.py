@@ -21,15 +21,14 @@ import httpx
 from specbench.engines import argv as argv_words
 from specbench.engines.base import Launch
 from specbench.engines.server_base import ServerBase
-from specbench.engines.sglang import knobs
+from specbench.engines.sglang import SPEC_V2_ENV, knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
 
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 HEALTH_PATHS = ("/health_generate", "/health")
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
 
@@ -191,8 +190,8 @@ class SglangServer(ServerBase):
     plan_engine: str | None = "sglang"
     health_paths: tuple[str, ...] = HEALTH_PATHS
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        argv = build_argv(spec.command, settings, spec.host, spec.port, self.version)
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        argv = build_argv(target.command, settings, target.host, target.port, self.version)
         env, notes = launch_env(settings.get("env") or {}, str(settings["algorithm"]), self.version)
         if settings.get("simulated_accept_len") is not None:
             sim = simulated_acceptance(float(settings["simulated_accept_len"]), argv, self.version)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from specbench.logs.facts import GraphCapture
 from specbench.logs.lineacc import GB, INT, NUM, Acc, find, first_of, to_float, to_int
 from specbench.logs.normalize import Line
+from specbench.logs.parse import EngineLines
 from specbench.logs.serverargs import parse_sglang_server_args
+from specbench.logs.warnings import WarningRule, engine_flags
 
 # ---------------------------------------------------------------- SGLang
 _AVAIL = re.compile(r"avail(?:able)?[ _]mem(?:ory)?=" + NUM + GB, re.I)
@@ -234,15 +236,17 @@ _LINE_RULES: tuple[tuple[re.Pattern[str], Callable[[Acc, Line, re.Match[str]], N
 )
 
 
-def sglang_line(acc: Acc, line: Line) -> None:
-    """Fold one SGLang line into the accumulator: the first matching row of `_LINE_RULES`, else `_condensed`."""
+def sglang_line(acc: Acc, line: Line) -> bool:
+    """Fold one SGLang line into the accumulator: the first matching row of `_LINE_RULES`, else `_condensed`
+    (always True: SGLang's reader is the parser's fallback for every line no other engine claimed)."""
     t = line.text
     for pattern, handle in _LINE_RULES:
         m = pattern.search(t)
         if m:
             handle(acc, line, m)
-            return
+            return True
     _condensed(acc, t)
+    return True
 
 
 def runtime_line(acc: Acc, t: str) -> None:
@@ -281,9 +285,7 @@ def _capture(acc: Acc, line: Line, label: str, edge: str) -> None:
 
 
 # ---------------------------------------------------------------- warnings (caps, resets, overrides): logs/warnings.py
-def _w():  # imported lazily: logs.warnings imports this module through the engine folder listing
-    from specbench.logs.warnings import WarningRule, engine_flags
-
+def _w():
     def cap_fixes(m, text, f):
         out = engine_flags(text.split("To raise it", 1)[-1] if "To raise it" in text else "", "the engine's advice")
         cap = int(m.group(1))
@@ -358,3 +360,38 @@ WARNINGS = _w()
 # memory sizing (`doctor` status "started" when no error follows).
 LATE_BOOT = re.compile(r"Capture [\w \-]*cuda graph (?:begin|bs)|Tree cache initialized|Disable prefill CUDA graph",
                        re.I)
+
+
+# ---------------------------------------------------------------- what the log parser asks of SGLang (logs/parse.py)
+# A line only SGLang prints: the engine that wrote a log is the one with the most of these in its first lines.
+MARK = re.compile(r"sglang|Load weight (?:begin|end)|KV Cache is allocated|Mamba Cache is allocated|"
+                  r"max_total_num_tokens=|ServerArgs\(|Decode batch|TP\d|max_running_request is zero|"
+                  r"Loaded weights leave no GPU memory|mem-fraction-static|max_mamba_cache_size|Mamba slots")
+# Every format of `_LINE_RULES` (and of the condensed excerpts) contains one of these words (case-insensitive).
+TRIGGER = re.compile(r"Load weight|Memory baseline|Mamba Cache|KV Cache|Memory pool end|max_total_num_tokens|"
+                     r"capped to|reduced from the requested|KV pool holds|Capture|server_args=|accept len|"
+                     r"gen throughput|mamba num|fired up|Uvicorn running|startup complete|KV token|Mamba slots|"
+                     r"weight usage|each for K/V|max_mamba_cache_size|SWAKVPool|sglang|CUDA graph|"
+                     r"max_running_requests|KV cache dtype", re.I)
+
+
+def version_from_log(lines: Sequence[str]) -> str | None:
+    """The release SGLang printed (`sglang version 0.5.x` / `sglang=0.5.x`), else None."""
+    for text in lines:
+        m = SGL_VERSION.search(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _other_rank(acc: Acc, line: Line) -> None:
+    """Another rank's line still gives the argument dump (each rank prints it)."""
+    m = SERVER_ARGS.search(line.text)
+    if m and not acc.server_args:
+        acc.server_args = parse_sglang_server_args(m.group(1))
+
+
+LINES = EngineLines(
+    name="sglang", mark=MARK, trigger=TRIGGER, read=sglang_line, boot_keys=("ServerArgs(",),
+    boot_start=re.compile(r"server_args=ServerArgs\("), weights_done=LOAD_END, version=version_from_log,
+    other_rank=_other_rank, bulk_key="Decode batch", bulk_read=runtime_line, fallback=True)

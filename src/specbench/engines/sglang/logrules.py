@@ -8,17 +8,13 @@ Everything here reads the engine's own argument dump; the model-dependent parts 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from specbench.engines.sglang.formulas import mamba_state
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 from specbench.logs.facts import LogFacts
-from specbench.specs import quant as q
-from specbench.specs.model import ModelSpec
-from specbench.specs.resolve import load_model_spec, resolve_model
-from specbench.specs.weights import weight_bytes
+from specbench.logs.launch_model import facts_model_source, model_spec_of
 
 MIB = 2**20
 GIB = 2**30
@@ -106,43 +102,11 @@ class SlotSize:
         return self.bytes / MIB
 
 
-def model_source(args: dict[str, Any]) -> str | None:
-    """What `specbench.specs.resolve` loads for the dumped model_path, as `specbench plan` would: the path itself
-    (a file, a folder, the HF cache, the Hub), or the name of the bundled config resolve's name rules give it;
-    None otherwise."""
-    path = args.get("model_path") or args.get("model")
-    if not isinstance(path, str) or not path:
-        return None
-    try:
-        origin = resolve_model(path)
-    except (UserError, ValueError, OSError):
-        return None
-    # the bundled config's own name when that is what the path came to (the doctor says so in its notes)
-    return Path(origin.location).stem if origin.source.startswith("bundled") else path
-
-
-def facts_model_source(facts: LogFacts) -> str | None:
-    """`--model-config` when the user gave one, else what the dumped model path resolves to."""
-    return facts.model_config or model_source(facts.server_args)
-
-
-def _model_spec(facts: LogFacts) -> ModelSpec | None:
-    """The ModelSpec behind the boot; None when unknown."""
-    args = facts.server_args
-    src = facts_model_source(facts)
-    if src is None:
-        return None
-    try:
-        return load_model_spec(src, name=str(args.get("model_path") or args.get("model")))
-    except (UserError, ValueError, KeyError, TypeError, OSError):
-        return None
-
-
 def slot_size(facts: LogFacts) -> SlotSize | None:
     """p from the model config and the dumped TP / ssm dtype (exact, `engines/sglang/formulas.py::mamba_state`); else
     estimated from the log as (conv_state + ssm_state) / (max_mamba_cache_size + 1) (the pool has K+1 slots)."""
     args = facts.server_args
-    spec = _model_spec(facts)
+    spec = model_spec_of(facts)
     if spec is not None:
         try:
             tp = args.get("tp_size") or args.get("tensor_parallel_size") or 1
@@ -159,58 +123,6 @@ def slot_size(facts: LogFacts) -> SlotSize | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class WeightCheck:
-    claimed: str
-    expected_gib: float
-    measured_gib: float
-    consistent: bool
-    dense_gib: float | None
-
-
-_CLAIMS = ("nvfp4", "mxfp4", "fp8", "int8", "int4", "awq", "gptq", "bf16", "fp16")
-
-
-def claimed_quant(facts: LogFacts, explicit: str | None) -> str | None:
-    """The quantization the user says they run: --claimed-quant, else the dumped `quantization`, else a token in
-    the model path (e.g. `...-NVFP4`)."""
-    if explicit:
-        return explicit.lower()
-    q = facts.server_args.get("quantization")
-    if isinstance(q, str) and q and q != "None":
-        return q.lower()
-    path = str(facts.server_args.get("model_path") or "").lower()
-    for token in _CLAIMS:
-        if token in path.replace("_", "-").split("/")[-1]:
-            return token
-    return None
-
-
-def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
-    """Compare the measured target weights with what the claimed scheme would weigh for this model (specs.weights)."""
-    if claim is None or facts.weights_gib is None:
-        return None
-    spec = _model_spec(facts)
-    if spec is None:
-        return None
-    try:
-        schemes = {"nvfp4": q.NVFP4, "mxfp4": q.MXFP4, "fp8": q.FP8, "int8": q.INT8, "int4": q.int4_group(128),
-                   "awq": q.int4_group(128), "gptq": q.int4_group(128)}
-        tp = int(facts.server_args.get("tp_size") or 1)
-        key = next((k for k in schemes if k in claim), None)
-        dense = weight_bytes(spec, tp, scheme_override=q.Scheme.dense("bfloat16")) / GIB
-        if key is None and claim in ("bf16", "fp16", "bfloat16", "float16"):
-            expected = dense
-        elif key is None:
-            return None
-        else:
-            expected = weight_bytes(spec, tp, scheme_override=schemes[key]) / GIB
-    except (UserError, ValueError, TypeError, AttributeError, KeyError):
-        return None
-    ratio = facts.weights_gib / expected if expected else 0.0
-    return WeightCheck(claim, round(expected, 2), facts.weights_gib, 0.85 <= ratio <= 1.2, round(dense, 2))
-
-
 def kv_dtype_check(facts: LogFacts) -> str | None:
     """A sentence when the printed K size does not fit the KV dtype the launch implies but fits another one.
 
@@ -220,7 +132,7 @@ def kv_dtype_check(facts: LogFacts) -> str | None:
     args = facts.server_args
     if facts.k_size_gib is None or facts.kv_tokens is None or args.get("enable_dp_attention"):
         return None
-    spec = _model_spec(facts)
+    spec = model_spec_of(facts)
     if spec is None or getattr(spec, "mla", None) is not None or not getattr(spec, "attention_layers", None):
         return None
     try:
@@ -301,3 +213,23 @@ def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
                                "max_mamba_cache_size": slots(req, rest - b * (1 - frac))},  # type: ignore[operator]
                     "why": f"{src}; pools {need:.2f} GiB hold {req} x {rho} slots"})
     return out
+
+
+def log_notes(facts: LogFacts) -> list[str]:
+    """What an SGLang boot measured that its own rules flag: memory that came back after the pools were sized (an MTP
+    draft's embedding and lm_head replaced by the target's), and a K size that fits another KV dtype."""
+    notes: list[str] = []
+    pool_end = facts.draft_memory_pool_end_gib or facts.memory_pool_end_gib
+    if facts.draft_loaded_before_pools and facts.available_gpu_mem_gib is not None and pool_end is not None \
+            and facts.available_gpu_mem_gib - pool_end > 1.0:
+        back = facts.available_gpu_mem_gib - pool_end
+        why = ("most likely the MTP draft's own embedding and lm_head, replaced by the target's after sizing "
+               "(sglang/srt/speculative/eagle_worker_v2.py::EagleDraftWorker.init_lm_head@0.5.15.post1)"
+               if spec_algorithm(facts.server_args) in ("EAGLE", "NEXTN")
+               else "memory freed after sizing")
+        notes.append(f"{back:.2f} GiB came back after the pools were sized (free {pool_end:.2f} -> "
+                     f"{facts.available_gpu_mem_gib:.2f} GiB): {why}; the pools were sized without it.")
+    kv_note = kv_dtype_check(facts)
+    if kv_note:
+        notes.append("Inconsistent KV cache: " + kv_note)
+    return notes

@@ -12,12 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines import versions
-from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
 from specbench.specs.model import ModelSpec
+from specbench.specs.quant import awq_bits
 
-# server_args.py `choices=` of --dtype / --kv-cache-dtype (identical in 0.5.12.post1 and 0.5.15.post1)
-DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 # speculative/spec_info.py::SpeculativeAlgorithm members; NEXTN is rewritten to EAGLE by the speculative hook
 # before from_string; DDTREE is the unreleased PR #29907 this planner also follows
 SPEC_ALGORITHMS = ("DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN", "DDTREE")
@@ -216,8 +214,58 @@ def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
     read = rel is None or rel <= (0, 5, 17)
     for check in (lambda: check_choices(args, dtypes=read), lambda: check_dflash_block(args),
                   lambda: check_context(args, m, draft), lambda: check_divisibility(args, m, draft),
-                  lambda: check_expert_parallel(args, m), lambda: check_quant_config(m)):
+                  lambda: check_expert_parallel(args, m), lambda: check_quant_config(m),
+                  lambda: check_awq_bits(m), lambda: check_draft_model(args, m, draft)):
         f = check()
         if f is not None:
             return f
     return None
+
+
+# -- the model's own config and the drafter against its target (#23). Read from sglang 0.5.15.post1.
+
+def check_awq_bits(m: ModelSpec) -> StartFailure | None:
+    """srt/layers/quantization/awq/awq.py::AWQConfig.__init__@0.5.15.post1: only 4-bit AWQ."""
+    bits = awq_bits(m.raw)
+    if bits is not None and bits != 4:
+        return StartFailure("ValueError: Currently, only 4-bit weight quantization is supported for AWQ, but got "
+                            f"{bits} bits.", "awq_bits")
+    return None
+
+
+def _eagle(args: SglangArgs) -> bool:
+    return (args.speculative_algorithm or "").upper() in ("EAGLE", "EAGLE3", "NEXTN")
+
+
+def check_draft_model(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> StartFailure | None:
+    """An EAGLE / EAGLE3 drafter takes the target's embedding (and, for EAGLE, its lm_head) whatever its own
+    width: speculative/eagle_worker_v2.py::EAGLEWorkerV2 calls `set_embed_and_head` (EAGLE) or `set_embed`
+    (EAGLE3) with the target's tensors@0.5.15.post1. A drafter whose hidden size differs cannot read them; a draft
+    class without those methods (a non-EAGLE architecture) ends the boot with Python's AttributeError."""
+    if draft is None or not _eagle(args):
+        return None
+    if draft.hidden_size != m.hidden_size:
+        return StartFailure(f"the drafter's hidden_size {draft.hidden_size} is not the target's {m.hidden_size}: "
+                            "SGLang gives an EAGLE drafter the target's embedding (eagle_worker_v2.py: set_embed / "
+                            "set_embed_and_head), which the drafter's layers cannot read", "draft_hidden_size")
+    arch = draft.architecture
+    if not (arch.endswith("ForCausalLM") or "Eagle" in arch or "MTP" in arch or "NextN" in arch):
+        method = "set_embed" if (args.speculative_algorithm or "").upper() == "EAGLE3" else "set_embed_and_head"
+        return StartFailure(f"AttributeError: '{arch}' object has no attribute '{method}' (the drafter is no "
+                            "EAGLE draft model)", "draft_architecture")
+    return None
+
+
+def model_warnings(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> tuple[str, ...]:
+    """What SGLang serves without a word but the operator should hear: MoE top-k 0 (no start check reads
+    `num_experts_per_tok`: srt/layers/moe/topk.py::TopK takes it as given@0.5.15.post1) and a drafter whose
+    vocabulary is not the target's (EAGLE3 drafters map theirs through `d2t`; any other gets the target's
+    lm_head)."""
+    out = []
+    if m.moe is not None and m.moe.experts_per_tok <= 0:
+        out.append(f"the config routes each token to {m.moe.experts_per_tok} experts (num_experts_per_tok): SGLang "
+                   "starts, but every MoE layer adds nothing; the config is wrong")
+    if draft is not None and draft.vocab_size != m.vocab_size and not draft.raw.get("draft_vocab_size"):
+        out.append(f"the drafter's vocab_size {draft.vocab_size} is not the target's {m.vocab_size}: its token ids "
+                   "are not the target's, so its drafts are rejected (acceptance near zero)")
+    return tuple(out)

@@ -20,7 +20,10 @@ from specbench.engines import prometheus
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
-from specbench.engines.server_base import ServerBase
+from specbench.engines.server_base import (
+    SPEC_V2_ENV,  # never inherited by a vLLM server
+    ServerBase,
+)
 from specbench.engines.vllm import knobs
 from specbench.engines.vllm.args import release_flags
 from specbench.engines.vllm.loglines import nondefault_args_text
@@ -28,9 +31,8 @@ from specbench.engines.vllm.simulate import simulated_acceptance
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
 
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"  # never inherited by a vLLM server (the incident set it everywhere)
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,8 @@ class VllmServer(ServerBase):
     plan_engine: str | None = "vllm"
     health_paths: tuple[str, ...] = ("/health",)
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        argv = vllm_argv(spec.command, settings, spec.host, spec.port, False)
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        argv = vllm_argv(target.command, settings, target.host, target.port, False)
         env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
         return with_simulation(Launch(argv, env, (SPEC_V2_ENV,)), settings, self.default_plan_version())
 
@@ -79,13 +81,13 @@ class LocalServer(VllmServer):
 
         return self.version or ENGINE_VERSION  # the release the embedded engine's install script pins
 
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
-        return resolve_local_model(spec.model or "tiny-target")
+    def local_model_dir(self, target: LaunchTarget) -> str | None:
+        return resolve_local_model(target.model or "tiny-target")
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        if spec.command:
-            return VllmServer.launch(self, spec, settings)
-        return with_simulation(local_launch(spec, settings), settings, self.default_plan_version())
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        if target.command:
+            return VllmServer.launch(self, target, settings)
+        return with_simulation(local_launch(target, settings), settings, self.default_plan_version())
 
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
         from specbench.engines.vllm import local as vllm_local
@@ -179,7 +181,7 @@ def resolve_local_model(name: str) -> str:
     return str(models_dir() / name)
 
 
-def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+def local_launch(target: LaunchTarget, settings: dict[str, Any]) -> Launch:
     """The embedded engine (engines/vllm_local.py): `vllm serve` from the engine venv on a tiny local model.
 
     Axes map to LocalServerConfig: context_length -> --max-model-len, max_running_requests -> --max-num-seqs,
@@ -201,11 +203,11 @@ def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         args = set_flag(args, "--tensor-parallel-size", int(settings["tp"]))
     for flag, value in (settings.get("flags") or {}).items():
         args = set_flag(args, flag, value)
-    model = resolve_local_model(spec.model or "tiny-target")
+    model = resolve_local_model(target.model or "tiny-target")
     if not Path(model).is_dir():
         raise UserError(f"local engine: model folder {model} not found; run `make models` (or set SPECBENCH_MODELS)")
     cfg = vllm_local.LocalServerConfig(
-        model=model, port=spec.port, host=spec.host, served_model_name=spec.served_model_name,
+        model=model, port=target.port, host=target.host, served_model_name=target.served_model_name,
         max_model_len=settings.get("context_length"), max_num_seqs=settings.get("max_running_requests"),
         speculative=speculative, extra_args=tuple(args),
         extra_env={k: str(v) for k, v in (settings.get("env") or {}).items()},

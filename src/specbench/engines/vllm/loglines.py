@@ -9,7 +9,9 @@ from typing import Any
 from specbench.logs.facts import GraphCapture
 from specbench.logs.lineacc import GB, INT, NUM, Acc, find, to_float, to_int
 from specbench.logs.normalize import Line
+from specbench.logs.parse import EngineLines
 from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
+from specbench.logs.warnings import WarningRule, engine_flags
 
 # ---------------------------------------------------------------- vLLM
 V_LOAD = re.compile(r"(?:Model loading took|Loading model weights took) " + NUM + GB, re.I)
@@ -195,8 +197,6 @@ def vllm_line(acc: Acc, line: Line) -> bool:
 
 # ---------------------------------------------------------------- warnings (caps, resets, overrides): logs/warnings.py
 def _w():
-    from specbench.logs.warnings import WarningRule, engine_flags
-
     def conc_fixes(m, text, f):
         tokens, conc = to_int(m.group(1)), float(m.group(2))
         fit = f.kv_tokens or int((tokens or 0) * conc)
@@ -242,3 +242,17 @@ WARNINGS = _w()
 # KV cache sized and allocated (vLLM's last start-up steps), on any worker
 LATE_BOOT = re.compile(r"\bKV cache size: [\d,]+ tokens|# GPU blocks: \d|GPU blocks: \d|Maximum concurrency for|"
                        r"Graph capturing finished|Capturing cudagraphs|Capturing CUDA graphs")
+
+
+# ---------------------------------------------------------------- what the log parser asks of vLLM (logs/parse.py)
+# A line only vLLM prints: the engine that wrote a log is the one with the most of these in its first lines.
+MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gpu_memory_utilization|"
+                  r"Mamba cache blocks|max_num_seqs|GPU blocks:")
+# Every format of `_ROWS` contains one of these words (case-insensitive).
+TRIGGER = re.compile(r"took|total_gpu_memory|model weights take|KV cache|Maximum concurrency|GPU blocks|Mamba cache|"
+                     r"SpecDecoding|non-default args|LLM engine|server version|Starting vLLM|Free memory on device|"
+                     r"Desired GPU|peak activation|attention block size|GiB for KV|init engine|CUDA graph|"
+                     r"Graph capturing", re.I)
+LINES = EngineLines(
+    name="vllm", mark=MARK, trigger=TRIGGER, read=vllm_line, boot_keys=("non-default args", "LLM engine"),
+    boot_start=re.compile(r"non-default args: \{|Initializing a V\d LLM engine"), weights_done=V_LOAD)

@@ -10,18 +10,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from specbench.contracts import BudgetRow
+from specbench.doctor import reading
+from specbench.doctor.checks import claimed_quant, weight_check
+from specbench.doctor.explain import failure_sentences, started_sentences
 from specbench.engines.base import engine
-from specbench.engines.sglang import logrules as er
 from specbench.errors import UserError
-from specbench.logs.budget import BudgetRow, budget_rows
-from specbench.logs.engine_parts import module_of
-from specbench.logs.explain import failure_sentences, started_sentences
 from specbench.logs.facts import LogFacts
-from specbench.logs.failures import Failure, classify, stop_index, survived_errors
+from specbench.logs.failures import Failure, stop_index
+from specbench.logs.launch_model import facts_model_source, model_source
 from specbench.logs.normalize import decode, looks_binary, normalize
-from specbench.logs.parse import facts_from_lines, split_boots
 from specbench.logs.reader import read_log_bounded
-from specbench.logs.warnings import LogWarning, find_warnings, reached_late_boot
+from specbench.logs.warnings import LogWarning
 from specbench.plan.api import PlanOptions, env_gpu_default, plan_command
 from specbench.specs.gpu import find_gpu
 
@@ -68,6 +68,11 @@ def read_log(path: str | Path) -> bytes:
     return read_log_bounded(path)
 
 
+def budget_rows(facts: LogFacts) -> list[BudgetRow]:
+    """The memory budget the boot used, in the terms of the engine that wrote the log (`Engine.budget_rows`)."""
+    return engine(facts.engine).budget_rows(facts)
+
+
 # ------------------------------------------------------------------------------------------------ planner link
 def plan_argv(facts: LogFacts, text: str | None = None) -> list[str]:
     """The launch to re-plan, rebuilt by the engine that wrote the log from its own argument dump."""
@@ -98,7 +103,7 @@ def facts_for_plan(path: str | Path) -> dict[str, Any]:
         "weights_gib": facts.weights_gib,
         "draft_weights_gib": facts.draft_weights_gib,
         "non_kv_gib": engine(facts.engine).log_non_kv_gib(facts),
-        "model_config": er.facts_model_source(facts),
+        "model_config": facts_model_source(facts),
     }
 
 
@@ -113,8 +118,8 @@ def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None 
     if not facts.server_args:
         return None, "no argument dump in the log, so no launch to re-plan"
     opts = PlanOptions(
-        model_config=er.facts_model_source(facts),
-        draft_config=draft_config or er.model_source(
+        model_config=facts_model_source(facts),
+        draft_config=draft_config or model_source(
             {"model_path": facts.server_args.get("speculative_draft_model_path")}),
         gpu=gpu or env_gpu_default(),
         engine=facts.engine,
@@ -151,16 +156,16 @@ class _Parsed:
 
 
 def _parse_all(raw: bytes | str) -> _Parsed:
-    boots = split_boots(normalize(decode(raw)))
+    boots = reading.split_boots(normalize(decode(raw)))
     if not boots:
         return _Parsed(LogFacts(boots=0), None, (), False)
     lines = boots[-1]
-    facts, failure = facts_from_lines(lines, boots=len(boots)), classify(lines)
+    facts, failure = reading.facts_from_lines(lines, boots=len(boots)), reading.classify(lines)
     if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
         facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
-    warns = tuple(find_warnings(lines, facts))
-    return _Parsed(facts, failure, tuple(survived_errors(lines)), stop_index(lines) is not None, warns,
-                   reached_late_boot(lines))
+    warns = tuple(reading.find_warnings(lines, facts))
+    return _Parsed(facts, failure, tuple(reading.survived_errors(lines)), stop_index(lines) is not None, warns,
+                   reading.reached_late_boot(lines))
 
 
 def _status(facts: LogFacts, failure: Failure | None, warnings: tuple[LogWarning, ...] = (),
@@ -197,16 +202,6 @@ def _gpu_total_gib(gpu: str | None) -> float | None:
 
 def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[str]:
     notes: list[str] = []
-    pool_end = facts.draft_memory_pool_end_gib or facts.memory_pool_end_gib
-    if facts.draft_loaded_before_pools and facts.available_gpu_mem_gib is not None and pool_end is not None \
-            and facts.available_gpu_mem_gib - pool_end > 1.0:
-        back = facts.available_gpu_mem_gib - pool_end
-        why = ("most likely the MTP draft's own embedding and lm_head, replaced by the target's after sizing "
-               "(sglang/srt/speculative/eagle_worker_v2.py::EagleDraftWorker.init_lm_head@0.5.15.post1)"
-               if er.spec_algorithm(facts.server_args) in ("EAGLE", "NEXTN")
-               else "memory freed after sizing")
-        notes.append(f"{back:.2f} GiB came back after the pools were sized (free {pool_end:.2f} -> "
-                     f"{facts.available_gpu_mem_gib:.2f} GiB): {why}; the pools were sized without it.")
     total = _gpu_total_gib(gpu)
     if total is not None and facts.avail_before_load_gib is not None:
         used = total - facts.avail_before_load_gib
@@ -218,15 +213,13 @@ def _notes(facts: LogFacts, claim: str | None, gpu: str | None = None) -> list[s
         notes.append(f"The file holds {facts.boots} boots; this diagnosis is of the last one.")
     if len(facts.ranks) > 1:
         notes.append(f"Ranks {', '.join(map(str, facts.ranks))} are interleaved; numbers are rank {facts.ranks[0]}'s.")
-    check = er.weight_check(facts, er.claimed_quant(facts, claim))
+    check = weight_check(facts, claimed_quant(facts, claim))
     if check is not None and not check.consistent:
         notes.append(
             f"Inconsistent weights: the target weighs {check.measured_gib:.2f} GiB on this GPU, but a "
             f"{check.claimed} checkpoint of this model would weigh about {check.expected_gib:.2f} GiB "
             f"(bf16 would be {check.dense_gib:.2f} GiB). The engine did not load the weights you think it did.")
-    kv_note = er.kv_dtype_check(facts)
-    if kv_note:
-        notes.append("Inconsistent KV cache: " + kv_note)
+    notes += engine(facts.engine).log_notes(facts)
     if facts.weights_gib is not None and facts.avail_after_load_gib is not None \
             and facts.avail_before_load_gib is not None:
         gap = facts.avail_before_load_gib - facts.avail_after_load_gib - facts.weights_gib
@@ -269,13 +262,15 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
                      + (f" (+{len(survived) - 3} more)" if len(survived) > 3 else ""))
     if facts.ready and failure is None and parsed.stopped:
         notes.append("The server was stopped on purpose afterwards (SIGTERM); the exits that follow are that stop.")
-    plan, fixes, why = None, (), None
+    plan: dict[str, Any] | None = None
+    fixes: tuple[dict[str, Any], ...] = ()
+    why: str | None = None
     if with_fixes and facts.engine is not None:
         plan, why = planner_result(facts, engine_version, gpu, draft_config, _text(raw))
         if plan is not None:
             fixes = tuple(plan.get("fixes") or ())
             notes += _plan_vs_log(plan, facts)
-    src = er.facts_model_source(facts)
+    src = facts_model_source(facts)
     path = facts.server_args.get("model_path") or facts.server_args.get("model")
     if src and isinstance(path, str) and src != path and not facts.model_config:
         notes.append(f"The model path {path} is not on this machine; its config was resolved by name to the bundled "
@@ -289,20 +284,13 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
             why = None
     if why:
         notes.append(f"No fixes: {why}.")
-    return Diagnosis(status, failure, facts, " ".join(sentences), tuple(budget_rows(facts)), fixes, tuple(notes),
-                     plan, warnings=warns)
+    budget = tuple(budget_rows(facts))
+    return Diagnosis(status, failure, facts, " ".join(sentences), budget, fixes, tuple(notes), plan, warnings=warns)
 
 
 def _log_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
-    """The engine's own `logrules.log_derived_fixes`, found by the engine's folder (no engine named here); none when
-    the engine has no `logrules` module."""
-    mod = module_of(facts.engine, "logrules")
-    if mod is None:
-        return []
-    try:
-        return list(mod.log_derived_fixes(facts, kind))
-    except (AttributeError, ValueError, TypeError, ZeroDivisionError):
-        return []
+    """The engine's own fixes from the log's numbers (`Engine.log_fixes`), for when the planner cannot run."""
+    return engine(facts.engine).log_fixes(facts, kind) if facts.engine is not None else []
 
 
 def _plan_vs_log(plan: dict[str, Any], facts: LogFacts) -> list[str]:
