@@ -228,6 +228,8 @@ class MatrixSpec(_Strict):
     override: list[Override] = Field(default_factory=list)
     # the matrix file's folder: relative dataset paths are read from there (parse_matrix's `base_dir`)
     _matrix_dir: str | None = PrivateAttr(default=None)
+    # absolute drafter paths not found on this machine, kept as written (toml_load.py::resolve_paths)
+    _remote_paths: tuple[str, ...] = PrivateAttr(default=())
 
     def model_post_init(self, context: Any) -> None:
         self._matrix_dir = client_checks.base_dir(context)
@@ -235,6 +237,10 @@ class MatrixSpec(_Strict):
     @property
     def matrix_dir(self) -> str | None:
         return self._matrix_dir
+
+    @property
+    def remote_paths(self) -> tuple[str, ...]:
+        return self._remote_paths
 
     def target(self, port: int | None = None) -> LaunchTarget:
         """What a server adapter launches and where (on `port` instead of the matrix's, for a packed slot)."""
