@@ -45,7 +45,7 @@ def report_command(
     from specbench.report.build import report_paths
 
     written = report_paths(stores, out)
-    console = Console(stderr=False, soft_wrap=True)
+    console = Console(soft_wrap=True) if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
     summary = written.report.tables.summary
     style = {"complete": "green", "partial": "yellow"}.get(summary.state, "red")
     console.print(f"[{style}]{summary.headline}[/{style}]")
