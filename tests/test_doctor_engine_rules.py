@@ -34,8 +34,9 @@ def test_v0_negative_kv_memory_is_a_failure_not_a_start():
     j = d.to_json()
     assert j["status"] == "failed" and j["failure"]["kind"] == "vllm_no_kv_memory", j["explanation"]
     assert j["facts"]["available_kv_gib"] == -7.83 and j["facts"]["gpu_blocks"] == 0
+    every_fix = j["fixes"] + [fx for w in j["warnings"] for fx in w["fixes"]]
     assert "--max-model-len 0" not in d.explanation and all(
-        fx["change"].get("--max-model-len") != 0 for fx in j["fixes"])
+        fx["change"].get("--max-model-len") != 0 for fx in every_fix)
     fx = j["fixes"][0]
     # 0.40 + (1 + 7.83) / 29.95 = 0.695 -> 0.70: the budget that leaves 1 GiB for the KV cache over this profile
     assert fx["change"] == {"--gpu-memory-utilization": 0.7}
