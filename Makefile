@@ -32,15 +32,19 @@ models: venv
 browser:
 	bash tools/ci/install_chromium.sh || echo "chromium not installed: browser tests will skip outside CI"
 
-# ruff (F, I, B, UP), mypy (--check-untyped-defs on specs/, engines/, plan/, contracts.py) and the import layers
-# (import-linter: no upward import, no cycle): pyproject.toml
+# ruff (F, I, B, UP), mypy (--check-untyped-defs on the files of [tool.mypy]) and the import layers (import-linter:
+# no upward import, no cycle): pyproject.toml
 lint: venv
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two workers (pytest-xdist): every `engine` test runs on one of them, one boot at a time, the rest on the other
+# (tests/conftest.py, tests/engine_boot.py). The summary line "engine boots this session: N" counts the boots.
+PYTEST_WORKERS ?= 2
 test: venv lint engine models browser
-	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider
+	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider \
+		-n $(PYTEST_WORKERS) --dist loadgroup
 	$(MAKE) test-busy
 
 # The signal and lifecycle tests again with every core busy (one Python busy loop per core, tools/ci/busy.py): they
@@ -51,8 +55,9 @@ BUSY_TESTS := tests/test_matrix_lifecycle.py tests/test_orphans.py tests/test_pr
 test-busy: venv
 	$(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "not engine" $(BUSY_TESTS)
 
+# What runs on a fresh clone without the engine or the tiny models (`engine` and `models` tests left out).
 test-fast: venv browser
-	$(BIN)/pytest -q -m "not engine"
+	$(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models" -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: venv engine models
 	bash examples/incident.sh

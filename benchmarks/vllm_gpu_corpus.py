@@ -120,7 +120,8 @@ def log_checks(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # engines/vllm/gpu.py::NON_TORCH_GIB), which the log's own number replaces
             got = b["requested_gib"] - held - (b["non_kv_gib"] - NON_TORCH_GIB)
             rows.append(_row(e, "budget", lg["available_kv_gib"], got))
-        if "cuda_graph_estimate_gib" in lg and lg["cuda_graph_estimate_gib"] < 20:
+        if "cuda_graph_estimate_gib" in lg and lg["cuda_graph_estimate_gib"] < 20 and (e.get("command")
+                                                                                  or e.get("launch_assumed")):
             rows.append(_row(e, "graph", lg["cuda_graph_estimate_gib"], b.get("cuda_graph_gib"), scored=False))
         if "available_kv_gib" in lg and e.get("command") and e.get("config") and e.get("cold", True):
             got = b.get("kv_cache_memory_bytes")

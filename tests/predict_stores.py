@@ -3,6 +3,7 @@ constants the test chooses: what the fit must recover. Shared by the predictor's
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,3 +71,27 @@ def write_store(path: Path, t: Target, k: Params, *, accepts: tuple[float, ...] 
                 st.finish_cell(cid, "done", metrics={"duration_s": n_req * e2e / shape.batch, "concurrency": c},
                                requests=reqs)
     return path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+MOE_EXAMPLE = ROOT / "examples" / "h200-sglang-qwen3-moe-eagle3.toml"
+
+
+def local_matrix(folder: Path, example: Path = MOE_EXAMPLE, replace: tuple[tuple[str, str], ...] = ()) -> Path:
+    """An example matrix whose drafter folder exists (matrix/toml_load.py refuses a missing one): its
+    `/tmp/models/<name>` drafter becomes `folder/<name>` holding the bundled drafter config."""
+    import shutil
+
+    text = example.read_text(encoding="utf-8")
+    for a, b in replace:
+        text = text.replace(a, b)
+    for name in set(re.findall(r'draft_model = "/tmp/models/([^"]+)"', text)):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        src = re.search(r'draft_config = "([^"]+)"', text)
+        assert src is not None
+        cfg = ROOT / "src" / "specbench" / "data" / "configs" / (src.group(1).replace("/", "__") + ".json")
+        shutil.copy(cfg, folder / name / "config.json")
+        text = text.replace(f'"/tmp/models/{name}"', f'"{folder / name}"')
+    out = folder / example.name
+    out.write_text(text, encoding="utf-8")
+    return out

@@ -209,3 +209,19 @@ def test_spec_tokens_without_a_method_is_the_engines_error():
     assert p["error"] == "ValueError: num_speculative_tokens was provided but without speculative model."
     ok = _plan("vllm serve Qwen/Qwen3-8B --spec-method ngram --spec-tokens 3")
     assert ok["status"] == "ok" and ok["speculative_method"] == "ngram"
+
+
+def test_a_logs_json_valued_args_come_back_for_the_replan():
+    """The engine's own dump (club-3090#295's, tests/data/vllm-gpu-corpus) holds dict values: the speculative,
+    compilation and hf-overrides configs come back as their flags' JSON, the rest as real (ignored) flags."""
+    from specbench.engines.vllm.fromlog import argv_from_vllm_log
+
+    dump = ("non-default args: {'model_tag': 'm', 'model': 'm', 'max_model_len': 262144, 'tensor_parallel_size': 2, "
+            "'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 3}, "
+            "'compilation_config': {'cudagraph_mode': 'PIECEWISE'}, "
+            "'hf_overrides': {'max_position_embeddings': 262144}, 'default_chat_template_kwargs': {'enable_thinking': False}}")
+    argv = argv_from_vllm_log("(APIServer pid=1) INFO 06-01 09:20:16 [utils.py:278] " + dump)
+    assert argv is not None
+    a = parse_vllm_argv(argv)
+    assert a.speculative is not None and a.speculative.num_speculative_tokens == 3 and not a.full_cudagraphs
+    assert a.hf_overrides_dict == {"max_position_embeddings": 262144} and a.unknown == ()

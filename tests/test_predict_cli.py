@@ -11,13 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from predict_stores import LLAMA8, write_store
+from predict_stores import LLAMA8, local_matrix, write_store
 from specbench.predict.model import Params
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "contracts.md"
-MOE_MATRIX = ROOT / "examples" / "h200-sglang-qwen3-moe-eagle3.toml"
 MOE_STORE = ROOT / "tests" / "data" / "h200-moe-sglang-0.5.15.post1" / "h200-moe.db"
+
+
+@pytest.fixture(scope="module")
+def moe(tmp_path_factory) -> Path:
+    """The MoE example matrix with its drafter folder on disk."""
+    return local_matrix(tmp_path_factory.mktemp("moe"))
 
 
 def sb(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -43,8 +48,8 @@ def documented(heading: str) -> set[str]:
     return keys
 
 
-def test_predict_json_keys_are_the_contract():
-    r = sb("predict", str(MOE_MATRIX), "--json")
+def test_predict_json_keys_are_the_contract(moe):
+    r = sb("predict", str(moe), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc) == {"matrix", "calibration", "cells"}
@@ -64,19 +69,17 @@ def test_predict_json_keys_are_the_contract():
         assert by[("eagle3-sim1.5", conc)] < by[("eagle3-sim2.5", conc)] < by[("eagle3-sim3.5", conc)]
 
 
-def test_accept_len_and_acceptance_from_store_override():
-    fixed = json.loads(sb("predict", str(MOE_MATRIX), "--json", "--accept-len", "2").stdout)
+def test_accept_len_and_acceptance_from_store_override(moe):
+    fixed = json.loads(sb("predict", str(moe), "--json", "--accept-len", "2").stdout)
     assert {c["accept_len"] for c in fixed["cells"] if c["label"] != "ar"} == {2.0}
-    measured = json.loads(sb("predict", str(MOE_MATRIX), "--json", "--acceptance-from", str(MOE_STORE)).stdout)
+    measured = json.loads(sb("predict", str(moe), "--json", "--acceptance-from", str(MOE_STORE)).stdout)
     acc = {c["label"]: c["accept_len"] for c in measured["cells"] if c["label"] != "ar"}
     for label, want in (("eagle3-sim1.5", 1.5), ("eagle3-sim2.5", 2.5), ("eagle3-sim3.5", 3.5)):
         assert acc[label] == pytest.approx(want, abs=0.12) and acc[label] != want  # measured, not the setting
 
 
 def test_uncalibrated_gpu_falls_back_to_the_roofline_with_its_optimism(tmp_path):
-    m = tmp_path / "h100.toml"
-    m.write_text(MOE_MATRIX.read_text(encoding="utf-8").replace('gpu = "H200"', 'gpu = "H100 80GB"'),
-                 encoding="utf-8")
+    m = local_matrix(tmp_path, replace=(('gpu = "H200"', 'gpu = "H100 80GB"'),))
     doc = json.loads(sb("predict", str(m), "--json").stdout)
     src = {c["source"] for c in doc["cells"]}
     assert len(src) == 1
@@ -98,9 +101,8 @@ def test_calibrate_writes_a_file_predict_reads(tmp_path):
     # one model alone cannot separate the per-step floors from the roofline multiplier (test_predict_fit.py does,
     # over three models); the fitted constants still reproduce its cells
     assert llama["n_step"] == 12 and llama["step_rel_rms"] < 0.01
-    m = tmp_path / "m.toml"
-    m.write_text(MOE_MATRIX.read_text(encoding="utf-8").replace("Qwen/Qwen3-30B-A3B", LLAMA8.model)
-                 .replace("specforge/qwen3-30B-A3B-eagle3", LLAMA8.draft), encoding="utf-8")
+    m = local_matrix(tmp_path, replace=(("Qwen/Qwen3-30B-A3B", LLAMA8.model),
+                                        ("specforge/qwen3-30B-A3B-eagle3", LLAMA8.draft)))
     pred = json.loads(sb("predict", str(m), "--json", "--calibration", str(out)).stdout)
     assert pred["calibration"] == str(out)
     assert all(LLAMA8.model in c["source"] for c in pred["cells"])
@@ -108,14 +110,14 @@ def test_calibrate_writes_a_file_predict_reads(tmp_path):
 
 @pytest.mark.parametrize("argv,needle", [
     (["predict", "/nonexistent/m.toml"], "no such matrix file"),
-    (["predict", str(MOE_MATRIX), "--calibration", "/nonexistent/cal.json"], "cannot read calibration"),
-    (["predict", str(MOE_MATRIX), "--accept-len", "0.5"], "--accept-len must be >= 1"),
-    (["predict", str(MOE_MATRIX), "--accept-len", "2", "--acceptance-from", str(MOE_STORE)], "not both"),
-    (["predict", str(MOE_MATRIX), "--acceptance-from", "/nonexistent/s.db"], "no such results store"),
+    (["predict", "MOE", "--calibration", "/nonexistent/cal.json"], "cannot read calibration"),
+    (["predict", "MOE", "--accept-len", "0.5"], "--accept-len must be >= 1"),
+    (["predict", "MOE", "--accept-len", "2", "--acceptance-from", str(MOE_STORE)], "not both"),
+    (["predict", "MOE", "--acceptance-from", "/nonexistent/s.db"], "no such results store"),
     (["calibrate", "/nonexistent/s.db"], "no such results store"),
 ])
-def test_one_line_errors(argv, needle):
-    one_line_error(sb(*argv), needle)
+def test_one_line_errors(moe, argv, needle):
+    one_line_error(sb(*[str(moe) if a == "MOE" else a for a in argv]), needle)
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -125,10 +127,10 @@ def test_one_line_errors(argv, needle):
     ('{"format": "specbench-calibration", "version": 1, "classes": [{"key": {}}]}', "classes[0]: malformed"),
     ('{"format": "specbench-calibration", "version": 1, "classes": [], "global": {"a": "x"}}', "must be numbers"),
 ])
-def test_bad_calibration_files(tmp_path, text, needle):
+def test_bad_calibration_files(tmp_path, moe, text, needle):
     f = tmp_path / "cal.json"
     f.write_text(text, encoding="utf-8")
-    one_line_error(sb("predict", str(MOE_MATRIX), "--calibration", str(f)), needle)
+    one_line_error(sb("predict", str(moe), "--calibration", str(f)), needle)
 
 
 def test_calibrate_refuses_a_store_without_usable_cells(tmp_path):
@@ -140,11 +142,11 @@ def test_calibrate_refuses_a_store_without_usable_cells(tmp_path):
     one_line_error(sb("calibrate", str(store)), "no calibratable cells")
 
 
-def test_dry_run_shows_the_predicted_speedup():
-    r = sb("run", str(MOE_MATRIX), "--dry-run")
+def test_dry_run_shows_the_predicted_speedup(moe):
+    r = sb("run", str(moe), "--dry-run")
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if "cell cell-" in ln]
     assert len(lines) == 16 and all("predicted=" in ln for ln in lines)
-    rows = json.loads(sb("run", str(MOE_MATRIX), "--dry-run", "--json").stdout)
+    rows = json.loads(sb("run", str(moe), "--dry-run", "--json").stdout)
     assert all(set(row["predicted"]) == documented("## `specbench predict` (and the dry run's `predicted`)")
                for row in rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from predict_stores import local_matrix
 from proc_helpers import free_port
 from run_helpers import _matrix_head, make_tokenizer
 from run_helpers import rows as store_rows
@@ -18,8 +19,8 @@ from specbench.predict.plan_matrix import predict_spec, server_order
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_predicted_order_is_ar_then_best_speedup_first():
-    spec, _ = load_matrix(ROOT / "examples" / "h200-sglang-qwen3-moe-eagle3.toml")
+def test_predicted_order_is_ar_then_best_speedup_first(tmp_path: Path):
+    spec, _ = load_matrix(local_matrix(tmp_path))
     rows = dry_run(spec)
     order = server_order(rows, predict_spec(spec, rows, shipped()))
     label = {r["server_id"]: r["label"] for r in rows}

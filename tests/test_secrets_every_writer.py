@@ -112,3 +112,37 @@ def test_no_planted_secret_in_any_file_or_output(tmp_path: Path, tok: Path) -> N
         for s in SECRETS:
             assert s not in text, f"{s} in the output of {name}"
     assert "postgres://bench:***@" in (work / "export.json").read_text() + outputs["dry-run json"]
+
+
+def test_a_server_enforcing_its_api_key_passes_readiness_and_serves_the_cells(tmp_path: Path, tok: Path) -> None:
+    """The instant server with `--enforce-api-key` answers 401 to any /v1 request without `Authorization: Bearer
+    KEY`, as vLLM and SGLang do with --api-key: the runner's probes, read-back and load all carry the key."""
+    import sqlite3
+
+    m = _matrix(tmp_path / "m.toml", tok)
+    m.write_text(m.read_text().replace('"--api-key"', '"--enforce-api-key", "--api-key"'))
+    store = tmp_path / "r.sqlite"
+    r = _cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    con = sqlite3.connect(store)
+    (status, n), = con.execute("SELECT status, (SELECT count(*) FROM requests WHERE error IS NULL) FROM cells")
+    con.close()
+    assert status == "done" and n == 2
+    assert API_KEY not in r.stdout + r.stderr
+
+
+def test_the_matrix_api_key_is_the_one_sent(tmp_path: Path, tok: Path) -> None:
+    """`api_key` in the matrix wins over the launch command's: a wrong one fails readiness on the 401s."""
+    import sqlite3
+
+    m = _matrix(tmp_path / "m.toml", tok)
+    text = m.read_text().replace('"--api-key"', '"--enforce-api-key", "--api-key"')
+    m.write_text(text.replace('name = "secrets"', 'name = "secrets"\napi_key = "not-the-key-0000"')
+                 .replace("ready_s = 30", "ready_s = 4"))
+    store = tmp_path / "r.sqlite"
+    r = _cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 1, r.stderr
+    con = sqlite3.connect(store)
+    (status, reason), = con.execute("SELECT status, reason FROM cells")
+    con.close()
+    assert status == "failed" and "401" in reason

@@ -97,9 +97,14 @@ DRAFT_EDITS = (("hidden_size", lambda v: v // 2 if isinstance(v, int) else 1024,
                ("num_hidden_layers", lambda v: 1, False))
 
 
+DRAFT_TARGETS = [CONFIGS / f"{n}.json" for n in (
+    "meta-llama__Llama-3.1-8B-Instruct", "Qwen__Qwen3-8B", "meta-llama__Llama-3.1-70B-Instruct", "Qwen__Qwen3-32B",
+    "Qwen__Qwen2.5-7B-Instruct", "mistralai__Mistral-7B-Instruct-v0.3", "meta-llama__Llama-3.3-70B-Instruct")]
+
+
 @st.composite
 def p_draft_case(draw: st.DrawFn) -> Case:
-    base = draw(st.sampled_from([CONFIGS / "meta-llama__Llama-3.1-8B-Instruct.json", CONFIGS / "Qwen__Qwen3-8B.json"]))
+    base = draw(st.sampled_from(DRAFT_TARGETS))
     target = json.loads(base.read_text())
     draft = dict(target)
     key, fn, bad = draw(st.sampled_from(DRAFT_EDITS))
@@ -108,11 +113,14 @@ def p_draft_case(draw: st.DrawFn) -> Case:
     d = _tmp()
     (d / "draft.json").write_text(json.dumps(draft))
     engine = draw(st.sampled_from(["sglang", "vllm"]))
-    cmd = (["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE3",
+    tp = draw(st.sampled_from(["1", "2", "4", "8"]))
+    cmd = (["python", "-m", "sglang.launch_server", "--model-path", "m", "--tp", tp, "--speculative-algorithm",
+            draw(st.sampled_from(["EAGLE3", "EAGLE"])),
             "--speculative-draft-model-path", "d", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
             "--speculative-num-draft-tokens", "4"] if engine == "sglang"
-           else ["vllm", "serve", "m", "--speculative-config",
-                 '{"method": "eagle3", "model": "d", "num_speculative_tokens": 3}'])
+           else ["vllm", "serve", "m", "--tensor-parallel-size", tp, "--speculative-config",
+                 json.dumps({"method": draw(st.sampled_from(["eagle3", "eagle"])), "model": "d",
+                             "num_speculative_tokens": 3})])
 
     def oracle(res: Result) -> str | None:
         j = _json_status(res)
@@ -124,7 +132,7 @@ def p_draft_case(draw: st.DrawFn) -> Case:
 
     return Case("p-draft", ["plan", "--json", "--no-fixes", "--gpu", "H200", "--model-config", str(base),
                             "--draft-config", str(d / "draft.json"), "--", *cmd],
-                f"{base.stem} drafter: {key} = {draft[key]!r} ({engine})", oracle=oracle)
+                f"{base.stem} drafter: {key} = {draft[key]!r} ({' '.join(cmd[-8:])})", oracle=oracle)
 
 
 # ------------------------------------------------------------------------------------------------ launch commands
@@ -144,7 +152,10 @@ LAUNCH_SLIPS: tuple[tuple[str, str, str, bool], ...] = (
 @st.composite
 def p_launch_case(draw: st.DrawFn) -> Case:
     engine, flag, value, bad = draw(st.sampled_from(LAUNCH_SLIPS))
-    model = draw(st.sampled_from(["Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B"]))
+    model = draw(st.sampled_from(["Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B",
+                                  "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
+                                  "meta-llama/Llama-3.1-70B-Instruct", "Qwen/Qwen3-30B-A3B"]))
+    gpu = draw(st.sampled_from(["H200", "H100", "A100-80GB", "L40S"]))
     cmd = (["python", "-m", "sglang.launch_server", "--model-path", model] if engine == "sglang"
            else ["vllm", "serve", model])
 
@@ -156,8 +167,8 @@ def p_launch_case(draw: st.DrawFn) -> Case:
             return f"planned ok with {flag} {value}"
         return None
 
-    return Case("p-launch", ["plan", "--json", "--no-fixes", "--gpu", "H200", "--", *cmd, flag, value],
-                f"{engine} {model} {flag} {value!r}", oracle=oracle)
+    return Case("p-launch", ["plan", "--json", "--no-fixes", "--gpu", gpu, "--", *cmd, flag, value],
+                f"{engine} {model} on {gpu} {flag} {value!r}", oracle=oracle)
 
 
 # ------------------------------------------------------------------------------------------------ matrices
@@ -225,11 +236,16 @@ def _tokenizer() -> str:
 @st.composite
 def p_matrix_case(draw: st.DrawFn) -> Case:
     key, value, bad = draw(st.sampled_from(MATRIX_SLIPS))
-    text = _set_toml(_BASE_MATRIX.replace("{tok}", _tokenizer()), key, value)
+    text = _BASE_MATRIX.replace("{tok}", _tokenizer())
+    for other, choices in (("client.num_requests", ("4", "8", "16", "32")), ("client.prompt_tokens", ("32", "64", "128")),
+                           ("client.concurrency", ("[1, 2]", "4", "[1, 8]"))):
+        if other != key:
+            text = _set_toml(text, other, draw(st.sampled_from(choices)))
+    text = _set_toml(text, key, value)
     d = _tmp()
     (d / "m.toml").write_text(text)
-    return Case("p-matrix", ["run", str(d / "m.toml"), "--dry-run", "--json"], f"{key} = {value}", must_fail=bad,
-                cwd=str(d))
+    return Case("p-matrix", ["run", str(d / "m.toml"), "--dry-run", "--json"],
+                f"{key} = {value} in " + text.split("[client]")[1].replace("\n", "; "), must_fail=bad, cwd=str(d))
 
 
 # ------------------------------------------------------------------------------------------------ logs
@@ -345,7 +361,7 @@ def p_store_case(draw: st.DrawFn) -> Case:
     shutil.copyfile(_good_store(), path)
     con = sqlite3.connect(path)
     try:
-        con.execute(sql)
+        con.execute(sql.replace("rowid = 1", f"rowid = {draw(st.integers(1, 8))}"))
         con.commit()
     finally:
         con.close()
@@ -353,7 +369,7 @@ def p_store_case(draw: st.DrawFn) -> Case:
     argv = {"report": ["report", str(path), "--out", str(d / "r")], "export": ["export", str(path)],
             "export-json": ["export", str(path), "-f", "json"],
             "export-jsonl": ["export", str(path), "-f", "jsonl"]}[cmd]
-    return Case("p-stores", argv, f"{what}, {cmd}")
+    return Case("p-stores", argv, f"{what} ({sql[-14:]}), {cmd}")
 
 
 PLAUSIBLE = {"p-config": p_config_case, "p-draft": p_draft_case, "p-launch": p_launch_case,

@@ -18,6 +18,16 @@ def _x(v: Any, digits: int = 2, suffix: str = "") -> str:
     return "-" if v is None else f"{v:.{digits}f}{suffix}"
 
 
+def plan_rows(spec: Any) -> list[dict[str, Any]]:
+    """The dry run's rows for predicting: the planner without its nearest-fix search unless the matrix auto-fixes
+    (the fixes only decide what `auto_fix` launches instead)."""
+    from functools import partial
+
+    from specbench.matrix.preflight import dry_run, plan_argv
+
+    return dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
+
+
 def register(app: typer.Typer) -> None:
     app.command("predict", help="Predict tok/s, TPOT and the speedup over AR of every cell of a matrix, before any "
                                 "run: a roofline step-cost model with constants calibrated from recorded stores "
@@ -34,7 +44,6 @@ def predict_cmd(
                                                    "accept length from a results store (by label)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (docs/contracts.md)"),
 ) -> None:
-    from specbench.matrix.preflight import dry_run
     from specbench.matrix.spec import load_matrix
     from specbench.predict.plan_matrix import accept_from_store, load_calibration, predict_spec
 
@@ -43,7 +52,7 @@ def predict_cmd(
     spec, _ = load_matrix(matrix)
     cal = load_calibration(calibration)
     measured = accept_from_store(acceptance_from) if acceptance_from is not None else None
-    rows = dry_run(spec)
+    rows = plan_rows(spec)
     preds = predict_spec(spec, rows, cal, accept_len, measured)
     if as_json:
         doc = {"matrix": str(matrix), "calibration": cal.source, "cells": [p.as_dict() for p in preds]}

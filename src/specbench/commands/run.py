@@ -123,6 +123,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
                           f"{predicted_text(r)}",
                           highlight=False, markup=False)
+            if r.get("concurrency_warning"):
+                console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
             if r.get("duration_warning"):
                 console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
@@ -185,10 +187,10 @@ def _order(name: str, spec: Any) -> Optional[tuple[str, ...]]:
         return None
     if name != "predicted":
         raise UserError(f"--order {name!r}: expected matrix or predicted")
-    from specbench.matrix.runner import dry_run
+    from specbench.commands.predict import plan_rows
     from specbench.predict.plan_matrix import predict_spec, server_order, shipped_or_none
 
-    rows = dry_run(spec)
+    rows = plan_rows(spec)
     cal = shipped_or_none()
     return server_order(rows, predict_spec(spec, rows, cal)) if cal is not None else None
 
@@ -220,6 +222,8 @@ def register(app: typer.Typer) -> None:
         from specbench.matrix.spec import expand, load_matrix
 
         spec, text = load_matrix(matrix)
+        for note in spec.remote_paths:  # said before anything boots, in a dry run as in a run
+            sys.stderr.write(f"warning: {matrix}: {note}\n")
         if repeats is not None:
             spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
     from specbench.contracts import BudgetRow, LaunchTarget, PlanOptions
@@ -56,6 +58,7 @@ class ServerAdapter(Protocol):
     def client_mode(self, argv: Sequence[str]) -> str: ...
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]: ...
     def metrics_text(self, base_url: str) -> str | None: ...
+    def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]: ...
 
 
 class Engine(Protocol):

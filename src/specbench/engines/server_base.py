@@ -8,6 +8,7 @@ A server kind subclasses `ServerBase` as a frozen dataclass and overrides the fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,3 +34,9 @@ class ServerBase:
 
     def local_model_dir(self, target: LaunchTarget) -> str | None:
         return None
+
+    def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]:
+        """The launch as it is started: a server kind that can read its API key from the environment or a file
+        moves it out of argv (visible to every user in `ps`). By default nothing moves: a server that reads its
+        key only from `--api-key` keeps it there (the stored command and the logs are redacted all the same)."""
+        return argv, env

@@ -15,6 +15,7 @@ from specbench.engines.base import Engine, engine
 from specbench.errors import UserError
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
 from specbench.matrix.spec import MatrixSpec, ServerTuple, expand
+from specbench.plan.concurrency import cell_warning
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) ->
     return out
 
 
-def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, Any] | None:
-    """The planner's verdict for an argv, or None when there is no planner for this engine."""
+def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
+    """The planner's verdict for an argv, or None when there is no planner for this engine (`fixes=False`: without
+    the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
         return None
     from specbench.plan.api import PlanOptions, plan_command
@@ -59,7 +61,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
         model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
         engine=adapter.plan_engine, engine_version=version,
         avail_before_load_gib=p.avail_before_load_gib, weights_gib=p.weights_gib,
-        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=True,
+        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=fixes,
     )
     # the server's environment is part of what it allocates (VLLM_CPU_KVCACHE_SPACE selects vLLM's CPU rules
     # and its KV space; SGLANG_* switches): hand it to the planner as the leading VAR=value words of the command
@@ -139,6 +141,8 @@ def dry_run(spec: MatrixSpec,
             "reason": pf.reason, "fix": pf.fix, "notes": list(pf.notes),
             "command": list(pf.launch.argv), "env": dict(pf.launch.env),
             "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
+            "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
+                                                c.client.get("output_tokens")),
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
         })
     return out

@@ -219,6 +219,7 @@ class MatrixSpec(_Strict):
     api: Literal["auto", "chat", "completions", "generate"] = "auto"
     host: str = "127.0.0.1"
     port: int = 30000
+    api_key: str | None = None  # sent as `Authorization: Bearer` (default: the launch command's --api-key)
     auto_fix: bool = False
     phases: list[str] = Field(default_factory=lambda: ["tp"])  # axes ordering the phases
     timeouts: Timeouts = Field(default_factory=Timeouts)
@@ -228,6 +229,8 @@ class MatrixSpec(_Strict):
     override: list[Override] = Field(default_factory=list)
     # the matrix file's folder: relative dataset paths are read from there (parse_matrix's `base_dir`)
     _matrix_dir: str | None = PrivateAttr(default=None)
+    # absolute drafter paths not found on this machine, kept as written (toml_load.py::resolve_paths)
+    _remote_paths: tuple[str, ...] = PrivateAttr(default=())
 
     def model_post_init(self, context: Any) -> None:
         self._matrix_dir = client_checks.base_dir(context)
@@ -235,6 +238,10 @@ class MatrixSpec(_Strict):
     @property
     def matrix_dir(self) -> str | None:
         return self._matrix_dir
+
+    @property
+    def remote_paths(self) -> tuple[str, ...]:
+        return self._remote_paths
 
     def target(self, port: int | None = None) -> LaunchTarget:
         """What a server adapter launches and where (on `port` instead of the matrix's, for a packed slot)."""

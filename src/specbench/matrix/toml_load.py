@@ -260,7 +260,9 @@ def _local_path(value: str, base: Path, must: bool) -> Path | None:
 def resolve_paths(spec: MatrixSpec, text: str, source: str, base_dir: str | Path | None) -> MatrixSpec:
     """Every local path of a matrix (tokenizer, drafter folders; dataset files are read by client_checks.py with
     the same base) resolves against the matrix file's folder, one rule for all, and must exist: a missing one is a
-    one-line error here, in --dry-run as in a run, before any server boots."""
+    one-line error here, in --dry-run as in a run, before any server boots. An absolute drafter path that is not here
+    is kept as written (a matrix for a GPU machine names that machine's folders: `examples/h200-*.toml`); the
+    spec's `remote_paths` says so and `run` / `--dry-run` print it."""
     base = Path(base_dir) if base_dir else Path.cwd()
     update: dict[str, Any] = {}
     if spec.tokenizer:
@@ -271,18 +273,23 @@ def resolve_paths(spec: MatrixSpec, text: str, source: str, base_dir: str | Path
             raise UserError(f"{_where(text, source, ('tokenizer',))}: tokenizer: {tok}: {why} (a relative path is "
                             "read from the matrix file's folder)")
         update["tokenizer"] = str(tok)
-    variants = []
+    variants, far = [], []
     for i, v in enumerate(spec.server.spec):
         draft = v.draft_model
         path = _local_path(draft, base, must=False) if isinstance(draft, str) and draft else None
-        if path is not None and not path.is_dir():
+        if path is not None and not path.is_dir() and Path(draft).expanduser().is_absolute():
+            far.append(f"server.spec[{i}].draft_model: {path}: not a folder on this machine (kept as written: the "
+                       "server must find it where it runs)")
+        elif path is not None and not path.is_dir():
             raise UserError(f"{_where(text, source, ('server', 'spec', i, 'draft_model'))}: server.spec[{i}]."
                             f"draft_model: {path}: no such folder (a relative path is read from the matrix file's "
                             "folder; a Hub model is written as ORG/NAME)")
         variants.append(v.model_copy(update={"draft_model": str(path)}) if path is not None else v)
     if any(a is not b for a, b in zip(variants, spec.server.spec)):
         update["server"] = spec.server.model_copy(update={"spec": variants})
-    return spec.model_copy(update=update) if update else spec  # model_copy keeps the matrix folder (private)
+    out = spec.model_copy(update=update) if update else spec  # model_copy keeps the matrix folder (private)
+    out._remote_paths = tuple(far)
+    return out
 
 
 def load_matrix(path: str | Path) -> tuple[MatrixSpec, str]:

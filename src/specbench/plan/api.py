@@ -24,19 +24,29 @@ def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> di
 
 def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> tuple[dict[str, Any], list[Any]]:
     """Plan and (if opts.fixes) the per-TP table. Returns (contract dict, rows)."""
-    from specbench.specs.resolve import revisions
+    from specbench.specs.resolve import quantization_flag, revisions
 
     cmd = read_command(argv, opts.engine)
     revs = revisions_of(cmd.argv)
     if opts.revision:
         revs["model"] = opts.revision
-    with revisions(revs):
+    with revisions(revs), quantization_flag(_quantization_of(cmd.argv)):
         out, rows = cmd.engine.plan(cmd.argv, opts)
         out.update(origin_keys(out, opts, cmd.notes))
     out.update(_concurrency_keys(out))
     for key in CONCURRENCY_KEYS:  # an engine whose rules do not state them yet says null (docs/contracts.md)
         out.setdefault(key, None)
     return out, rows
+
+
+def _quantization_of(argv: list[str]) -> str | None:
+    """The command's `--quantization` value (both engines spell it so; vLLM also `-q`): what a checkpoint whose
+    config is out of reach carries (specs/standin.py)."""
+    for i, w in enumerate(argv):
+        flag, eq, val = w.partition("=")
+        if flag in ("--quantization", "-q"):
+            return val if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return None
 
 
 def _concurrency_keys(out: dict[str, Any]) -> dict[str, Any]:

@@ -74,3 +74,21 @@ def overcommit_warning(asked: int | None, c: Concurrency, kv_tokens: int, engine
     return (f"{engine} starts {n:,} requests at once but {n:,} x {c.context:,}-token context = "
             f"{n * c.context:,} tokens > {kv_tokens:,} KV tokens: only {c.at_context:,} fit at that context{typical}; "
             f"the rest wait in the queue (or are retracted and recomputed)")
+
+
+def cell_warning(plan: dict[str, Any] | None, concurrency: Any, prompt_tokens: Any, output_tokens: Any) -> str | None:
+    """`run --dry-run`: a cell that asks for more requests at once than the planned server runs (its `engine_cap`),
+    or more than its KV tokens hold at the cell's request length (prompt + output tokens): the rest queue, so the
+    cell does not measure the concurrency it names. Reads only the plan contract's keys."""
+    if not plan or plan.get("status") != "ok" or not isinstance(concurrency, int):
+        return None
+    cap, kv = plan.get("engine_cap") or plan.get("max_running_requests"), plan.get("kv_tokens")
+    if isinstance(cap, int) and concurrency > cap:
+        return (f"concurrency {concurrency} is above the planned cap of {cap} requests at once (engine_cap): "
+                f"{concurrency - cap} wait in the engine's queue")
+    if isinstance(prompt_tokens, int) and isinstance(output_tokens, int) and isinstance(kv, int) and kv > 0:
+        length = prompt_tokens + output_tokens
+        if length > 0 and concurrency * length > kv:
+            return (f"concurrency {concurrency} x {length:,} tokens per request = {concurrency * length:,} > "
+                    f"{kv:,} KV tokens: about {kv // length} run at once, the rest wait")
+    return None

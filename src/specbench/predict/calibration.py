@@ -50,18 +50,19 @@ class Calibration:
     source: str = ""
 
     def lookup(self, key: ClassKey) -> tuple[Params, float, str]:
-        """(constants, relative RMS of the step fit, where they come from) for a class: the exact class, else a
-        class of the same engine and GPU (named), else the pure roofline (with its measured optimism)."""
+        """(constants, relative RMS of a request's latency under them, where they come from) for a class: the exact
+        class, else a class of the same engine and GPU (named), else the pure roofline (with its measured optimism).
+        The RMS combines the step fit's and the TTFT fit's (both relative to the request's latency)."""
         for want in (key, key.pooled()):
             for c in self.classes:
                 if c.key == want:
-                    return c.params, c.step_rel_rms, f"calibrated: {c.key.text()}"
+                    return c.params, latency_rms(c), f"calibrated: {c.key.text()}"
         near = [c for c in self.classes if (c.key.engine, c.key.gpu) == (key.engine, key.gpu) and not c.key.model]
         if near:
             c = min(near, key=lambda c: (c.key.engine_version != key.engine_version,
                                          c.key.cuda_graphs != key.cuda_graphs,
                                          c.key.attention_backend != key.attention_backend))
-            return c.params, c.step_rel_rms, f"borrowed: {c.key.text()} (no calibration for {key.text()})"
+            return c.params, latency_rms(c), f"borrowed: {c.key.text()} (no calibration for {key.text()})"
         return Params(), math.nan, f"roofline only (no calibration for {key.text()}){self.optimism_text()}"
 
     def optimism_text(self) -> str:
@@ -77,6 +78,13 @@ class Calibration:
                              "n_ttft": c.n_ttft, "step_rel_rms": _num(c.step_rel_rms),
                              "ttft_rel_rms": _num(c.ttft_rel_rms), "stores": list(c.stores)} for c in self.classes],
                 "roofline_optimism": self.optimism}
+
+
+def latency_rms(c: ClassFit) -> float:
+    """sqrt(step RMS^2 + TTFT RMS^2): the step residuals are relative to the step, which is most of a request's
+    latency; the TTFT residuals are already relative to the latency (predict/fit.py)."""
+    t = c.ttft_rel_rms if math.isfinite(c.ttft_rel_rms) else 0.0
+    return math.sqrt(c.step_rel_rms ** 2 + t ** 2) if math.isfinite(c.step_rel_rms) else math.nan
 
 
 def _num(x: float) -> float | None:

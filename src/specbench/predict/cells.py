@@ -99,9 +99,9 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan_tabl
     elif method in ("eagle", "mtp"):
         steps = steps or max(1, dt - 1) or 3
         verify = dt or (steps * topk + 1)
-    else:  # block / ngram: the draft tokens per verify
+    else:  # block / tree / ngram: the tokens a verify checks per sequence (DDTree: its node budget)
         block = draft.draft.block_size if (draft is not None and draft.draft and draft.draft.block_size) else 16
-        verify = dt or block
+        verify = _int(settings.get("ddtree_budget"), 0) or dt or block
     prompt = _int(client.get("prompt_tokens"), 0) or _int(client.get("prompt_len"), 512)
     out = _int(client.get("output_tokens"), 0) or _int(client.get("output_len"), 128)
     return CellShape(target=target, draft=draft, method=method, num_steps=steps, verify_tokens=max(1, verify),

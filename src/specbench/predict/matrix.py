@@ -1,6 +1,7 @@
 """Predict every cell of a matrix: the dry run's cells (matrix/preflight.py::dry_run, the planner's
 max_running_requests per server) -> predicted tok/s, TPOT, speedup over the AR cell at the same TP, concurrency and
-load, with an interval of +/- 2 x the calibration's relative RMS step residual (the speedup's: sqrt(2) x that)."""
+load, with an interval of +/- 2 x the calibration's relative RMS latency residual (step and TTFT fits combined:
+calibration.py::latency_rms), sqrt(2) x that for a ratio of two predictions."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from specbench.predict.calibration import Calibration, ceilings
 from specbench.predict.cells import cell_shape, class_key
 from specbench.predict.model import CellShape, predict_cell
 
-Z = 2.0  # interval half-width in residual RMS
+Z = 2.0  # interval half-width in residual RMS (35 of 38 leave-one-out cells fell inside: benchmarks/RESULTS.md)
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,9 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
         except (ValueError, UserError) as exc:
             shapes.append((row, None, str(exc)))
     ar_tok: dict[tuple[Any, ...], float] = {}
-    out: list[Predicted] = []
-    pending: list[tuple[Mapping[str, Any], CellShape | None, str | None]] = []
-    for row, shape, err in sorted(shapes, key=lambda s: 0 if (s[1] is not None and s[1].method == "ar") else 1):
-        pending.append((row, shape, err))
     results: dict[str, Predicted] = {}
-    for row, shape, err in pending:
+    # AR cells first: each speculative cell divides by the AR cell of its TP, concurrency and load
+    for row, shape, err in sorted(shapes, key=lambda s: 0 if (s[1] is not None and s[1].method == "ar") else 1):
         c = row.get("client") or {}
         tp = int((row.get("server") or {}).get("tp") or 1)
         conc = int(c.get("concurrency") or 1)
@@ -112,9 +110,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
                 lo, hi = sp * (1 - w), sp * (1 + w)
         results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, p.batch, acc, p.tok_s, p.tpot_ms,
                                          p.ttft_ms, sp, lo, hi, src)
-    for row in rows:
-        out.append(results[row["cell"]])
-    return out
+    return [results[row["cell"]] for row in rows]
 
 
 def _ar_cap(rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> int | None:

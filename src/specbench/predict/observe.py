@@ -74,12 +74,14 @@ def _measured(cell: CellRecord) -> tuple[float, float, float, float | None, floa
             else:
                 return None
         acc = out / steps if steps else None
-    if steps <= 0:
+    if steps <= 0 or decode <= 0 or (acc is not None and acc < 1):  # nothing the step model can read
         return None
     ttft = sum(r.ttft_s or 0.0 for r in reqs) / len(reqs)
     e2e = sum(r.e2e_s or 0.0 for r in reqs) / len(reqs)
     dur = cell.metric("duration_s")
     b = cell.concurrency or 1
+    if e2e <= 0:
+        return None
     tok_s = out / dur if dur and dur > 0 else b * (out / len(reqs)) / e2e
     return decode / steps, ttft, e2e, acc, tok_s
 

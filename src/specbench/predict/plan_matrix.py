@@ -1,5 +1,6 @@
-"""A matrix file -> its predictions (what `specbench predict`, `run --dry-run` and `run --order predicted` share):
-the dry run's cells, the [plan] table, the calibration (a file, else the shipped ones), the accept lengths."""
+"""A matrix's dry-run rows -> their predictions (what `specbench predict`, `run --dry-run` and `run --order predicted`
+share): the [plan] table, the calibration (a file, else the shipped ones), the accept lengths. The rows come from
+the runner's dry run (commands/predict.py::plan_rows): this layer sits below matrix/ and does not import it."""
 
 from __future__ import annotations
 
@@ -84,3 +85,4 @@ def shipped_or_none() -> cal_io.Calibration | None:
         return cal_io.shipped()
     except UserError:
         return None
+

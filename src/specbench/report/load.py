@@ -42,11 +42,22 @@ def _json(text: Any, what: str, warnings: list[str], default: Any) -> Any:
         return default
     if not isinstance(text, (str, bytes)):
         return text
+    nan: list[bool] = []
+
+    def no_nan(word: str) -> Any:  # no writer stores NaN (a damaged or hand-edited store): read it as no value
+        if word == "NaN":
+            nan.append(True)
+            return None
+        return float(word)
+
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=no_nan)
     except ValueError:
         warnings.append(f"{what}: not JSON, ignored")
         return default
+    if nan:
+        warnings.append(f"{what}: NaN read as no value")
+    return value
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

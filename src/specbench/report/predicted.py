@@ -58,7 +58,10 @@ def predicted_section(paths: Sequence[str | Path]) -> PredictedSection:
         return PredictedSection(note=f"no predictions: {exc}")
     rows = []
     for o in obs:
-        p = predict_stored(cal, o, baseline_of(o, obs))
+        try:
+            p = predict_stored(cal, o, baseline_of(o, obs))
+        except (ValueError, ArithmeticError):  # a cell whose numbers the model cannot use: left out
+            continue
         if p is None:
             continue
         rows.append(PredictedRow(Path(o.store).stem, o.label, o.shape.tp, o.shape.concurrency, o.tok_s, p.tok_s,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from specbench.engines import server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
@@ -47,7 +48,7 @@ class OpenAIServer(ServerBase):
 def models_info(base_url: str) -> list[dict[str, Any]] | None:
     """`/v1/models` `data` (id, max_model_len ...); None when the server does not answer it."""
     try:
-        with httpx.Client(timeout=10.0, trust_env=False) as c:
+        with httpx.Client(timeout=10.0, trust_env=False, headers=server_auth.headers()) as c:
             r = c.get(base_url + "/v1/models")
         return r.json().get("data") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
@@ -57,7 +58,7 @@ def models_info(base_url: str) -> list[dict[str, Any]] | None:
 def metrics_text(base_url: str) -> str | None:
     """GET /metrics (vLLM's spec-decode counters live there); None when the server has none."""
     try:
-        with httpx.Client(timeout=10.0, trust_env=False) as c:
+        with httpx.Client(timeout=10.0, trust_env=False, headers=server_auth.headers()) as c:
             r = c.get(base_url + "/metrics")
     except httpx.HTTPError:
         return None
@@ -65,7 +66,7 @@ def metrics_text(base_url: str) -> str | None:
 
 
 def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         r = c.get(base_url + "/v1/models")
         r.raise_for_status()
         data = r.json().get("data") or []
@@ -75,7 +76,7 @@ def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
 def openai_probe(base_url: str, timeout_s: float) -> None:
     """One short completion through the OpenAI API; raises on failure."""
     model = served_model(base_url, min(timeout_s, 10.0))
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         r = c.post(base_url + "/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 2,
                                                       "temperature": 0})
         r.raise_for_status()

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from specbench.engines import argv as argv_words
+from specbench.engines import server_auth
 from specbench.engines.base import Launch
 from specbench.engines.server_base import ServerBase
 from specbench.engines.sglang import SPEC_V2_ENV, knobs
@@ -155,7 +157,7 @@ def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
         body["input_ids"] = [1, 2, 3, 4]
     else:
         body["text"] = "Hello"
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         r = c.post(base_url + "/generate", json=body)
         r.raise_for_status()
         data = r.json()
@@ -167,7 +169,7 @@ def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
 
 def read_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
     """The effective server arguments as the running server reports them (`GET /get_server_info`)."""
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         for path in SERVER_INFO_PATHS:
             try:
                 r = c.get(base_url + path)
@@ -207,6 +209,29 @@ class SglangServer(ServerBase):
 
     def client_mode(self, argv: Sequence[str]) -> str:
         return client_mode(argv)
+
+    def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]:
+        """`--api-key` / `--admin-api-key` move into a YAML file (mode 0600) read through `--config`: SGLang has no
+        environment variable for them, but prepare_server_args merges `--config FILE` into its arguments
+        (server_args.py::prepare_server_args and server_args_config_parser.py::ConfigArgumentMerger@0.5.12.post1
+        and @0.5.15.post1). A command that has its own --config keeps its keys as given."""
+        if "--config" in argv or any(w.startswith("--config=") for w in argv):
+            return argv, env
+        rest, keys = server_auth.take_flag(argv, "--api-key")
+        rest, admin = server_auth.take_flag(rest, "--admin-api-key")
+        if not keys and not admin:
+            return argv, env
+        import json
+        import os
+
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"sglang-keys-{os.getpid()}-{id(argv):x}.yaml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:  # JSON strings are YAML scalars: any character of a key stays as it is
+            for name, vals in (("api-key", keys), ("admin-api-key", admin)):
+                if vals:
+                    f.write(f"{name}: {json.dumps(vals[-1])}\n")
+        return [*rest, "--config", str(path)], env
 
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
         return read_server_info(base_url) or {}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines import versions
+from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import awq_bits
@@ -61,7 +62,7 @@ def _context_msg(reason: str, asked: int, derived: int) -> str:
             f"this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
 
 
-def check_choices(args: SglangArgs, dtypes: bool = True) -> StartFailure | None:
+def check_choices(args: SglangArgs, dtypes: bool = True, release: str | None = None) -> StartFailure | None:
     """argparse `choices=` (server_args.py): the server exits before anything starts. `dtypes=False` checks the
     speculative algorithm only (the dtype lists of releases not read here may be longer). --dtype is refused by the
     argv parser already (args.py::_check_choices: a user's typo, one line), so only --kv-cache-dtype is here."""
@@ -71,10 +72,67 @@ def check_choices(args: SglangArgs, dtypes: bool = True) -> StartFailure | None:
         return StartFailure(f"error: argument --kv-cache-dtype: invalid choice: '{value}' (choose from {opts})",
                             "choices")
     algo = args.spec_algorithm
-    if algo is not None and algo not in SPEC_ALGORITHMS:
+    known = registry.spec_algorithms(release)
+    if algo is not None and algo not in SPEC_ALGORITHMS and known.refuses(algo):
+        names = ", ".join(sorted(known.names - {"DDTREE"}))
         return StartFailure(f"ValueError: Unknown speculative algorithm name: {args.speculative_algorithm} "
-                            f"(this release knows: {', '.join(SPEC_ALGORITHMS[:-1])})", "speculative_algorithm")
+                            f"(sglang {known.release} knows: {names})", "speculative_algorithm")
+    return check_quantization_choice(args, release)
+
+
+def check_quantization_choice(args: SglangArgs, release: str | None) -> StartFailure | None:
+    """argparse `choices=QUANTIZATION_CHOICES` of --quantization (server_args.py@0.5.12.post1 / 0.5.15.post1,
+    arg_groups/choices.py@0.5.23; the per-release lists in engines/sglang/quant_methods/)."""
+    q = args.quantization
+    known = registry.quant_methods(release)
+    if q is None or not known.refuses(q):
+        return None
+    opts = ", ".join(f"'{c}'" for c in sorted(known.names))
+    return StartFailure(f"error: argument --quantization: invalid choice: '{q}' (choose from {opts})", "choices")
+
+
+# `--quantization` values a quantized checkpoint of method M accepts besides M itself: configs/model_config.py::
+# ModelConfig._verify_quantization@0.5.15.post1 (`compatible_quantization_methods`, and the `override_quantization_method`
+# of AWQMarlinConfig / GPTQMarlinConfig / ModelOptFp4Config, which turn awq / gptq / modelopt checkpoints into their
+# Marlin / FP4 methods)
+COMPATIBLE_QUANTIZATION = {
+    "awq": ("awq_marlin", "marlin", "moe_wna16"), "gptq": ("gptq_marlin", "marlin", "moe_wna16"),
+    "modelopt": ("modelopt_fp8", "modelopt_fp4", "modelopt_mixed", "petit_nvfp4"), "fp8": ("nvfp4_online",),
+    "compressed-tensors": ("w8a8_int8", "w8a8_fp8", "auto-round-int8"),
+    "compressed_tensors": ("w8a8_int8", "w8a8_fp8", "auto-round-int8"), "auto-round": ("auto-round-int8",),
+}
+# `--quantization` values whose config class reads a file of the checkpoint (get_config_filenames non-empty in
+# layers/quantization/*.py@0.5.15.post1): on a checkpoint without it, model_loader/weight_utils.py::get_quant_config
+# raises "Cannot find the config file for X"
+NEEDS_QUANT_FILE = ("awq", "awq_marlin", "gptq", "gptq_marlin", "marlin", "moe_wna16", "auto-round", "petit_nvfp4",
+                    "qoq")
+
+
+def check_quantization(args: SglangArgs, m: ModelSpec) -> StartFailure | None:
+    """--quantization against the checkpoint's own quantization (configs/model_config.py::_verify_quantization and
+    model_loader/weight_utils.py::get_quant_config@0.5.15.post1, their texts)."""
+    q = (args.quantization or "").lower()
+    if not q or q == "unquant":
+        return None
+    method = (m.quant.method or "").lower()
+    if method and q != method and q not in COMPATIBLE_QUANTIZATION.get(method, ()):
+        return StartFailure("ValueError: Quantization method specified in the model config "
+                            f"({method}) does not match the quantization method specified in the `quantization` "
+                            f"argument ({q}).", "quantization")
+    if not method and q in NEEDS_QUANT_FILE:
+        return StartFailure(f"ValueError: Cannot find the config file for {q}", "quantization")
     return None
+
+
+def check_architecture(m: ModelSpec, release: str | None) -> StartFailure | None:
+    """The release's model registry (sglang/srt/models/*.py EntryClass, listed in engines/sglang/architectures/): an
+    architecture it has no class for falls back to the Transformers implementation, which SGLang refuses unless
+    that class is backend-compatible (model_loader/utils.py::resolve_transformers_arch@0.5.15.post1, its text)."""
+    known = registry.architectures(release)
+    if not m.architecture or m.architecture == "unknown" or not known.refuses(m.architecture):
+        return None
+    return StartFailure(f"ValueError: {m.architecture} has no SGlang implementation and the Transformers "
+                        "implementation is not compatible with SGLang.", "architecture")
 
 
 def check_context(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> StartFailure | None:
@@ -212,8 +270,9 @@ def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
     `choices=` lists were read in 0.5.12.post1 / 0.5.15.post1 only: releases after 0.5.17 skip that check."""
     rel = versions.parse_release(version_text)
     read = rel is None or rel <= (0, 5, 17)
-    for check in (lambda: check_choices(args, dtypes=read), lambda: check_dflash_block(args),
-                  lambda: check_context(args, m, draft), lambda: check_divisibility(args, m, draft),
+    for check in (lambda: check_choices(args, dtypes=read, release=version_text), lambda: check_dflash_block(args),
+                  lambda: check_quantization(args, m), lambda: check_context(args, m, draft),
+                  lambda: check_divisibility(args, m, draft), lambda: check_architecture(m, version_text),
                   lambda: check_expert_parallel(args, m), lambda: check_quant_config(m),
                   lambda: check_awq_bits(m), lambda: check_draft_model(args, m, draft)):
         f = check()

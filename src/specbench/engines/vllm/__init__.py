@@ -11,14 +11,21 @@ from typing import Any
 _IMAGE = re.compile(r"(^|/)vllm(-openai[\w.-]*)?(:|$)")  # vllm/vllm-openai[-cpu|-rocm]:<tag>, rocm/vllm:<tag>
 
 
+def is_vllm_command(argv: Sequence[str]) -> bool:
+    """`vllm` among the first four words after the leading VAR=value ones (`vllm serve`, `python -m vllm...`):
+    here, not in args.py, so that recognising a command imports no flag table."""
+    from specbench.engines.argv import is_env_word
+
+    words = [w for w in argv if not is_env_word(w)][:4]
+    return "vllm" in " ".join(words).lower()
+
+
 class VllmEngine:
     name = "vllm"
     is_default = False
 
     def recognise(self, argv: Sequence[str]) -> int:
-        from specbench.engines.vllm.args import is_vllm_command
-
-        return 2 if is_vllm_command(list(argv)) else 0
+        return 2 if is_vllm_command(argv) else 0
 
     def image_argv(self, image: str, args: Sequence[str], entrypoint: str | None) -> list[str] | None:
         """The words a vLLM image runs: vllm/vllm-openai (and -cpu, -rocm) have ENTRYPOINT ["vllm", "serve"]

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specbench.engines.argv import is_env_word, leading_env
+from specbench.engines.argv import leading_env
 from specbench.engines.cli_flags import FlagList
 from specbench.engines.vllm.knobs import BY_FLAG, KNOBS, Knob, release_flags
 from specbench.engines.vllm.values import (
@@ -39,7 +39,7 @@ from specbench.engines.vllm.values import (
 from specbench.errors import FlagError
 
 __all__ = ["SpeculativeConfig", "VllmArgs", "flexible_words", "human_readable_int", "human_readable_int_or_auto",
-           "is_vllm_command", "parse_speculative_config", "parse_vllm_argv", "release_flags"]
+           "parse_speculative_config", "parse_vllm_argv", "release_flags"]
 
 
 @dataclass(frozen=True)
@@ -171,12 +171,6 @@ class VllmArgs:
 
 
 _TRI_STATE = {f.name: f.default is None for f in VllmArgs.__dataclass_fields__.values()}
-
-
-def is_vllm_command(argv: list[str]) -> bool:
-    words = [w for w in argv if not is_env_word(w)][:4]
-    head = " ".join(words).lower()
-    return "vllm" in head
 
 
 # ----------------------------------------------------------------------------- FlexibleArgumentParser's rewrite

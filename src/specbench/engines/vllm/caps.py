@@ -1,6 +1,8 @@
-"""What vLLM lowers at start-up below what was asked (caps), and the routine notes it prints then, as the doctor's
-warning rules (logs/warnings.py reads `WARNINGS`). A rule is a cap only through its `cap_of`, which names the asked
-value, the value it was lowered to and why.
+"""What vLLM lowers at start-up below what was asked (caps: CUDA-graph profiling's equivalent utilization), and the
+routine notes it prints then (block-size alignment, Mamba page padding, padding layers: never caps), as the doctor's
+warning rules (logs/warnings.py reads `WARNINGS`).
+
+A rule is a cap only through its `cap_of`, which names the asked value, the value it was lowered to and why.
 
 The one cap: `CUDA graph memory profiling is enabled (default since v0.21.0). The current
 --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=E without CUDA graph memory profiling. To maintain

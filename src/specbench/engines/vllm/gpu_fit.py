@@ -90,11 +90,11 @@ def graph_count(sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: int
 
 # The estimate's own shape (gpu_model_runner.py::profile_cudagraph_memory@0.32.0): the pool the first graphs
 # share plus the second graph's memory x (N - 1). Least squares over the corpus logs that print both the capture
-# count and "Estimated CUDA graph memory" (logs.json): club-3090#1087 5 -> 0.13, gpustack#251 16 -> 0.36,
-# vllm#48214 51 -> 0.44, vllm#39559 86 -> 0.73, vllm-windows-build#4 30 -> 0.14 GiB: 0.109 + 0.00685 x (N - 1)
-# (within 5% on three of the five, 0.59x and 2.2x on the others: the per-graph cost is the model's).
-GRAPH_SHARED_GIB = 0.109
-GRAPH_GIB_PER_GRAPH = 0.00685
+# count and "Estimated CUDA graph memory" (logs.json): club-3090#1087 5 -> 0.13, club-3090#434 5 -> 0.09,
+# gpustack#251 16 -> 0.36, vllm#48214 51 -> 0.44, vllm#39559 86 -> 0.73, vllm-windows-build#4 30 -> 0.14 GiB:
+# 0.0936 + 0.00710 x (N - 1) (0.56x to 2.1x of each log: the per-graph cost is the model's).
+GRAPH_SHARED_GIB = 0.0936
+GRAPH_GIB_PER_GRAPH = 0.00710
 
 
 def cudagraph_estimate_bytes(n_graphs: int) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbench.engines import prometheus
+from specbench.engines import prometheus, server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
@@ -50,6 +50,15 @@ class VllmServer(ServerBase):
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         openai_probe(base_url, timeout_s)
+
+    def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]:
+        """One `--api-key` moves to VLLM_API_KEY, which vLLM reads when the flag is absent
+        (entrypoints/serve/middleware/register.py@0.32.0: `args.api_key or [envs.VLLM_API_KEY]`); several keys
+        stay flags (the variable holds one)."""
+        rest, keys = server_auth.take_flag(argv, "--api-key")
+        if len(keys) != 1:
+            return argv, env
+        return rest, {**env, "VLLM_API_KEY": keys[0]}
 
     def client_mode(self, argv: Sequence[str]) -> str:
         return "openai"

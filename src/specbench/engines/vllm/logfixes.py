@@ -1,4 +1,8 @@
 """One fix per vLLM failure, computed from the numbers the engine printed (the doctor puts it before the planner's):
+--max-model-len from its KV-token count or estimate, the utilization that fits the asked length, the one under
+free/total (or freeing the GPU), the one that leaves KV memory after a negative profile, --max-num-seqs for the Mamba
+blocks.
+
 
 - `vllm_max_model_len`: the V0 check `The model's max seq len (A) is larger than the maximum number of tokens that can
   be stored in KV cache (B)` (vllm/worker/worker.py::raise_if_cache_size_invalid@0.6.x) gives --max-model-len B;

