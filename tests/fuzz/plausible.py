@@ -67,9 +67,10 @@ def p_config_case(draw: st.DrawFn) -> Case:
     edits = _config_edits(cfg)
     key, value, bad = draw(st.sampled_from(edits))
     level = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
-    level[key] = value
-    if key == "quantization_config":
-        cfg.pop("quantization_config", None)
+    if key == "quantization_config":  # where a checkpoint writes it: the top level, whatever nests the text config
+        level.pop(key, None)
+        cfg[key] = value
+    else:
         level[key] = value
     d = _tmp()
     (d / "config.json").write_text(json.dumps(cfg))
