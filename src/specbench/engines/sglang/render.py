@@ -11,10 +11,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from specbench.contracts import PlanResult, SglangTpRow
-from specbench.planfmt import as_plan
+from specbench.planfmt import as_plan, memory_table, print_per_tp, print_warnings
 from specbench.planfmt import fmt as _g
 from specbench.planfmt import print_fixes as _print_fixes
 
@@ -29,10 +28,7 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
         algo = x.get("spec_algorithm")
         how = f"{algo}, {x.get('draft_tokens')} draft tokens" if algo else "speculation not planned: see the error"
         con.print(escape(f"draft: {p.draft_model} ({how})"), highlight=False)
-    t = Table(title="memory plan (GiB per GPU)", show_header=True)
-    t.add_column("item")
-    t.add_column("GiB", justify="right")
-    t.add_column("where it comes from")
+    t = memory_table("memory plan (GiB per GPU)")
     t.add_row("free before weights (B)", _g(x.get("avail_before_load_gib")), x.get("avail_before_load_source", ""))
     t.add_row("target weights", _g(p.weights_gib),
               f"{x.get('weights_source')}; estimate for {x.get('weights_quant_label')}: "
@@ -67,22 +63,10 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     if p.error:
         con.print(f"[red]{escape(str(p.error))}[/]", highlight=False, soft_wrap=True)
     con.print(escape(str(p.reason)), highlight=False, soft_wrap=True)
-    for w in p.warnings:
-        con.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
+    print_warnings(p, con)
     for n in x.get("notes") or []:
         con.print(f"[dim]note: {escape(str(n))}[/]", highlight=False, soft_wrap=True)
     if p.ignored_flags:
         con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(p.ignored_flags))}[/]", highlight=False)
-    rows = p.per_tp or ()  # SglangTpRow: from_json picks the row type by engine
-    if rows:
-        t = Table(title="nearest working configurations per TP size")
-        for c in ("TP", "as requested", *(head for _, head in SglangTpRow.COLUMNS)):
-            t.add_column(c, justify="right")
-        for row in rows:
-            if row.error:
-                t.add_row(str(row.tp), "n/a", row.error, "", "", "")
-                continue
-            t.add_row(str(row.tp), row.status_as_requested or "-",
-                      *(_g(getattr(row, key)) for key, _ in SglangTpRow.COLUMNS))
-        con.print(t)
+    print_per_tp(p.per_tp or (), SglangTpRow.COLUMNS, con)  # SglangTpRow: from_json picks the row type by engine
     _print_fixes(p, con)
