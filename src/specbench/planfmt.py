@@ -40,6 +40,17 @@ def print_fixes(p: PlanResult, con: Console) -> None:
                   + (f", {slots} Mamba slots" if slots is not None else ""), highlight=False)
 
 
+def print_headline(p: PlanResult, con: Console, *, kind: bool) -> None:
+    """What was planned: the model (with its kind when `kind`), the GPU and TP, the engine's rule set."""
+    what = f" ({p.model_kind})" if kind else ""
+    con.print(f"[bold]{escape(str(p.model))}[/]{what} on {escape(str(p.gpu))} x TP{p.tp} — "
+              f"{p.engine} {escape(str(p.engine_version))} rules ({p.era})", highlight=False)
+
+
+def verdict(p: PlanResult) -> str:
+    return "[bold green]STARTS[/]" if p.status == "ok" else "[bold red]FAILS[/]"
+
+
 def memory_table(title: str) -> Table:
     """The plan's memory budget: one row per item, its GiB and where the number comes from."""
     t = Table(title=title, show_header=True)

@@ -13,26 +13,30 @@ from rich.console import Console
 from rich.markup import escape
 
 from specbench.contracts import PlanResult, VllmTpRow
-from specbench.planfmt import as_plan, memory_table, print_per_tp, print_warnings
-from specbench.planfmt import fmt as _g
-from specbench.planfmt import print_fixes as _print_fixes
+from specbench.planfmt import (
+    as_plan,
+    fmt,
+    memory_table,
+    print_fixes,
+    print_headline,
+    print_per_tp,
+    print_warnings,
+    verdict,
+)
 
 
 def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     """vLLM's plan: its own budget rows (specbench.engines.vllm.plan.budget_rows) and vLLM's knobs per TP."""
     p = as_plan(r)
     x = p.extra
-    ok = p.status == "ok"
-    con.print(f"[bold]{escape(str(p.model))}[/] on {escape(str(p.gpu))} x TP{p.tp} — "
-              f"vllm {escape(str(p.engine_version))} rules ({p.era})", highlight=False)
+    print_headline(p, con, kind=False)
     t = memory_table("memory plan (GiB per worker)")
     for item, gib, src in x.get("budget_rows") or []:
-        t.add_row(str(item), _g(gib), str(src))
+        t.add_row(str(item), fmt(gib), str(src))
     con.print(t)
     for line in p.log_lines:
         con.print(f"  [dim]{escape(str(line))}[/]", highlight=False, soft_wrap=True)
-    verdict = "[bold green]STARTS[/]" if ok else "[bold red]FAILS[/]"
-    con.print(f"{verdict}: KV tokens={_g(p.kv_tokens)}, max concurrency={_g(x.get('max_concurrency'))}, "
+    con.print(f"{verdict(p)}: KV tokens={fmt(p.kv_tokens)}, max concurrency={fmt(x.get('max_concurrency'))}, "
               f"max_running_requests={p.max_running_requests}")
     if p.error:
         con.print(f"[red]{escape(p.error)}[/]", highlight=False, soft_wrap=True)
@@ -48,4 +52,4 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
         con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(ignored))}[/]", highlight=False)
     columns = VllmTpRow.CPU_COLUMNS if x.get("device") == "cpu" else VllmTpRow.COLUMNS
     print_per_tp(p.per_tp or (), columns, con)  # VllmTpRow: from_json picks the row type by engine
-    _print_fixes(p, con)
+    print_fixes(p, con)
