@@ -17,7 +17,6 @@ from typing import Any
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import MXFP4, Scheme
 
-GIB = float(1 << 30)
 MXFP4_BYTES_PER_PARAM = MXFP4.bytes_per_param  # 4-bit value + one e8m0 scale per 32
 
 

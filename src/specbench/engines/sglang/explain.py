@@ -7,6 +7,7 @@ Not pure: `logrules.slot_size` loads the model's config.json (when one resolves)
 
 from __future__ import annotations
 
+from specbench.contracts import GIB
 from specbench.engines.sglang import logrules as er
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure
@@ -61,7 +62,7 @@ def spec_scratch_sentence(f: LogFacts) -> str | None:
     if f.max_mamba_cache_size is None or not er.scratch_before_split(f) or not isinstance(req, int) \
             or d is None or p is None:
         return None
-    each = d * p.bytes / er.GIB
+    each = d * p.bytes / GIB
     return (f"This build reserves intermediate Mamba state for every requested running request before splitting "
             f"the rest between Mamba slots and KV: {req} × {d} draft tokens × {p.mib:.1f} MiB = {req * each:.2f} GiB "
             f"now; each request more costs {each:.2f} GiB, taken from the Mamba slots and KV tokens.")
@@ -86,7 +87,7 @@ def spec_reservation_sentence(f: LogFacts, requests: int) -> str | None:
     p = er.slot_size(f)
     if d is None or p is None:
         return None
-    total = requests * d * p.bytes / er.GIB
+    total = requests * d * p.bytes / GIB
     return f"{requests} × {d} draft tokens × {p.mib:.1f} MiB = {total:.2f} GiB"
 
 

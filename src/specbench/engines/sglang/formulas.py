@@ -15,7 +15,6 @@ from specbench.specs import dtypes
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 
-GIB = float(1 << 30)
 MIB = float(1 << 20)
 
 Version = versions.Version

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.contracts import GIB
 from specbench.engines.sglang import logrules as er
 from specbench.logs.candidates import Candidate, PoolChange
 from specbench.logs.facts import LogFacts
@@ -26,7 +27,7 @@ def _kv_bytes_per_token(*facts: LogFacts) -> tuple[float | None, str]:
             continue
         has_draft = f.draft_k_size_gib is not None
         # K/V buffers have N + page_size rows (MHATokenToKVPool._create_buffers_normal@0.5.23)
-        per = total * er.GIB / (f.kv_tokens + 1)
+        per = total * GIB / (f.kv_tokens + 1)
         label = "target + draft" if has_draft else "target only"
         if best is None or has_draft:
             best = (per, label)
@@ -36,7 +37,7 @@ def _kv_bytes_per_token(*facts: LogFacts) -> tuple[float | None, str]:
 def pool_budget_gib(f: LogFacts, p_bytes: float | None, kv_per_token: float | None) -> float | None:
     if f.max_mamba_cache_size is None or p_bytes is None or f.kv_tokens is None or kv_per_token is None:
         return None
-    return ((f.max_mamba_cache_size + 1) * p_bytes + f.kv_tokens * kv_per_token) / er.GIB
+    return ((f.max_mamba_cache_size + 1) * p_bytes + f.kv_tokens * kv_per_token) / GIB
 
 
 def pool_change(lf: LogFacts, rf: LogFacts) -> PoolChange:
@@ -56,7 +57,7 @@ def candidate(lf: LogFacts, rf: LogFacts, key: str, va: Any, vb: Any) -> Candida
     if key == "max_running_requests" and isinstance(va, int) and isinstance(vb, int):
         p, d = er.slot_size(lf) or er.slot_size(rf), er.draft_tokens(lf)
         if d is not None and p is not None and lf.max_mamba_cache_size is not None and er.scratch_before_split(lf):
-            delta = (vb - va) * d * p.bytes / er.GIB
+            delta = (vb - va) * d * p.bytes / GIB
             grew = "grew" if vb > va else "shrank"
             return Candidate(key, -delta, (
                 f"max_running_requests {va} -> {vb} {grew} the speculative intermediate state reservation by "
@@ -74,7 +75,7 @@ def candidate(lf: LogFacts, rf: LogFacts, key: str, va: Any, vb: Any) -> Candida
             return None
         mrr = args.get("max_running_requests")
         if isinstance(mrr, int) and er.scratch_before_split(lf):
-            delta = -mrr * (vb - va) * p.bytes / er.GIB
+            delta = -mrr * (vb - va) * p.bytes / GIB
             return Candidate(key, delta, f"speculative_num_draft_tokens {va} -> {vb} changes the intermediate "
                                          f"state reservation by {mrr} x {vb - va} x {p.mib:.1f} MiB")
         return Candidate(key, None, f"speculative_num_draft_tokens {va} -> {vb}")

@@ -21,7 +21,6 @@ from specbench.engines.sglang import formulas as C
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.plan_alloc import allocation_sizes, plan_pools
 from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: fixes.py and callers import them here)
-    GIB,
     OTHER_RESIDENT_GIB,
     WEIGHT_MISMATCH,
     Budget,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from specbench.contracts import GIB
 from specbench.engines.sglang import formulas as C
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.plan_stages import (
     DFLASH_FAMILY,
-    GIB,
     Budget,
     KvCell,
     Mamba,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from specbench.contracts import GIB
 from specbench.engines import versions
 from specbench.engines.sglang import formulas as C
 from specbench.engines.sglang.args import SglangArgs
@@ -34,7 +35,6 @@ def mxfp4_moe_pad(gpu: GpuSpec) -> tuple[int, int]:
         return (256, 128)
     return (1, 64)
 
-GIB = float(1 << 30)
 
 # Free memory lost to the CUDA context (and NCCL at TP>1) before weights load: per GPU and TP in
 # specs/gpu.py::OVERHEADS (`context_overhead`), each row with its source.

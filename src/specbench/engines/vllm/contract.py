@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.contracts import GIB
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.outcome import Context, VllmPlan
 
 
 def _gib(b: int | None, nd: int = 3) -> float | None:
-    return None if b is None else round(b / C.GIB, nd)
+    return None if b is None else round(b / GIB, nd)
 
 
 def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
     s = p.setup
     half = None
     if not hybrid and p.num_blocks and p.bytes_per_block and all(g["kind"] in ("full", "sliding") for g in p.groups):
-        half = round(p.num_blocks * p.bytes_per_block / 2 / C.GIB, 2)
+        half = round(p.num_blocks * p.bytes_per_block / 2 / GIB, 2)
     return {
         "status": p.status, "error": p.error, "engine": "vllm", "engine_version": ctx.version_text,
         "device": ctx.device,

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.contracts import GIB
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
 from specbench.engines.vllm.values import bool_word
@@ -128,14 +129,14 @@ def kv_space_bytes(args: VllmArgs, v: C.Version, *, node_total_bytes: int | None
     source = ""
     if env is not None and env != "":
         try:
-            explicit = int(env) * C.GIB
+            explicit = int(env) * GIB
         except ValueError:
             raise FlagError(f"VLLM_CPU_KVCACHE_SPACE must be an integer number of GiB (vLLM runs int({env!r})), "
                             f"got {env!r}") from None
         source = f"VLLM_CPU_KVCACHE_SPACE={env} -> {env} GiB (platforms/cpu.py)"
     elif v < (0, 20, 0):
         if v < (0, 13, 0):
-            return CpuBudget(4 * C.GIB, "VLLM_CPU_KVCACHE_SPACE unset -> 4 GiB default (<= 0.12)", None)
+            return CpuBudget(4 * GIB, "VLLM_CPU_KVCACHE_SPACE unset -> 4 GiB default (<= 0.12)", None)
         if node_total_bytes is None:
             return CpuBudget(None, "VLLM_CPU_KVCACHE_SPACE unset -> 0.5 x RAM / NUMA nodes; pass --gpu-mem-gib "
                                    "with the node's memory", None)

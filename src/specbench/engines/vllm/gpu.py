@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from specbench.contracts import GIB
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
 from specbench.engines.vllm.gpu_fit import (
@@ -55,9 +56,9 @@ def default_u(v: C.Version) -> float:
 
 def batch_defaults(total_bytes: int, gpu: GpuSpec, v: C.Version) -> tuple[int, int]:
     """engine/arg_utils.py::EngineArgs.get_batch_defaults (OpenAI server): (max_num_batched_tokens, max_num_seqs)."""
-    if v >= (0, 28, 0) and total_bytes >= 160 * C.GIB:
+    if v >= (0, 28, 0) and total_bytes >= 160 * GIB:
         return 16384, 1024
-    if total_bytes >= 70 * C.GIB and "a100" not in gpu.name.lower():
+    if total_bytes >= 70 * GIB and "a100" not in gpu.name.lower():
         return 8192, 1024
     return 2048, 256
 
@@ -165,13 +166,13 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
     pre = context_overhead(gpu, args.tp * args.pp if v >= (0, 11, 0) else 1).gib
     # F0: measured ("Free memory on device (F0/T GiB) on startup", --avail-before-load-gib) or T minus the estimate
     # (the overhead table is measured against nvidia-smi's total, specs/gpu.py, not against vLLM's smaller T)
-    F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else \
-        min(total_bytes, int((gpu.total_mib << 20) - pre * C.GIB))
+    F0 = int(free_at_start_gib * GIB) if free_at_start_gib is not None else \
+        min(total_bytes, int((gpu.total_mib << 20) - pre * GIB))
     lines: list[str] = []
     g_bytes = 0
     act_bytes = 0
     if non_kv_gib is not None:
-        non_kv = int(non_kv_gib * C.GIB)
+        non_kv = int(non_kv_gib * GIB)
         measured = True
         src = f"measured non-KV {non_kv_gib} GiB"
     else:
@@ -179,7 +180,7 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
         act = activation_estimate(m, setup, args.tp)
         if cuda_graph_applied(args, m, v):
             g_bytes = cudagraph_estimate_bytes(graph_count_for(args, setup, gpu))
-        non_kv = act + int(NON_TORCH_GIB * C.GIB) + g_bytes
+        non_kv = act + int(NON_TORCH_GIB * GIB) + g_bytes
         act_bytes = act
         src = (f"estimated non-KV: activation {C.format_gib(act)} GiB + non-torch {NON_TORCH_GIB} GiB"
                + (f" + CUDA graphs {C.format_gib(g_bytes)} GiB" if g_bytes else ""))

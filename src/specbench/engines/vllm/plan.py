@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.contracts import CONCURRENCY_INPUTS
+from specbench.contracts import CONCURRENCY_INPUTS, GIB
 from specbench.engines import versions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
@@ -130,21 +130,21 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
         delta = expert_parallel_delta(mw, args.tp, args.dp)
         W_t += delta
         notes.append(f"--enable-expert-parallel: routed experts whole on {ep_size(args.tp, args.dp)} ranks "
-                     f"({delta / C.GIB:+.2f} GiB on rank 0 against the TP split)")
+                     f"({delta / GIB:+.2f} GiB on rank 0 against the TP split)")
     if (uneven := ep_uneven_warning(args, m.moe.num_experts if m.moe is not None else None)) is not None:
         warnings.append(uneven)
     if args.cpu_offload_gb:
         # model_executor/offloader/uva.py::UVAOffloader._maybe_offload_to_cpu@0.32.0: parameters move to host
         # memory one by one until cpu_offload_gb (per GPU) is reached (one parameter may overshoot)
-        off = min(W_t, int(args.cpu_offload_gb * C.GIB))
+        off = min(W_t, int(args.cpu_offload_gb * GIB))
         W_t -= off
-        notes.append(f"--cpu-offload-gb {args.cpu_offload_gb:g}: {off / C.GIB:.2f} GiB of weights per GPU in host "
+        notes.append(f"--cpu-offload-gb {args.cpu_offload_gb:g}: {off / GIB:.2f} GiB of weights per GPU in host "
                      "memory (UVA)")
     if ctx.weights_gib is not None:
-        W_t = int(ctx.weights_gib * C.GIB)
-        W_d = int(ctx.draft_weights_gib * C.GIB) if ctx.draft_weights_gib is not None else 0
+        W_t = int(ctx.weights_gib * GIB)
+        W_d = int(ctx.draft_weights_gib * GIB) if ctx.draft_weights_gib is not None else 0
     elif ctx.draft_weights_gib is not None:
-        W_d = int(ctx.draft_weights_gib * C.GIB)
+        W_d = int(ctx.draft_weights_gib * GIB)
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else vllm_gpu.default_u(v)
     return _Start(setup, u, W_t, W_d, mw, len(m.linear_layers), tuple(notes), tuple(warnings), w_src)
 
@@ -170,7 +170,7 @@ def _too_long(args: VllmArgs, derived: int) -> tuple[str | None, str | None]:
 def _cpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     """K = the CPU KV space (VLLM_CPU_KVCACHE_SPACE, --kv-cache-memory-bytes, or the node's memory; cpu.py)."""
     cb = vllm_cpu.kv_space_bytes(args, ctx.version, node_total_bytes=ctx.total_bytes,
-                                 rss_bytes=int(ctx.non_kv_gib * C.GIB) if ctx.non_kv_gib is not None else None,
+                                 rss_bytes=int(ctx.non_kv_gib * GIB) if ctx.non_kv_gib is not None else None,
                                  gpu_memory_utilization=st.u)
     budget: dict[str, Any] = {"kv_cache_memory_bytes": cb.kv_bytes, "source": cb.source}
     lines = (cb.line,) if cb.line else ()
@@ -184,16 +184,16 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     assert ctx.gpu is not None
     gb = vllm_gpu.gpu_budget(args, st.loaded, st.setup, ctx.gpu, ctx.total_bytes or 0,
                              st.weights_bytes + st.draft_weights_bytes, ctx.non_kv_gib, ctx.free_at_start_gib)
-    budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "total_source": ctx.total_source,
+    budget = {"total_gib": round(gb.total_bytes / GIB, 3), "total_source": ctx.total_source,
               "gpu_memory_utilization": gb.u,
-              "requested_gib": round(gb.requested_bytes / C.GIB, 3),
-              "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
-              "weights_gib": round(gb.weights_bytes / C.GIB, 3),
+              "requested_gib": round(gb.requested_bytes / GIB, 3),
+              "free_at_start_gib_estimate": round(gb.free_at_start_bytes / GIB, 3),
+              "weights_gib": round(gb.weights_bytes / GIB, 3),
               "weights_source": "measured (--weights-gib)" if ctx.weights_gib is not None else st.weights_source,
-              "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
+              "non_kv_gib": round(gb.non_kv_bytes / GIB, 3),
               "non_kv_measured": gb.non_kv_measured,
-              "cuda_graph_gib": round(gb.cuda_graph_bytes / C.GIB, 3),
-              "activation_gib": round(gb.activation_bytes / C.GIB, 3) if not gb.non_kv_measured else None,
+              "cuda_graph_gib": round(gb.cuda_graph_bytes / GIB, 3),
+              "activation_gib": round(gb.activation_bytes / GIB, 3) if not gb.non_kv_measured else None,
               "kv_cache_memory_bytes": gb.kv_bytes, "available_kv_gib": C.format_gib(gb.kv_bytes),
               "source": gb.source}
     return _Budget(gb.kv_bytes, budget, tuple(gb.lines), gb.failure)
@@ -388,7 +388,7 @@ def context_for(args: VllmArgs, opts) -> Context:
         if val is not None and val < 0:
             raise UserError(f"{name} must not be negative, got {val}")
     if device == "cpu":
-        total = int(opts.gpu_mem_gib * C.GIB) if opts.gpu_mem_gib else None
+        total = int(opts.gpu_mem_gib * GIB) if opts.gpu_mem_gib else None
         isa = getattr(opts, "cpu_isa", None) or vllm_cpu.cpu_isa(args)
         return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                        avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,

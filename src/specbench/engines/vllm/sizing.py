@@ -18,7 +18,6 @@ planner (`plan.py`) read as `sizing.X`: common.py (releases, units, dtypes), pag
 from __future__ import annotations
 
 from specbench.engines.vllm.common import (  # noqa: F401
-    GIB,
     NEWEST_VLLM,
     VLLM_DTYPE_ALIASES,
     VLLM_DTYPES,
