@@ -1,5 +1,6 @@
 """Pieces every engine's plan renderer shares: number formatting, reading the plan, the memory table, the warnings,
-the per-TP table and the nearest-fixes list (rich)."""
+the per-TP table and the nearest-fixes list (rich). A renderer reads the plan as a `specbench.contracts.PlanResult`:
+the keys both engines emit as fields, an engine's own keys through `extra`."""
 
 from __future__ import annotations
 

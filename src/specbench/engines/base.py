@@ -171,7 +171,10 @@ class EngineModules:
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)(*args)
 
     def render_plan(self, result: Mapping[str, Any], con: Console) -> None:
-        self._call("render", "render_plan", result, con)
+        """The plan as a person reads it: the engine's `render.render_plan` reads it as a typed `PlanResult`."""
+        from specbench.planfmt import as_plan
+
+        self._call("render", "render_plan", as_plan(result), con)
 
     def fix_axis(self, key: str) -> str | None:
         """The matrix axis a fix of this engine's argument sets (its knobs.py)."""

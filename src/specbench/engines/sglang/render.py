@@ -1,20 +1,13 @@
-"""SGLang's plan as a person reads it: the memory budget, the verdict, the nearest fixes per TP (rich).
-
-Reads the plan as a `specbench.contracts.PlanResult`: the keys both engines emit as fields, SGLang's own keys
-(docs/contracts.md, "emitted by: sglang") through `extra`.
-"""
+"""SGLang's plan as a person reads it: the memory budget, the verdict, the nearest fixes per TP (rich). Its own keys
+(docs/contracts.md, "emitted by: sglang") come through the `PlanResult`'s `extra`."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from specbench.contracts import PlanResult, SglangTpRow
 from specbench.planfmt import (
-    as_plan,
     fmt,
     memory_table,
     print_fixes,
@@ -25,8 +18,7 @@ from specbench.planfmt import (
 )
 
 
-def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
-    p = as_plan(r)
+def render_plan(p: PlanResult, con: Console) -> None:
     x = p.extra
     print_headline(p, con, kind=True)
     if p.draft_model:

@@ -1,20 +1,13 @@
-"""vLLM's plan as a person reads it: its own budget rows, the verdict, vLLM's knobs per TP (rich).
-
-Reads the plan as a `specbench.contracts.PlanResult`: the keys both engines emit as fields, vLLM's own keys
-(docs/contracts.md, "emitted by: vllm") through `extra`.
-"""
+"""vLLM's plan as a person reads it: its own budget rows, the verdict, vLLM's knobs per TP (rich). Its own keys
+(docs/contracts.md, "emitted by: vllm") come through the `PlanResult`'s `extra`."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from specbench.contracts import PlanResult, VllmTpRow
 from specbench.planfmt import (
-    as_plan,
     fmt,
     memory_table,
     print_fixes,
@@ -25,9 +18,8 @@ from specbench.planfmt import (
 )
 
 
-def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
+def render_plan(p: PlanResult, con: Console) -> None:
     """vLLM's plan: its own budget rows (specbench.engines.vllm.plan.budget_rows) and vLLM's knobs per TP."""
-    p = as_plan(r)
     x = p.extra
     print_headline(p, con, kind=False)
     t = memory_table("memory plan (GiB per worker)")
