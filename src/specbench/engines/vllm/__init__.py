@@ -1,6 +1,9 @@
-"""vLLM: its flags once (`knobs.py`, read by `args.py`), planned (`plan.py`, `sizing.py`, `gpu.py`, `cpu.py`), its
-logs read (`loglines.py`, `budget.py`, `explain.py`), its servers driven (`launch.py`), and its CPU build embedded as
-the default engine (`local.py`). Light: the work is imported inside the methods."""
+"""vLLM: its flags once (`knobs.py`, read by `args.py`), planned (`plan.py`, `gpu.py`, `cpu.py` on the KV-cache sizing
+as pure functions: `common.py` releases and dtypes, `pages.py` pages per layer, `pool.py` groups, per-request charge,
+the pool and its checks, `layout.py` what the engine resolves from the model; sources are vLLM 0.32.0 files cited as
+`file::function`, the version boundaries (`common.py::VLLM_RULE_SETS`) read from the wheels of every release 0.10.2
+.. 0.33.0), its logs read (`loglines.py`, `budget.py`, `explain.py`), its servers driven (`launch.py`), and its CPU
+build embedded as the default engine (`local.py`). Light: the work is imported inside the methods."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from specbench.contracts import GIB
-from specbench.engines.vllm import sizing as C
+from specbench.engines.vllm.common import format_gib
 from specbench.engines.vllm.outcome import Context, VllmPlan
 
 
@@ -56,7 +56,7 @@ def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
 
 def explain(p: VllmPlan, ctx: Context) -> str:
     where = "CPU KV space" if ctx.device == "cpu" else "KV budget"
-    K = C.format_gib(p.kv_budget_bytes) if p.kv_budget_bytes is not None else "?"
+    K = format_gib(p.kv_budget_bytes) if p.kv_budget_bytes is not None else "?"
     if p.status == "ok":
         s = (f"Starts: {where} {K} GiB = {p.num_blocks:,} blocks of {p.bytes_per_block:,} B (block size "
              f"{p.block_size}); a {p.max_model_len:,}-token request takes {p.blocks_per_request} blocks, so vLLM "
