@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from specbench.contracts import GIB
-from specbench.engines.sglang import logrules as er
+from specbench.engines.sglang.logrules import draft_tokens, scratch_before_split, slot_size, slots_per_request
 from specbench.logs.candidates import Candidate, PoolChange
 from specbench.logs.facts import LogFacts
 
@@ -41,7 +41,7 @@ def pool_budget_gib(f: LogFacts, p_bytes: float | None, kv_per_token: float | No
 
 
 def pool_change(lf: LogFacts, rf: LogFacts) -> PoolChange:
-    p = er.slot_size(lf) or er.slot_size(rf)
+    p = slot_size(lf) or slot_size(rf)
     per_tok, per_tok_src = _kv_bytes_per_token(lf, rf)
     lb = pool_budget_gib(lf, p.bytes if p else None, per_tok)
     rb = pool_budget_gib(rf, p.bytes if p else None, per_tok)
@@ -55,8 +55,8 @@ def candidate(lf: LogFacts, rf: LogFacts, key: str, va: Any, vb: Any) -> Candida
     an argument SGLang's pools do not depend on."""
     args = lf.server_args
     if key == "max_running_requests" and isinstance(va, int) and isinstance(vb, int):
-        p, d = er.slot_size(lf) or er.slot_size(rf), er.draft_tokens(lf)
-        if d is not None and p is not None and lf.max_mamba_cache_size is not None and er.scratch_before_split(lf):
+        p, d = slot_size(lf) or slot_size(rf), draft_tokens(lf)
+        if d is not None and p is not None and lf.max_mamba_cache_size is not None and scratch_before_split(lf):
             delta = (vb - va) * d * p.bytes / GIB
             grew = "grew" if vb > va else "shrank"
             return Candidate(key, -delta, (
@@ -70,11 +70,11 @@ def candidate(lf: LogFacts, rf: LogFacts, key: str, va: Any, vb: Any) -> Candida
         return Candidate(key, slack, f"mem_fraction_static {va} -> {vb} moves the slack B·(1−f) by "
                                      + (f"{abs(slack):.2f} GiB" if slack is not None else "B·Δf"))
     if key == "speculative_num_draft_tokens" and isinstance(va, int) and isinstance(vb, int):
-        p = er.slot_size(lf) or er.slot_size(rf)
+        p = slot_size(lf) or slot_size(rf)
         if p is None:
             return None
         mrr = args.get("max_running_requests")
-        if isinstance(mrr, int) and er.scratch_before_split(lf):
+        if isinstance(mrr, int) and scratch_before_split(lf):
             delta = -mrr * (vb - va) * p.bytes / GIB
             return Candidate(key, delta, f"speculative_num_draft_tokens {va} -> {vb} changes the intermediate "
                                          f"state reservation by {mrr} x {vb - va} x {p.mib:.1f} MiB")
@@ -90,7 +90,7 @@ def failure_sentence(side: str, f: LogFacts, kind: str | None) -> str | None:
     """Why the assertion fired on that side: K Mamba slots // ρ per request = 0."""
     if kind != "max_running_requests_zero" or f.max_mamba_cache_size is None:
         return None
-    rho, _ = er.slots_per_request(f)
+    rho, _ = slots_per_request(f)
     if not rho:
         return None
     return (f"On the {side}, {f.max_mamba_cache_size} Mamba slots with {rho} slots per request give "
