@@ -10,7 +10,7 @@ import pytest
 
 from specbench.engines import versions
 from specbench.engines.sglang import formulas, launch
-from specbench.engines.sglang.plan import era_of
+from specbench.engines.sglang.plan_stages import era_of
 from specbench.engines.versions import Release, parse_release, require_release, rule_set_for
 from specbench.engines.vllm import common as vllm_common
 from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS

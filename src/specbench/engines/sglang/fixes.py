@@ -15,7 +15,8 @@ from typing import Any
 from specbench.engines.search import first_true, last_true
 from specbench.engines.sglang import knobs
 from specbench.engines.sglang.args import SglangArgs
-from specbench.engines.sglang.plan import Measured, SglangPlan, plan_sglang
+from specbench.engines.sglang.plan import SglangPlan, plan_sglang
+from specbench.engines.sglang.plan_stages import Measured
 from specbench.errors import UserError
 from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.model import ModelSpec

@@ -20,9 +20,7 @@ from typing import Any
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.formulas import kv_dtype
 from specbench.engines.sglang.plan_alloc import allocation_sizes, plan_pools
-from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: fixes.py and callers import them here)
-    OTHER_RESIDENT_GIB,
-    WEIGHT_MISMATCH,
+from specbench.engines.sglang.plan_stages import (
     Budget,
     Mamba,
     Measured,
@@ -30,10 +28,8 @@ from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: 
     Setup,
     Weights,
     choose_mamba,
-    era_of,
     kv_cell,
     no_memory_error,
-    other_resident_gib,
     plan_budget,
     plan_weights,
     resolve_setup,
