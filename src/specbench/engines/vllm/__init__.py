@@ -56,8 +56,8 @@ class VllmEngine(EngineModules):
 
     def log_plan_argv(self, facts: LogFacts, text: str | None) -> list[str]:
         """The engine's own dump with its env (the CPU KV space ...), so a CPU log is planned on the CPU rules."""
+        from specbench.engines.vllm.fromlog import argv_from_vllm_log
         from specbench.engines.vllm.knobs import PLAN_KEYS
-        from specbench.engines.vllm.plan import argv_from_vllm_log
         from specbench.logs.serverargs import argv_from_dump
 
         argv = argv_from_vllm_log(text) if text else None

@@ -33,13 +33,9 @@ from specbench.engines.vllm.values import (
     SpeculativeConfig,
     bool_word,
     human_readable_int,
-    human_readable_int_or_auto,
     parse_speculative_config,
 )
 from specbench.errors import FlagError
-
-__all__ = ["SpeculativeConfig", "VllmArgs", "flexible_words", "human_readable_int", "human_readable_int_or_auto",
-           "parse_speculative_config", "parse_vllm_argv", "release_flags"]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv, release_flags
 from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, cdiv, format_gib
 from specbench.engines.vllm.contract import budget_rows, contract, explain
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
-from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
 from specbench.engines.vllm.layout import (
     MTP_METHODS,
@@ -57,9 +56,6 @@ from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, mtp_draft_tensors, weight_bytes
-
-__all__ = ["Context", "VllmPlan", "argv_from_vllm_log", "avx512_bf16_from_log", "budget_rows", "context_for",
-           "contract", "detect_device", "explain", "load_models", "plan_once", "plan_vllm_command"]
 
 # ------------------------------------------------------------------------------------------ one plan
 
