@@ -36,7 +36,7 @@ from specbench.engines.vllm.layout import (
     mamba_setup,
     resolve_model_dtype,
 )
-from specbench.engines.vllm.pool import Failure
+from specbench.engines.vllm.pool import PoolFailure
 from specbench.engines.vllm.values import bool_word
 from specbench.errors import FlagError
 
@@ -125,7 +125,7 @@ class CpuBudget:
     kv_bytes: int | None         # K; None when it needs a measurement we do not have
     source: str
     line: str | None             # the worker's log line
-    failure: Failure | None = None
+    failure: PoolFailure | None = None
 
 
 def kv_space_bytes(args: VllmArgs, v: Version, *, node_total_bytes: int | None = None,
@@ -156,7 +156,7 @@ def kv_space_bytes(args: VllmArgs, v: Version, *, node_total_bytes: int | None =
         source = f"--kv-cache-memory-bytes {explicit}"
     if explicit is not None:
         if node_available_bytes is not None and explicit > node_available_bytes:
-            return CpuBudget(explicit, source, None, Failure(
+            return CpuBudget(explicit, source, None, PoolFailure(
                 "kv_space_exceeds_node",
                 f"Available memory on node 0 ({format_gib(node_available_bytes)}/{total_txt} GiB) on kv cache "
                 f"allocation is less than requested memory for kv ({format_gib(explicit)} GiB). Decrease "
@@ -172,7 +172,7 @@ def kv_space_bytes(args: VllmArgs, v: Version, *, node_total_bytes: int | None =
     k = int(requested - rss_bytes)
     avail = node_available_bytes if node_available_bytes is not None else node_total_bytes
     if k <= 0 or k > avail:
-        return CpuBudget(k, "auto", None, Failure(
+        return CpuBudget(k, "auto", None, PoolFailure(
             "kv_space_exceeds_node",
             f"Available memory on node 0 ({format_gib(avail)}/{total_txt} GiB) on kv cache allocation is less "
             f"than requested memory for kv ({format_gib(k)}/{format_gib(requested)} GiB). Reduce CPU memory "

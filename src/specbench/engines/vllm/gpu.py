@@ -38,7 +38,7 @@ from specbench.engines.vllm.layout import (
     mamba_setup,
     resolve_model_dtype,
 )
-from specbench.engines.vllm.pool import Failure
+from specbench.engines.vllm.pool import PoolFailure
 from specbench.specs.gpu import GpuSpec, context_overhead
 
 # Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib).
@@ -132,7 +132,7 @@ class GpuBudget:
     kv_bytes: int                  # K
     source: str
     non_kv_measured: bool
-    failure: Failure | None = None
+    failure: PoolFailure | None = None
     lines: tuple[str, ...] = ()
     activation_bytes: int = 0      # the estimated activation peak inside non_kv (0 when non_kv is measured)
 
@@ -206,9 +206,9 @@ def gpu_budget(args: VllmArgs, m, setup: Setup, gpu: GpuSpec, total_bytes: int, 
     else:
         K = R - weights_bytes - non_kv
         if weights_bytes > F0:
-            failure = Failure("load_oom", LOAD_OOM_TEXT)
+            failure = PoolFailure("load_oom", LOAD_OOM_TEXT)
         elif not is_v0(v) and F0 < R:
-            failure = Failure("request_memory",
+            failure = PoolFailure("request_memory",
                                 f"Free memory on device cuda:0 ({format_gib(F0)}/{format_gib(total_bytes)} GiB) "
                                 f"on startup is less than desired GPU memory utilization ({u}, {format_gib(R)} "
                                 f"GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
@@ -223,7 +223,7 @@ class V0Pool:
     num_blocks: int
     kv_tokens: int
     max_concurrency: float
-    failure: Failure | None
+    failure: PoolFailure | None
     lines: tuple[str, ...]
     block_bytes: int = 0
 
@@ -239,11 +239,11 @@ def v0_pool(m, setup: Setup, K: int) -> V0Pool:
     conc = n * bs / L
     lines = (f"# GPU blocks: {n}", f"Maximum concurrency for {L} tokens per request: {conc:.2f}x")
     if n <= 0:
-        return V0Pool(n, 0, 0.0, Failure("no_memory", "No available memory for the cache blocks. Try increasing "
+        return V0Pool(n, 0, 0.0, PoolFailure("no_memory", "No available memory for the cache blocks. Try increasing "
                                                          "`gpu_memory_utilization` when initializing the engine."),
                       lines, block)
     if L > bs * n:
-        return V0Pool(n, bs * n, conc, Failure(
+        return V0Pool(n, bs * n, conc, PoolFailure(
             "max_model_len",
             f"The model's max seq len ({L}) is larger than the maximum number of tokens that can be stored in KV "
             f"cache ({bs * n}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "

@@ -45,7 +45,7 @@ from specbench.engines.vllm.layout import (
 )
 from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
 from specbench.engines.vllm.outcome import Context, VllmPlan
-from specbench.engines.vllm.pool import Charge, Failure, Grouping, Pool, blocks_per_request, lcm_all, size_pool
+from specbench.engines.vllm.pool import Charge, Grouping, Pool, PoolFailure, blocks_per_request, lcm_all, size_pool
 from specbench.engines.vllm.spec_checks import spec_start_failure
 from specbench.errors import UserError
 from specbench.specs.dtypes import dtype_bytes
@@ -92,7 +92,7 @@ class _Budget:
     K: int | None
     budget: dict[str, Any]
     lines: tuple[str, ...]
-    failure: Failure | None
+    failure: PoolFailure | None
 
 
 def _with_dtype(m: ModelSpec, dtype: str) -> ModelSpec:
