@@ -1,5 +1,5 @@
 """A vLLM plan as the plan contract (docs/contracts.md): the JSON keys (`contract`), the one-sentence reason
-(`explain`) and the memory-plan rows a renderer shows (`budget_rows`)."""
+(`explain`) and the memory-plan rows a renderer shows (`plan_budget_rows`)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def explain(p: VllmPlan, ctx: Context) -> str:
     return p.error or "fails"
 
 
-def budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
+def plan_budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
     """The memory plan as (item, GiB, where it comes from) rows, for a renderer."""
     b = r.get("budget") or {}
     rows: list[tuple[str, float | None, str]] = []

@@ -31,7 +31,7 @@ from specbench.engines.vllm import gpu as vllm_gpu
 from specbench.engines.vllm import start_checks as vllm_start
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv, release_flags
 from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, cdiv, format_gib
-from specbench.engines.vllm.contract import budget_rows, contract, explain
+from specbench.engines.vllm.contract import contract, explain, plan_budget_rows
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
 from specbench.engines.vllm.layout import (
@@ -431,7 +431,7 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
                       if ctx.device == "cpu" else None)
     out["tp"] = args.tp
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
-    out["budget_rows"] = budget_rows(out)
+    out["budget_rows"] = plan_budget_rows(out)
     if getattr(opts, "fixes", True):
         from specbench.engines.vllm.fixes import per_tp_fixes
 

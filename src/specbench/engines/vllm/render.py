@@ -19,7 +19,7 @@ from specbench.planfmt import (
 
 
 def render_plan(p: PlanResult, con: Console) -> None:
-    """vLLM's plan: its own budget rows (specbench.engines.vllm.contract.budget_rows) and vLLM's knobs per TP."""
+    """vLLM's plan: its own budget rows (specbench.engines.vllm.contract.plan_budget_rows) and vLLM's knobs per TP."""
     x = p.extra
     print_headline(p, con, kind=False)
     t = memory_table("memory plan (GiB per worker)")
