@@ -24,8 +24,6 @@ from typing import Any
 
 from specbench.errors import ConfigError
 from specbench.specs.model_families import (
-    DRAFT_ARCHS,  # noqa: F401  (re-exported)
-    GDN_TYPES,  # noqa: F401  (re-exported)
     check_heads,
     draft_info,
     get_bool,
@@ -36,15 +34,7 @@ from specbench.specs.model_families import (
     with_mla,
     with_moe,
 )
-from specbench.specs.model_types import (  # noqa: F401  (re-exported: the spec types are imported from here)
-    DraftInfo,
-    GdnSpec,
-    Mamba2Spec,
-    MlaSpec,
-    ModelSpec,
-    MoeSpec,
-    VisionSpec,
-)
+from specbench.specs.model_types import ModelSpec
 
 
 def model_spec_from_dict(config: Mapping[str, Any], *, name: str = "model",

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from specbench.errors import ConfigError, UserError
 from specbench.specs import hub
-from specbench.specs.model import ModelSpec, load_config_file, model_spec_from_dict
+from specbench.specs.model import load_config_file, model_spec_from_dict
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.standin import StandIn, find_stand_in, read_name
 
 SOURCES = ("config file", "local folder", "hf cache", "hub", "bundled (offline fallback)")

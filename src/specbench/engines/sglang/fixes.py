@@ -19,7 +19,7 @@ from specbench.engines.sglang.plan import SglangPlan, plan_sglang
 from specbench.engines.sglang.plan_stages import Measured
 from specbench.errors import UserError
 from specbench.specs.gpu import GpuSpec, context_overhead
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 # The search space the issues name: TP 1/2/4/8, max-running-requests 1..512, mem fraction 0.50..0.95 step 0.01,

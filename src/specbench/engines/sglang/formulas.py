@@ -13,7 +13,7 @@ from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import FlagError
 from specbench.specs import dtypes
 from specbench.specs.gpu import GpuSpec
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 MIB = float(1 << 20)
 

@@ -37,7 +37,7 @@ from specbench.engines.sglang.plan_stages import (
 from specbench.engines.sglang.plan_verdict import log_lines, verdict_warnings
 from specbench.engines.sglang.start_checks import check_mamba, first_failure, model_warnings
 from specbench.specs.gpu import GpuSpec
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 
 @dataclass(frozen=True)

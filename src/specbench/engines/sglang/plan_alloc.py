@@ -16,7 +16,7 @@ from specbench.engines.sglang.plan_stages import (
     Setup,
 )
 from specbench.engines.sglang.pools import PoolInputs, Pools, size_pools
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 
 # ------------------------------------------------------------------------------------------------ 6. pools

@@ -31,7 +31,7 @@ from specbench.errors import FlagError
 from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.int_values import int_group_value_bytes, marlin_fp8_value_bytes
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import as_fp8_marlin, scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 

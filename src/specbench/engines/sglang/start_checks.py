@@ -14,7 +14,8 @@ from typing import Any
 from specbench.engines import versions
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
-from specbench.specs.model import ModelSpec, draft_vocab_warning
+from specbench.specs.model import draft_vocab_warning
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import awq_bits
 
 # speculative/spec_info.py::SpeculativeAlgorithm members; NEXTN is rewritten to EAGLE by the speculative hook

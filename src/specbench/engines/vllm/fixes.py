@@ -13,7 +13,7 @@ from specbench.engines.vllm.args import VllmArgs
 from specbench.engines.vllm.layout import derived_max_model_len
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 MNS_SEARCH_MAX = 4096
 U_GRID = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # 0.30 .. 0.99

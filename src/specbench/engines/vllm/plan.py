@@ -52,7 +52,7 @@ from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import gpu_for
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, mtp_draft_tensors, weight_bytes

@@ -8,7 +8,8 @@ engine's own complaint (or None); `first_failure` runs them in the order vLLM bu
 from __future__ import annotations
 
 from specbench.engines.vllm.args import VllmArgs
-from specbench.specs.model import ModelSpec, draft_vocab_warning
+from specbench.specs.model import draft_vocab_warning
+from specbench.specs.model_types import ModelSpec
 
 # config/model.py::ModelDType@0.32.0
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
