@@ -24,7 +24,8 @@ if args[:2] == ["topo", "-m"]:
     sys.stdout.write(open({topo!r}).read())
 elif args and args[0].startswith("--query-gpu="):
     fields = args[0].split("=", 1)[1].split(",")
-    vals = {{"index": None, "memory.total": "143771", "memory.used": "1", "name": "NVIDIA H200"}}
+    vals = {{"index": None, "memory.total": "143771", "memory.used": "1", "name": "NVIDIA H200",
+            "utilization.gpu": "87", "power.draw": "412.50"}}
     for i in range(n):
         print(", ".join(str(i) if f == "index" else vals[f] for f in fields))
 else:

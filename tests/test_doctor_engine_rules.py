@@ -34,8 +34,33 @@ def test_v0_negative_kv_memory_is_a_failure_not_a_start():
     j = d.to_json()
     assert j["status"] == "failed" and j["failure"]["kind"] == "vllm_no_kv_memory", j["explanation"]
     assert j["facts"]["available_kv_gib"] == -7.83 and j["facts"]["gpu_blocks"] == 0
+    every_fix = j["fixes"] + [fx for w in j["warnings"] for fx in w["fixes"]]
     assert "--max-model-len 0" not in d.explanation and all(
-        fx["change"].get("--max-model-len") != 0 for fx in j["fixes"])
+        fx["change"].get("--max-model-len") != 0 for fx in every_fix)
     fx = j["fixes"][0]
     # 0.40 + (1 + 7.83) / 29.95 = 0.695 -> 0.70: the budget that leaves 1 GiB for the KV cache over this profile
     assert fx["change"] == {"--gpu-memory-utilization": 0.7}
+
+
+# vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory@0.8 (its "models's" spelling, no estimate yet) and
+# vllm/v1/worker/gpu_worker.py::Worker.determine_available_memory (the budget line) before the check's ValueError
+V1_OLD_LEN = ("ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache "
+              "is needed, which is larger than the available KV cache memory (9.25 GiB). Try increasing "
+              "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n")
+V1_NEGATIVE = ("(EngineCore_DP0 pid=1) INFO 05-01 10:00:00 [gpu_worker.py:240] Available KV cache memory: -2.41 GiB\n"
+               "(EngineCore_DP0 pid=1) ERROR 05-01 10:00:00 [core.py:700] ValueError: No available memory for the "
+               "cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n")
+
+
+def test_v1_max_seq_len_without_the_engines_estimate_scales_the_length_to_the_memory():
+    j = diagnose_text(V1_OLD_LEN).to_json()
+    assert j["failure"]["kind"] == "vllm_max_model_len"
+    fit = j["fixes"][0]["change"]["--max-model-len"]
+    assert fit % 16 == 0 and fit * 16.00 / 131072 <= 9.25  # one request of `fit` tokens needs at most what there is
+
+
+def test_v1_negative_available_kv_memory_is_a_failure_with_a_fix():
+    j = diagnose_text(V1_NEGATIVE).to_json()
+    assert j["status"] == "failed" and j["failure"]["kind"] == "vllm_no_kv_memory"
+    assert j["facts"]["available_kv_gib"] == -2.41
+    assert "--gpu-memory-utilization" in j["fixes"][0]["change"] and "3.41 GiB" in j["fixes"][0]["why"]

@@ -33,8 +33,10 @@ RECORDS = [
 def test_spread_matches_hand_computed_values() -> None:
     s = sp.spread([10.0, 12.0, 14.0])
     assert s.mean == 12.0 and s.std == pytest.approx(2.0) and s.cv == pytest.approx(2.0 / 12.0)
-    half = 4.3027 * 2.0 / math.sqrt(3)  # t(0.975, df=2) = 4.3027 (NIST table)
-    assert s.ci95 == pytest.approx((12.0 - half, 12.0 + half), abs=1e-3 if _scipy() else 1e-9)
+    # t(0.975, df=2) = 0.95 / sqrt(2 x 0.975 x 0.025) = 4.302652729749... (closed form for df 2; NIST's table: 4.303):
+    # the quantile is exact now (load/spread.py t_ppf), with or without scipy
+    half = 0.95 / math.sqrt(2 * 0.975 * 0.025) * 2.0 / math.sqrt(3)
+    assert s.ci95 == pytest.approx((12.0 - half, 12.0 + half), abs=1e-9)
     one = sp.spread([5.0])
     assert one.std is None and one.ci95 is None
 
@@ -148,7 +150,11 @@ def test_report_shows_category_speedups_with_intervals(runs: dict[str, Path], tm
     cat_lines = [ln for ln in md.splitlines() if ln.startswith("| spec3 |") and ("| code |" in ln or "| math |" in ln)]
     assert len(cat_lines) == 4  # 2 concurrencies x 2 categories
     assert all("× [" in ln for ln in cat_lines)  # each with its 95% interval
-    assert "delta-method 95% interval" in md and " ±" in md
+    # the pooled throughput's log interval and the log-ratio interval of the speedup (issue 22 item 2; before it: the
+    # mean's symmetric "±" and a delta-method interval on the ratio itself)
+    assert "log-ratio 95% intervals" in md and "on the log scale" in md
+    spec_rows = [ln for ln in md.splitlines() if ln.startswith("| spec3 | 1 | done |")]
+    assert spec_rows and all(ln.split(" | ")[3].count("[") == 1 for ln in spec_rows)  # out tok/s [lo, hi]
     names = {p.name for p in w.pngs}
     assert {"throughput.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png", "accept_pos.png"} <= names
     w1 = report_paths([runs["once"]], tmp_path / "once")
@@ -186,7 +192,8 @@ def test_h200_fixture_renders_with_simulated_cells_marked(tmp_path: Path) -> Non
     ar_lines = [ln for ln in md.splitlines() if ln.startswith("| h200-sim: ar ")]
     assert ar_lines and not any("(sim" in ln for ln in ar_lines)  # a real cell is never marked
     assert "lacks columns" not in md  # an older store without category/repeat is not a warning
-    assert (w.out_dir / "accept_length.png").exists()
+    # two models (Qwen3.5-27B, Llama-3.1-8B): one section each (issue 22 item 7), each with its own figures
+    assert all((w.out_dir / f"section-{i}" / "accept_length.png").exists() for i in (1, 2))
 
 
 def test_report_and_export_show_one_speedup_with_repeats(runs: dict[str, Path]) -> None:

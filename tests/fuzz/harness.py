@@ -116,7 +116,7 @@ def run_cli(argv: list[str], timeout_s: float = TIMEOUT_S, mem_cap: int = MEM_CA
 def classify(case: Case, res: Result) -> tuple[str, str]:
     """(class, reason)."""
     if res.rc is None:
-        return "hang", f"no exit within {TIMEOUT_S:.0f} s"
+        return "hang", f"no exit within {res.seconds:.0f} s"
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     if "Traceback" in res.stderr or res.rc not in (0, 2):
         tail = lines[-1] if lines else ""
@@ -139,6 +139,7 @@ def classify(case: Case, res: Result) -> tuple[str, str]:
 
 
 def run_case(case: Case) -> tuple[str, str, Result]:
-    res = run_cli(case.argv, cwd=case.cwd)
+    # a case may allow more time (a report draws ten figures: tens of seconds on a loaded 2-core machine)
+    res = run_cli(case.argv, cwd=case.cwd, timeout_s=float(case.extra.get("timeout_s", TIMEOUT_S)))  # type: ignore[arg-type]
     cls, why = classify(case, res)
     return cls, why, res

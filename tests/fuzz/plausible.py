@@ -369,7 +369,7 @@ def p_store_case(draw: st.DrawFn) -> Case:
     argv = {"report": ["report", str(path), "--out", str(d / "r")], "export": ["export", str(path)],
             "export-json": ["export", str(path), "-f", "json"],
             "export-jsonl": ["export", str(path), "-f", "jsonl"]}[cmd]
-    return Case("p-stores", argv, f"{what} ({sql[-14:]}), {cmd}")
+    return Case("p-stores", argv, f"{what} ({sql[-14:]}), {cmd}", extra={"timeout_s": 90.0 if cmd == "report" else 20.0})
 
 
 PLAUSIBLE = {"p-config": p_config_case, "p-draft": p_draft_case, "p-launch": p_launch_case,

@@ -118,8 +118,8 @@ def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
     for n in d.notes:
         console.print(f"[yellow]note[/]: {escape(n)}")
     if d.fixes:
-        title = ("fixes" if d.status == "failed" else "nearby configurations") + \
-            " (planner, with the log's measured numbers)"
+        title = ("fixes" if d.status == "failed" else "to lift the cap" if d.capped else "nearby configurations") + \
+            " (the failure's own numbers first, then the planner's with the log's measured numbers)"
         _print_fixes(d.fixes[:8], title, console)
 
 
@@ -131,12 +131,19 @@ def _print_fixes(fixes: tuple[dict[str, Any], ...], title: str, console: Console
     t.add_column("change", overflow="fold")
     for col in ("status", "running requests", "KV tokens", "Mamba slots"):
         t.add_column(col, justify="right", no_wrap=True, min_width=9)
+    whys = []
     for fix in fixes:
         res = fix.get("result", {})
-        change = " ".join(f"{k} {v}" for k, v in (fix.get("change") or {}).items())
+        # a fix with no flag to change (the host killed the process, another process holds the GPU) says what to do
+        change = " ".join(f"{k}" + ("" if v is None else f" {v}") for k, v in (fix.get("change") or {}).items()) \
+            or str(fix.get("kind") or "")
         t.add_row(escape(change), _g(res.get("status")), _g(res.get("max_running_requests")),
                   _g(res.get("kv_tokens")), _g(res.get("max_mamba_cache_size")))
+        if fix.get("why"):
+            whys.append(f"  {escape(change)}: {escape(str(fix['why']))}")
     console.print(t)
+    for line in whys:
+        console.print(line)
 
 
 def render_diff(r: LogDiff, paths: list[str], console: Console) -> None:

@@ -18,22 +18,21 @@ if TYPE_CHECKING:
 # The report package (matplotlib, jinja2) and rich are imported inside the commands: only `report` pays for plots.
 
 
-def _summary(written: Written) -> Table:
-    """The fastest configuration per TP and concurrency, as a short rich table."""
+def _summary(written: Written) -> list[Table]:
+    """The fastest configuration per workload, one short rich table per section and lead (what it ranks by)."""
     from rich.table import Table
 
-    from specbench.report.tables import fmt
+    from specbench.report.formatting import best_tables
 
-    t = Table(title="fastest per TP and concurrency", title_justify="left")
-    best = written.report.tables.best
-    ar_won = any(b.is_baseline for b in best)
-    cols = ("TP", "c", "fastest", "out tok/s", "speedup vs AR") + (("best speculative",) if ar_won else ())
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("fastest", "best speculative") else "right")
-    for b in best:
-        t.add_row(fmt(b.tp), fmt(b.concurrency), b.series, fmt(b.output_throughput), b.speedup_text,
-                  *((b.best_spec_text or "–",) if ar_won else ()))
-    return t
+    out = []
+    for bt in best_tables(written.report.tables.best):
+        t = Table(title=f"{bt.title}\n{bt.note}", title_justify="left")
+        for i, col in enumerate(bt.header):
+            t.add_column(col, justify="left" if i in bt.text_cols else "right")
+        for row in bt.rows:
+            t.add_row(*row)
+        out.append(t)
+    return out
 
 
 def report_command(
@@ -46,12 +45,12 @@ def report_command(
     from specbench.report.build import report_paths
 
     written = report_paths(stores, out)
-    console = Console(stderr=False, soft_wrap=True)
+    console = Console(soft_wrap=True) if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
     summary = written.report.tables.summary
     style = {"complete": "green", "partial": "yellow"}.get(summary.state, "red")
     console.print(f"[{style}]{summary.headline}[/{style}]")
-    if written.report.tables.best:
-        console.print(_summary(written))
+    for table in _summary(written):
+        console.print(table)
     n_fail = len(written.report.tables.failures)
     if n_fail:
         console.print(f"[red]{n_fail} failure(s)[/red]: see the Failures section; logs in {written.out_dir / 'logs'}")

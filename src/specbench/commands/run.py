@@ -50,6 +50,9 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
             "ttft_ms_p50": m.get("ttft_ms_p50"), "ttft_ms_p99": m.get("ttft_ms_p99"),
             "tpot_ms_p50": m.get("tpot_ms_p50"), "tpot_ms_p99": m.get("tpot_ms_p99"),
             "accept_length_mean": m.get("accept_length_mean"), "speedup": m.get("speedup"),
+            "workload": _workload(cl, with_rate=True),
+            # the derived keys the runner stored (load/speedup.py): intervals, latency speedups, lead, decision
+            **{k: m.get(k) for k in DERIVED_KEYS},
             "reason": c.get("reason"),
             "stream_warning": m.get("stream_warning"),
             "spread": m.get("spread"),
@@ -57,37 +60,63 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
     return rows
 
 
+DERIVED_KEYS = ("output_throughput_ci95", "output_throughput_cv", "speedup_ci95", "speedup_decision", "tpot_speedup",
+                "tpot_speedup_ci95", "tpot_speedup_decision", "e2e_speedup", "e2e_speedup_ci95", "speedup_lead",
+                "decision")
+
+
+def _workload(client: dict[str, Any], with_rate: bool = False) -> str:
+    """The workload axes beyond prompt + output tokens (load/axes.py): 'cat=code temp=0.7' (and 'rate=4')."""
+    from specbench.load.axes import extras_text, workload_text
+
+    if with_rate:
+        return workload_text(client, skip=("num_requests", "prompt_tokens", "output_tokens"))
+    return extras_text(client)
+
+
 def _pair(a: Any, b: Any, digits: int) -> str:
     return f"{_fmt(a, digits)}/{_fmt(b, digits)}"
 
 
-def _pm(r: dict[str, Any], key: str, digits: int) -> str:
-    """' ±h': half the 95% interval of a metric over the cell's repeats (metrics_json.spread), '' without repeats."""
-    ci = (((r.get("spread") or {}).get("metrics") or {}).get(key) or {}).get("ci95")
-    return f" ±{(ci[1] - ci[0]) / 2:.{digits}f}" if ci else ""
+def _ci(ci: Any, digits: int) -> str:
+    """' [lo, hi]': a stored 95% interval (load/speedup.py), '' without one (a cell measured once)."""
+    return f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if isinstance(ci, list) and len(ci) == 2 else ""
+
+
+def _speedup_text(r: dict[str, Any]) -> str:
+    """The lead speedup (closed loop: throughput; rate cells: AR TPOT / TPOT, marked 'tpot') with its interval."""
+    lead = r.get("speedup_lead") or "throughput"
+    key = "tpot_speedup" if lead == "tpot" else "speedup"
+    v = r.get(key)
+    if v is None:
+        return "-"
+    return f"{v:.2f}x{_ci(r.get(key + '_ci95'), 2)}" + (" tpot" if lead == "tpot" else "")
 
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """Throughput, TTFT and TPOT p50/p99 (ms), mean accept length and speedup over AR, one row per cell; with
-    repeats, throughput and the TTFT/TPOT means carry ± half their 95% interval."""
+    """Throughput (pooled over the repeats, with its 95% interval), TTFT and TPOT p50/p99 (ms), mean accept length,
+    the lead speedup over AR with its interval and decision, and the CV of the per-repeat throughputs, one row per
+    cell: the stored numbers (load/speedup.py), as the report and the export show them."""
     from rich import box
     from rich.table import Table
 
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for col, just in (("tp", "right"), ("cell", "left"), ("c", "right"), ("in+out", "right"), ("status", "left"),
                       ("tok/s", "right"), ("TTFT ms p50/99", "right"), ("TPOT ms p50/99", "right"),
-                      ("accept", "right"), ("speedup", "right")):
+                      ("accept", "right"), ("speedup", "right"), ("decision", "left"), ("CV", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for r in rows:
         status = r["status"]
         style = {"done": "green", "partial": "red", "failed": "red", "skipped": "yellow"}.get(status, "")
+        cv = r.get("output_throughput_cv")
         t.add_row(
             _fmt(r["tp"]), r["label"], _fmt(r["concurrency"]),
-            f"{r['prompt_tokens']}+{r['output_tokens']}", f"[{style}]{status}[/]" if style else status,
-            _fmt(r["output_throughput"]) + _pm(r, "output_throughput", 1),
-            _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1) + _pm(r, "ttft_ms_p50", 1),
-            _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2) + _pm(r, "tpot_ms_p50", 2), _fmt(r["accept_length_mean"], 2),
-            (_fmt(r["speedup"], 2) + "x") if r["speedup"] is not None else "-",
+            f"{r['prompt_tokens']}+{r['output_tokens']}" + (f" {r['workload']}" if r.get("workload") else ""),
+            f"[{style}]{status}[/]" if style else status,
+            _fmt(r["output_throughput"]) + _ci(r.get("output_throughput_ci95"), 1),
+            _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1),
+            _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
+            _speedup_text(r), r.get("decision") or "-", f"{100 * cv:.1f}%" if isinstance(cv, (int, float)) else "-",
         )
     return t
 
@@ -119,9 +148,10 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                 console.print(f"           $ {env + ' ' if env else ''}{shlex.join(r['command'])}",
                               highlight=False, markup=False, soft_wrap=True)
             c = r["client"]
+            extra = _workload(c)
             console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
-                          f"{predicted_text(r)}",
+                          + (f" {extra}" if extra else "") + f"{predicted_text(r)}",
                           highlight=False, markup=False)
             if r.get("concurrency_warning"):
                 console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
@@ -258,10 +288,6 @@ def register(app: typer.Typer) -> None:
             for r in rows:
                 if r.get("stream_warning"):
                     console.print(f"  note: {r['label']} tp={r['tp']} c={r['concurrency']}: {r['stream_warning']}",
-                                  highlight=False, markup=False)
-                if (r.get("spread") or {}).get("noisy"):
-                    from specbench.load.spread import noisy_note
-                    console.print(f"  noisy: {r['label']} tp={r['tp']} c={r['concurrency']}: {noisy_note(r['spread'])}",
                                   highlight=False, markup=False)
                 if r["status"] in ("failed", "partial", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]

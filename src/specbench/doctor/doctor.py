@@ -324,7 +324,9 @@ def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[L
                      f"{src}, as `specbench plan` does.")
     if not with_fixes or (failure is None and not any(w.cap for w in warns)):
         return plan, (), notes + ([f"No fixes: {why}."] if why and failure is not None else [])
-    own = _failure_fixes(facts, failure) if failure is not None else []
+    # a failure's own numbers; for a capped start, the cap's own fix (the value that lifts it) before the planner's
+    own = _failure_fixes(facts, failure) if failure is not None else \
+        [fx for w in warns if w.cap for fx in w.fixes if any(v is not None for v in (fx.get("change") or {}).values())]
     fixes = _dedupe(own + planned)
     if not fixes and failure is not None and facts.engine is not None:
         fixes = list(_log_fixes(facts, failure.kind))

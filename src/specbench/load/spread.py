@@ -1,17 +1,28 @@
-"""Spread over the repeats of a cell (pure functions): mean, sample std, CV and a Student-t 95% interval.
+"""Spread over the repeats of a cell and the intervals built on it (pure functions).
 
-`metrics_json.spread` (docs/structures.md) holds, for each metric of SPREAD_METRICS that every repeat measured,
-`{"values": [...], "mean", "std", "cv", "ci95": [lo, hi], "n"}`: std is the sample standard deviation (n - 1), CV =
-std / |mean|, the interval mean -/+ t(0.975, n - 1) x std / sqrt(n).
+Two families live here:
 
-The t quantile comes from `scipy.stats.t.ppf` when scipy is installed; otherwise from T975 below, the two-sided 95%
-(one-sided 0.975) Student-t critical values for df 1..30 as tabulated in NIST/SEMATECH e-Handbook of Statistical
-Methods, section 1.3.6.7.2 "Critical Values of the Student's t Distribution" (rounded to 3 decimals there; the
-values here are the same quantiles to 4 decimals), and the normal quantile 1.959964 beyond df 30.
+- the per-metric spread over the repeats, stored as `metrics_json.spread.metrics.<name>`: `{"values": [...],
+  "mean", "std", "cv", "ci95": [lo, hi], "n"}` (std the sample standard deviation (n - 1), CV = std / |mean|, the
+  interval of the mean of the per-repeat values, mean -/+ t(0.975, n - 1) x std / sqrt(n)). Kept as it was.
+- the estimates the report, the CLI and the export show (`Estimate`): a pooled point value with an interval on the
+  log scale. Throughput of repeated cells is the pooled ratio sum(tokens) / sum(measured seconds) (`pooled_rate`,
+  the ratio estimator; its standard error by the linearisation of Cochran, Sampling Techniques, 3rd ed., 1977,
+  eq. 6.9: se(R) = sqrt(sum((y_i - R x_i)^2) / (n - 1) / n) / mean(x)); a latency (TPOT mean, E2E p50) is the value
+  over every pooled request with the relative standard error of its per-repeat values (`relative`). On the log
+  scale the standard error is the relative one (delta method: se(log R) = se(R) / R) and the interval
+  R x exp(-/+ t se(log R)) is never below 0.
+- a speedup is a ratio of two independent estimates (`ratio`): log S = log A - log B, se(log S)^2 = rel_A^2 + rel_B^2,
+  with the Welch-Satterthwaite degrees of freedom built from those relative variances
+  (df = (v_A + v_B)^2 / (v_A^2 / df_A + v_B^2 / df_B), v = rel^2; Satterthwaite, Biometrics Bulletin 2(6), 1946).
+  The decision (`decision`): "faster" when the whole interval is above 1, "slower" when below, else "undecided"
+  (also without an interval: a cell measured once has no spread to build one from).
 
-A speedup is a ratio of two independent means (the speculative cell's and the AR cell's output throughput over
-their repeats): `ratio_ci` gives the delta-method interval (first-order Taylor expansion of A/B:
-se(R)^2 = R^2 (se_A^2 / mean_A^2 + se_B^2 / mean_B^2)) with Welch-Satterthwaite degrees of freedom.
+t quantiles are exact (`t_ppf`): the Student-t CDF through the regularized incomplete beta function
+(F(t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 for t >= 0; Abramowitz & Stegun 26.7.1, 26.5.8 continued fraction as in
+Numerical Recipes 3rd ed. section 6.4 `betacf`) inverted by Newton steps on the density; tested against
+published quantiles (tests/test_stats_estimators.py). `T975` (NIST/SEMATECH e-Handbook 1.3.6.7.2, to 4 decimals)
+is kept as the table older code and tests read.
 """
 
 from __future__ import annotations
@@ -19,37 +30,145 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 # metrics whose spread over the repeats is stored (the per-repeat `aggregate` keys of load/metrics.py)
 SPREAD_METRICS = ("output_throughput", "request_throughput", "total_token_throughput", "goodput",
                   "ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p99",
                   "itl_ms_p50", "e2e_ms_mean", "e2e_ms_p50", "accept_length_mean")
-# a cell is noisy when the CV of one of these exceeds `noisy_cv` (what its speedup and decode speed rest on)
+# `spread.noisy` (kept for older readers): the metrics of these whose CV exceeds `noisy_cv`. The report and the CLI
+# no longer flag it: they show the CV and the decision of the speedup interval instead.
 NOISY_METRICS = ("output_throughput", "tpot_ms_mean")
 NOISY_CV_DEFAULT = 0.05
 
-Z975 = 1.959964  # the standard normal 0.975 quantile
+Z975 = 1.959963984540054  # the standard normal 0.975 quantile
 T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
         2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
         2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423)
 
 
+# ---------------------------------------------------------------- exact Student-t
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes 6.4 `betacf`)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    front = math.exp(ln_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with `df` > 0 degrees of freedom."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def _t_pdf(t: float, df: float) -> float:
+    ln = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+          - (df + 1) / 2 * math.log1p(t * t / df))
+    return math.exp(ln)
+
+
+@lru_cache(maxsize=4096)
+def t_ppf(p: float, df: float) -> float:
+    """The p quantile of Student's t with `df` > 0 degrees of freedom (exact to about 1e-12)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if df <= 0 or not math.isfinite(df):
+        if df == math.inf:
+            return _norm_ppf(p)
+        raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    if p < 0.5:
+        return -t_ppf(1.0 - p, df)
+    if p == 0.5:
+        return 0.0
+    if df == 1.0:
+        return math.tan(math.pi * (p - 0.5))  # the Cauchy quantile, closed form
+    if df == 2.0:
+        return (2 * p - 1) * math.sqrt(2.0 / (4 * p * (1 - p)))  # closed form for df = 2
+    # bracket, then Newton steps guarded by bisection
+    lo, hi = 0.0, max(1.0, _norm_ppf(p))
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    x = 0.5 * (lo + hi)
+    for _ in range(200):
+        f = t_cdf(x, df) - p
+        if f > 0:
+            hi = x
+        else:
+            lo = x
+        step = f / _t_pdf(x, df)
+        nxt = x - step
+        if not lo < nxt < hi:
+            nxt = 0.5 * (lo + hi)
+        if abs(nxt - x) <= 1e-13 * max(1.0, abs(x)):
+            return nxt
+        x = nxt
+    return x
+
+
+def _norm_ppf(p: float) -> float:
+    """The standard normal quantile (bisection on erf: used only to start and for df = inf)."""
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def t975(df: float) -> float:
-    """The 0.975 quantile of Student's t with `df` degrees of freedom (scipy if installed, else T975 / normal)."""
+    """The 0.975 quantile of Student's t with `df` degrees of freedom (exact; fractional df allowed)."""
     if not df >= 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    try:
-        from scipy import stats  # type: ignore[import-untyped]
-    except ImportError:
-        return table_t975(df)
-    return float(stats.t.ppf(0.975, df))
+    return t_ppf(0.975, float(df))
 
 
 def table_t975(df: float) -> float:
     """T975 for whole df 1..30 (a fractional Welch df rounds down: the wider interval), the normal beyond."""
     d = int(math.floor(df))
     return T975[d - 1] if d <= len(T975) else Z975
+
+
+# ---------------------------------------------------------------- the per-metric spread (metrics_json.spread)
 
 
 @dataclass(frozen=True)
@@ -73,6 +192,10 @@ class Spread:
                 "ci95": list(self.ci95) if self.ci95 is not None else None}
 
 
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def spread(values: Sequence[float]) -> Spread:
     """Mean, sample std (n - 1), CV and the Student-t 95% interval of the mean."""
     xs = tuple(float(v) for v in values)
@@ -92,19 +215,25 @@ def from_json(d: Any) -> Spread | None:
     """A stored `spread.metrics.<name>` object back as a Spread (None when it is not one)."""
     if not isinstance(d, Mapping) or not isinstance(d.get("values"), list) or not d["values"]:
         return None
-    vals = [v for v in d["values"] if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    vals = [v for v in d["values"] if _finite(v)]
     return spread(vals) if vals else None
 
 
 def spread_json(per_repeat: Sequence[Mapping[str, Any]], noisy_cv: float = NOISY_CV_DEFAULT) -> dict[str, Any]:
-    """`metrics_json.spread` from the per-repeat metrics: each SPREAD_METRICS key every repeat has as a number."""
+    """`metrics_json.spread` from the per-repeat metrics: each SPREAD_METRICS key every repeat has as a number, and
+    `rate_parts` (each repeat's output tokens and measured seconds: what the pooled throughput's interval needs)."""
     out: dict[str, Any] = {}
     for key in SPREAD_METRICS:
         vals = [m.get(key) for m in per_repeat]
-        if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
+        if vals and all(_finite(v) for v in vals):
             out[key] = spread([float(v) for v in vals]).as_json()  # type: ignore[arg-type]
     noisy = [k for k in NOISY_METRICS if (out.get(k) or {}).get("cv") is not None and out[k]["cv"] > noisy_cv]
-    return {"repeats": len(per_repeat), "noisy_cv": noisy_cv, "noisy": noisy, "metrics": out}
+    d: dict[str, Any] = {"repeats": len(per_repeat), "noisy_cv": noisy_cv, "noisy": noisy, "metrics": out}
+    tokens = [m.get("total_output_tokens") for m in per_repeat]
+    secs = [m.get("duration_s") for m in per_repeat]
+    if per_repeat and all(_finite(t) for t in tokens) and all(_finite(s) and s > 0 for s in secs):  # type: ignore[operator]
+        d["rate_parts"] = {"output_tokens": tokens, "duration_s": secs}
+    return d
 
 
 def noisy_note(spread_d: Mapping[str, Any]) -> str:
@@ -116,7 +245,8 @@ def noisy_note(spread_d: Mapping[str, Any]) -> str:
 
 
 def welch_df(a: Spread, b: Spread) -> float | None:
-    """Welch-Satterthwaite degrees of freedom of two independent means."""
+    """Welch-Satterthwaite degrees of freedom of a difference of two independent means (absolute variances).
+    A ratio on the log scale takes `welch_df_rel` instead."""
     if a.se is None or b.se is None:
         return None
     va, vb = a.se ** 2, b.se ** 2
@@ -127,9 +257,9 @@ def welch_df(a: Spread, b: Spread) -> float | None:
 
 
 def ratio_ci(a: Spread, b: Spread) -> tuple[float, tuple[float, float] | None]:
-    """mean_A / mean_B and its 95% interval by the delta method (module docstring); None without spread or B <= 0.
-
-    The ratio is of the means (not the mean of per-repeat ratios): the repeats of A and B are independent runs."""
+    """mean_A / mean_B with the symmetric delta-method interval (se(R)^2 = R^2 (se_A^2/mean_A^2 + se_B^2/mean_B^2),
+    Welch df of the absolute variances). Superseded: the report, the CLI and the store use `ratio` (a log-ratio
+    interval, never below 0, with the df of the relative variances); kept for readers of older numbers."""
     if b.mean <= 0:
         raise ValueError("the baseline mean must be > 0")
     r = a.mean / b.mean
@@ -139,3 +269,110 @@ def ratio_ci(a: Spread, b: Spread) -> tuple[float, tuple[float, float] | None]:
     df = welch_df(a, b)
     t = t975(df) if df is not None and df >= 1 else Z975
     return r, (r - t * se, r + t * se)
+
+
+# ---------------------------------------------------------------- estimates on the log scale
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A positive point value with the standard error of its logarithm (None: measured once, no interval)."""
+
+    value: float
+    rel_se: float | None = None  # se(log value) = se(value) / value
+    df: float | None = None  # degrees of freedom of rel_se (n - 1 for n repeats)
+    n: int = 1
+
+    @property
+    def ci95(self) -> tuple[float, float] | None:
+        return log_interval(self.value, self.rel_se, self.df)
+
+    @property
+    def cv(self) -> float | None:
+        """The coefficient of variation of one repeat: rel_se x sqrt(n)."""
+        return self.rel_se * math.sqrt(self.n) if self.rel_se is not None else None
+
+
+def log_interval(value: float, rel_se: float | None, df: float | None,
+                 p: float = 0.975) -> tuple[float, float] | None:
+    """value x exp(-/+ t(p, df) rel_se): the interval of a positive quantity built on its log."""
+    if rel_se is None or df is None or not df > 0 or not value > 0 or not math.isfinite(rel_se):
+        return None
+    h = t_ppf(p, df) * rel_se
+    return value * math.exp(-h), value * math.exp(h)
+
+
+def pooled_rate(tokens: Sequence[float], seconds: Sequence[float]) -> Estimate | None:
+    """sum(tokens) / sum(seconds) over the repeats with the ratio estimator's standard error (module docstring);
+    None when nothing was measured."""
+    ys, xs = [float(v) for v in tokens], [float(v) for v in seconds]
+    if not xs or len(xs) != len(ys) or sum(xs) <= 0 or sum(ys) <= 0:
+        return None
+    n = len(xs)
+    r = sum(ys) / sum(xs)
+    if n < 2:
+        return Estimate(r, None, None, n)
+    xbar = sum(xs) / n
+    s2 = sum((y - r * x) ** 2 for x, y in zip(xs, ys)) / (n - 1)
+    return Estimate(r, math.sqrt(s2 / n) / xbar / r, float(n - 1), n)
+
+
+def relative(value: float | None, values: Sequence[float]) -> Estimate | None:
+    """A positive pooled value with the relative standard error of its per-repeat values (std / sqrt(n) / |mean|);
+    no interval with fewer than two values. None when the value is not positive."""
+    if value is None or not math.isfinite(value) or value <= 0:
+        return None
+    vs = [float(v) for v in values if _finite(v)]
+    n = len(vs)
+    if n < 2 or sum(vs) == 0:
+        return Estimate(float(value), None, None, max(n, 1))
+    s = spread(vs)
+    assert s.std is not None
+    return Estimate(float(value), s.std / math.sqrt(n) / abs(s.mean), float(n - 1), n)
+
+
+def welch_df_rel(a: Estimate, b: Estimate) -> float | None:
+    """Welch-Satterthwaite df of log A - log B from the relative variances (v = rel_se^2, each with its df)."""
+    if a.rel_se is None or b.rel_se is None or a.df is None or b.df is None:
+        return None
+    va, vb = a.rel_se ** 2, b.rel_se ** 2
+    den = va ** 2 / a.df + vb ** 2 / b.df
+    if den == 0:
+        return a.df + b.df
+    return (va + vb) ** 2 / den
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A / B with its log-ratio 95% interval, the interval's degrees of freedom and the decision."""
+
+    value: float
+    ci95: tuple[float, float] | None
+    df: float | None
+
+    @property
+    def decision(self) -> str:
+        return decision(self.ci95)
+
+
+def ratio(a: Estimate, b: Estimate) -> Ratio:
+    """A / B (independent estimates) with the interval exp(log A - log B -/+ t(df) sqrt(rel_A^2 + rel_B^2))."""
+    r = a.value / b.value
+    df = welch_df_rel(a, b)
+    if df is None or a.rel_se is None or b.rel_se is None:
+        return Ratio(r, None, None)
+    return Ratio(r, log_interval(r, math.sqrt(a.rel_se ** 2 + b.rel_se ** 2), df), df)
+
+
+DECISIONS = ("faster", "slower", "undecided")
+
+
+def decision(ci: tuple[float, float] | None) -> str:
+    """'faster' when the interval lies above 1, 'slower' below 1, 'undecided' when it holds 1 or there is none."""
+    if ci is None:
+        return "undecided"
+    if ci[0] > 1.0:
+        return "faster"
+    if ci[1] < 1.0:
+        return "slower"
+    return "undecided"

@@ -1,4 +1,5 @@
-"""Bounded reading of an engine log: a regular file only, a size cap, a line cap, and a head + tail window.
+"""Bounded reading of an engine log: a regular file only, a size cap, a line cap, a head + tail window, and the middle
+searched in blocks for the failure, boot and readiness lines (kept after a marker line).
 
 - Not a regular file (a FIFO that would block forever, /dev/zero that never ends, a socket, a folder): refused
   before anything is read (`os.stat` + `stat.S_ISREG`), one line.

@@ -1,5 +1,6 @@
 """rich progress bars for a matrix run: one bar for the cells, one per slot (GPU group) for the requests of the
-cell running there, named by its GPUs in a packed run (`gpu 0,1: ddtree-b8 tp=2 c=4 ...`)."""
+cell running there, named by its GPUs in a packed run (`gpu 0,1: ddtree-b8 tp=2 c=4 256+64 cat=code temp=0.7`: the workload axes of
+load/axes.py the cell sets)."""
 
 from __future__ import annotations
 
@@ -52,11 +53,15 @@ class Progress:
 
     def cell_started(self, cell: Any, slot: str | None = None) -> None:
         if self._p is not None:
+            from specbench.load.axes import extras_text
+
             c = cell.client
             where = f"{slot}: " if slot else ""
+            extra = extras_text(c)
             self._p.update(self._req_task(slot), total=request_count(c), completed=0, visible=True,
                            description=f"{where}{cell.label} tp={cell.tp} c={c['concurrency']} "
-                                       f"{c['prompt_tokens']}+{c['output_tokens']}")
+                                       f"{c['prompt_tokens']}+{c['output_tokens']}"
+                                       + (f" {extra}" if extra else ""))
 
     def request_done(self, result: Any, slot: str | None = None) -> None:
         if self._p is not None:

@@ -173,20 +173,10 @@ def run_serial(spec: MatrixSpec, work: Work, adapter: Adapter, store: Store, pro
 
 
 def fill_speedups(store: Store) -> None:
-    """metrics.speedup = throughput / AR throughput at the same baseline key (null for AR; with repeats the means
-    over them: load/speedup.py::speedup_throughput), rounded to 4 digits."""
+    """Every done cell's derived keys (load/speedup.py::fill: pooled-throughput and latency speedups over the AR
+    cell of the same baseline key with their log-ratio intervals and decisions, the cell's own intervals), written
+    where they changed."""
     rows = [r for r in store.cells() if r.get("status") == "done" and r.get("metrics")]
-
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        c = r.get("client") or {}
-        return speedups.baseline_key(r.get("tp"), c.get("concurrency"), c)
-
-    index = speedups.ar_index((key(r), speedups.is_ar(r.get("algorithm")), speedups.speedup_throughput(r["metrics"]))
-                              for r in rows)
-    for r in rows:
-        m = dict(r["metrics"])
-        new = speedups.speedup_at(key(r), speedups.is_ar(r.get("algorithm")), speedups.speedup_throughput(m), index)
-        new = None if new is None else round(new, 4)
-        if m.get("speedup") != new or "speedup" not in m:
-            m["speedup"] = new
-            store.set_metrics(r["cell_id"], m)
+    for old, new in zip(rows, speedups.fill(rows)):
+        if new["metrics"] != old["metrics"]:
+            store.set_metrics(old["cell_id"], new["metrics"])

@@ -49,6 +49,8 @@ CREATE TABLE IF NOT EXISTS requests(cell_id TEXT, idx INTEGER, prompt_tokens INT
                       category TEXT,
                       repeat INTEGER,
                       PRIMARY KEY (cell_id, idx));
+CREATE TABLE IF NOT EXISTS gpu_samples(cell_id TEXT, t_s REAL, gpu TEXT, name TEXT, memory_used_mib REAL,
+                      utilization_pct REAL, power_w REAL);
 """
 
 # Columns added after a table's first release: a store written before them gains them (NULL) when `specbench run`
@@ -329,6 +331,14 @@ class Store:
                 [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), _t(r.error),
                   r.accept_len, r.spec_verify_ct, r.category, r.repeat) for r in requests],
             )
+
+    def put_gpu_samples(self, cell_id: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        """A cell's GPU telemetry (matrix/telemetry.py): (t_s, gpu, name, memory_used_mib, utilization_pct,
+        power_w) rows, replacing an earlier attempt's."""
+        with self._tx():
+            self.conn.execute("DELETE FROM gpu_samples WHERE cell_id=?", (cell_id,))
+            self.conn.executemany("INSERT INTO gpu_samples VALUES(?,?,?,?,?,?,?)",
+                                  [(cell_id, *r) for r in rows])
 
     def skip_cell(self, cell_id: str, reason: str) -> None:
         self.conn.execute(

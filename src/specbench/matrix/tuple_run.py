@@ -26,7 +26,7 @@ from typing import Any
 
 from specbench.engines import server_auth
 from specbench.errors import UserError
-from specbench.matrix import identity, lifecycle, orphans
+from specbench.matrix import identity, lifecycle, orphans, telemetry
 from specbench.matrix.adapters import Adapter, Launch
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
 from specbench.matrix.diagnosis import diagnose, failure_suffix
@@ -203,7 +203,9 @@ class TupleRun:
                    "another server holds it")
         if self.owned() is False:
             return CellOutcome("failed", reason=f"{foreign} before the cell; nothing measured")
-        outcome = run_cell(c, ctx, lambda r: self.progress.request_done(None, self.place.name))
+        with telemetry.sampling(self.place.gpu_indices) as gpu:  # GPU memory/util/power while the load runs
+            outcome = run_cell(c, ctx, lambda r: self.progress.request_done(None, self.place.name))
+        outcome = telemetry.attach(outcome, gpu, self.store, c.cell_id)
         if self.proc.alive() and self.owned() is False:
             return CellOutcome("failed", reason=f"{foreign} after the cell; its measurement is discarded")
         return outcome

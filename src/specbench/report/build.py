@@ -20,12 +20,14 @@ from specbench.report.html import render_html
 from specbench.report.load import Store
 from specbench.report.markdown import render_markdown
 from specbench.report.model import Report, build_report
-from specbench.report.plots import all_plots
+from specbench.report.plots import Plot, all_plots
 from specbench.report.predicted import predicted_section
-from specbench.report.tables import build_tables
+from specbench.report.sections import sections
+from specbench.report.tables import Tables, build_tables
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
-             "pareto.png", "accept_length.png", "accept_pos.png", "memory.png")
+             "pareto.png", "accept_length.png", "accept_pos.png", "memory.png", "gpu_memory.png", "gpu_util.png",
+             "gpu_power.png")
 MANIFEST = ".specbench-report.json"  # {"written_by": "specbench report", "files": [relative paths]}
 
 
@@ -89,9 +91,7 @@ def _clear_previous(out: Path) -> None:
 
 def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Written:
     tables = build_tables(stores)
-    rows = [r for phase in tables.phases for r in phase.rows]
-    accepts = {c.cell_id: c.accept_lengths for s in stores for c in s.cells}
-    plots = all_plots(rows, accepts, tables.memory, [s.label for s in stores], out)
+    plots = _plots(stores, tables, out)
 
     logs = []
     for log in tables.logs:
@@ -113,6 +113,24 @@ def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Writ
                                 encoding="utf-8")
     return Written(out_dir=out, markdown=md, html=html, pngs=tuple(p.path for p in plots), logs=tuple(logs),
                    report=report)
+
+
+def _plots(stores: Sequence[Store], tables: Tables, out: Path) -> list[Plot]:
+    """Every figure; with several sections (model · GPU, report/sections.py) one set per section in `section-N/`,
+    titled by its section, so that no figure (the Pareto front above all) mixes models or GPUs."""
+    rows = [r for phase in tables.phases for r in phase.rows]
+    accepts = {c.cell_id: c.accept_lengths for s in stores for c in s.cells}
+    if not tables.sections:
+        return list(all_plots(rows, accepts, tables.memory, [s.label for s in stores], out))
+    of = sections(stores)
+    plots: list[Plot] = []
+    for i, sec in enumerate(tables.sections, start=1):
+        sub = f"section-{i}"
+        labels = [s.label for s in stores if of[s.label] == sec]
+        made = all_plots([r for r in rows if r.section == sec], accepts,
+                         [m for m in tables.memory if m.store in labels], labels, out / sub)
+        plots += [replace(p, name=f"{sub}/{p.name}", title=f"{sec}: {p.title}") for p in made]
+    return plots
 
 
 def report_paths(paths: Sequence[str | Path], out_dir: str | Path | None = None) -> Written:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.load.axes import CLIENT_KEYS, value_text, workload_text
 from specbench.report.load import CellRecord, Store, load_store
 
 
@@ -57,14 +58,7 @@ def describe(store: Store) -> str:
 SERVER_KEYS = (("mem_fraction_static", "mem"), ("max_running_requests", "mrr"), ("context_length", "ctx"),
                ("draft_model", "draft"), ("num_draft_tokens", "d"), ("num_steps", "steps"),
                ("eagle_topk", "topk"), ("ddtree_budget", "b"), ("flags", "flags"), ("env", "env"))
-CLIENT_KEYS = (("prompt_tokens", "in"), ("output_tokens", "out"), ("request_rate", "rate"),
-               ("dataset", "data"), ("num_requests", "n"))
-
-
-def _value(v: object) -> str:
-    if isinstance(v, dict):
-        return ",".join(f"{k}={_value(x)}" for k, x in sorted(v.items())) or "{}"
-    return str(v)
+_value = value_text  # the one rendering of a setting's value (load/axes.py)
 
 
 def varying_keys(stores: Sequence[Store]) -> tuple[tuple[str, str, str], ...]:
@@ -96,6 +90,11 @@ def series_name(store: Store, cell: CellRecord, multi: bool,
 def workload_name(cell: CellRecord, varying: Sequence[tuple[str, str, str]]) -> str:
     """The client-side part of the series suffix ('in=1024 out=256'): cells compare only within one."""
     return " ".join(f"{short}={_value(cell.client.get(key))}" for where, key, short in varying if where == "client")
+
+
+def workload_label(cell: CellRecord) -> str:
+    """Every workload axis the cell sets (load/axes.py workload_text): the fastest tables' workload column."""
+    return workload_text(cell.client)
 
 
 def entries(stores: Sequence[Store]) -> tuple[Entry, ...]:

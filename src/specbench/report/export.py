@@ -2,7 +2,8 @@
 
 One record per cell. Columns: the `cells` columns; `metrics.<key>` for every `metrics_json` key,
 `client.<key>`, `server.<key>`, `clamp.<key>` likewise; `speedup_vs_ar` and `speedup_source` from
-tables.speedup_of. `jsonl` is per request instead: one JSON object a line per `requests` row (REQUEST_KEYS: the
+tables.speedup_of; `speedup_ci95`, `speedup_decision`, `tpot_speedup_vs_ar`, `e2e_speedup_vs_ar`, `speedup_lead` and
+`decision` from the derived keys (load/speedup.py: as stored, or computed alike for an older store). `jsonl` is per request instead: one JSON object a line per `requests` row (REQUEST_KEYS: the
 row's columns with `itl_json` as the list `itl`, and the cell's store, label, algorithm, TP, concurrency and
 simulated_accept_len). In CSV a list or dict value (e.g. `metrics.accept_lengths`) is a JSON string and
 None is empty; in JSON values keep their types.
@@ -22,20 +23,28 @@ from specbench.report.tables import ar_throughputs, speedup_of
 
 FORMATS = ("csv", "json", "jsonl")
 BASE_COLUMNS = ("store", "cell_id", "server_id", "phase", "tp", "algorithm", "label", "concurrency", "status",
-                "reason", "attempts", "started_at", "ended_at", "speedup_vs_ar", "speedup_source")
+                "reason", "attempts", "started_at", "ended_at", "speedup_vs_ar", "speedup_source", "speedup_ci95",
+                "speedup_decision", "tpot_speedup_vs_ar", "e2e_speedup_vs_ar", "speedup_lead", "decision")
 
 
 def records(stores: Sequence[Store]) -> list[dict[str, Any]]:
+    from specbench.report.repeats import ar_cells, derived_of
+
     ar = ar_throughputs(stores)
+    ars = ar_cells(stores)
     out = []
     for store in stores:
         for c in store.cells:
             speedup, source, _ = speedup_of(store, c, ar)
+            d = derived_of(c, ars.get((store.label, *c.baseline_key))) if c.status == "done" else {}
             rec: dict[str, Any] = {
                 "store": store.label, "cell_id": c.cell_id, "server_id": c.server_id, "phase": c.phase, "tp": c.tp,
                 "algorithm": c.algorithm, "label": c.label, "concurrency": c.concurrency, "status": c.status,
                 "reason": c.reason, "attempts": c.attempts, "started_at": c.started_at, "ended_at": c.ended_at,
-                "speedup_vs_ar": speedup, "speedup_source": source,
+                "speedup_vs_ar": speedup, "speedup_source": source, "speedup_ci95": d.get("speedup_ci95"),
+                "speedup_decision": d.get("speedup_decision"), "tpot_speedup_vs_ar": d.get("tpot_speedup"),
+                "e2e_speedup_vs_ar": d.get("e2e_speedup"), "speedup_lead": d.get("speedup_lead"),
+                "decision": d.get("decision"),
             }
             for prefix, mapping in (("metrics", c.metrics), ("client", c.client), ("server", c.server),
                                     ("clamp", c.clamp)):

@@ -126,20 +126,19 @@ def _stores(report: Report) -> list[str]:
 
 
 def _best(report: Report) -> list[str]:
+    from specbench.report.formatting import best_tables
+
     t = report.tables
-    out = ['<h2 id="best">Fastest configuration per TP and concurrency</h2>']
+    out = ['<h2 id="best">Fastest configuration per workload</h2>']
     if not t.best:
         return out + ['<p class="muted">No cell finished with measurements.</p>']
-    workloads = any(b.workload for b in t.best)
-    ar_won = any(b.is_baseline for b in t.best)
-    header = ["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s",
-                                                             "speedup vs AR"] + (["best speculative"] if ar_won else [])
-    out.append(_simple_table(
-        header,
-        [[fmt(b.tp)] + ([escape(b.workload or "–")] if workloads else []) +
-         [fmt(b.concurrency), escape(b.series), fmt(b.output_throughput), fmt(b.ar_throughput),
-          escape(b.speedup_text)] + ([escape(b.best_spec_text or "–")] if ar_won else []) for b in t.best],
-        {i for i, h in enumerate(header) if h in ("workload", "fastest", "best speculative")}))
+    if t.sections:
+        out.append(f'<p class="muted">Sections: {escape("; ".join(t.sections))} (one per model and GPU: tables, '
+                   'rankings and figures never mix them).</p>')
+    for bt in best_tables(t.best):
+        out.append(f"<h3>{escape(bt.title)}</h3>")
+        out.append(f'<p class="muted">{escape(bt.note)}.</p>')
+        out.append(_simple_table(list(bt.header), [[escape(c) for c in r] for r in bt.rows], set(bt.text_cols)))
     return out
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.matrix import store as store_schema
-from specbench.redact import redact_text
+from specbench.redact import redact_obj, redact_text
 from specbench.report.records import (  # noqa: F401  (re-exported: one import path)
     CellRecord,
     RequestRecord,
@@ -167,13 +167,54 @@ def _connect_ro(path: Path, query: str) -> sqlite3.Connection:
 
 @dataclass(frozen=True)
 class _Rows:
-    """The raw rows of each table, every wanted column present (None where the store lacks it)."""
+    """The raw rows of each table, every wanted column present (None where the store lacks it); the requests already
+    as records by cell (read row by row: a 20,000-cell store has 320,000 of them)."""
 
     meta: list[dict[str, Any]]
     servers: list[dict[str, Any]]
     cells: list[dict[str, Any]]
-    requests: list[dict[str, Any]]
+    requests: dict[str, list[RequestRecord]]
     warnings: list[str]  # absent tables and columns
+
+
+def _redact_cell(r: dict[str, Any], warnings: list[str], seen: dict[str, str] | None = None) -> dict[str, Any]:
+    """A cell row with its secrets masked: text columns as text; metrics_json parsed first and masked as an object
+    (redact_obj: by key name, strings as text), which is what its text would give without running the text rules over
+    every number of a 20,000-cell store."""
+    seen = {} if seen is None else seen  # one text masked once: the cells of a server repeat its server_json
+
+    def text(v: str) -> str:
+        if v not in seen:
+            seen[v] = redact_text(v)
+        return seen[v]
+
+    out = {k: text(v) if isinstance(v, str) and k != "metrics_json" else v for k, v in r.items()}
+    m = _json(r.get("metrics_json"), f"cells[{r.get('cell_id')}].metrics_json", warnings, None)
+    if isinstance(m, dict):  # only the items holding a string can hold a secret: redact_obj of those is the same
+        texts = {k: v for k, v in m.items() if _has_text(v)}
+        if texts:
+            flat = all(isinstance(v, str) for v in texts.values())  # the usual case: a memo by value
+            key = "\0".join(f"{k}\1{v}" for k, v in sorted(texts.items())) if flat else None
+            if key is not None and key in seen:
+                masked = json.loads(seen[key])
+            else:
+                masked = redact_obj(texts)
+                if key is not None:
+                    seen[key] = json.dumps(masked)
+            m = {**m, **masked}
+    out["metrics_json"] = m
+    return out
+
+
+def _has_text(v: Any) -> bool:
+    """A string anywhere inside (redact_obj masks string values only: a mapping's keys pass as they are)."""
+    if isinstance(v, str):
+        return True
+    if isinstance(v, dict):
+        return any(_has_text(x) for x in v.values())
+    if isinstance(v, list):
+        return any(_has_text(x) for x in v)
+    return False
 
 
 def _read_rows(path: Path) -> _Rows:
@@ -184,18 +225,45 @@ def _read_rows(path: Path) -> _Rows:
             meta_rows = _select(con, "meta", ("key", "value"), warnings)
             server_rows = _select(con, "servers", SERVER_COLUMNS, warnings)
             cell_rows = _select(con, "cells", CELL_COLUMNS, warnings)
-            request_rows = _select(con, "requests", REQUEST_COLUMNS, warnings)
+            requests = _read_requests(con, warnings)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise _unreadable(path, exc) from None
     finally:
         con.close()
     # secrets masked on the way in (specbench/redact.py), so a store written before redaction existed is shared safely
-    meta_rows, server_rows, cell_rows = ([{k: redact_text(v) if isinstance(v, str) else v for k, v in r.items()}
-                                         for r in rows] for rows in (meta_rows, server_rows, cell_rows))
-    for r in request_rows:
-        if isinstance(r.get("error"), str):
-            r["error"] = redact_text(r["error"])
-    return _Rows(meta_rows, server_rows, cell_rows, request_rows, warnings)
+    meta_rows, server_rows = ([{k: redact_text(v) if isinstance(v, str) else v for k, v in r.items()}
+                               for r in rows] for rows in (meta_rows, server_rows))
+    seen: dict[str, str] = {}
+    cell_rows = [_redact_cell(r, warnings, seen) for r in cell_rows]
+    return _Rows(meta_rows, server_rows, cell_rows, requests, warnings)
+
+
+def _read_requests(con: sqlite3.Connection, warnings: list[str]) -> dict[str, list[RequestRecord]]:
+    """Every request row by cell, in idx order (error texts masked), read one row at a time."""
+    have = _columns(con, "requests")
+    if not have:
+        warnings.append("table 'requests' missing")
+        return {}
+    later = {name for name, _ in store_schema.ADDED_COLUMNS.get("requests", ())}
+    missing = [c for c in REQUEST_COLUMNS if c not in have and c not in later]
+    if missing:
+        warnings.append(f"table 'requests' lacks columns: {', '.join(missing)}")
+    cols = ", ".join(c if c in have else "NULL" for c in REQUEST_COLUMNS)
+    at = {c: i for i, c in enumerate(REQUEST_COLUMNS)}
+    out: dict[str, list[RequestRecord]] = {}
+    for row in con.execute(f"SELECT {cols} FROM requests"):
+        cid = row[at["cell_id"]]
+        if cid is None:
+            continue
+        err = row[at["error"]]
+        out.setdefault(str(cid), []).append(RequestRecord(
+            idx=_int(row[at["idx"]]) or 0, repeat=_int(row[at["repeat"]]), category=row[at["category"]],
+            prompt_tokens=_int(row[at["prompt_tokens"]]), output_tokens=_int(row[at["output_tokens"]]),
+            ttft_s=_float(row[at["ttft_s"]]), e2e_s=_float(row[at["e2e_s"]]), accept_len=_float(row[at["accept_len"]]),
+            spec_verify_ct=_int(row[at["spec_verify_ct"]]), error=redact_text(err) if isinstance(err, str) else err))
+    for v in out.values():
+        v.sort(key=lambda q: q.idx)
+    return out
 
 
 def _server_record(r: dict[str, Any], warnings: list[str]) -> ServerRecord:
@@ -214,22 +282,6 @@ def _server_record(r: dict[str, Any], warnings: list[str]) -> ServerRecord:
         log_text=r["log_text"],
         diagnosis=_json(r["diagnosis_json"], f"{where}.diagnosis_json", warnings, None),
     )
-
-
-def _request_records(request_rows: list[dict[str, Any]]) -> dict[str, list[RequestRecord]]:
-    """Every request row by cell, in idx order."""
-    out: dict[str, list[RequestRecord]] = {}
-    for r in request_rows:
-        if r["cell_id"] is None:
-            continue
-        out.setdefault(str(r["cell_id"]), []).append(RequestRecord(
-            idx=_int(r["idx"]) or 0, repeat=_int(r.get("repeat")), category=r.get("category"),
-            prompt_tokens=_int(r["prompt_tokens"]), output_tokens=_int(r["output_tokens"]), ttft_s=_float(r["ttft_s"]),
-            e2e_s=_float(r["e2e_s"]), accept_len=_float(r["accept_len"]), spec_verify_ct=_int(r["spec_verify_ct"]),
-            error=r["error"]))
-    for v in out.values():
-        v.sort(key=lambda q: q.idx)
-    return out
 
 
 def _cell_record(r: dict[str, Any], warnings: list[str],
@@ -273,7 +325,7 @@ def load_store(path: str | Path, label: str | None = None) -> Store:
     warnings = rows.warnings
     meta = {str(r["key"]): "" if r["value"] is None else str(r["value"]) for r in rows.meta if r["key"] is not None}
     servers = [_server_record(r, warnings) for r in rows.servers if r["server_id"] is not None]
-    reqs = _request_records(rows.requests)
+    reqs = rows.requests
     cells = [_cell_record(r, warnings, reqs) for r in rows.cells if r["cell_id"] is not None]
     cells.sort(key=cell_sort_key)
     return Store(

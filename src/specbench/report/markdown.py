@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from specbench.report.formatting import SIMULATED_NOTE
+from specbench.report.formatting import DECISION_NOTE, SIMULATED_NOTE, best_tables
 from specbench.report.model import Report
 from specbench.report.predicted import markdown_lines as predicted_md
 from specbench.report.repeats import fmt_ci
@@ -38,10 +38,19 @@ def _notes(report: Report) -> list[str]:
     if any(r.simulated is not None for r in rows):
         out.append(f"Accept len {SIMULATED_NOTE}")
     if any(r.repeats for r in rows):
-        out.append("With repeats (n): out tok/s is the mean over the repeats ± half its Student-t 95% interval, the "
-                   "speedup the ratio of the mean throughputs with its delta-method 95% interval in brackets; a cell "
-                   "whose CV exceeds `noisy_cv` is marked noisy.")
+        out.append(REPEATS_NOTE)
+    if any(r.speedup_source != "baseline" and r.speedup_lead == "tpot" for r in rows):
+        out.append("Rate cells (request_rate set) lead with the TPOT speedup (AR TPOT mean / TPOT mean): their "
+                   "throughput ratio is about 1 by construction below saturation.")
+    if rows:
+        out.append(DECISION_NOTE)
     return [*out, ""] if out else []
+
+
+REPEATS_NOTE = ("With repeats (n): out tok/s is pooled over the repeats (total output tokens / total measured time) "
+                "with its 95% interval on the log scale in brackets; the speedups are ratios of pooled values with "
+                "their log-ratio 95% intervals (the delta-method standard error of the log ratio, Welch-"
+                "Satterthwaite df from the relative variances, exact Student-t quantiles; never below 0).")
 
 
 def _categories(report: Report) -> list[str]:
@@ -70,16 +79,12 @@ def render_markdown(report: Report) -> str:
                       str(s.n_servers), str(s.n_cells)] for s in report.stores])
     lines += ["", f"**{_esc(t.summary.headline)}**", ""]
 
-    if t.best:
-        lines += ["## Fastest configuration per TP and concurrency", ""]
-        workloads = any(b.workload for b in t.best)
-        ar_won = any(b.is_baseline for b in t.best)
-        lines += _table(["TP"] + (["workload"] if workloads else []) + ["c", "fastest", "out tok/s", "AR tok/s",
-                                                                         "speedup vs AR"]
-                        + (["best speculative"] if ar_won else []),
-                        [[fmt(b.tp)] + ([b.workload or "–"] if workloads else []) +
-                         [fmt(b.concurrency), b.series, fmt(b.output_throughput), fmt(b.ar_throughput),
-                          b.speedup_text] + ([b.best_spec_text or "–"] if ar_won else []) for b in t.best])
+    if t.sections:
+        lines += ["Sections: " + "; ".join(_esc(s) for s in t.sections) + " (one per model and GPU: tables, "
+                  "rankings and figures never mix them).", ""]
+    for bt in best_tables(t.best):
+        lines += [f"## {_esc(bt.title)}", "", _esc(bt.note) + ".", ""]
+        lines += _table(list(bt.header), [list(r) for r in bt.rows])
         lines.append("")
 
     if report.plots:

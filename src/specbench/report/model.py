@@ -9,6 +9,7 @@ from specbench.report.compare import describe
 from specbench.report.load import Store
 from specbench.report.plots import Plot
 from specbench.report.predicted import PredictedSection
+from specbench.report.sections import store_model  # noqa: F401  (re-exported)
 from specbench.report.tables import Tables
 
 
@@ -41,25 +42,6 @@ class Report:
 
 META_SHOWN = ("name", "engine", "engine_version", "host", "gpu", "model", "matrix_path", "specbench_version", "started_at",
               "synthetic")
-
-
-MODEL_FLAGS = ("--model-path", "--model")  # SGLang launch_server / vLLM serve (vLLM also takes it positionally)
-
-
-def store_model(store: Store) -> str | None:
-    """meta `model`, else the model the first server was launched with (its `--model-path` / `--model` value, or
-    the word after `serve`)."""
-    if store.meta.get("model"):
-        return store.meta["model"]
-    for s in store.servers:
-        argv = list(s.command)
-        for i, a in enumerate(argv[:-1]):
-            if a in MODEL_FLAGS or (a == "serve" and not argv[i + 1].startswith("-")):
-                return argv[i + 1]
-            for flag in MODEL_FLAGS:
-                if a.startswith(flag + "="):
-                    return a.split("=", 1)[1]
-    return None
 
 
 def store_info(store: Store) -> StoreInfo:

@@ -104,10 +104,24 @@ def concurrency_axis(ax: object, values: Sequence[int]) -> None:
     vals = sorted(set(values))
     if vals and vals[-1] / max(vals[0], 1) >= 8:
         ax.set_xscale("log", base=2)  # type: ignore[attr-defined]
-    ax.set_xticks(vals)  # type: ignore[attr-defined]
-    ax.set_xticklabels([str(v) for v in vals])  # type: ignore[attr-defined]
+    shown = thin_ticks(vals)
+    ax.set_xticks(shown)  # type: ignore[attr-defined]
+    ax.set_xticklabels([str(v) for v in shown])  # type: ignore[attr-defined]
     ax.minorticks_off()  # type: ignore[attr-defined]
     ax.set_xlabel("concurrency")  # type: ignore[attr-defined]
+
+
+MAX_TICKS = 12
+
+
+def thin_ticks(values: Sequence[int], n: int = MAX_TICKS) -> list[int]:
+    """At most about n tick values, the first and the last kept (100 concurrencies: every 9th)."""
+    vals = list(values)
+    if len(vals) <= n:
+        return vals
+    step = -(-len(vals) // n)
+    out = vals[::step]
+    return out if out[-1] == vals[-1] else [*out, vals[-1]]
 
 
 def legend_columns(labels: Sequence[str], width_in: float) -> int:
@@ -122,3 +136,34 @@ def legend(fig: Figure, handles: list[object]) -> None:
         labels = [h.get_label() for h in handles]  # type: ignore[attr-defined]
         fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(labels, fig.get_figwidth()),
                    frameon=False, fontsize=8)
+
+
+MAX_SERIES = 12  # lines per figure beyond which a legend is unreadable: the fastest configurations are drawn
+
+
+def top_series(rows: Sequence[CellRow], n: int = MAX_SERIES) -> tuple[list[CellRow], str]:
+    """The rows of at most `n` series: every AR series, then the speculative ones with the highest output
+    throughput of any of their cells; and a caption note naming what was left out ('' when nothing was)."""
+    best: dict[str, float] = {}
+    ar: set[str] = set()
+    for r in rows:
+        best[r.series] = max(best.get(r.series, 0.0), r.output_throughput or 0.0)
+        if r.config.split(" [")[0] == "ar":
+            ar.add(r.series)
+    if len(best) <= n:
+        return list(rows), ""
+    spec = sorted((s for s in best if s not in ar), key=lambda s: -best[s])
+    keep = set(sorted(ar)[:n]) | set(spec[:max(0, n - len(ar))])
+    return [r for r in rows if r.series in keep], (f" Showing the {len(keep)} fastest of {len(best)} series "
+                                                  "(AR first); every cell is in the tables.")
+
+
+def workload_subtitle(rows: Sequence[CellRow]) -> str:
+    """'\n(in=256 out=64 cat=code temp=0.7)': the workload axes every drawn cell shares (load/axes.py), so a figure
+    says what it measured; the axes that differ are in the series names (report/compare.py)."""
+    texts = {r.workload_full for r in rows}
+    if len(texts) == 1 and next(iter(texts)):
+        return f"\n({next(iter(texts))})"
+    common = set.intersection(*(set(t.split()) for t in texts)) if texts else set()
+    order = [w for w in next(iter(texts), "").split() if w in common]
+    return f"\n({' '.join(order)}; the rest in the series names)" if order else ""

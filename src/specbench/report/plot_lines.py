@@ -19,8 +19,10 @@ from specbench.report.plot_base import (
     save,
     series_order,
     styles,
+    top_series,
     tp_title,
     tps_of,
+    workload_subtitle,
 )
 from specbench.report.tables import DONE, CellRow
 
@@ -35,6 +37,8 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
             and (keep is None or keep(r))]
     if not done:
         return None
+    done, left_out = top_series(done)
+    caption += left_out
     tps = tps_of(done)
     st = styles(rows, stores)
     order = series_order(done)
@@ -42,7 +46,7 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
     rows_of_legend = math.ceil(len(order) / legend_columns(order, width))
     fig = new_figure(width, PANEL_H + 0.35 + 0.2 * rows_of_legend)
     axes = fig.subplots(1, len(tps), squeeze=False)[0]
-    fig.suptitle(title, fontsize=11, fontweight="bold")
+    fig.suptitle(title + workload_subtitle(done), fontsize=11, fontweight="bold")
     for ax, tp in zip(axes, tps):
         here = [r for r in done if r.tp == tp]
         for series in order:
@@ -56,8 +60,9 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
             ys = [(ci[0] + ci[1]) / 2 if ci is not None else y for y, ci in zip(ys, cis)]
             lw = 2.4 if pts[0].config.split(" [")[0] == "ar" else 1.8
             face = "white" if pts[0].simulated is not None else s.color
-            ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=s.marker, markersize=4.5, linewidth=lw,
-                    markerfacecolor=face)
+            dense = len(xs) > DENSE_POINTS  # a line of many points reads without a marker at each
+            ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=None if dense else s.marker, markersize=4.5,
+                    linewidth=lw, markerfacecolor=face)
             if any(ci is not None for ci in cis):
                 lo = [y - ci[0] if ci is not None else 0.0 for y, ci in zip(ys, cis)]
                 hi = [ci[1] - y if ci is not None else 0.0 for y, ci in zip(ys, cis)]
@@ -82,6 +87,8 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
     legend(fig, handles)
     return save(fig, path, name, title, caption, [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
 
+
+DENSE_POINTS = 30
 
 REPEATS_NOTE = " Error bars: the Student-t 95% interval of the mean over the repeats."
 
@@ -128,3 +135,20 @@ def tpot_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plo
     return _line_figure(rows, stores, path, name="tpot.png", title="Time per output token vs concurrency",
                         caption="TPOT p50 (line) with the band up to p99; lower is better.",
                         ylabel="TPOT ms (p50, band to p99)", value="tpot_p50", band="tpot_p99")
+
+
+def gpu_plots(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> list[Plot | None]:
+    """GPU telemetry per cell (metrics_json.gpu_telemetry, matrix/telemetry.py): peak memory used, mean
+    utilization and mean power over the cell's load; none without telemetry (no GPU)."""
+    src = " Sampled every second during the cell's load (NVML, else nvidia-smi)."
+    return [
+        _line_figure(rows, stores, path, name="gpu_memory.png", title="GPU memory used vs concurrency",
+                     caption="Peak memory used on the cell's GPUs (MiB, the largest of them)." + src,
+                     ylabel="memory used MiB (peak)", value="gpu_memory_max"),
+        _line_figure(rows, stores, path, name="gpu_util.png", title="GPU utilization vs concurrency",
+                     caption="Mean utilization of the cell's GPUs (%)." + src, ylabel="utilization % (mean)",
+                     value="gpu_util_mean"),
+        _line_figure(rows, stores, path, name="gpu_power.png", title="GPU power vs concurrency",
+                     caption="Mean power drawn by the cell's GPUs together (W)." + src, ylabel="power W (mean)",
+                     value="gpu_power_mean"),
+    ]

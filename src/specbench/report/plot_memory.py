@@ -17,12 +17,18 @@ from specbench.report.plot_base import (
 )
 from specbench.report.tables import MemoryRow
 
+MAX_TUPLES = 48  # bars per figure: beyond, the figure is a wall of labels (the table has them all)
+
 
 def memory_plot(memory: Sequence[MemoryRow], path: Path) -> Plot | None:
     """Stacked horizontal bar per server tuple: weights / draft / Mamba / KV / headroom, GiB per GPU."""
     rows = [m for m in memory if m.parts]
     if not rows:
         return None
+    shown = rows[:MAX_TUPLES]
+    left_out = (f" The first {len(shown)} of {len(rows)} server tuples; every one is in the memory table."
+                if len(rows) > len(shown) else "")
+    rows = shown
     tps = sorted({m.tp for m in rows}, key=lambda t: t or 0)
     counts = [sum(1 for m in rows if m.tp == tp) for tp in tps]
     fig = new_figure(9.0, 1.1 + 0.34 * sum(counts) + 0.45 * len(tps))
@@ -33,14 +39,19 @@ def memory_plot(memory: Sequence[MemoryRow], path: Path) -> Plot | None:
         here = [m for m in rows if m.tp == tp]
         labels = [m.series + (" (fixed)" if m.verdict == "fixed" else "")
                   + (" ✗" if m.plan_status == "fails" or m.status == "failed" else "") for m in here]
-        for k, m in enumerate(here):
-            left = 0.0
-            for name, value in m.parts:
-                ax.barh(k, value, left=left, color=MEMORY_COLORS[name], edgecolor="white", linewidth=0.6, height=0.7)
-                if value >= xmax * 0.06:
-                    ax.text(left + value / 2, k, f"{value:.1f}", ha="center", va="center", fontsize=7,
+        lefts = [0.0] * len(here)
+        for name in MEMORY_COLORS:  # one bar call per part for every tuple (a 200-tuple store drew 1,000 calls)
+            ks = [k for k, m in enumerate(here) if dict(m.parts).get(name)]
+            if not ks:
+                continue
+            vals = [dict(here[k].parts)[name] for k in ks]
+            ax.barh(ks, vals, left=[lefts[k] for k in ks], color=MEMORY_COLORS[name], edgecolor="white",
+                    linewidth=0.6, height=0.7)
+            for k, value in zip(ks, vals):
+                if value >= xmax * 0.06 and len(here) <= 60:
+                    ax.text(lefts[k] + value / 2, k, f"{value:.1f}", ha="center", va="center", fontsize=7,
                             color="#222222" if name == "headroom" else "white")
-                left += value
+                lefts[k] += value
         ax.set_yticks(range(len(here)), labels, fontsize=8)
         ax.invert_yaxis()
         ax.set_title(tp_title(tp), fontsize=9, loc="left")
@@ -52,5 +63,5 @@ def memory_plot(memory: Sequence[MemoryRow], path: Path) -> Plot | None:
     return save(fig, path, "memory.png", "Memory plan",
                  "The planner's split of each GPU: weights, draft weights, Mamba/GDN state, KV cache, headroom "
                  "(GPU total minus the rest); (fixed): launched with the planner's nearest working change; "
-                 "✗: the plan fails or the server failed.",
+                 "✗: the plan fails or the server failed." + left_out,
                  [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])

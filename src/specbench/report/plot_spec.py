@@ -16,9 +16,17 @@ from specbench.report.plot_base import (
     save,
     series_order,
     styles,
+    thin_ticks,
+    top_series,
     tp_title,
     tps_of,
 )
+
+MAX_HEAT_ROWS = 30  # configurations per heat map panel
+MAX_HEAT_COLS = 24  # concurrencies per panel that still get their number written in the cell
+MAX_FIG_IN = 30.0  # the widest figure (inches): beyond, cells get narrower instead of the image wider
+MAX_ACCEPT_CONFIGS = 8  # columns of the accept-length figure and panels of the per-position one
+from specbench.report.plot_base import workload_subtitle
 from specbench.report.tables import DONE, CellRow
 
 
@@ -27,6 +35,7 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     spec = [r for r in rows if r.speedup_source != "baseline" and r.concurrency is not None]
     if not any(r.speedup is not None for r in spec):
         return None
+    spec, left_out = top_series(spec, MAX_HEAT_ROWS)
     tps = [tp for tp in tps_of(spec) if any(r.speedup is not None for r in spec if r.tp == tp)]
     values = [r.speedup for r in spec if r.speedup is not None]
     lo, hi = min(min(values), 0.95), max(max(values), 1.05)
@@ -35,9 +44,13 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     max_rows = max(len({r.series for r in spec if r.tp == tp}) for tp in tps)
     max_cols = max(len({r.concurrency for r in spec if r.tp == tp}) for tp in tps)
     label_in = 0.075 * max(len(r.series) for r in spec)  # room for the row labels
-    fig = new_figure(max(6.5, (max(3.0, 0.75 * max_cols) + label_in) * len(tps) + 1.0), 1.4 + 0.42 * max_rows)
+    annotate = max_cols <= MAX_HEAT_COLS  # a number per cell only while it fits; the colour bar reads the rest
+    col_in = 0.75 if annotate else 0.12
+    fig = new_figure(min(MAX_FIG_IN, max(6.5, (max(3.0, col_in * max_cols) + label_in) * len(tps) + 1.0)),
+                     1.4 + 0.42 * max_rows)
     axes = fig.subplots(1, len(tps), squeeze=False)[0]
-    fig.suptitle("Speedup over AR (same TP, concurrency and workload)", fontsize=11, fontweight="bold")
+    fig.suptitle("Speedup over AR (same TP, concurrency and workload)" + workload_subtitle(spec), fontsize=11,
+                 fontweight="bold")
     image = None
     for ax, tp in zip(axes, tps):
         here = [r for r in spec if r.tp == tp]
@@ -52,7 +65,7 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
                 grid[i][j] = r.speedup
         image = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto")
         ax.set_facecolor("#eeeeee")
-        for i in range(len(ys)):
+        for i in range(len(ys) if annotate else 0):
             for j in range(len(xs)):
                 v = grid[i][j]
                 if math.isnan(v):
@@ -61,7 +74,8 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
                 else:
                     dark = abs(norm(v) - 0.5) > 0.35
                     ax.text(j, i, f"{v:.2f}×", ha="center", va="center", fontsize=8, color="white" if dark else "black")
-        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+        step = 1 if annotate else max(1, len(xs) // 12)
+        ax.set_xticks(range(0, len(xs), step), [str(x) for x in xs[::step]])
         ax.set_yticks(range(len(ys)), ys, fontsize=8)
         ax.set_xlabel("concurrency")
         ax.set_title(tp_title(tp), fontsize=10)
@@ -71,7 +85,8 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     if image is not None:
         fig.colorbar(image, ax=list(axes), shrink=0.9, label="speedup ×")
     return save(fig, path, "speedup.png", "Speedup heat map",
-                 "Output throughput over the AR baseline at the same TP and concurrency; green is faster.",
+                 "Output throughput over the AR baseline at the same TP and concurrency; green is faster."
+                 + left_out,
                  [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
 
 
@@ -85,6 +100,7 @@ def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]],
             and (accepts.get(r.cell_id) or r.accept_length is not None)]
     if not spec:
         return None
+    spec, left_out = top_series(spec, MAX_ACCEPT_CONFIGS)
     tps = tps_of(spec)
     configs = series_order(spec)
     st = styles(rows, stores)
@@ -100,7 +116,8 @@ def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]],
             if _accept_boxes(ax, cells, accepts, st[series].color):
                 means_only = True
             if cells:
-                ax.set_xticks(range(len(cells)), [f"c{r.concurrency}" for r in cells], fontsize=7)
+                ticks = thin_ticks(list(range(len(cells))))
+                ax.set_xticks(ticks, [f"c{cells[k].concurrency}" for k in ticks], fontsize=7)
                 ax.set_xlim(-0.6, len(cells) - 0.4)
                 panels.append((f"{tp_title(tp)} {series}", ax))
             else:
@@ -123,6 +140,7 @@ def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]],
                     "not its drafter's.")
     if means_only:
         caption += " A diamond is a cell mean without per-request values (engine counters)."
+    caption += left_out
     return save(fig, path, "accept_length.png", "Accept-length distribution", caption, panels)
 
 
@@ -136,49 +154,78 @@ def accept_top(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]]) 
 
 
 def accept_pos_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
-    """Per TP: the share of verify steps that accepted the draft token at each position (vLLM's
-    spec_decode_num_accepted_tokens_per_pos / num_drafts), one line per configuration and concurrency."""
+    """Small multiples: one panel per (TP, configuration), at most MAX_ACCEPT_CONFIGS configurations (the fastest),
+    one line per concurrency (light to dark), each line the share of verify steps that accepted the draft token at
+    each position (vLLM's spec_decode_num_accepted_tokens_per_pos / num_drafts). A panel's legend names only its
+    concurrencies, so no legend covers another panel's lines."""
     spec = [r for r in rows if r.status == DONE and r.acceptance_per_pos]
     if not spec:
         return None
-    tps = tps_of(spec)
-    st = styles(rows, stores)
-    fig = new_figure(0.6 + 4.3 * len(tps), 3.6)
-    axes = fig.subplots(1, len(tps), squeeze=False)[0]
+    spec, left_out = top_series(spec, MAX_ACCEPT_CONFIGS)
+    panels = sorted({(r.tp, r.series) for r in spec}, key=lambda k: (k[0] or 0, series_order(spec).index(k[1])))
+    ncols = min(4, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = new_figure(0.6 + 3.3 * ncols, 0.7 + 2.6 * nrows)
+    grid = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
     fig.suptitle("Acceptance per draft position", fontsize=11, fontweight="bold")
-    for ax, tp in zip(axes, tps):
-        for r in sorted((r for r in spec if r.tp == tp), key=lambda r: (r.series, r.concurrency or 0)):
+    cmap = matplotlib.colormaps["viridis"]
+    drawn = []
+    for k, (tp, series) in enumerate(panels):
+        ax = grid[k // ncols][k % ncols]
+        cells = sorted((r for r in spec if r.tp == tp and r.series == series), key=lambda r: r.concurrency or 0)
+        for i, r in enumerate(cells):
             xs = list(range(1, len(r.acceptance_per_pos) + 1))
-            ax.plot(xs, list(r.acceptance_per_pos), color=st[r.series].color, marker="o", markersize=4,
-                    label=f"{r.series} c{r.concurrency}", markerfacecolor="white" if r.simulated is not None else None)
+            colour = cmap(0.15 + 0.7 * i / max(1, len(cells) - 1))
+            ax.plot(xs, list(r.acceptance_per_pos), color=colour, marker="o", markersize=3, linewidth=1.3,
+                    label=f"c{r.concurrency}", markerfacecolor="white" if r.simulated is not None else colour)
         ax.set_ylim(0, 1.05)
-        ax.set_xlabel("draft position")
-        ax.set_ylabel("accepted share of steps")
-        ax.set_title(tp_title(tp), fontsize=10)
+        ax.set_xlabel("draft position", fontsize=8)
+        if k % ncols == 0:
+            ax.set_ylabel("accepted share of steps", fontsize=8)
+        sim = next((r.simulated for r in cells if r.simulated is not None), None)
+        ax.set_title(f"{tp_title(tp)} {series}" + (f" (sim {sim:g})" if sim is not None else ""), fontsize=8)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, frameon=False)
+        ax.legend(fontsize=6, frameon=False, ncols=2 if len(cells) > 4 else 1, loc="lower left")
+        drawn.append((f"{tp_title(tp)} {series}", ax))
+    for k in range(len(panels), nrows * ncols):
+        grid[k // ncols][k % ncols].set_visible(False)
     return save(fig, path, "accept_pos.png", "Acceptance per draft position",
-                "Share of verify steps whose draft token at position i was accepted (vLLM's per-position counters, "
-                "read from /metrics before and after each cell); SGLang's meta_info has no per-position counts.",
-                [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
+                "Share of verify steps whose draft token at position i was accepted, one panel per TP and "
+                "configuration, one line per concurrency (vLLM's per-position counters, read from /metrics before "
+                "and after each cell); SGLang's meta_info has no per-position counts." + left_out, drawn)
 
 
 def _accept_boxes(ax: object, cells: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], color: str) -> bool:
-    """One box of per-request accept lengths per cell (a diamond at the cell mean without them); True if any
-    diamond was drawn."""
-    means_only = False
-    for k, r in enumerate(cells):
-        values = list(accepts.get(r.cell_id) or ())
-        if values:
-            box = ax.boxplot([values], positions=[k], widths=0.6, patch_artist=True, showfliers=False)  # type: ignore[attr-defined]
-            box["boxes"][0].set_facecolor(color)
-            box["boxes"][0].set_alpha(0.55)
-            box["medians"][0].set_color("#222222")
+    """One box of per-request accept lengths per cell (a diamond at the cell mean without them), drawn in one call
+    per panel, every request as a dot while the panel has at most MAX_DOT_BOXES boxes; True if any diamond was
+    drawn."""
+    boxed = [(k, list(accepts.get(r.cell_id) or ())) for k, r in enumerate(cells)]
+    with_values = [(k, v) for k, v in boxed if v]
+    if len(with_values) > MAX_DOT_BOXES:  # too many boxes to read: the median line in its quartile band
+        import numpy as np
+
+        qs = [np.percentile(v, (25, 50, 75)) for _, v in with_values]
+        xs = [k for k, _ in with_values]
+        ax.fill_between(xs, [q[0] for q in qs], [q[2] for q in qs], color=color, alpha=0.3, linewidth=0)  # type: ignore[attr-defined]
+        ax.plot(xs, [q[1] for q in qs], color=color, linewidth=1.4)  # type: ignore[attr-defined]
+    elif with_values:
+        box = ax.boxplot([v for _, v in with_values], positions=[k for k, _ in with_values], widths=0.6,  # type: ignore[attr-defined]
+                         patch_artist=True, showfliers=False)
+        for patch in box["boxes"]:
+            patch.set_facecolor(color)
+            patch.set_alpha(0.55)
+        for median in box["medians"]:
+            median.set_color("#222222")
+        if len(with_values) <= MAX_DOT_BOXES:
             # every request as a dot, spread sideways: a box of equal values is otherwise a bare line
-            offsets = [((n * 0.618) % 1.0 - 0.5) * 0.3 for n in range(len(values))]
-            ax.scatter([k + o for o in offsets], values, s=9, color=color, edgecolors="#333333",  # type: ignore[attr-defined]
-                       linewidths=0.4, alpha=0.8, zorder=4)
-        else:
-            means_only = True
-            ax.plot([k], [r.accept_length], marker="D", markersize=8, color=color, linestyle="none")  # type: ignore[attr-defined]
-    return means_only
+            xs = [k + ((n * 0.618) % 1.0 - 0.5) * 0.3 for k, v in with_values for n in range(len(v))]
+            ax.scatter(xs, [y for _, v in with_values for y in v], s=9, color=color,  # type: ignore[attr-defined]
+                       edgecolors="#333333", linewidths=0.4, alpha=0.8, zorder=4)
+    means = [(k, r.accept_length) for (k, v), r in zip(boxed, cells) if not v]
+    if means:
+        ax.plot([k for k, _ in means], [m for _, m in means], marker="D", markersize=8, color=color,  # type: ignore[attr-defined]
+                linestyle="none")
+    return bool(means)
+
+
+MAX_DOT_BOXES = 24

@@ -13,6 +13,7 @@ Quantities (all from `cells.metrics_json` via tables.CellRow):
 - accept length: `metrics_json.accept_lengths` per request (else `requests.accept_len`), axis 0 .. draft tokens + 1;
 - TTFT / E2E: `ttft_ms_p50` / `e2e_ms_p50` (line) to `_p99` (band); goodput: `goodput` (SLOs of the matrix);
 - acceptance per draft position: `metrics_json.acceptance_per_pos` (vLLM counters);
+- GPU memory / utilization / power: `metrics_json.gpu_telemetry` (matrix/telemetry.py), where a GPU was sampled;
 - error bars (with repeats): the 95% intervals of report/repeats.py (throughput and speedup).
 
 The figures by family: `plot_lines.py` (throughput, TPOT), `plot_spec.py` (speedup heat map, accept length),
@@ -41,7 +42,15 @@ from specbench.report.plot_base import (  # noqa: F401  (re-exported)
     series_order,
     styles,
 )
-from specbench.report.plot_lines import e2e_plot, goodput_plot, speedup_plot, throughput_plot, tpot_plot, ttft_plot
+from specbench.report.plot_lines import (
+    e2e_plot,
+    goodput_plot,
+    gpu_plots,
+    speedup_plot,
+    throughput_plot,
+    tpot_plot,
+    ttft_plot,
+)
 from specbench.report.plot_memory import memory_plot
 from specbench.report.plot_pareto import pareto_front, pareto_plot, per_gpu, per_user  # noqa: F401  (re-exported)
 from specbench.report.plot_spec import accept_plot, accept_pos_plot, speedup_heatmap
@@ -55,5 +64,6 @@ def all_plots(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], m
     made = (throughput_plot(rows, stores, path), tpot_plot(rows, stores, path), speedup_heatmap(rows, path),
             speedup_plot(rows, stores, path), ttft_plot(rows, stores, path), e2e_plot(rows, stores, path),
             goodput_plot(rows, stores, path), pareto_plot(rows, stores, path),
-            accept_plot(rows, accepts, stores, path), accept_pos_plot(rows, stores, path), memory_plot(memory, path))
+            accept_plot(rows, accepts, stores, path), accept_pos_plot(rows, stores, path), memory_plot(memory, path),
+            *gpu_plots(rows, stores, path))
     return tuple(p for p in made if p is not None)

@@ -51,6 +51,31 @@ class CellRow:
     goodput: float | None = None
     draft_rate: float | None = None  # metrics_json.draft_acceptance_rate
     acceptance_per_pos: tuple[float, ...] = ()  # metrics_json.acceptance_per_pos (vLLM counters)
+    # load/speedup.py: the decision of the throughput interval, the latency speedups (AR / this cell: TPOT mean, E2E
+    # p50) with their intervals, which speedup leads (closed loop: throughput; rate cells: tpot) and its decision
+    speedup_decision: str | None = None
+    tpot_speedup: float | None = None
+    tpot_speedup_ci: tuple[float, float] | None = None
+    e2e_speedup: float | None = None
+    e2e_speedup_ci: tuple[float, float] | None = None
+    speedup_lead: str = "throughput"
+    decision: str | None = None
+    throughput_cv: float | None = None  # CV of the per-repeat output throughputs
+    workload_full: str = ""  # every workload axis of the cell (the fastest tables' workload column)
+    section: str = ""  # model · GPU of the cell's store (report/sections.py)
+    # metrics_json.gpu_telemetry (matrix/telemetry.py), over the cell's GPUs: the highest peak memory used (MiB),
+    # the mean utilization (%) and the summed mean power (W)
+    gpu_memory_max: float | None = None
+    gpu_util_mean: float | None = None
+    gpu_power_mean: float | None = None
+
+    @property
+    def lead_speedup(self) -> float | None:
+        return self.tpot_speedup if self.speedup_lead == "tpot" else self.speedup
+
+    @property
+    def lead_speedup_ci(self) -> tuple[float, float] | None:
+        return self.tpot_speedup_ci if self.speedup_lead == "tpot" else self.speedup_ci
 
 
 @dataclass(frozen=True)
@@ -58,11 +83,13 @@ class PhaseTable:
     phase: int | None
     tp: int | None
     rows: tuple[CellRow, ...]
+    section: str = ""  # model · GPU when the report has several (report/sections.py)
 
     @property
     def title(self) -> str:
         tp = f"TP{self.tp}" if self.tp is not None else "TP ?"
-        return f"Phase {self.phase} · {tp}" if self.phase is not None else tp
+        text = f"Phase {self.phase} · {tp}" if self.phase is not None else tp
+        return f"{self.section} · {text}" if self.section else text
 
 
 @dataclass(frozen=True)
@@ -134,6 +161,14 @@ class Best:
     is_baseline: bool = False
     best_spec: str | None = None  # the fastest speculative configuration at this point
     best_spec_speedup: float | None = None
+    lead: str = "throughput"  # what "fastest" and the speedup mean here: throughput (closed loop) or tpot (rate)
+    speedup_ci: tuple[float, float] | None = None
+    decision: str | None = None  # of the fastest configuration's lead speedup: faster / slower / undecided
+    cv: float | None = None  # CV of the fastest cell's per-repeat output throughput
+    tpot_mean: float | None = None
+    section: str = ""
+    workload_full: str = ""
+    best_spec_decision: str | None = None
 
     @property
     def best_spec_text(self) -> str:
@@ -147,7 +182,10 @@ class Best:
     def speedup_text(self) -> str:
         if self.is_baseline:
             return "1.00× (AR is fastest)"
-        return f"{self.speedup:.2f}×" if self.speedup is not None else "–"
+        if self.speedup is None:
+            return "–"
+        ci = f" [{self.speedup_ci[0]:.2f}, {self.speedup_ci[1]:.2f}]" if self.speedup_ci is not None else ""
+        return f"{self.speedup:.2f}×{ci}"
 
 
 @dataclass(frozen=True)
@@ -189,3 +227,4 @@ class Tables:
     logs: tuple[LogFile, ...]
     warnings: tuple[str, ...]
     categories: tuple[CategoryRow, ...] = ()
+    sections: tuple[str, ...] = ()  # "model · GPU" of each section, in order (one: no section headings)

@@ -24,7 +24,7 @@ from typing import Any
 
 from specbench.load import speedup as speedups
 from specbench.report import repeats
-from specbench.report.compare import Entry, entries
+from specbench.report.compare import Entry, entries, workload_label
 from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
 from specbench.report.load import CellRecord, ServerRecord, Store, label_key, natural_key
 from specbench.report.rows import (
@@ -39,6 +39,7 @@ from specbench.report.rows import (
     Summary,
     Tables,
 )
+from specbench.report.sections import section_order, sections
 
 # re-exported: the renderers and the plots import these names from here
 __all__ = ["CELL_COLUMNS", "DONE", "CellRow", "MemoryRow", "Tables", "ar_throughputs", "best_per_point", "build_tables",
@@ -122,7 +123,7 @@ def _log_rel(store: Store, ident: str, multi: bool, prefix: str = "") -> str:
 # ---------------------------------------------------------------- builders
 
 
-def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None) -> CellRow:
+def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None, section: str = "") -> CellRow:
     c = e.cell
     speedup, source, base = speedup_of(e.store, c, ar)
     extras = repeats.row_extras(e.store, c, ars or {})  # the stored speedup is the interval's centre (speedup.py)
@@ -134,8 +135,6 @@ def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None)
         notes.append(f"{int(failed)} requests failed")
     if c.status in FAILED_STATES and c.reason:
         notes.append(_first_line(c.reason))
-    if extras["noisy"]:
-        notes.append(f"noisy: {extras['noisy']}")
     if extras["simulated"] is not None:
         notes.append(f"simulated acceptance ({extras['simulated']:g} set on the engine)")
     tpa = c.metric("tokens_per_arrival")
@@ -150,51 +149,77 @@ def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None)
         itl_p50=c.metric("itl_ms_p50"), itl_p99=c.metric("itl_ms_p99"),
         accept_length=c.metric("accept_length_mean"),
         speedup=speedup, speedup_source=source, ar_throughput=base, note="; ".join(notes),
-        log_file=_log_rel(e.store, c.cell_id, multi) if c.log_text else None, **extras,
+        log_file=_log_rel(e.store, c.cell_id, multi) if c.log_text else None, workload_full=workload_label(c),
+        section=section, **extras,
     )
 
 
-def phase_tables(stores: Sequence[Store]) -> tuple[PhaseTable, ...]:
-    """One table per (phase, TP), every cell of every store, AR first then labels in natural order."""
+def phase_tables(stores: Sequence[Store], ents: Sequence[Entry] | None = None) -> tuple[PhaseTable, ...]:
+    """One table per (section, phase, TP), every cell of every store of the section, AR first then labels in natural
+    order; sections (report/sections.py: model · GPU) in the order their stores were given."""
     ar = ar_throughputs(stores)
     ars = repeats.ar_cells(stores)
-    groups: dict[tuple[int | None, int | None], list[CellRow]] = {}
-    for e in entries(stores):
-        groups.setdefault((e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1, ars))
+    of = sections(stores)
+    order = {name: i for i, name in enumerate(section_order(stores))}
+    named = len(order) > 1
+    groups: dict[tuple[str, int | None, int | None], list[CellRow]] = {}
+    for e in (entries(stores) if ents is None else ents):
+        sec = of[e.store.label] if named else ""
+        groups.setdefault((sec, e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1, ars, sec))
     tables = []
-    for (phase, tp), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
+    for (sec, phase, tp), rows in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][1] or 0,
+                                                                         kv[0][2] or 0)):
         rows.sort(key=lambda r: (label_key(r.label), natural_key(r.config), natural_key(r.store), r.concurrency or 0,
                                  natural_key(r.cell_id)))
-        tables.append(PhaseTable(phase=phase, tp=tp, rows=tuple(rows)))
+        tables.append(PhaseTable(phase=phase, tp=tp, rows=tuple(rows), section=sec))
     return tuple(tables)
 
 
+def _lead_value(r: CellRow) -> float | None:
+    """What 'fastest' ranks by: output throughput (closed loop), or tok/s per user 1000 / TPOT mean (rate cells)."""
+    if r.speedup_lead == "tpot":
+        return 1000.0 / r.tpot_mean if r.tpot_mean else None
+    return r.output_throughput
+
+
 def best_per_point(phases: Sequence[PhaseTable]) -> tuple[Best, ...]:
-    """For each (TP, workload, concurrency): the done cell with the highest output throughput."""
-    points: dict[tuple[int, str, int], list[CellRow]] = {}
+    """For each (section, TP, workload, concurrency): the fastest done cell by its lead (closed loop: the highest
+    output throughput; a request-rate workload: the lowest TPOT mean), with its lead speedup, interval and
+    decision, and the fastest speculative configuration when AR won."""
+    points: dict[tuple[str, int, str, int, str], list[CellRow]] = {}
     for table in phases:
         for r in table.rows:
-            if r.status == DONE and r.output_throughput is not None:
-                points.setdefault((r.tp or 0, r.workload, r.concurrency or 0), []).append(r)
+            if r.status == DONE and r.output_throughput is not None and _lead_value(r) is not None:
+                points.setdefault((r.section, r.tp or 0, r.workload_full, r.concurrency or 0, r.speedup_lead),
+                                  []).append(r)
+    order = {t.section: i for i, t in reversed(list(enumerate(phases)))}
     out = []
-    for _, rows in sorted(points.items(), key=lambda kv: (kv[0][0], natural_key(kv[0][1]), kv[0][2])):
-        top = max(rows, key=lambda r: r.output_throughput or 0.0)
+    for _, rows in sorted(points.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][4] != "throughput",
+                                                          kv[0][1], natural_key(kv[0][2]), kv[0][3])):
+        top = max(rows, key=lambda r: _lead_value(r) or 0.0)
         spec = [r for r in rows if r.speedup_source != "baseline"]
-        best_spec = max(spec, key=lambda r: r.output_throughput or 0.0) if spec else None
+        best_spec = max(spec, key=lambda r: _lead_value(r) or 0.0) if spec else None
         out.append(Best(tp=top.tp, workload=top.workload, concurrency=top.concurrency, series=top.series,
-                        output_throughput=top.output_throughput or 0.0, speedup=top.speedup,
+                        output_throughput=top.output_throughput or 0.0, speedup=top.lead_speedup,
                         ar_throughput=top.ar_throughput, is_baseline=top.speedup_source == "baseline",
                         best_spec=best_spec.series if best_spec else None,
-                        best_spec_speedup=best_spec.speedup if best_spec else None))
+                        best_spec_speedup=best_spec.lead_speedup if best_spec else None,
+                        lead=top.speedup_lead, speedup_ci=top.lead_speedup_ci, decision=top.decision,
+                        cv=top.throughput_cv, tpot_mean=top.tpot_mean, section=top.section,
+                        workload_full=top.workload_full,
+                        best_spec_decision=best_spec.decision if best_spec else None))
     return tuple(out)
 
 
-def failures_and_logs(stores: Sequence[Store]) -> tuple[tuple[Failure, ...], tuple[LogFile, ...]]:
+def failures_and_logs(stores: Sequence[Store], ents: Sequence[Entry] | None = None
+                      ) -> tuple[tuple[Failure, ...], tuple[LogFile, ...]]:
     """Failed servers and failed/skipped cells; every stored log is written whole (not only the failures')."""
     multi = len(stores) > 1
     failures: list[Failure] = []
     logs: list[LogFile] = []
+    all_series = {(e.store.label, e.cell.cell_id): e.series for e in (entries(stores) if ents is None else ents)}
     for store in stores:
+        labels = _server_labels(store)
         server_log: dict[str, str] = {}
         for s in store.servers:
             if s.log_text:
@@ -203,10 +228,11 @@ def failures_and_logs(stores: Sequence[Store]) -> tuple[tuple[Failure, ...], tup
                 server_log[s.server_id] = rel
             if s.status == "failed":
                 failures.append(Failure(
-                    store=store.label, kind="server", ident=s.server_id, series=_server_series(store, s, multi),
+                    store=store.label, kind="server", ident=s.server_id,
+                    series=_server_series(store, s, multi, labels),
                     tp=s.tp, concurrency=None, status="failed", diagnosis=one_line(s.diagnosis),
                     log_file=server_log.get(s.server_id)))
-        series = {e.cell.cell_id: e.series for e in entries([store])}
+        series = {c.cell_id: all_series.get((store.label, c.cell_id), c.label) for c in store.cells}
         for c in store.cells:
             rel = None
             if c.log_text:
@@ -222,8 +248,18 @@ def failures_and_logs(stores: Sequence[Store]) -> tuple[tuple[Failure, ...], tup
     return tuple(failures), tuple(logs)
 
 
-def _server_series(store: Store, server: ServerRecord, multi: bool) -> str:
-    labels = sorted({c.label for c in store.cells if c.server_id == server.server_id}, key=label_key)
+def _server_labels(store: Store) -> dict[str | None, set[str]]:
+    """server_id -> the labels of its cells (one pass over the cells)."""
+    out: dict[str | None, set[str]] = {}
+    for c in store.cells:
+        out.setdefault(c.server_id, set()).add(c.label)
+    return out
+
+
+def _server_series(store: Store, server: ServerRecord, multi: bool,
+                   by_server: Mapping[str | None, set[str]] | None = None) -> str:
+    labels = sorted((by_server if by_server is not None else _server_labels(store)).get(server.server_id, ()),
+                    key=label_key)
     name = ", ".join(labels) or str(server.settings.get("label") or server.settings.get("algorithm") or server.server_id)
     return f"{store.label}: {name}" if multi else name
 
@@ -250,6 +286,7 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
     multi = len(stores) > 1
     rows = []
     for store in stores:
+        labels = _server_labels(store)
         for s in store.servers:
             plan = s.plan if isinstance(s.plan, Mapping) else None
             if plan is None:
@@ -270,7 +307,7 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
             mrr = plan.get("max_running_requests")
             mfs = plan.get("mem_fraction_static")
             rows.append(MemoryRow(
-                store=store.label, server_id=s.server_id, series=_server_series(store, s, multi), tp=s.tp,
+                store=store.label, server_id=s.server_id, series=_server_series(store, s, multi, labels), tp=s.tp,
                 status=s.status or "", plan_status=plan.get("status"), verdict=s.verdict,
                 weights=weights, draft=draft, mamba=mamba, kv=kv, headroom=headroom, total=total,
                 kv_tokens=kv_tokens if isinstance(kv_tokens, int) else None,
@@ -304,11 +341,14 @@ def summarize(stores: Sequence[Store]) -> Summary:
 
 
 def build_tables(stores: Sequence[Store]) -> Tables:
-    phases = phase_tables(stores)
-    failures, logs = failures_and_logs(stores)
+    ents = entries(stores)  # once: the series names of every cell (compare.py)
+    phases = phase_tables(stores, ents)
+    failures, logs = failures_and_logs(stores, ents)
     warnings = tuple(f"{s.label}: {w}" for s in stores for w in s.warnings) + tuple(
         f"{s.label}: server {srv.server_id} has no memory plan: {one_line(srv.plan.get('planner_error'))}"
         for s in stores for srv in s.servers
         if isinstance(srv.plan, Mapping) and srv.plan.get("planner_error"))
+    secs = section_order(stores)
     return Tables(summary=summarize(stores), phases=phases, best=best_per_point(phases), failures=failures,
-                  memory=memory_rows(stores), logs=logs, warnings=warnings, categories=repeats.category_rows(stores))
+                  memory=memory_rows(stores), logs=logs, warnings=warnings, categories=repeats.category_rows(stores, ents),
+                  sections=secs if len(secs) > 1 else ())

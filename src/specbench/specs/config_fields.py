@@ -11,6 +11,7 @@ Bounds: generous multiples of the largest public configs (DeepSeek-V3 / Kimi-K2:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -40,7 +41,9 @@ QUANT_METHODS = KNOWN_METHODS
 
 
 class _Fields(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False, protected_namespaces=())
+    # built at the end of this module, without pydantic's plugin lookup (_build_without_plugins)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False, protected_namespaces=(),
+                              defer_build=True)
 
 
 class QuantFields(_Fields):
@@ -122,6 +125,26 @@ class ConfigFields(_Fields):
     mamba_head_dim: Dim | None = None
     ssm_state_size: Dim | None = None
     block_size: Count | None = None
+
+
+def _build_without_plugins(*models: type[BaseModel]) -> None:
+    """Build the validators now, as typer builds its own (typer/_adapters.py::disabled_pydantic_plugins@0.29):
+    without pydantic's plugin lookup (pydantic/plugin/_loader.py::get_plugins@2, an entry-point scan of every
+    installed distribution, a fifth of what `specbench plan` executes), which these input models have no use for."""
+    before = os.environ.get(_NO_PLUGINS)
+    os.environ[_NO_PLUGINS] = "__all__"
+    try:
+        for model in models:
+            model.model_rebuild(force=True)
+    finally:
+        if before is None:
+            del os.environ[_NO_PLUGINS]
+        else:
+            os.environ[_NO_PLUGINS] = before
+
+
+_NO_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
+_build_without_plugins(QuantFields, ConfigFields)
 
 
 def _first_line(name: str, exc: ValidationError, prefix: str) -> str:

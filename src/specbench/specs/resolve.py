@@ -111,16 +111,16 @@ def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
     return None
 
 
-def _valid_repo_id(repo_id: str) -> bool:
-    """huggingface_hub's own rule (utils/_validators.py::validate_repo_id): a published typo such as
-    `Qwen/Qwen3-30-A3B.` (a trailing period) is no repo id, so it is never passed on to raise there."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+# huggingface_hub's own rule (utils/_validators.py::validate_repo_id@2.4.0), kept here so that `plan` does not import
+# huggingface_hub (tens of milliseconds) to read a name; tests/test_repo_id_rule.py checks it against the library.
+_HUB_REPO_ID = re.compile(r"(\b[\w\-.]{1,96}\b/)?\b[\w\-.]{1,96}\b", re.ASCII)
 
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError:
-        return False
-    return True
+
+def _valid_repo_id(repo_id: str) -> bool:
+    """A published typo such as `Qwen/Qwen3-30-A3B.` (a trailing period) is no repo id, so it is never passed on
+    to raise in huggingface_hub: one namespace at most, the regex, no `--` / `..`, no `.git` ending."""
+    return (repo_id.count("/") <= 1 and _HUB_REPO_ID.fullmatch(repo_id) is not None
+            and "--" not in repo_id and ".." not in repo_id and not repo_id.endswith(".git"))
 
 
 def hf_cache_config(repo_id: str, revision: str | None = None) -> Path | None:

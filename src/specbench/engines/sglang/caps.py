@@ -1,6 +1,9 @@
-"""What SGLang lowers at start-up below what was asked (caps), and the other notes it prints then, as the doctor's
-warning rules (logs/warnings.py reads `WARNINGS`). A rule is a cap only through its `cap_of`, which names the asked
-value, the value it was lowered to and why, read from the engine's own line:
+"""What SGLang lowers at start-up below what was asked (caps: the Mamba cap, the KV-capacity reduction, the profiled
+max_total_tokens, a pool shorter than the context), and the other notes it prints then, as the doctor's warning rules
+(logs/warnings.py reads `WARNINGS`).
+
+A rule is a cap only through its `cap_of`, which names the asked value, the value it was lowered to and why, read
+from the engine's own line:
 
 - `max_running_requests is capped to N by the mamba state cache (max_mamba_cache_size=K, R state slots per request)`
   and `max_running_requests was reduced from the requested A to B (per dp worker) due to the available KV cache

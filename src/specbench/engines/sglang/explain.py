@@ -29,6 +29,10 @@ def started_headline(f: LogFacts) -> str:
         parts.append(f"up to {f.max_running_requests} running requests")
     if f.context_len is not None:
         parts.append(f"context {f.context_len:,}")
+    if not (f.ready or f.accept_lengths or f.gen_throughputs or f.running_requests):
+        # got past the pools (graph capture, the tree cache) but never said it serves: a log cut at the end of start-up
+        return ("Got past the memory pools" + (" (" + ", ".join(parts) + ")" if parts else "")
+                + "; the log ends before the server said it is ready.")
     return "Started fine" + (": " + ", ".join(parts) if parts else "") + "."
 
 

@@ -1,5 +1,7 @@
-"""The fix an SGLang failure's own numbers give (the doctor puts it before the planner's): a Mamba state cache too
-small for one request, printed as `max_running_requests is capped to 0 by the mamba state cache
+"""The fix an SGLang failure's own numbers give (the doctor puts it before the planner's): the Mamba slots one
+request needs when the state cache is too small.
+
+The failure is printed as `max_running_requests is capped to 0 by the mamba state cache
 (max_mamba_cache_size=K, R state slots per request)` or `... state cache is too small to serve any requests.
 max_mamba_cache_size=K, mamba_ratio=R, resulting max_num_reqs=0` (mem_cache/kv_cache_configurator.py::
 KVCacheConfigurator.resolve_max_num_reqs@0.5.23: max_num_reqs = min(requested, K // R) must be > 0): K must reach

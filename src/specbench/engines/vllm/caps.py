@@ -1,6 +1,8 @@
-"""What vLLM lowers at start-up below what was asked (caps), and the routine notes it prints then, as the doctor's
-warning rules (logs/warnings.py reads `WARNINGS`). A rule is a cap only through its `cap_of`, which names the asked
-value, the value it was lowered to and why.
+"""What vLLM lowers at start-up below what was asked (caps: CUDA-graph profiling's equivalent utilization), and the
+routine notes it prints then (block-size alignment, Mamba page padding, padding layers: never caps), as the doctor's
+warning rules (logs/warnings.py reads `WARNINGS`).
+
+A rule is a cap only through its `cap_of`, which names the asked value, the value it was lowered to and why.
 
 The one cap: `CUDA graph memory profiling is enabled (default since v0.21.0). The current
 --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=E without CUDA graph memory profiling. To maintain
@@ -36,9 +38,11 @@ _GRAPH_PROFILING = re.compile(r"CUDA graph memory profiling is enabled.*?(?:curr
 def _conc_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
     tokens, conc = to_int(m.group(1)), float(m.group(2))
     fit = f.kv_tokens or int((tokens or 0) * conc)
+    more = {"change": {"--gpu-memory-utilization": None}, "source": "log", "why": "or give the KV cache more"}
+    if fit <= 0:  # 0.00x: no KV cache at all, no length fits (the failure's own fix says how much memory is missing)
+        return [{**more, "why": "the KV cache holds no token: give it memory"}]
     return [{"change": {"--max-model-len": fit}, "source": "log",
-             "why": f"the KV cache holds {fit:,} tokens, {conc}x of one {tokens:,}-token request"},
-            {"change": {"--gpu-memory-utilization": None}, "source": "log", "why": "or give the KV cache more"}]
+             "why": f"the KV cache holds {fit:,} tokens, {conc}x of one {tokens:,}-token request"}, more]
 
 
 def _graph_of(m: re.Match[str], f: LogFacts) -> Cap | None:

@@ -9,11 +9,17 @@ from specbench.logs.failures import Failure
 
 
 def started_headline(f: LogFacts) -> str:
-    if f.kv_tokens is None:
-        return "vLLM started."
+    """What the start got to: serving (a readiness line), else the last sizing step the log shows (a log cut during
+    the CUDA-graph capture got past the KV cache, but vLLM never said it serves)."""
     conc = f" (max concurrency {f.max_concurrency}x at {f.max_concurrency_tokens:,} tokens)" \
         if f.max_concurrency is not None and f.max_concurrency_tokens else ""
-    return f"vLLM started: KV cache of {f.kv_tokens:,} tokens{conc}."
+    pool = (f"a KV cache of {f.kv_tokens:,} tokens{conc}" if f.kv_tokens is not None
+            else f"{f.gpu_blocks:,} KV cache blocks" if f.gpu_blocks else
+            f"{f.available_kv_gib:.2f} GiB for the KV cache" if f.available_kv_gib is not None else None)
+    if f.ready or f.accept_lengths or f.gen_throughputs:
+        return f"vLLM started: {pool}." if pool else "vLLM started."
+    return ("vLLM got past KV-cache sizing" + (f" ({pool})" if pool else "")
+            + "; the log ends before it said it serves (CUDA-graph capture and warm-up come last).")
 
 
 # vllm v1/core/kv_cache_utils.py::check_enough_kv_cache_memory

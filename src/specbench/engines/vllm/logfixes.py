@@ -1,4 +1,8 @@
 """One fix per vLLM failure, computed from the numbers the engine printed (the doctor puts it before the planner's):
+--max-model-len from its KV-token count or estimate, the utilization that fits the asked length, the one under
+free/total (or freeing the GPU), the one that leaves KV memory after a negative profile, --max-num-seqs for the Mamba
+blocks.
+
 
 - `vllm_max_model_len`: the V0 check `The model's max seq len (A) is larger than the maximum number of tokens that can
   be stored in KV cache (B)` (vllm/worker/worker.py::raise_if_cache_size_invalid@0.6.x) gives --max-model-len B;
@@ -60,6 +64,13 @@ def _max_model_len(f: LogFacts, text: str) -> list[dict[str, Any]]:
     need = avail = None
     if v1:
         need, avail = float(v1.group(2)), float(v1.group(3))
+        if fit is None and asked and need > 0:  # releases before the engine printed its estimate (< 0.9)
+            scaled = int(asked * avail / need) // 16 * 16  # one request's KV grows linearly with its tokens
+            if scaled > 0:
+                out.append({"change": {"--max-model-len": scaled}, "source": "log", "result": _result(scaled),
+                            "why": f"{avail:.2f} of the {need:.2f} GiB one {asked:,}-token request needs: "
+                                   f"{asked:,} x {avail:.2f}/{need:.2f}, down to a multiple of 16 (sliding-window "
+                                   "and Mamba layers need less, so it fits)"})
     elif v0 and f.available_kv_gib is not None and fit:
         avail = f.available_kv_gib
         need = avail * int(v0.group(1)) / fit
@@ -94,6 +105,10 @@ def _free_memory(f: LogFacts, text: str) -> list[dict[str, Any]]:
 
 def _no_kv_memory(f: LogFacts) -> list[dict[str, Any]]:
     total, util, kv = f.total_gpu_memory_gib, f.gpu_memory_utilization, f.available_kv_gib
+    if kv is not None and (total is None or util is None):
+        return [{"change": {"--gpu-memory-utilization": None}, "source": "log", "result": _result(),
+                 "why": f"the profile left {kv:.2f} GiB for the KV cache: raise it by at least "
+                        f"{1.0 - kv:.2f} GiB / the GPU's total (the log does not print the total)"}]
     if total is None or util is None or kv is None:
         return []
     want = _up(util + (1.0 - kv) / total)
