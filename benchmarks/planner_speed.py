@@ -16,7 +16,8 @@ import time
 
 from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.engines.sglang.fixes import FRACTIONS, Solver
-from specbench.engines.sglang.plan import Measured, plan_sglang
+from specbench.engines.sglang.plan import plan_sglang
+from specbench.engines.sglang.plan_stages import Measured
 from specbench.specs.gpu import find_gpu
 from specbench.specs.resolve import load_model_spec
 

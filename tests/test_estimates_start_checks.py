@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import GIB
 from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.engines.sglang.plan import plan_sglang
 from specbench.engines.sglang.plan_stages import ROPE_ITEMSIZE, mxfp4_moe_pad
@@ -16,7 +17,7 @@ from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.plan.api import PlanOptions, plan_command
 from specbench.specs.gpu import CATALOG, context_overhead, find_gpu
 from specbench.specs.model import load_config_file, model_spec_from_dict
-from specbench.specs.weights import GIB, draft_model_bytes, weight_bytes
+from specbench.specs.weights import draft_model_bytes, weight_bytes
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src/specbench/data/configs"
 BOOTS = Path(__file__).resolve().parent / "data/sglang-0.5.15.post1"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import GIB
 from specbench.doctor.reading import parse_text
 from specbench.plan.api import PlanOptions, plan_command
 from specbench.specs.resolve import load_model_spec
 from specbench.specs.weights import (
-    GIB,
     MXFP4_SWIZZLE_ALLOCATOR_RESIDUE,
     draft_model_bytes,
     eagle3_replaced_module_bytes,

@@ -232,7 +232,7 @@ def test_measured_free_memory_moves_to_other_tps_by_the_overhead_table():
     one TP2 NCCL share for every TP; and back from a TP2 measurement to TP1."""
     from specbench.engines.sglang.args import parse_sglang_argv
     from specbench.engines.sglang.fixes import Solver
-    from specbench.engines.sglang.plan import Measured
+    from specbench.engines.sglang.plan_stages import Measured
     from specbench.specs.gpu import find_gpu
     from specbench.specs.resolve import load_model_spec
 

@@ -3,7 +3,8 @@
 import pytest
 
 from specbench.engines.argv import split_command
-from specbench.engines.vllm.args import human_readable_int, human_readable_int_or_auto, parse_vllm_argv
+from specbench.engines.vllm.args import parse_vllm_argv
+from specbench.engines.vllm.values import human_readable_int, human_readable_int_or_auto
 from specbench.errors import UserError
 
 
@@ -70,6 +71,7 @@ def test_bad_values_are_one_line_user_errors(cmd, msg):
 
 def test_one_non_default_args_reader() -> None:
     """engines/vllm/loglines.py::nondefault_args_text is what the log reader and the re-planner both use."""
+    from specbench.engines.vllm import fromlog
     from specbench.engines.vllm import plan as vplan
     from specbench.engines.vllm.loglines import nondefault_args_text
 
@@ -77,8 +79,8 @@ def test_one_non_default_args_reader() -> None:
     assert nondefault_args_text(line) == "{'model': 'm', 'port': 8000}"
     assert nondefault_args_text("non-default args: {'model': 'm', 'ma") == "{'model': 'm', 'ma"  # truncated dump
     assert nondefault_args_text("INFO nothing here") is None
-    assert not hasattr(vplan, "_NON_DEFAULT")
-    assert vplan.argv_from_vllm_log(line) is not None
+    assert not hasattr(vplan, "_NON_DEFAULT") and not hasattr(fromlog, "_NON_DEFAULT")
+    assert fromlog.argv_from_vllm_log(line) is not None
 
 
 def test_a_switch_turned_off_in_the_dump_is_relaunched_off():

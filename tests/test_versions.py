@@ -10,9 +10,10 @@ import pytest
 
 from specbench.engines import versions
 from specbench.engines.sglang import formulas, launch
-from specbench.engines.sglang.plan import era_of
+from specbench.engines.sglang.plan_stages import era_of
 from specbench.engines.versions import Release, parse_release, require_release, rule_set_for
-from specbench.engines.vllm import sizing
+from specbench.engines.vllm import common as vllm_common
+from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS
 from specbench.errors import FlagError
 
 
@@ -57,7 +58,7 @@ def test_rule_set_for():
     assert "banana" in msg and "0.5.12, 0.5.15, 0.5.23" in msg and "\n" not in msg
     with pytest.raises(FlagError):
         rule_set_for(None, known, "SGLang")
-    assert rule_set_for(Release(0, 40, 0), sizing.VLLM_RULE_SETS, "vLLM")[0] == (0, 33, 0)
+    assert rule_set_for(Release(0, 40, 0), VLLM_RULE_SETS, "vLLM")[0] == (0, 33, 0)
 
 
 def test_every_module_reads_0_5_the_same_way():
@@ -69,9 +70,9 @@ def test_every_module_reads_0_5_the_same_way():
 
 
 def test_no_copies_left():
-    assert not hasattr(formulas, "parse_version") and not hasattr(sizing, "parse_version")
+    assert not hasattr(formulas, "parse_version") and not hasattr(vllm_common, "parse_version")
     assert not hasattr(launch, "parse_version") and not hasattr(versions, "parse_version")
-    assert formulas.NEWEST_SGLANG == "0.5.23" and sizing.NEWEST_VLLM == "0.33.0"
+    assert formulas.NEWEST_SGLANG == "0.5.23" and NEWEST_VLLM == "0.33.0"
 
 
 def test_newer_release_is_planned_with_newest_rules_and_a_warning():

@@ -16,6 +16,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+GIB = 1 << 30  # bytes in a GiB: the unit of every `*_gib` key, and of every planner's byte sums (one definition)
+
 
 def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(d))

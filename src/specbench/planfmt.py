@@ -1,14 +1,17 @@
-"""Pieces every engine's plan renderer shares: number formatting, reading the plan, the nearest-fixes list (rich)."""
+"""Pieces every engine's plan renderer shares: number formatting, reading the plan, the memory table, the warnings,
+the per-TP table and the nearest-fixes list (rich). A renderer reads the plan as a `specbench.contracts.PlanResult`:
+the keys both engines emit as fields, an engine's own keys through `extra`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
-from specbench.contracts import PlanResult
+from specbench.contracts import PlanResult, TpRow
 
 
 def fmt(x: Any, nd: int = 2) -> str:
@@ -36,3 +39,43 @@ def print_fixes(p: PlanResult, con: Console) -> None:
         con.print(f"  {escape(ch)}: starts, {fmt(res.kv_tokens)} KV tokens, "
                   f"max_running_requests={res.max_running_requests}"
                   + (f", {slots} Mamba slots" if slots is not None else ""), highlight=False)
+
+
+def print_headline(p: PlanResult, con: Console, *, kind: bool) -> None:
+    """What was planned: the model (with its kind when `kind`), the GPU and TP, the engine's rule set."""
+    what = f" ({p.model_kind})" if kind else ""
+    con.print(f"[bold]{escape(str(p.model))}[/]{what} on {escape(str(p.gpu))} x TP{p.tp} — "
+              f"{p.engine} {escape(str(p.engine_version))} rules ({p.era})", highlight=False)
+
+
+def verdict(p: PlanResult) -> str:
+    return "[bold green]STARTS[/]" if p.status == "ok" else "[bold red]FAILS[/]"
+
+
+def memory_table(title: str) -> Table:
+    """The plan's memory budget: one row per item, its GiB and where the number comes from."""
+    t = Table(title=title, show_header=True)
+    t.add_column("item")
+    t.add_column("GiB", justify="right")
+    t.add_column("where it comes from")
+    return t
+
+
+def print_warnings(p: PlanResult, con: Console) -> None:
+    for w in p.warnings:
+        con.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
+
+
+def print_per_tp(rows: Sequence[TpRow], columns: Sequence[tuple[str, str]], con: Console) -> None:
+    """The nearest working configuration at each TP size: `columns` are the row's (field, heading) pairs."""
+    if not rows:
+        return
+    t = Table(title="nearest working configurations per TP size")
+    for c in ("TP", "as requested", *(head for _, head in columns)):
+        t.add_column(c, justify="right")
+    for row in rows:
+        if row.error:
+            t.add_row(str(row.tp), "n/a", escape(str(row.error)), *([""] * (len(columns) - 1)))
+            continue
+        t.add_row(str(row.tp), row.status_as_requested or "-", *(fmt(getattr(row, key)) for key, _ in columns))
+    con.print(t)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -58,7 +58,7 @@ def list_cmd(
     from specbench.models_gen import ALL_MODELS, is_current
 
     root = folder if folder is not None else default_models_dir()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in ALL_MODELS:
         path = root / s.name
         rows.append({

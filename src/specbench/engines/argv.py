@@ -1,10 +1,12 @@
-"""Engine-neutral launch-command words: split a pasted command, set or remove one flag in an argv list.
+"""Engine-neutral launch-command words: split a pasted command, its leading `VAR=value` words, how many words a flag
+takes (argparse's rule), set or remove one flag in an argv list. The one argv reader both engines and `command.py` use.
 
 Which spellings name the same flag is engine knowledge: callers pass them (`spellings`), this module knows none.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,13 +30,46 @@ def is_env_word(word: str) -> bool:
 
 
 def leading_env(words: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
-    """The `VAR=value` words at the start of a command as (name, value) pairs, and the words after them."""
+    """The `VAR=value` words at the start of a command as (name, value) pairs, and the words after them; a `sudo`
+    or `env` among them (with sudo's -E/-H/--preserve-env) is dropped: `sudo -E env A=1 vllm serve ...`."""
     rest = list(words)
     env: list[tuple[str, str]] = []
-    while rest and is_env_word(rest[0]):
-        k, v = rest.pop(0).split("=", 1)
-        env.append((k, v))
+    while rest:
+        if rest[0] in _PREFIX_PROGRAMS:
+            rest.pop(0)
+            while rest and rest[0] in _SUDO_OPTIONS:
+                rest.pop(0)
+        elif is_env_word(rest[0]):
+            k, v = rest.pop(0).split("=", 1)
+            env.append((k, v))
+        else:
+            break
     return env, rest
+
+
+_PREFIX_PROGRAMS = ("sudo", "env")  # run the command after them with the environment before them
+_SUDO_OPTIONS = ("-E", "-H", "--preserve-env")
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as values, not options
+
+
+def is_option(word: str) -> bool:
+    """A word argparse reads as an option (not a value): `-x`, `--x`, but not `-1` or `-.5`."""
+    return word.startswith("-") and not _NEGATIVE_NUMBER.match(word)
+
+
+def values_after(words: Sequence[str], i: int, kind: str | None) -> int:
+    """How many words after the flag at `i` are its values, argparse's nargs for its kind (the engine's flag list:
+    "switch", "value", "optional", "list"): a switch none, a list every word up to the next option, any other
+    kind (or an unknown one) the next word when it is not an option, so a positional argument after `--port 8000`
+    (`vllm serve --port 8000 MODEL`) stays."""
+    if kind == "switch":
+        return 0
+    n = 0
+    while i + 1 + n < len(words) and not is_option(words[i + 1 + n]):
+        n += 1
+        if kind != "list":
+            break
+    return n
 
 
 def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str] = (),
@@ -42,9 +77,7 @@ def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str
     """argv with `flag` set to `value`: removes every spelling (`--x v` or `--x=v`) and appends `flag value`.
 
     `True` gives a bare switch, `False`/None removes the flag, a list gives several words. A removed flag takes its
-    own values with it and nothing else: `kind(name)` (the engine's flag list: "switch", "value", "optional", "list")
-    says how many; a switch none, a value one, a list every word up to the next `-` word; unknown: one word when the
-    next one is not a flag, so a positional argument after `--port 8000` (`vllm serve --port 8000 MODEL`) stays.
+    own values with it and nothing else: `kind(name)` (the engine's flag list) says how many (`values_after`).
     """
     names = set(spellings) | {flag}
     out: list[str] = []
@@ -53,9 +86,7 @@ def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str
         word = argv[i]
         head = word.split("=", 1)[0]
         if head in names:
-            i += 1
-            if "=" not in word:
-                i = _skip_values(argv, i, kind(head) if kind else None)
+            i += 1 + (0 if "=" in word else values_after(argv, i, kind(head) if kind else None))
             continue
         out.append(word)
         i += 1
@@ -66,18 +97,6 @@ def set_flag(argv: Sequence[str], flag: str, value: Any, spellings: Sequence[str
     if isinstance(value, (list, tuple)):
         return out + [flag, *[str(v) for v in value]]
     return out + [flag, flag_word(value)]
-
-
-def _skip_values(argv: Sequence[str], i: int, kind: str | None) -> int:
-    """The index after the values of a flag whose name ended at `i`."""
-    if kind == "switch":
-        return i
-    if kind == "list":
-        while i < len(argv) and not argv[i].startswith("-"):
-            i += 1
-        return i
-    has_value = i < len(argv) and not argv[i].startswith("--") and (kind == "value" or not argv[i].startswith("-"))
-    return i + 1 if has_value else i
 
 
 def flag_word(value: Any) -> str:

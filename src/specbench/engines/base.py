@@ -156,3 +156,68 @@ def server_adapter(name: str, version: str | None) -> ServerAdapter:
     if name not in table:
         raise UserError(f"unknown engine {name!r} (one of {', '.join(sorted(table))})")
     return table[name](version)
+
+
+class EngineModules:
+    """The `Engine` methods that every engine answers the same way: by calling the function of the same role in one
+    of its own modules (`<package>.budget.rows`, `<package>.explain.started_headline`, ...), imported only when asked
+    so that the engine's `__init__` stays light. An engine sets `package` and overrides what it answers otherwise;
+    the ones it has nothing to say for answer empty (no caps, no notes, no log-derived fixes)."""
+
+    name: str
+    package: str  # "specbench.engines.<engine>"
+
+    def _call(self, module: str, function: str, *args: Any) -> Any:
+        return getattr(importlib.import_module(f"{self.package}.{module}"), function)(*args)
+
+    def render_plan(self, result: Mapping[str, Any], con: Console) -> None:
+        """The plan as a person reads it: the engine's `render.render_plan` reads it as a typed `PlanResult`."""
+        from specbench.planfmt import as_plan
+
+        self._call("render", "render_plan", as_plan(result), con)
+
+    def fix_axis(self, key: str) -> str | None:
+        """The matrix axis a fix of this engine's argument sets (its knobs.py)."""
+        return self._call("knobs", "fix_axis", key)  # type: ignore[no-any-return]
+
+    def version_from_log(self, lines: Sequence[str]) -> str | None:
+        return None
+
+    def release_from_args(self, facts: LogFacts) -> str | None:
+        return None
+
+    def log_non_kv_gib(self, facts: LogFacts) -> float | None:
+        return None
+
+    def budget_rows(self, facts: LogFacts) -> list[BudgetRow]:
+        return self._call("budget", "rows", facts)  # type: ignore[no-any-return]
+
+    def started_headline(self, facts: LogFacts) -> str:
+        return self._call("explain", "started_headline", facts)  # type: ignore[no-any-return]
+
+    def started_caps(self, facts: LogFacts) -> list[str]:
+        return []
+
+    def started_notes(self, facts: LogFacts) -> list[str]:
+        return []
+
+    def failure_sentences(self, facts: LogFacts, failure: Failure) -> list[str]:
+        return self._call("explain", "failure_sentences", facts, failure)  # type: ignore[no-any-return]
+
+    def log_notes(self, facts: LogFacts) -> list[str]:
+        return []
+
+    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+        return self._call("logfixes", "failure_fixes", facts, failure)  # type: ignore[no-any-return]
+
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+        return []
+
+    def diff_pool_change(self, left: LogFacts, right: LogFacts) -> PoolChange:
+        return self._call("logdiff", "pool_change", left, right)  # type: ignore[no-any-return]
+
+    def diff_candidate(self, left: LogFacts, right: LogFacts, key: str, va: Any, vb: Any) -> Candidate | None:
+        return self._call("logdiff", "candidate", left, right, key, va, vb)  # type: ignore[no-any-return]
+
+    def diff_failure_sentence(self, side: str, facts: LogFacts, kind: str | None) -> str | None:
+        return self._call("logdiff", "failure_sentence", side, facts, kind)  # type: ignore[no-any-return]

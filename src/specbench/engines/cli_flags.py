@@ -1,18 +1,45 @@
 """Every flag an engine release accepts, read from the lists in `engines/<engine>/cli_flags/<release>.txt` (each
 written from the engine's own parser by a script under tools/engine/), and argparse's rule for reading a flag:
 an exact option, else a unique prefix of one (`allow_abbrev`, Python's argparse::_parse_optional), else unknown.
-Knows no engine: the engine package passes its folder.
+Knows no engine: the engine package passes its folder. `BaseKnob` is the row every engine's flag table (`knobs.py`)
+extends: a plan-shaping argument, its spellings, type, dump key and matrix axis.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from specbench.errors import FlagError
+
+
+@dataclass(frozen=True)
+class BaseKnob:
+    """One argument that shapes the memory plan, as an engine's flag table (`knobs.py`) lists it."""
+
+    field: str  # the engine's Args attribute
+    flags: tuple[str, ...]  # spellings, canonical first
+    type: Callable[[str], Any] | None  # None: a switch (store_true)
+    dump_key: str | None = None  # the name in the engine's own argument dump (None: same as field)
+    axis: str | None = None  # the matrix axis a fix of this knob sets (None: set as a flag)
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    @property
+    def is_switch(self) -> bool:
+        return self.type is None
+
+    @property
+    def key(self) -> str:
+        """The knob's name in the engine's argument dump."""
+        return self.dump_key or self.field
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.engines.argv import split_command
+from specbench.engines.argv import is_env_word, leading_env, split_command
 from specbench.errors import UserError
 
 # programs of servers specbench does not plan: the words that start them -> the engine's name
@@ -62,30 +62,11 @@ class Command:
     notes: tuple[str, ...]
 
 
-def _is_env(w: str) -> bool:
-    return "=" in w and not w.startswith("-") and w.split("=", 1)[0].isidentifier()
-
-
 def _drop_shell_tail(words: list[str]) -> tuple[list[str], str | None]:
     for i, w in enumerate(words):
         if _SHELL_TAIL.match(w):
             return words[:i], " ".join(words[i:])
     return words, None
-
-
-def _split_env(words: list[str]) -> tuple[list[str], list[str]]:
-    env: list[str] = []
-    rest = list(words)
-    while rest:
-        if rest[0] in ("sudo", "env"):
-            rest.pop(0)
-            while rest and rest[0] in ("-E", "-H", "--preserve-env"):
-                rest.pop(0)
-        elif _is_env(rest[0]):
-            env.append(rest.pop(0))
-        else:
-            break
-    return env, rest
 
 
 def _unsupported(program: Sequence[str]) -> str | None:
@@ -113,7 +94,7 @@ def _docker(words: list[str]) -> tuple[list[str], str, str | None, list[str]] | 
         if opt in _DOCKER_VALUE_OPTS and not eq:
             val = words[i + 1] if i + 1 < len(words) else ""
             i += 1
-        if opt in ("-e", "--env") and _is_env(val):
+        if opt in ("-e", "--env") and is_env_word(val):
             env.append(val)
         if opt == "--entrypoint":
             entry = val
@@ -160,7 +141,7 @@ def _unwrap(cmd: str) -> tuple[str | list[str], list[str]]:
         words = seg[1:] if seg[0] in ("export", "declare", "readonly") else seg
         after = segments[i + 1:]
         tail = [f"ignored the shell tail `{' ; '.join(' '.join(s) for s in after)}`"] if after else []
-        if words and all(_is_env(w) for w in words):
+        if words and all(is_env_word(w) for w in words):
             for w in words:
                 name, val = w.split("=", 1)
                 inner = shlex.split(val) if " " in val.strip() else []
@@ -188,7 +169,8 @@ def read_command(cmd: str | Sequence[str], engine_name: str | None = None) -> Co
     unwrapped, notes = _unwrap(cmd) if isinstance(cmd, str) else (cmd, [])
     words, tail = _drop_shell_tail(split_command(unwrapped))
     notes += [f"ignored the shell tail `{tail}`"] if tail else []
-    env, rest = _split_env(words)
+    pairs, rest = leading_env(words)
+    env = [f"{k}={v}" for k, v in pairs]
     picked: Any = engine(engine_name) if engine_name else None
     dock = _docker(rest)
     if dock is not None:

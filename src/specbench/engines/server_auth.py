@@ -9,9 +9,11 @@ context variable: the thread that boots a server also measures it) and never wri
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
+
+from specbench.scoped import scoped
 
 _KEY: ContextVar[str | None] = ContextVar("specbench_server_api_key", default=None)
 
@@ -37,14 +39,9 @@ def headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-@contextmanager
-def using(key: str | None) -> Iterator[None]:
+def using(key: str | None) -> AbstractContextManager[None]:
     """Send `key` with every request to the server for the duration of the block."""
-    token = _KEY.set(key)
-    try:
-        yield
-    finally:
-        _KEY.reset(token)
+    return scoped(_KEY, key)
 
 
 def take_flag(argv: Sequence[str], flag: str) -> tuple[list[str], list[str]]:

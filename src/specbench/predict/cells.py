@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.predict.model import CellShape, method_of
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.resolve import load_model_spec
 
 GRAPHS_OFF_FLAGS = ("--disable-cuda-graph", "--enforce-eager")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.predict.roofline import Ceilings, drafter_shape, forward_s, mtp_shape, target_shape
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 # Method families by the algorithm names the engines take (SGLang --speculative-algorithm, vLLM "method").
 EAGLE_LIKE = {"eagle", "eagle3", "standalone", "medusa", "draft_model"}

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.specs.dtypes import dtype_bytes
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import Scheme
 from specbench.specs.weights import Tensor, mtp_draft_tensors, tensors_per_rank
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 
 @dataclass(frozen=True)

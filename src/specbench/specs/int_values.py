@@ -3,7 +3,7 @@ what the engines' Marlin repack residue scales with (engines/sglang/plan_stages.
 
 from __future__ import annotations
 
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.weights import tensors_per_rank
 
 

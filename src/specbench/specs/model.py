@@ -24,8 +24,6 @@ from typing import Any
 
 from specbench.errors import ConfigError
 from specbench.specs.model_families import (
-    DRAFT_ARCHS,  # noqa: F401  (re-exported)
-    GDN_TYPES,  # noqa: F401  (re-exported)
     check_heads,
     draft_info,
     get_bool,
@@ -36,15 +34,7 @@ from specbench.specs.model_families import (
     with_mla,
     with_moe,
 )
-from specbench.specs.model_types import (  # noqa: F401  (re-exported: the spec types are imported from here)
-    DraftInfo,
-    GdnSpec,
-    Mamba2Spec,
-    MlaSpec,
-    ModelSpec,
-    MoeSpec,
-    VisionSpec,
-)
+from specbench.specs.model_types import ModelSpec
 
 
 def model_spec_from_dict(config: Mapping[str, Any], *, name: str = "model",
@@ -105,3 +95,12 @@ def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
                 raise ConfigError(f"{cand}: not valid JSON") from None
             break
     return data, hq
+
+
+def draft_vocab_warning(m: ModelSpec, draft: ModelSpec | None) -> str | None:
+    """The drafter's vocabulary is not the target's (an EAGLE3 drafter maps its own through `d2t`, declared by
+    `draft_vocab_size`): engines serve it, but its token ids are not the target's, so its drafts are rejected."""
+    if draft is None or draft.vocab_size == m.vocab_size or draft.raw.get("draft_vocab_size"):
+        return None
+    return (f"the drafter's vocab_size {draft.vocab_size} is not the target's {m.vocab_size}: its token ids "
+            "are not the target's, so its drafts are rejected (acceptance near zero)")

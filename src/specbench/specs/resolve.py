@@ -15,14 +15,16 @@ import contextvars
 import dataclasses
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from specbench.errors import ConfigError, UserError
+from specbench.scoped import scoped
 from specbench.specs import hub
-from specbench.specs.model import ModelSpec, load_config_file, model_spec_from_dict
+from specbench.specs.model import load_config_file, model_spec_from_dict
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.standin import StandIn, find_stand_in, read_name
 
 SOURCES = ("config file", "local folder", "hf cache", "hub", "bundled (offline fallback)")
@@ -238,24 +240,14 @@ def resolve_config_path(source: str) -> Path:
     return Path(resolve_model(source).location)
 
 
-@contextlib.contextmanager
-def revisions(mapping: Mapping[str, str]) -> Iterator[None]:
+def revisions(mapping: Mapping[str, str]) -> contextlib.AbstractContextManager[None]:
     """Resolve the model of each role in `mapping` ("model", "draft") at its revision while the block runs."""
-    token = _REVISIONS.set(dict(mapping))
-    try:
-        yield
-    finally:
-        _REVISIONS.reset(token)
+    return scoped(_REVISIONS, dict(mapping))
 
 
-@contextlib.contextmanager
-def quantization_flag(value: str | None) -> Iterator[None]:
+def quantization_flag(value: str | None) -> contextlib.AbstractContextManager[None]:
     """The launch command's --quantization, for the stand-ins resolved while the block runs."""
-    token = _QUANT_FLAG.set(value)
-    try:
-        yield
-    finally:
-        _QUANT_FLAG.reset(token)
+    return scoped(_QUANT_FLAG, value)
 
 
 def _with_overlay(data: dict, hq: dict | None, si: StandIn) -> tuple[dict, dict | None]:

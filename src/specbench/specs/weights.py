@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import MXFP4, Scheme
 
-GIB = float(1 << 30)
 MXFP4_BYTES_PER_PARAM = MXFP4.bytes_per_param  # 4-bit value + one e8m0 scale per 32
 
 

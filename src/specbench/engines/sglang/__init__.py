@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from specbench.engines.base import EngineModules
 from specbench.engines.server_base import SPEC_V2_ENV  # noqa: F401  (SGLang's own switch, defined once there)
+
+if TYPE_CHECKING:
+    from specbench.contracts import PlanOptions
+    from specbench.logs.facts import LogFacts
 
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
 _IMAGE = re.compile(r"(^|/)(sglang|sgl-dev)(:|$)")  # lmsysorg/sglang:<tag>, rocm/sgl-dev:<tag>
 
 
-class SglangEngine:
+class SglangEngine(EngineModules):
     name = "sglang"
+    package = __name__
     is_default = True  # a command no engine recognises is read with SGLang's flags (the historical behaviour)
 
     def recognise(self, argv: Sequence[str]) -> int:
@@ -33,99 +39,50 @@ class SglangEngine:
         words = ([entrypoint] if entrypoint else []) + list(args)
         return words if self.recognise(words) else None
 
-    def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
+    def plan(self, argv: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[Any]]:
         from specbench.engines.sglang.api import plan_sglang_command
 
         return plan_sglang_command(argv, opts)
-
-    def render_plan(self, result: Any, con: Any) -> None:
-        from specbench.engines.sglang.render import render_plan
-
-        render_plan(result, con)
 
     def version_from_log(self, lines: Sequence[str]) -> str | None:
         from specbench.engines.sglang.loglines import version_from_log
 
         return version_from_log(lines)
 
-    def release_from_args(self, facts: Any) -> str | None:
+    def release_from_args(self, facts: LogFacts) -> str | None:
         """A dump with the <= 0.5.13 argument names is planned on the 0.5.12 rules."""
         from specbench.engines.sglang import logrules
 
         return "0.5.12" if logrules.sglang_era(facts.server_args) == "<=0.5.13" else None
 
-    def log_plan_argv(self, facts: Any, text: str | None) -> list[str]:
+    def log_plan_argv(self, facts: LogFacts, text: str | None) -> list[str]:
         from specbench.engines.sglang.knobs import PLAN_KEYS
         from specbench.logs.serverargs import argv_from_dump
 
         return argv_from_dump(["python", "-m", "sglang.launch_server"], facts.server_args, PLAN_KEYS)
 
-    def log_non_kv_gib(self, facts: Any) -> float | None:
-        return None
-
-    def budget_rows(self, facts: Any) -> list[Any]:
-        from specbench.engines.sglang.budget import rows
-
-        return rows(facts)
-
-    def fix_axis(self, key: str) -> str | None:
-        from specbench.engines.sglang.knobs import fix_axis
-
-        return fix_axis(key)
-
-    def started_headline(self, facts: Any) -> str:
-        from specbench.engines.sglang.explain import started_headline
-
-        return started_headline(facts)
-
-    def started_caps(self, facts: Any) -> list[str]:
+    def started_caps(self, facts: LogFacts) -> list[str]:
         from specbench.engines.sglang.explain import started_caps
 
         return started_caps(facts)
 
-    def started_notes(self, facts: Any) -> list[str]:
+    def started_notes(self, facts: LogFacts) -> list[str]:
         from specbench.engines.sglang.explain import started_notes
 
         return started_notes(facts)
 
-    def failure_sentences(self, facts: Any, failure: Any) -> list[str]:
-        from specbench.engines.sglang.explain import failure_sentences
-
-        return failure_sentences(facts, failure)
-
-    def log_notes(self, facts: Any) -> list[str]:
+    def log_notes(self, facts: LogFacts) -> list[str]:
         from specbench.engines.sglang.logrules import log_notes
 
         return log_notes(facts)
 
-    def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
-        from specbench.engines.sglang.logfixes import failure_fixes
-
-        return failure_fixes(facts, failure)
-
-    def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
         from specbench.engines.sglang.logrules import log_derived_fixes
 
         try:
             return list(log_derived_fixes(facts, kind))
         except (AttributeError, ValueError, TypeError, ZeroDivisionError):
             return []
-
-
-    def diff_pool_change(self, left: Any, right: Any) -> Any:
-        from specbench.engines.sglang.logdiff import pool_change
-
-        return pool_change(left, right)
-
-    def diff_candidate(self, left: Any, right: Any, key: str, va: Any, vb: Any) -> Any:
-        from specbench.engines.sglang.logdiff import candidate
-
-        return candidate(left, right, key, va, vb)
-
-    def diff_failure_sentence(self, side: str, facts: Any, kind: str | None) -> str | None:
-        from specbench.engines.sglang.logdiff import failure_sentence
-
-        return failure_sentence(side, facts, kind)
 
 
 def _server(version: str | None) -> Any:

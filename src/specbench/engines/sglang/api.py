@@ -11,7 +11,8 @@ from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import SglangArgs, parse_sglang_argv
 from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.engines.sglang.formulas import NEWEST_SGLANG
-from specbench.engines.sglang.plan import Measured, plan_sglang
+from specbench.engines.sglang.plan import plan_sglang
+from specbench.engines.sglang.plan_stages import Measured
 from specbench.errors import UserError
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import gpu_for

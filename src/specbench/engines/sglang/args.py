@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specbench.engines.argv import leading_env, split_command  # noqa: F401  (split_command: re-exported for callers)
+from specbench.engines.argv import leading_env
 from specbench.engines.sglang.knobs import BY_FLAG, Knob, release_flags
 from specbench.errors import FlagError
 

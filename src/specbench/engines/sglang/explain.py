@@ -7,7 +7,14 @@ Not pure: `logrules.slot_size` loads the model's config.json (when one resolves)
 
 from __future__ import annotations
 
-from specbench.engines.sglang import logrules as er
+from specbench.contracts import GIB
+from specbench.engines.sglang.logrules import (
+    draft_tokens,
+    scratch_before_split,
+    slot_size,
+    slots_per_request,
+    spec_algorithm,
+)
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure
 
@@ -61,11 +68,11 @@ def spec_scratch_sentence(f: LogFacts) -> str | None:
     sglang/srt/model_executor/model_runner_kv_cache_mixin.py::ModelRunnerKVCacheMixin.handle_max_mamba_cache
     @0.5.12.post1)."""
     req = f.server_args.get("max_running_requests")
-    d, p = er.draft_tokens(f), er.slot_size(f)
-    if f.max_mamba_cache_size is None or not er.scratch_before_split(f) or not isinstance(req, int) \
+    d, p = draft_tokens(f), slot_size(f)
+    if f.max_mamba_cache_size is None or not scratch_before_split(f) or not isinstance(req, int) \
             or d is None or p is None:
         return None
-    each = d * p.bytes / er.GIB
+    each = d * p.bytes / GIB
     return (f"This build reserves intermediate Mamba state for every requested running request before splitting "
             f"the rest between Mamba slots and KV: {req} × {d} draft tokens × {p.mib:.1f} MiB = {req * each:.2f} GiB "
             f"now; each request more costs {each:.2f} GiB, taken from the Mamba slots and KV tokens.")
@@ -86,11 +93,11 @@ def _pool_budget(f: LogFacts) -> tuple[float | None, float | None]:
 
 def spec_reservation_sentence(f: LogFacts, requests: int) -> str | None:
     """`requests × D × p = X GiB` for the <=0.5.12 intermediate-state reservation, or None without the inputs."""
-    d = er.draft_tokens(f)
-    p = er.slot_size(f)
+    d = draft_tokens(f)
+    p = slot_size(f)
     if d is None or p is None:
         return None
-    total = requests * d * p.bytes / er.GIB
+    total = requests * d * p.bytes / GIB
     return f"{requests} × {d} draft tokens × {p.mib:.1f} MiB = {total:.2f} GiB"
 
 
@@ -105,16 +112,16 @@ def _mrr_zero(f: LogFacts) -> list[str]:
     if f.max_mamba_cache_size is None:
         return ["The KV pool is too small to hold even one request (max_running_requests ends at 0): "
                 f"{f.kv_tokens if f.kv_tokens is not None else '?'} KV tokens."]
-    rho, rho_src = er.slots_per_request(f)
+    rho, rho_src = slots_per_request(f)
     rest, slack = _pool_budget(f)
     if rest is not None and slack is not None:
         out.append(f"After the weights {_g(rest)} were free; mem_fraction_static="
                    f"{args.get('mem_fraction_static')} keeps {_g(slack)} of the {_g(f.avail_before_load_gib)} "
                    f"free for activations and graphs, so the pools got about {_g(rest - slack)}.")
-    algo = er.spec_algorithm(args)
+    algo = spec_algorithm(args)
     if algo and isinstance(mrr, int):
         res = spec_reservation_sentence(f, mrr)
-        if res and er.scratch_before_split(f):
+        if res and scratch_before_split(f):
             why = (f"version {f.engine_version}" if f.engine_version
                    else "its argument dump still has mamba_scheduler_strategy")
             out.append(f"With {algo} speculative decoding this SGLang build (≤0.5.12 rules; {why}) "
@@ -135,8 +142,8 @@ def _mrr_zero(f: LogFacts) -> list[str]:
 
 
 def d_note(f: LogFacts) -> str:
-    d = er.draft_tokens(f)
-    p = er.slot_size(f)
+    d = draft_tokens(f)
+    p = slot_size(f)
     if d is None or p is None:
         return "D draft tokens × p"
     return f"{d} × {p.mib:.1f} MiB"
@@ -150,7 +157,7 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
     if k == "max_running_requests_zero":
         return _mrr_zero(f)
     if k == "mamba_state_cache_too_small":
-        rho, _ = er.slots_per_request(f)
+        rho, _ = slots_per_request(f)
         return [f"The hybrid state pool has {f.max_mamba_cache_size if f.max_mamba_cache_size is not None else '?'}"
                 f" slots but one running request needs {rho or 'ρ'}; since 0.5.13 SGLang refuses to start."]
     if k == "mamba_state_cache_no_memory":
@@ -187,7 +194,7 @@ def started_caps(f: LogFacts) -> list[str]:
     out: list[str] = []
     if f.mamba_cap_requests:
         req = f.server_args.get("max_running_requests")
-        rho, _ = er.slots_per_request(f)
+        rho, _ = slots_per_request(f)
         per = (f"{f.max_mamba_cache_size} slots / {rho} per request" if f.max_mamba_cache_size is not None and rho
                else "its slots per request")
         out.append(f"max_running_requests was capped to {f.mamba_cap_requests} by the Mamba state cache ({per})"
@@ -202,7 +209,7 @@ def _reduced_sentence(f: LogFacts) -> str:
     SGLang 0.5.13+ prints this text also when the Mamba cap min(mrr, K // ρ) is what bit
     (`KVCacheConfigurator.resolve_max_num_reqs`@0.5.23); say which."""
     final, k = f.max_running_requests, f.max_mamba_cache_size
-    rho, src = er.slots_per_request(f)
+    rho, src = slots_per_request(f)
     kv_cap = f.kv_tokens // 2 if f.kv_tokens is not None else None  # resolve_max_num_reqs: min(req, N // 2)
     if final is not None and k is not None and rho and final == k // rho and (kv_cap is None or kv_cap > final):
         return (f"max_running_requests was reduced from the requested {f.mrr_reduced_from} to {final}. The engine "

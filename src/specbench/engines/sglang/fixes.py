@@ -15,13 +15,13 @@ from typing import Any
 from specbench.engines.search import first_true, last_true
 from specbench.engines.sglang import knobs
 from specbench.engines.sglang.args import SglangArgs
-from specbench.engines.sglang.plan import Measured, SglangPlan, plan_sglang
+from specbench.engines.sglang.plan import SglangPlan, plan_sglang
+from specbench.engines.sglang.plan_stages import Measured
 from specbench.errors import UserError
 from specbench.specs.gpu import GpuSpec, context_overhead
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
-GIB = float(1 << 30)
 # The search space the issues name: TP 1/2/4/8, max-running-requests 1..512, mem fraction 0.50..0.95 step 0.01,
 # context 4k..256k (issue 2 "nearest working configurations", benchmark issue 6).
 TP_SIZES = (1, 2, 4, 8)

@@ -13,9 +13,8 @@ from specbench.engines.sglang.args import SglangArgs
 from specbench.errors import FlagError
 from specbench.specs import dtypes
 from specbench.specs.gpu import GpuSpec
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
-GIB = float(1 << 30)
 MIB = float(1 << 20)
 
 Version = versions.Version

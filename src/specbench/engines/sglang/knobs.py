@@ -12,30 +12,17 @@ tools/engine/sglang_cli_flags.py from the release's server_args.py) minus this t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from specbench.engines.cli_flags import FlagList, flag_list
+from specbench.engines.cli_flags import BaseKnob, FlagList, flag_list
 
 
 @dataclass(frozen=True)
-class Knob:
-    field: str  # SglangArgs attribute
-    flags: tuple[str, ...]  # spellings, canonical first
-    type: Callable[[str], Any] | None  # None: a switch (store_true)
-    dump_key: str | None = None  # ServerArgs field in the engine's dump (None: same as field)
-    axis: str | None = None  # the matrix axis a fix of this knob sets (None: set as a flag)
+class Knob(BaseKnob):
+    """An SGLang knob: `field` is the SglangArgs attribute, `dump_key` the ServerArgs field of its dump."""
+
     fork_only: bool = False  # in no release whose flag list we hold (DDTree's open PR, a later release's flag)
-
-    @property
-    def flag(self) -> str:
-        return self.flags[0]
-
-    @property
-    def is_switch(self) -> bool:
-        return self.type is None
 
 
 KNOBS: tuple[Knob, ...] = (
@@ -93,7 +80,7 @@ BY_FLAG: dict[str, Knob] = {f: k for k in KNOBS for f in k.flags}
 
 # Dump keys the doctor's re-launch carries: every knob's, plus the renamed strategy's new name.
 PLAN_KEYS: tuple[str, ...] = tuple(dict.fromkeys(
-    [k.dump_key or k.field for k in KNOBS if k.field not in ("language_only", "skip_tokenizer_init",
+    [k.key for k in KNOBS if k.field not in ("language_only", "skip_tokenizer_init",
                                                              "enable_torch_compile", "disable_piecewise_cuda_graph",
                                                              "cuda_graph_backend_decode",
                                                              "cuda_graph_backend_prefill",
@@ -123,5 +110,5 @@ def fix_field(flag: str) -> str | None:
 def fix_axis(key: str) -> str | None:
     """The matrix axis a fix's key (a flag, or a dump key) sets; None: set it as a plain flag."""
     knob = BY_FLAG.get(key) or BY_FLAG.get("--" + key.replace("_", "-")) or next(
-        (k for k in KNOBS if (k.dump_key or k.field) == key), None)
+        (k for k in KNOBS if k.key == key), None)
     return knob.axis if knob else None

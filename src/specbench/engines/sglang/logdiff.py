@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbench.engines.sglang import logrules as er
+from specbench.contracts import GIB
+from specbench.engines.sglang.logrules import draft_tokens, scratch_before_split, slot_size, slots_per_request
 from specbench.logs.candidates import Candidate, PoolChange
 from specbench.logs.facts import LogFacts
 
@@ -26,7 +27,7 @@ def _kv_bytes_per_token(*facts: LogFacts) -> tuple[float | None, str]:
             continue
         has_draft = f.draft_k_size_gib is not None
         # K/V buffers have N + page_size rows (MHATokenToKVPool._create_buffers_normal@0.5.23)
-        per = total * er.GIB / (f.kv_tokens + 1)
+        per = total * GIB / (f.kv_tokens + 1)
         label = "target + draft" if has_draft else "target only"
         if best is None or has_draft:
             best = (per, label)
@@ -36,11 +37,11 @@ def _kv_bytes_per_token(*facts: LogFacts) -> tuple[float | None, str]:
 def pool_budget_gib(f: LogFacts, p_bytes: float | None, kv_per_token: float | None) -> float | None:
     if f.max_mamba_cache_size is None or p_bytes is None or f.kv_tokens is None or kv_per_token is None:
         return None
-    return ((f.max_mamba_cache_size + 1) * p_bytes + f.kv_tokens * kv_per_token) / er.GIB
+    return ((f.max_mamba_cache_size + 1) * p_bytes + f.kv_tokens * kv_per_token) / GIB
 
 
 def pool_change(lf: LogFacts, rf: LogFacts) -> PoolChange:
-    p = er.slot_size(lf) or er.slot_size(rf)
+    p = slot_size(lf) or slot_size(rf)
     per_tok, per_tok_src = _kv_bytes_per_token(lf, rf)
     lb = pool_budget_gib(lf, p.bytes if p else None, per_tok)
     rb = pool_budget_gib(rf, p.bytes if p else None, per_tok)
@@ -54,9 +55,9 @@ def candidate(lf: LogFacts, rf: LogFacts, key: str, va: Any, vb: Any) -> Candida
     an argument SGLang's pools do not depend on."""
     args = lf.server_args
     if key == "max_running_requests" and isinstance(va, int) and isinstance(vb, int):
-        p, d = er.slot_size(lf) or er.slot_size(rf), er.draft_tokens(lf)
-        if d is not None and p is not None and lf.max_mamba_cache_size is not None and er.scratch_before_split(lf):
-            delta = (vb - va) * d * p.bytes / er.GIB
+        p, d = slot_size(lf) or slot_size(rf), draft_tokens(lf)
+        if d is not None and p is not None and lf.max_mamba_cache_size is not None and scratch_before_split(lf):
+            delta = (vb - va) * d * p.bytes / GIB
             grew = "grew" if vb > va else "shrank"
             return Candidate(key, -delta, (
                 f"max_running_requests {va} -> {vb} {grew} the speculative intermediate state reservation by "
@@ -69,12 +70,12 @@ def candidate(lf: LogFacts, rf: LogFacts, key: str, va: Any, vb: Any) -> Candida
         return Candidate(key, slack, f"mem_fraction_static {va} -> {vb} moves the slack B·(1−f) by "
                                      + (f"{abs(slack):.2f} GiB" if slack is not None else "B·Δf"))
     if key == "speculative_num_draft_tokens" and isinstance(va, int) and isinstance(vb, int):
-        p = er.slot_size(lf) or er.slot_size(rf)
+        p = slot_size(lf) or slot_size(rf)
         if p is None:
             return None
         mrr = args.get("max_running_requests")
-        if isinstance(mrr, int) and er.scratch_before_split(lf):
-            delta = -mrr * (vb - va) * p.bytes / er.GIB
+        if isinstance(mrr, int) and scratch_before_split(lf):
+            delta = -mrr * (vb - va) * p.bytes / GIB
             return Candidate(key, delta, f"speculative_num_draft_tokens {va} -> {vb} changes the intermediate "
                                          f"state reservation by {mrr} x {vb - va} x {p.mib:.1f} MiB")
         return Candidate(key, None, f"speculative_num_draft_tokens {va} -> {vb}")
@@ -89,7 +90,7 @@ def failure_sentence(side: str, f: LogFacts, kind: str | None) -> str | None:
     """Why the assertion fired on that side: K Mamba slots // ρ per request = 0."""
     if kind != "max_running_requests_zero" or f.max_mamba_cache_size is None:
         return None
-    rho, _ = er.slots_per_request(f)
+    rho, _ = slots_per_request(f)
     if not rho:
         return None
     return (f"On the {side}, {f.max_mamba_cache_size} Mamba slots with {rho} slots per request give "

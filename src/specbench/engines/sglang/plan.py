@@ -17,13 +17,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specbench.engines.sglang import formulas as C
 from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.formulas import kv_dtype
 from specbench.engines.sglang.plan_alloc import allocation_sizes, plan_pools
-from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: fixes.py and callers import them here)
-    GIB,
-    OTHER_RESIDENT_GIB,
-    WEIGHT_MISMATCH,
+from specbench.engines.sglang.plan_stages import (
     Budget,
     Mamba,
     Measured,
@@ -31,10 +28,8 @@ from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: 
     Setup,
     Weights,
     choose_mamba,
-    era_of,
     kv_cell,
     no_memory_error,
-    other_resident_gib,
     plan_budget,
     plan_weights,
     resolve_setup,
@@ -42,7 +37,7 @@ from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: 
 from specbench.engines.sglang.plan_verdict import log_lines, verdict_warnings
 from specbench.engines.sglang.start_checks import check_mamba, first_failure, model_warnings
 from specbench.specs.gpu import GpuSpec
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -141,15 +136,15 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
                        args.max_running_requests, start.error, "start_check")
     mamba = choose_mamba(args, m, s)
     if isinstance(mamba, Refusal):
-        return _failed(_budget_fields(args, gpu, s, w, b, mamba.mamba), C.kv_dtype(args, m),
+        return _failed(_budget_fields(args, gpu, s, w, b, mamba.mamba), kv_dtype(args, m),
                        args.max_running_requests, mamba.error, mamba.kind)
     mcheck = check_mamba(args, m, mamba.strategy, s.spec.num_draft_tokens)
     if mcheck is not None:
-        return _failed(_budget_fields(args, gpu, s, w, b, mamba), C.kv_dtype(args, m), args.max_running_requests,
+        return _failed(_budget_fields(args, gpu, s, w, b, mamba), kv_dtype(args, m), args.max_running_requests,
                        mcheck.error, "start_check")
     err = no_memory_error(s, b)
     if err is not None:
-        return _failed(_budget_fields(args, gpu, s, w, b, mamba), C.kv_dtype(args, m), args.max_running_requests,
+        return _failed(_budget_fields(args, gpu, s, w, b, mamba), kv_dtype(args, m), args.max_running_requests,
                        err, "weights_leave_no_memory")
     cell = kv_cell(args, m, draft, s)
     pp = plan_pools(args, m, s, b, mamba, cell)

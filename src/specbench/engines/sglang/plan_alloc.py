@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specbench.engines.sglang import formulas as C
+from specbench.contracts import GIB
 from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.formulas import dtype_bytes, kv_heads_per_rank
 from specbench.engines.sglang.plan_stages import (
     DFLASH_FAMILY,
-    GIB,
     Budget,
     KvCell,
     Mamba,
     Setup,
 )
 from specbench.engines.sglang.pools import PoolInputs, Pools, size_pools
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 
 # ------------------------------------------------------------------------------------------------ 6. pools
@@ -92,7 +92,7 @@ def _swa_split(args: SglangArgs, m: ModelSpec, s: Setup, cell: KvCell, sz: Sizes
     page, n = args.page_size or 1, sz.kv_tokens
     ns = len(m.sliding_layers)
     nf = cell.layers - ns
-    per_layer = C.kv_heads_per_rank(m, s.attn_tp) * C.dtype_bytes(cell.dtype) / GIB
+    per_layer = kv_heads_per_rank(m, s.attn_tp) * dtype_bytes(cell.dtype) / GIB
     swa_n = swa_tokens(n, cell.swa_ratio, page) or 0
     k_full, v_full = nf * (n + page) * per_layer * m.head_dim, nf * (n + page) * per_layer * m.v_head_dim
     k_swa, v_swa = ns * (swa_n + page) * per_layer * m.head_dim, ns * (swa_n + page) * per_layer * m.v_head_dim
@@ -103,8 +103,8 @@ def _kv_sizes(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup,
               n: int) -> tuple[float, float, float | None]:
     """memory_pool.py: K/V buffers of (n + page) slots per layer; the draft's own pool when it has one."""
     page, L, kvd, attn_tp = args.page_size or 1, cell.layers, cell.dtype, s.attn_tp
-    nk = C.kv_heads_per_rank(m, attn_tp)
-    isz = C.dtype_bytes(kvd)
+    nk = kv_heads_per_rank(m, attn_tp)
+    isz = dtype_bytes(kvd)
     if m.mla is not None:
         k_size = L * (n + page) * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * isz / GIB
         v_size = 0.0
@@ -114,7 +114,7 @@ def _kv_sizes(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup,
     dk = None
     if cell.draft and draft is not None and s.spec.algorithm in DFLASH_FAMILY:
         dn = max(1, draft.num_kv_heads // attn_tp)
-        dk = draft.num_layers * (n + page) * dn * draft.head_dim * C.dtype_bytes(args.speculative_draft_kv_cache_dtype
+        dk = draft.num_layers * (n + page) * dn * draft.head_dim * dtype_bytes(args.speculative_draft_kv_cache_dtype
                                                                                    or kvd) / GIB
     elif cell.draft:
         dk = s.spec.draft_layers * (n + page) * nk * m.head_dim * isz / GIB

@@ -7,15 +7,31 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from specbench.contracts import GIB
 from specbench.engines import versions
-from specbench.engines.sglang import formulas as C
 from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.formulas import (
+    SGLANG_RULE_SETS,
+    Defaults,
+    MambaState,
+    SpecSetup,
+    Version,
+    draft_kv_cell_bytes,
+    dtype_bytes,
+    kv_cell_bytes,
+    kv_dtype,
+    kv_heads_per_rank,
+    mamba_ratio,
+    mamba_state,
+    resolve_defaults,
+    resolve_spec,
+)
 from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.errors import FlagError
 from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.int_values import int_group_value_bytes, marlin_fp8_value_bytes
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import as_fp8_marlin, scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
@@ -34,7 +50,6 @@ def mxfp4_moe_pad(gpu: GpuSpec) -> tuple[int, int]:
         return (256, 128)
     return (1, 64)
 
-GIB = float(1 << 30)
 
 # Free memory lost to the CUDA context (and NCCL at TP>1) before weights load: per GPU and TP in
 # specs/gpu.py::OVERHEADS (`context_overhead`), each row with its source.
@@ -82,7 +97,7 @@ class Measured:
     other_resident_gib: float | None = None
 
 
-def era_of(version: C.Version) -> str:
+def era_of(version: Version) -> str:
     if version <= (0, 5, 12):
         return "v0512"
     if version <= (0, 5, 17):
@@ -95,13 +110,13 @@ def era_of(version: C.Version) -> str:
 class Setup:
     """The targeted release, the TP layout, the speculative setup and the engine's defaults."""
     version_text: str
-    version: C.Version
+    version: Version
     era: str
     gpu: GpuSpec
     tp: int
     attn_tp: int
-    spec: C.SpecSetup
-    defaults: C.Defaults
+    spec: SpecSetup
+    defaults: Defaults
     mem_fraction: float          # f
     context_len: int
     warnings: tuple[str, ...]
@@ -110,7 +125,7 @@ class Setup:
 
 def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: GpuSpec,
                   version_text: str) -> Setup:
-    version, newer = versions.rule_set_for(version_text, C.SGLANG_RULE_SETS, "SGLang")
+    version, newer = versions.rule_set_for(version_text, SGLANG_RULE_SETS, "SGLang")
     tp = args.tp
     attn_tp = tp // (args.dp if args.enable_dp_attention else 1) or 1
     # head / KV-head divisibility is a start check (start_checks.py::check_divisibility): a failing plan
@@ -122,17 +137,17 @@ def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: 
         warnings.append(bad + "; planned with the flag's meaning, spell it as that release does")
     if "--mamba-scheduler-strategy" in args.flags_seen and (0, 5, 14) <= version < (0, 5, 23):
         notes.append("--mamba-scheduler-strategy is a deprecated alias of --mamba-radix-cache-strategy since 0.5.14")
-    spec = C.resolve_spec(args, m, draft)
+    spec = resolve_spec(args, m, draft)
     if spec.unreleased:
         notes.append("DDTREE follows an unreleased SGLang PR (#29907): planned like DFLASH with budget+1 draft tokens")
-    defaults = C.resolve_defaults(args, m, gpu, version)
+    defaults = resolve_defaults(args, m, gpu, version)
     f = args.mem_fraction_static if args.mem_fraction_static is not None else defaults.mem_fraction_static
     ctx = args.context_length or derived_context_length(m.raw)
     return Setup(version_text, version, era_of(version), gpu, tp, attn_tp, spec, defaults, f, ctx, tuple(warnings),
                  tuple(notes))
 
 
-def flag_spelling_error(args: SglangArgs, version: C.Version) -> str | None:
+def flag_spelling_error(args: SglangArgs, version: Version) -> str | None:
     """argparse rejects a flag the targeted release does not have (server_args.py / arg_groups/fields/*.py). Only
     for a release past the newest flag list (cli_flags/): a release with its own list reports the flag as unknown
     (args.py) and needs no second warning."""
@@ -285,7 +300,7 @@ class Mamba:
     """The hybrid model's radix-cache strategy, slots per request and per-slot state (all None when not hybrid)."""
     strategy: str | None = None
     ratio: int | None = None
-    state: C.MambaState | None = None
+    state: MambaState | None = None
 
 
 @dataclass(frozen=True)
@@ -314,7 +329,7 @@ def choose_mamba(args: SglangArgs, m: ModelSpec, s: Setup) -> Mamba | Refusal:
             f"--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
             f"--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.", "flag_conflict",
             Mamba(strategy))
-    return Mamba(strategy, C.mamba_ratio(args, strategy, overlap), C.mamba_state(m, s.tp, args.mamba_ssm_dtype))
+    return Mamba(strategy, mamba_ratio(args, strategy, overlap), mamba_state(m, s.tp, args.mamba_ssm_dtype))
 
 
 def _overlap_schedule(args: SglangArgs, s: Setup) -> bool:
@@ -368,7 +383,7 @@ def swa_cell(m: ModelSpec, attn_tp: int, kvd: str, draft_full_layers: int = 0, *
         return None
     ns = len(m.sliding_layers)
     nf = len(m.attention_layers) - ns
-    per = C.kv_heads_per_rank(m, attn_tp) * (m.head_dim + m.v_head_dim) * int(C.dtype_bytes(kvd))
+    per = kv_heads_per_rank(m, attn_tp) * (m.head_dim + m.v_head_dim) * int(dtype_bytes(kvd))
     r = SWA_FULL_TOKENS_RATIO if ratio is None else ratio
     cell = per * (nf + draft_full_layers) + r * per * ns if nf else per * ns + per * draft_full_layers
     return int(math.ceil(cell)), (r if nf else 1.0)
@@ -376,14 +391,14 @@ def swa_cell(m: ModelSpec, attn_tp: int, kvd: str, draft_full_layers: int = 0, *
 
 def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -> KvCell:
     spec, era = s.spec, s.era
-    kvd = C.kv_dtype(args, m)
-    c = C.kv_cell_bytes(m, s.attn_tp, kvd)
+    kvd = kv_dtype(args, m)
+    c = kv_cell_bytes(m, s.attn_tp, kvd)
     L = len(m.attention_layers)
     draft_c = 0
     if spec.algorithm in DFLASH_FAMILY and draft is not None and L > 0:
         if era == "v0523":
             dkv = args.speculative_draft_kv_cache_dtype or kvd
-            draft_c = C.draft_kv_cell_bytes(draft, s.attn_tp, dkv)
+            draft_c = draft_kv_cell_bytes(draft, s.attn_tp, dkv)
             c_total = c + draft_c
         else:  # dflash_utils.py::scale_kv_cell_size_per_token_for_dflash (layer-scaled, ceil)
             c_total = (c * (L + spec.draft_layers) + L - 1) // L

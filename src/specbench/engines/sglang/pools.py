@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GIB = float(1 << 30)
+from specbench.contracts import GIB
 
 
 @dataclass(frozen=True)

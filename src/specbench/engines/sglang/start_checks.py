@@ -14,7 +14,8 @@ from typing import Any
 from specbench.engines import versions
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
-from specbench.specs.model import ModelSpec
+from specbench.specs.model import draft_vocab_warning
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import awq_bits
 
 # speculative/spec_info.py::SpeculativeAlgorithm members; NEXTN is rewritten to EAGLE by the speculative hook
@@ -324,7 +325,5 @@ def model_warnings(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> t
     if m.moe is not None and m.moe.experts_per_tok <= 0:
         out.append(f"the config routes each token to {m.moe.experts_per_tok} experts (num_experts_per_tok): SGLang "
                    "starts, but every MoE layer adds nothing; the config is wrong")
-    if draft is not None and draft.vocab_size != m.vocab_size and not draft.raw.get("draft_vocab_size"):
-        out.append(f"the drafter's vocab_size {draft.vocab_size} is not the target's {m.vocab_size}: its token ids "
-                   "are not the target's, so its drafts are rejected (acceptance near zero)")
-    return tuple(out)
+    vocab = draft_vocab_warning(m, draft)
+    return (*out, vocab) if vocab else tuple(out)

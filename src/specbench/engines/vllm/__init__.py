@@ -1,12 +1,21 @@
-"""vLLM: its flags once (`knobs.py`, read by `args.py`), planned (`plan.py`, `sizing.py`, `gpu.py`, `cpu.py`), its
-logs read (`loglines.py`, `budget.py`, `explain.py`), its servers driven (`launch.py`), and its CPU build embedded as
-the default engine (`local.py`). Light: the work is imported inside the methods."""
+"""vLLM: its flags once (`knobs.py`, read by `args.py`), planned (`plan.py`, `gpu.py`, `cpu.py` on the KV-cache sizing
+as pure functions: `common.py` releases and dtypes, `pages.py` pages per layer, `pool.py` groups, per-request charge,
+the pool and its checks, `layout.py` what the engine resolves from the model; sources are vLLM 0.32.0 files cited as
+`file::function`, the version boundaries (`common.py::VLLM_RULE_SETS`) read from the wheels of every release 0.10.2
+.. 0.33.0), its logs read (`loglines.py`, `budget.py`, `explain.py`), its servers driven (`launch.py`), and its CPU
+build embedded as the default engine (`local.py`). Light: the work is imported inside the methods."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from specbench.engines.base import EngineModules
+
+if TYPE_CHECKING:
+    from specbench.contracts import PlanOptions
+    from specbench.logs.facts import LogFacts
 
 _IMAGE = re.compile(r"(^|/)vllm(-openai[\w.-]*)?(:|$)")  # vllm/vllm-openai[-cpu|-rocm]:<tag>, rocm/vllm:<tag>
 
@@ -20,8 +29,9 @@ def is_vllm_command(argv: Sequence[str]) -> bool:
     return "vllm" in " ".join(words).lower()
 
 
-class VllmEngine:
+class VllmEngine(EngineModules):
     name = "vllm"
+    package = __name__
     is_default = False
 
     def recognise(self, argv: Sequence[str]) -> int:
@@ -39,26 +49,15 @@ class VllmEngine:
             return list(args)
         return ["vllm", "serve", *args]
 
-    def plan(self, argv: list[str], opts: Any) -> tuple[dict[str, Any], list[Any]]:
+    def plan(self, argv: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[Any]]:
         from specbench.engines.vllm.plan import plan_vllm_command
 
         return plan_vllm_command(argv, opts), []
 
-    def render_plan(self, result: Any, con: Any) -> None:
-        from specbench.engines.vllm.render import render_plan
-
-        render_plan(result, con)
-
-    def version_from_log(self, lines: Sequence[str]) -> str | None:
-        return None  # the vLLM line parser reads its version line itself (loglines.py)
-
-    def release_from_args(self, facts: Any) -> str | None:
-        return None
-
-    def log_plan_argv(self, facts: Any, text: str | None) -> list[str]:
+    def log_plan_argv(self, facts: LogFacts, text: str | None) -> list[str]:
         """The engine's own dump with its env (the CPU KV space ...), so a CPU log is planned on the CPU rules."""
+        from specbench.engines.vllm.fromlog import argv_from_vllm_log
         from specbench.engines.vllm.knobs import PLAN_KEYS
-        from specbench.engines.vllm.plan import argv_from_vllm_log
         from specbench.logs.serverargs import argv_from_dump
 
         argv = argv_from_vllm_log(text) if text else None
@@ -68,72 +67,18 @@ class VllmEngine:
         model = args.get("model") or args.get("model_tag") or "model"
         return argv_from_dump(["vllm", "serve", str(model)], args, PLAN_KEYS)
 
-    def log_non_kv_gib(self, facts: Any) -> float | None:
+    def log_non_kv_gib(self, facts: LogFacts) -> float | None:
         """The planner's non-KV (`--non-kv-gib`: everything in the budget besides the weights and K, engines/vllm/
         gpu.py) from a log: R - weights - K where the log prints all three (v1/worker/gpu_worker.py::
         determine_available_memory@0.32.0: K = R - non-KV, the weights inside non-KV), else the log's own non-KV
         sum (facts.vllm_non_kv_gib: consumed + peak, or weights + non-torch + peak) less the weights it holds."""
         R, W, K = getattr(facts, "budget_gib", None), facts.weights_gib, facts.available_kv_gib
-        if None not in (R, W, K):
+        if R is not None and W is not None and K is not None:
             return round(R - W - K, 3)
         total = facts.vllm_non_kv_gib()
         if total is None or W is None:
             return None
         return round(total - W, 3)
-
-    def budget_rows(self, facts: Any) -> list[Any]:
-        from specbench.engines.vllm.budget import rows
-
-        return rows(facts)
-
-    def fix_axis(self, key: str) -> str | None:
-        """The matrix axis a fix of this vLLM argument sets (engines/vllm/knobs.py)."""
-        from specbench.engines.vllm.knobs import fix_axis
-
-        return fix_axis(key)
-
-    def started_headline(self, facts: Any) -> str:
-        from specbench.engines.vllm.explain import started_headline
-
-        return started_headline(facts)
-
-    def started_caps(self, facts: Any) -> list[str]:
-        return []
-
-    def started_notes(self, facts: Any) -> list[str]:
-        return []
-
-    def failure_sentences(self, facts: Any, failure: Any) -> list[str]:
-        from specbench.engines.vllm.explain import failure_sentences
-
-        return failure_sentences(facts, failure)
-
-    def log_notes(self, facts: Any) -> list[str]:
-        return []
-
-    def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
-        from specbench.engines.vllm.logfixes import failure_fixes
-
-        return failure_fixes(facts, failure)
-
-    def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
-        return []
-
-
-    def diff_pool_change(self, left: Any, right: Any) -> Any:
-        from specbench.engines.vllm.logdiff import pool_change
-
-        return pool_change(left, right)
-
-    def diff_candidate(self, left: Any, right: Any, key: str, va: Any, vb: Any) -> Any:
-        from specbench.engines.vllm.logdiff import candidate
-
-        return candidate(left, right, key, va, vb)
-
-    def diff_failure_sentence(self, side: str, facts: Any, kind: str | None) -> str | None:
-        from specbench.engines.vllm.logdiff import failure_sentence
-
-        return failure_sentence(side, facts, kind)
 
 
 def _server(version: str | None) -> Any:

@@ -26,20 +26,16 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specbench.engines.argv import leading_env
+from specbench.engines.argv import leading_env, values_after
 from specbench.engines.cli_flags import FlagList
 from specbench.engines.vllm.knobs import BY_FLAG, KNOBS, Knob, release_flags
 from specbench.engines.vllm.values import (
     SpeculativeConfig,
     bool_word,
     human_readable_int,
-    human_readable_int_or_auto,
     parse_speculative_config,
 )
 from specbench.errors import FlagError
-
-__all__ = ["SpeculativeConfig", "VllmArgs", "flexible_words", "human_readable_int", "human_readable_int_or_auto",
-           "parse_speculative_config", "parse_vllm_argv", "release_flags"]
 
 
 @dataclass(frozen=True)
@@ -249,15 +245,6 @@ def flexible_words(words: list[str]) -> list[str]:
 # ----------------------------------------------------------------------------- the launch command
 
 
-def _leading_env(args: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
-    """`VAR=value` words before the program (and after `env`): the environment."""
-    env, args = leading_env(args)
-    if args and args[0] == "env":  # `env VAR=1 vllm serve ...`
-        more, args = leading_env(args[1:])
-        env += more
-    return env, args
-
-
 def _program(args: list[str]) -> tuple[str | None, list[str], bool]:
     """(the positional model, the flag words, whether it is `vllm serve`) after the program: vllm serve MODEL |
     python -m vllm.entrypoints.openai.api_server | .../bin/vllm serve MODEL."""
@@ -276,13 +263,6 @@ def _program(args: list[str]) -> tuple[str | None, list[str], bool]:
         if args:
             args.pop(0)
     return model, args, serve
-
-
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as values, not options
-
-
-def _is_option(word: str) -> bool:
-    return word.startswith("-") and not _NEGATIVE_NUMBER.match(word)
 
 
 @dataclass
@@ -305,18 +285,6 @@ def _lookup(name: str, flags: FlagList) -> tuple[tuple[Knob, bool | None] | None
     if canonical is None:
         return None, None
     return BY_FLAG.get(canonical), canonical
-
-
-def _values_after(words: list[str], i: int, kind: str) -> int:
-    """How many words after the non-knob flag at `i` are its values (argparse's nargs for its kind)."""
-    if kind == "switch":
-        return 0
-    n = 0
-    while i + 1 + n < len(words) and not _is_option(words[i + 1 + n]):
-        n += 1
-        if kind != "list":
-            break
-    return n
 
 
 def _knob_value(knob: Knob, flag: str, words: list[str], i: int, eq: str, val: str) -> tuple[Any, int]:
@@ -349,7 +317,7 @@ def _read_flag(words: list[str], i: int, flags: FlagList, r: _Read) -> int:
         return i + 1
     r.seen.append(canonical)
     if hit is None:  # a flag of the release without memory effect
-        n = 0 if eq else _values_after(words, i, flags.kinds.get(canonical, "value"))
+        n = 0 if eq else values_after(words, i, flags.kinds.get(canonical, "value"))
         r.ignored.append(" ".join([canonical, *([val] if eq else words[i + 1:i + 1 + n])]))
         return i + 1 + n
     knob, switch_value = hit
@@ -363,7 +331,7 @@ def _read_flag(words: list[str], i: int, flags: FlagList, r: _Read) -> int:
 def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
     """Parse the words of a vLLM launch command as `vllm serve` of `release` reads them (default: the newest flag
     list). Leading `VAR=value` words become `env`."""
-    env, args = _leading_env(argv)
+    env, args = leading_env(argv)
     model, args, serve = _program(args)
     words = flexible_words(args)
     flags = release_flags(release)

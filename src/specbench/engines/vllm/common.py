@@ -3,11 +3,11 @@ the dtype names its rules accept (sized by specs/dtypes.py), ceil division."""
 
 from __future__ import annotations
 
+from specbench.contracts import GIB
 from specbench.engines import versions
 from specbench.errors import FlagError
 from specbench.specs import dtypes
 
-GIB = 1 << 30
 Version = versions.Version
 # the releases where a rule changes (read from the wheels of every release 0.10.2 .. 0.33.0; each `v >= (...)`
 # check sits beside the rule it switches); a newer release is planned with the newest rules

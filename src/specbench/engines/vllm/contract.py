@@ -1,16 +1,17 @@
 """A vLLM plan as the plan contract (docs/contracts.md): the JSON keys (`contract`), the one-sentence reason
-(`explain`) and the memory-plan rows a renderer shows (`budget_rows`)."""
+(`explain`) and the memory-plan rows a renderer shows (`plan_budget_rows`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from specbench.engines.vllm import sizing as C
+from specbench.contracts import GIB
+from specbench.engines.vllm.common import format_gib
 from specbench.engines.vllm.outcome import Context, VllmPlan
 
 
 def _gib(b: int | None, nd: int = 3) -> float | None:
-    return None if b is None else round(b / C.GIB, nd)
+    return None if b is None else round(b / GIB, nd)
 
 
 def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
     s = p.setup
     half = None
     if not hybrid and p.num_blocks and p.bytes_per_block and all(g["kind"] in ("full", "sliding") for g in p.groups):
-        half = round(p.num_blocks * p.bytes_per_block / 2 / C.GIB, 2)
+        half = round(p.num_blocks * p.bytes_per_block / 2 / GIB, 2)
     return {
         "status": p.status, "error": p.error, "engine": "vllm", "engine_version": ctx.version_text,
         "device": ctx.device,
@@ -55,7 +56,7 @@ def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
 
 def explain(p: VllmPlan, ctx: Context) -> str:
     where = "CPU KV space" if ctx.device == "cpu" else "KV budget"
-    K = C.format_gib(p.kv_budget_bytes) if p.kv_budget_bytes is not None else "?"
+    K = format_gib(p.kv_budget_bytes) if p.kv_budget_bytes is not None else "?"
     if p.status == "ok":
         s = (f"Starts: {where} {K} GiB = {p.num_blocks:,} blocks of {p.bytes_per_block:,} B (block size "
              f"{p.block_size}); a {p.max_model_len:,}-token request takes {p.blocks_per_request} blocks, so vLLM "
@@ -75,7 +76,7 @@ def explain(p: VllmPlan, ctx: Context) -> str:
     return p.error or "fails"
 
 
-def budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
+def plan_budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
     """The memory plan as (item, GiB, where it comes from) rows, for a renderer."""
     b = r.get("budget") or {}
     rows: list[tuple[str, float | None, str]] = []

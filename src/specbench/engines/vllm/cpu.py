@@ -26,8 +26,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.engines.vllm import sizing as C
+from specbench.contracts import GIB
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.common import Version, format_gib
+from specbench.engines.vllm.layout import (
+    Setup,
+    default_max_model_len,
+    kv_dtype_bytes_for,
+    mamba_setup,
+    resolve_model_dtype,
+)
+from specbench.engines.vllm.pool import PoolFailure
 from specbench.engines.vllm.values import bool_word
 from specbench.errors import FlagError
 
@@ -116,44 +125,44 @@ class CpuBudget:
     kv_bytes: int | None         # K; None when it needs a measurement we do not have
     source: str
     line: str | None             # the worker's log line
-    failure: C.Failure | None = None
+    failure: PoolFailure | None = None
 
 
-def kv_space_bytes(args: VllmArgs, v: C.Version, *, node_total_bytes: int | None = None,
+def kv_space_bytes(args: VllmArgs, v: Version, *, node_total_bytes: int | None = None,
                    node_available_bytes: int | None = None, rss_bytes: int | None = None,
                    gpu_memory_utilization: float = 0.92) -> CpuBudget:
     env = args.env_value("VLLM_CPU_KVCACHE_SPACE")
-    total_txt = C.format_gib(node_total_bytes) if node_total_bytes else "?"
+    total_txt = format_gib(node_total_bytes) if node_total_bytes else "?"
     explicit: int | None = None
     source = ""
     if env is not None and env != "":
         try:
-            explicit = int(env) * C.GIB
+            explicit = int(env) * GIB
         except ValueError:
             raise FlagError(f"VLLM_CPU_KVCACHE_SPACE must be an integer number of GiB (vLLM runs int({env!r})), "
                             f"got {env!r}") from None
         source = f"VLLM_CPU_KVCACHE_SPACE={env} -> {env} GiB (platforms/cpu.py)"
     elif v < (0, 20, 0):
         if v < (0, 13, 0):
-            return CpuBudget(4 * C.GIB, "VLLM_CPU_KVCACHE_SPACE unset -> 4 GiB default (<= 0.12)", None)
+            return CpuBudget(4 * GIB, "VLLM_CPU_KVCACHE_SPACE unset -> 4 GiB default (<= 0.12)", None)
         if node_total_bytes is None:
             return CpuBudget(None, "VLLM_CPU_KVCACHE_SPACE unset -> 0.5 x RAM / NUMA nodes; pass --gpu-mem-gib "
                                    "with the node's memory", None)
         k = int(node_total_bytes * 0.5)
         return CpuBudget(k, "VLLM_CPU_KVCACHE_SPACE unset -> 0.5 x RAM (0.13-0.19)",
-                         f"VLLM_CPU_KVCACHE_SPACE not set. Using {C.format_gib(k)} GiB for KV cache.")
+                         f"VLLM_CPU_KVCACHE_SPACE not set. Using {format_gib(k)} GiB for KV cache.")
     elif args.kv_cache_memory_bytes is not None:
         explicit = args.kv_cache_memory_bytes
         source = f"--kv-cache-memory-bytes {explicit}"
     if explicit is not None:
         if node_available_bytes is not None and explicit > node_available_bytes:
-            return CpuBudget(explicit, source, None, C.Failure(
+            return CpuBudget(explicit, source, None, PoolFailure(
                 "kv_space_exceeds_node",
-                f"Available memory on node 0 ({C.format_gib(node_available_bytes)}/{total_txt} GiB) on kv cache "
-                f"allocation is less than requested memory for kv ({C.format_gib(explicit)} GiB). Decrease "
+                f"Available memory on node 0 ({format_gib(node_available_bytes)}/{total_txt} GiB) on kv cache "
+                f"allocation is less than requested memory for kv ({format_gib(explicit)} GiB). Decrease "
                 f"--kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes."))
         return CpuBudget(explicit, source,
-                         f"Explicitly set ({C.format_gib(explicit)}/{total_txt}) GiB for KV cache on node 0.")
+                         f"Explicitly set ({format_gib(explicit)}/{total_txt}) GiB for KV cache on node 0.")
     # auto: ceil(total·u) - RSS after warm-up (v1/worker/cpu_worker.py)
     if node_total_bytes is None or rss_bytes is None:
         return CpuBudget(None, "auto (VLLM_CPU_KVCACHE_SPACE unset): K = ceil(node memory x "
@@ -163,27 +172,27 @@ def kv_space_bytes(args: VllmArgs, v: C.Version, *, node_total_bytes: int | None
     k = int(requested - rss_bytes)
     avail = node_available_bytes if node_available_bytes is not None else node_total_bytes
     if k <= 0 or k > avail:
-        return CpuBudget(k, "auto", None, C.Failure(
+        return CpuBudget(k, "auto", None, PoolFailure(
             "kv_space_exceeds_node",
-            f"Available memory on node 0 ({C.format_gib(avail)}/{total_txt} GiB) on kv cache allocation is less "
-            f"than requested memory for kv ({C.format_gib(k)}/{C.format_gib(requested)} GiB). Reduce CPU memory "
+            f"Available memory on node 0 ({format_gib(avail)}/{total_txt} GiB) on kv cache allocation is less "
+            f"than requested memory for kv ({format_gib(k)}/{format_gib(requested)} GiB). Reduce CPU memory "
             f"used by other processes."))
-    return CpuBudget(k, f"auto: ceil({C.format_gib(node_total_bytes)} GiB x {gpu_memory_utilization}) - RSS "
-                        f"{C.format_gib(rss_bytes)} GiB",
-                     f"Auto set ({C.format_gib(k)}/{total_txt}) GiB for KV cache on node 0, with "
-                     f"{C.format_gib(requested)} GiB requested memory for the worker. {C.format_gib(rss_bytes)} GiB "
+    return CpuBudget(k, f"auto: ceil({format_gib(node_total_bytes)} GiB x {gpu_memory_utilization}) - RSS "
+                        f"{format_gib(rss_bytes)} GiB",
+                     f"Auto set ({format_gib(k)}/{total_txt}) GiB for KV cache on node 0, with "
+                     f"{format_gib(requested)} GiB requested memory for the worker. {format_gib(rss_bytes)} GiB "
                      f"memory was consumed by non-kv usages.")
 
 
-def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = True,
-              amx_tile: bool = False) -> C.Setup:
+def cpu_setup(args: VllmArgs, m, draft, v: Version, *, avx512_bf16: bool = True,
+              amx_tile: bool = False) -> Setup:
     """The resolved setup on a CPU with (or without) AVX512-BF16 / AMX; see CpuIsa for the sources."""
     notes: list[str] = []
     W = args.tp * args.pp
-    model_dtype, note = C.resolve_model_dtype(m, args.dtype)
+    model_dtype, note = resolve_model_dtype(m, args.dtype)
     if note:
         notes.append(note)
-    derived = C.default_max_model_len(m, v, args.hf_overrides_dict)
+    derived = default_max_model_len(m, v, args.hf_overrides_dict)
     L = args.max_model_len if args.max_model_len not in (None, -1) else derived
     auto_fit = args.max_model_len == -1
     # engine/arg_utils.py::get_batch_defaults (CPU, OpenAI server) + _set_default_max_num_seqs_and_batched_tokens_args
@@ -209,7 +218,7 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
         bs = 128 if v >= (0, 11, 0) else 16
     k = args.num_speculative_tokens
     method = args.speculative.kind if args.speculative else None
-    prefix, mode, mode_note, conv, ssm = C.mamba_setup(m, args, v, k, model_dtype)
+    prefix, mode, mode_note, conv, ssm = mamba_setup(m, args, v, k, model_dtype)
     if mode_note:
         notes.append(mode_note)
     # vllm/platforms/cpu.py::CpuPlatform.check_and_update_config@0.32.0 (torch.cpu._is_avx512_bf16_supported())
@@ -220,9 +229,9 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
             backend = "gdn" if (m.gdn is not None and args.mamba_ssm_cache_dtype in ("float16", "bfloat16")) else (
                 (m.model_type or "none") if m.linear_layers else "none")
             notes.append(f"Reset SSM cache type to float32 for accelerated GDN mamba backend '{backend}'.")
-    return C.Setup(version=v, device="cpu", tp=args.tp, max_model_len=L, auto_fit=auto_fit, max_num_seqs=mns,
+    return Setup(version=v, device="cpu", tp=args.tp, max_model_len=L, auto_fit=auto_fit, max_num_seqs=mns,
                    max_num_batched_tokens=mnbt, model_dtype=model_dtype,
-                   kv_dtype_bytes=C.kv_dtype_bytes_for(args.kv_cache_dtype, model_dtype), conv_dtype=conv,
+                   kv_dtype_bytes=kv_dtype_bytes_for(args.kv_cache_dtype, model_dtype), conv_dtype=conv,
                    ssm_dtype=ssm, block_size=bs,
                    kernel_min_block=16 if m.mla is not None and not amx_mla else 32,
                    backend_lcm=16 if m.mla is not None and not amx_mla else 32, prefix_caching=prefix, mamba_mode=mode,

@@ -10,7 +10,7 @@ Everything else (attention, shared experts, embeddings) keeps its TP split; dens
 
 from __future__ import annotations
 
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.weights import tensors_per_rank
 
 

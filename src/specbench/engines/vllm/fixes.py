@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines.search import last_true
-from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.layout import derived_max_model_len
 from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.errors import UserError
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 
 MNS_SEARCH_MAX = 4096
 U_GRID = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # 0.30 .. 0.99
@@ -60,7 +60,7 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
     fixes: list[dict] = []
     table: list[dict] = []
     order = [args.tp] + [t for t in tp_sizes if t != args.tp]
-    derived = C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict)
+    derived = derived_max_model_len(m, ctx.version, args.hf_overrides_dict)
     for tp in order:
         a = args.with_(tp=tp)
         base = {} if tp == args.tp else {"--tensor-parallel-size": tp}

@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specbench.engines.vllm import sizing as C
+from specbench.contracts import GIB
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.common import Version, format_gib
 from specbench.engines.vllm.gpu_fit import (
     capture_sizes,
     cudagraph_estimate_bytes,
@@ -29,6 +30,15 @@ from specbench.engines.vllm.gpu_fit import (
     graph_count,
     sampler_bytes,
 )
+from specbench.engines.vllm.layout import (
+    Setup,
+    attention_page_per_token,
+    default_max_model_len,
+    kv_dtype_bytes_for,
+    mamba_setup,
+    resolve_model_dtype,
+)
+from specbench.engines.vllm.pool import PoolFailure
 from specbench.specs.gpu import GpuSpec, context_overhead
 
 # Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib).
@@ -48,32 +58,32 @@ LOAD_OOM_TEXT = ("Failed to load model - not enough GPU memory. Try lowering --g
                  "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more tips.")
 
 
-def default_u(v: C.Version) -> float:
+def default_u(v: Version) -> float:
     """config/cache.py::CacheConfig.gpu_memory_utilization: 0.92 since 0.20.0, 0.9 before."""
     return 0.92 if v >= (0, 20, 0) else 0.9
 
 
-def batch_defaults(total_bytes: int, gpu: GpuSpec, v: C.Version) -> tuple[int, int]:
+def batch_defaults(total_bytes: int, gpu: GpuSpec, v: Version) -> tuple[int, int]:
     """engine/arg_utils.py::EngineArgs.get_batch_defaults (OpenAI server): (max_num_batched_tokens, max_num_seqs)."""
-    if v >= (0, 28, 0) and total_bytes >= 160 * C.GIB:
+    if v >= (0, 28, 0) and total_bytes >= 160 * GIB:
         return 16384, 1024
-    if total_bytes >= 70 * C.GIB and "a100" not in gpu.name.lower():
+    if total_bytes >= 70 * GIB and "a100" not in gpu.name.lower():
         return 8192, 1024
     return 2048, 256
 
 
-def is_v0(v: C.Version) -> bool:
+def is_v0(v: Version) -> bool:
     """V1 became the default engine in 0.8.0; V0 was removed in 0.11.0."""
     return v < (0, 8, 0)
 
 
-def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes: int) -> C.Setup:
+def gpu_setup(args: VllmArgs, m, draft, v: Version, gpu: GpuSpec, total_bytes: int) -> Setup:
     notes: list[str] = []
     arch = gpu.arch  # the catalog's SM family (specs/gpu.py), every GPU it lists
-    model_dtype, note = C.resolve_model_dtype(m, args.dtype)
+    model_dtype, note = resolve_model_dtype(m, args.dtype)
     if note:
         notes.append(note)
-    derived = C.default_max_model_len(m, v, args.hf_overrides_dict)
+    derived = default_max_model_len(m, v, args.hf_overrides_dict)
     L = args.max_model_len if args.max_model_len not in (None, -1) else derived
     mnbt_d, mns_d = batch_defaults(total_bytes, gpu, v)
     mnbt = args.max_num_batched_tokens or mnbt_d
@@ -97,14 +107,14 @@ def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes:
         bs = args.block_size or 16
     k = args.num_speculative_tokens
     method = args.speculative.kind if args.speculative else None
-    prefix, mode, mode_note, conv, ssm = C.mamba_setup(m, args, v, k, model_dtype)
+    prefix, mode, mode_note, conv, ssm = mamba_setup(m, args, v, k, model_dtype)
     if mode_note:
         notes.append(mode_note)
     gdn_fi = bool(m.gdn is not None and v >= (0, 33, 0) and (
         arch == "sm90" or (arch.startswith(("sm10", "sm12")) and m.gdn.key_head_dim == 128)))
-    return C.Setup(version=v, device="cuda", tp=args.tp, max_model_len=L, auto_fit=args.max_model_len == -1,
+    return Setup(version=v, device="cuda", tp=args.tp, max_model_len=L, auto_fit=args.max_model_len == -1,
                    max_num_seqs=mns, max_num_batched_tokens=mnbt, model_dtype=model_dtype,
-                   kv_dtype_bytes=C.kv_dtype_bytes_for(args.kv_cache_dtype, model_dtype), conv_dtype=conv,
+                   kv_dtype_bytes=kv_dtype_bytes_for(args.kv_cache_dtype, model_dtype), conv_dtype=conv,
                    ssm_dtype=ssm, block_size=bs, kernel_min_block=kernel, backend_lcm=kernel, prefix_caching=prefix,
                    mamba_mode=mode, spec_method=method, k=k, gdn_flashinfer=gdn_fi,
                    async_scheduling=v >= (0, 14, 0), notes=tuple(notes))
@@ -122,12 +132,12 @@ class GpuBudget:
     kv_bytes: int                  # K
     source: str
     non_kv_measured: bool
-    failure: C.Failure | None = None
+    failure: PoolFailure | None = None
     lines: tuple[str, ...] = ()
     activation_bytes: int = 0      # the estimated activation peak inside non_kv (0 when non_kv is measured)
 
 
-def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
+def cuda_graph_applied(args: VllmArgs, m, v: Version) -> bool:
     """G_applied != 0: 0.20+ (env default "1"), not with --enforce-eager, not under MRV2 in 0.22-0.28 (dense,
     unquantized models). The default: vllm/envs.py::VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS@0.32.0 ("1"); MRV2's
     vllm/v1/worker/gpu/model_runner.py::GPUModelRunner.profile_cudagraph_memory returned 0 in 0.22-0.28."""
@@ -138,7 +148,7 @@ def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
     return True
 
 
-def graph_count_for(args: VllmArgs, setup: C.Setup, gpu: GpuSpec) -> int:
+def graph_count_for(args: VllmArgs, setup: Setup, gpu: GpuSpec) -> int:
     """The graphs vLLM captures for this launch (gpu_fit.py::capture_sizes / graph_count): the decode query length
     is 1 + k with speculation; `-cc.cudagraph_capture_sizes` / `--max-cudagraph-capture-size` move the list."""
     q = 1 + setup.k
@@ -147,7 +157,7 @@ def graph_count_for(args: VllmArgs, setup: C.Setup, gpu: GpuSpec) -> int:
     return graph_count(sizes, setup.max_num_seqs, q, args.full_cudagraphs)
 
 
-def activation_estimate(m, setup: C.Setup, tp: int) -> int:
+def activation_estimate(m, setup: Setup, tp: int) -> int:
     """The transient peak of the profile run (gpu_model_runner.py::GPUModelRunner.profile_run@0.32.0: one forward of
     max_num_batched_tokens tokens, then the dummy sampler on min(max_num_seqs, tokens) rows), fitted to the public
     logs that print it (gpu_fit.py: `forward_bytes`, `sampler_bytes`). The two do not overlap: the forward's
@@ -157,7 +167,7 @@ def activation_estimate(m, setup: C.Setup, tp: int) -> int:
     return max(forward_bytes(m, T, tp), sampler_bytes(m.vocab_size, rows, setup.version))
 
 
-def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int, weights_bytes: int,
+def gpu_budget(args: VllmArgs, m, setup: Setup, gpu: GpuSpec, total_bytes: int, weights_bytes: int,
                non_kv_gib: float | None, free_at_start_gib: float | None = None) -> GpuBudget:
     v = setup.version
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else default_u(v)
@@ -165,13 +175,13 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
     pre = context_overhead(gpu, args.tp * args.pp if v >= (0, 11, 0) else 1).gib
     # F0: measured ("Free memory on device (F0/T GiB) on startup", --avail-before-load-gib) or T minus the estimate
     # (the overhead table is measured against nvidia-smi's total, specs/gpu.py, not against vLLM's smaller T)
-    F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else \
-        min(total_bytes, int((gpu.total_mib << 20) - pre * C.GIB))
+    F0 = int(free_at_start_gib * GIB) if free_at_start_gib is not None else \
+        min(total_bytes, int((gpu.total_mib << 20) - pre * GIB))
     lines: list[str] = []
     g_bytes = 0
     act_bytes = 0
     if non_kv_gib is not None:
-        non_kv = int(non_kv_gib * C.GIB)
+        non_kv = int(non_kv_gib * GIB)
         measured = True
         src = f"measured non-KV {non_kv_gib} GiB"
     else:
@@ -179,15 +189,15 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
         act = activation_estimate(m, setup, args.tp)
         if cuda_graph_applied(args, m, v):
             g_bytes = cudagraph_estimate_bytes(graph_count_for(args, setup, gpu))
-        non_kv = act + int(NON_TORCH_GIB * C.GIB) + g_bytes
+        non_kv = act + int(NON_TORCH_GIB * GIB) + g_bytes
         act_bytes = act
-        src = (f"estimated non-KV: activation {C.format_gib(act)} GiB + non-torch {NON_TORCH_GIB} GiB"
-               + (f" + CUDA graphs {C.format_gib(g_bytes)} GiB" if g_bytes else ""))
+        src = (f"estimated non-KV: activation {format_gib(act)} GiB + non-torch {NON_TORCH_GIB} GiB"
+               + (f" + CUDA graphs {format_gib(g_bytes)} GiB" if g_bytes else ""))
     failure = None
     if args.kv_cache_memory_bytes is not None and not is_v0(v):
         K = args.kv_cache_memory_bytes
         src = f"--kv-cache-memory-bytes {K} (u ignored, profiling skipped)"
-        lines.append(f"Initial free memory {C.format_gib(F0)} GiB, reserved {C.format_gib(K)} GiB memory for KV Cache "
+        lines.append(f"Initial free memory {format_gib(F0)} GiB, reserved {format_gib(K)} GiB memory for KV Cache "
                      f"as specified by kv_cache_memory_bytes config and skipped memory profiling. This does not "
                      f"respect the gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want "
                      f"manual control of KV cache memory size. If OOM'ed, check the difference of initial free "
@@ -196,14 +206,14 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
     else:
         K = R - weights_bytes - non_kv
         if weights_bytes > F0:
-            failure = C.Failure("load_oom", LOAD_OOM_TEXT)
+            failure = PoolFailure("load_oom", LOAD_OOM_TEXT)
         elif not is_v0(v) and F0 < R:
-            failure = C.Failure("request_memory",
-                                f"Free memory on device cuda:0 ({C.format_gib(F0)}/{C.format_gib(total_bytes)} GiB) "
-                                f"on startup is less than desired GPU memory utilization ({u}, {C.format_gib(R)} "
+            failure = PoolFailure("request_memory",
+                                f"Free memory on device cuda:0 ({format_gib(F0)}/{format_gib(total_bytes)} GiB) "
+                                f"on startup is less than desired GPU memory utilization ({u}, {format_gib(R)} "
                                 f"GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
-        lines.append(f"Model loading took {C.format_gib(weights_bytes)} GiB memory")
-        lines.append(f"Available KV cache memory: {C.format_gib(K)} GiB")
+        lines.append(f"Model loading took {format_gib(weights_bytes)} GiB memory")
+        lines.append(f"Available KV cache memory: {format_gib(K)} GiB")
     return GpuBudget(total_bytes, u, R, F0, weights_bytes, non_kv, g_bytes, K, src, measured, failure, tuple(lines),
                      act_bytes)
 
@@ -213,27 +223,27 @@ class V0Pool:
     num_blocks: int
     kv_tokens: int
     max_concurrency: float
-    failure: C.Failure | None
+    failure: PoolFailure | None
     lines: tuple[str, ...]
     block_bytes: int = 0
 
 
-def v0_pool(m, setup: C.Setup, K: int) -> V0Pool:
+def v0_pool(m, setup: Setup, K: int) -> V0Pool:
     """V0 engine: worker/worker.py::determine_num_available_blocks (cache_block_size = bs·Σ_layers 2·h·d·s),
     raise_if_cache_size_invalid, gpu_executor.py's "# GPU blocks" and "Maximum concurrency" lines."""
     bs = setup.block_size
-    per_tok = sum(C.attention_page_per_token(m, setup, setup.tp) for _ in m.attention_layers)
+    per_tok = sum(attention_page_per_token(m, setup, setup.tp) for _ in m.attention_layers)
     block = bs * per_tok
     n = max(0, int(K // block)) if block else 0
     L = setup.max_model_len
     conc = n * bs / L
     lines = (f"# GPU blocks: {n}", f"Maximum concurrency for {L} tokens per request: {conc:.2f}x")
     if n <= 0:
-        return V0Pool(n, 0, 0.0, C.Failure("no_memory", "No available memory for the cache blocks. Try increasing "
+        return V0Pool(n, 0, 0.0, PoolFailure("no_memory", "No available memory for the cache blocks. Try increasing "
                                                          "`gpu_memory_utilization` when initializing the engine."),
                       lines, block)
     if L > bs * n:
-        return V0Pool(n, bs * n, conc, C.Failure(
+        return V0Pool(n, bs * n, conc, PoolFailure(
             "max_model_len",
             f"The model's max seq len ({L}) is larger than the maximum number of tokens that can be stored in KV "
             f"cache ({bs * n}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "

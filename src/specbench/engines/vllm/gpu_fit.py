@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.engines.vllm.common import GIB, Version
+from specbench.contracts import GIB
+from specbench.engines.vllm.common import Version
 from specbench.specs.gpu import GpuSpec
 
 

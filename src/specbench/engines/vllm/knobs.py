@@ -13,37 +13,20 @@ tools/engine/vllm_cli_flags.py from vLLM's own parser) minus this table; a flag 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from specbench.engines.cli_flags import FlagList, flag_list
+from specbench.engines.cli_flags import BaseKnob, FlagList, flag_list
 from specbench.engines.vllm.values import human_readable_int, human_readable_int_or_auto, parse_speculative_config
 
 
 @dataclass(frozen=True)
-class Knob:
-    field: str  # VllmArgs attribute
-    flags: tuple[str, ...]  # spellings, canonical first
-    type: Callable[[str], Any] | None  # None: a switch
-    dump_key: str | None = None  # EngineArgs name in the engine's `non-default args` dump (None: same as field)
-    axis: str | None = None  # the matrix axis a fix of this knob sets (None: set as a flag)
+class Knob(BaseKnob):
+    """A vLLM knob: `field` is the VllmArgs attribute, `dump_key` the EngineArgs name of its `non-default args` dump."""
+
     negatable: bool = False  # argparse.BooleanOptionalAction: `--no-<flag>` sets False
     replan: bool = False  # carried by the doctor's re-launch rebuilt from a dump (PLAN_KEYS)
     retired: bool = False  # not in the 0.32.0 list (an older release's flag): taken by its exact spelling
-
-    @property
-    def flag(self) -> str:
-        return self.flags[0]
-
-    @property
-    def is_switch(self) -> bool:
-        return self.type is None
-
-    @property
-    def key(self) -> str:
-        return self.dump_key or self.field
 
     @property
     def negations(self) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specbench.engines.vllm import sizing as C
+from specbench.engines.vllm.common import Version
+from specbench.engines.vllm.layout import Setup
 from specbench.specs.gpu import GpuSpec
 
 
@@ -15,7 +16,7 @@ class Context:
     """Everything besides the launch command that a plan depends on."""
 
     version_text: str
-    version: C.Version
+    version: Version
     device: str                      # cuda | cpu
     gpu: GpuSpec | None
     total_bytes: int | None          # GPU: T; CPU: node total (if known)
@@ -36,7 +37,7 @@ class VllmPlan:
     status: str
     error: str | None
     error_kind: str | None
-    setup: C.Setup
+    setup: Setup
     u: float
     kv_budget_bytes: int | None
     weights_bytes: int

@@ -8,7 +8,7 @@ resolves (`_start`), the max-model-length check, the KV budget K (`_cpu_budget` 
 
 Device: the CPU rule set (cpu.py) when the command says CPU (`VLLM_CPU_KVCACHE_SPACE=..` or
 `VLLM_TARGET_DEVICE=cpu` among the leading env words, `--device cpu`) or `opts.gpu == "cpu"`; the GPU rule set
-(gpu.py) otherwise. Both feed the shared pool maths of sizing.py.
+(gpu.py) otherwise. Both feed the shared pool maths of pool.py.
 
 `max_running_requests` is defined as what the engine lets run at once at full length:
 min(max_num_seqs, floor(Maximum concurrency)), where Maximum concurrency = num_blocks / blocks per request at
@@ -23,33 +23,39 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.contracts import CONCURRENCY_INPUTS
+from specbench.contracts import CONCURRENCY_INPUTS, GIB
 from specbench.engines import versions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import gpu as vllm_gpu
-from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm import start_checks as vllm_start
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv, release_flags
-from specbench.engines.vllm.contract import budget_rows, contract, explain
+from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, cdiv, format_gib
+from specbench.engines.vllm.contract import contract, explain, plan_budget_rows
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
-from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
+from specbench.engines.vllm.layout import (
+    MTP_METHODS,
+    NO_DRAFT_METHODS,
+    Setup,
+    build_layer_specs,
+    charge_for,
+    derived_len_text,
+    derived_max_model_len,
+)
 from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
 from specbench.engines.vllm.outcome import Context, VllmPlan
+from specbench.engines.vllm.pool import Charge, Grouping, Pool, PoolFailure, blocks_per_request, lcm_all, size_pool
 from specbench.engines.vllm.spec_checks import spec_start_failure
 from specbench.errors import UserError
 from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import gpu_for
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, mtp_draft_tensors, weight_bytes
-
-__all__ = ["Context", "VllmPlan", "argv_from_vllm_log", "avx512_bf16_from_log", "budget_rows", "context_for",
-           "contract", "detect_device", "explain", "load_models", "plan_once", "plan_vllm_command"]
 
 # ------------------------------------------------------------------------------------------ one plan
 
@@ -59,7 +65,7 @@ class _Start:
     """What every outcome of one plan shares: the resolved setup, u, the weights per rank (and the model as it is
     loaded), the log lines and warnings so far."""
 
-    setup: C.Setup
+    setup: Setup
     u: float
     weights_bytes: int
     draft_weights_bytes: int
@@ -86,7 +92,7 @@ class _Budget:
     K: int | None
     budget: dict[str, Any]
     lines: tuple[str, ...]
-    failure: C.Failure | None
+    failure: PoolFailure | None
 
 
 def _with_dtype(m: ModelSpec, dtype: str) -> ModelSpec:
@@ -130,21 +136,21 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
         delta = expert_parallel_delta(mw, args.tp, args.dp)
         W_t += delta
         notes.append(f"--enable-expert-parallel: routed experts whole on {ep_size(args.tp, args.dp)} ranks "
-                     f"({delta / C.GIB:+.2f} GiB on rank 0 against the TP split)")
+                     f"({delta / GIB:+.2f} GiB on rank 0 against the TP split)")
     if (uneven := ep_uneven_warning(args, m.moe.num_experts if m.moe is not None else None)) is not None:
         warnings.append(uneven)
     if args.cpu_offload_gb:
         # model_executor/offloader/uva.py::UVAOffloader._maybe_offload_to_cpu@0.32.0: parameters move to host
         # memory one by one until cpu_offload_gb (per GPU) is reached (one parameter may overshoot)
-        off = min(W_t, int(args.cpu_offload_gb * C.GIB))
+        off = min(W_t, int(args.cpu_offload_gb * GIB))
         W_t -= off
-        notes.append(f"--cpu-offload-gb {args.cpu_offload_gb:g}: {off / C.GIB:.2f} GiB of weights per GPU in host "
+        notes.append(f"--cpu-offload-gb {args.cpu_offload_gb:g}: {off / GIB:.2f} GiB of weights per GPU in host "
                      "memory (UVA)")
     if ctx.weights_gib is not None:
-        W_t = int(ctx.weights_gib * C.GIB)
-        W_d = int(ctx.draft_weights_gib * C.GIB) if ctx.draft_weights_gib is not None else 0
+        W_t = int(ctx.weights_gib * GIB)
+        W_d = int(ctx.draft_weights_gib * GIB) if ctx.draft_weights_gib is not None else 0
     elif ctx.draft_weights_gib is not None:
-        W_d = int(ctx.draft_weights_gib * C.GIB)
+        W_d = int(ctx.draft_weights_gib * GIB)
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else vllm_gpu.default_u(v)
     return _Start(setup, u, W_t, W_d, mw, len(m.linear_layers), tuple(notes), tuple(warnings), w_src)
 
@@ -164,13 +170,13 @@ def _too_long(args: VllmArgs, derived: int) -> tuple[str | None, str | None]:
     if (args.env_value("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() in ("1", "true"):
         return None, (f"max_model_len {args.max_model_len} is above the derived {derived}; allowed by "
                       f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (config/model.py warns only)")
-    return C.derived_len_text(args.max_model_len, derived), None
+    return derived_len_text(args.max_model_len, derived), None
 
 
 def _cpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     """K = the CPU KV space (VLLM_CPU_KVCACHE_SPACE, --kv-cache-memory-bytes, or the node's memory; cpu.py)."""
     cb = vllm_cpu.kv_space_bytes(args, ctx.version, node_total_bytes=ctx.total_bytes,
-                                 rss_bytes=int(ctx.non_kv_gib * C.GIB) if ctx.non_kv_gib is not None else None,
+                                 rss_bytes=int(ctx.non_kv_gib * GIB) if ctx.non_kv_gib is not None else None,
                                  gpu_memory_utilization=st.u)
     budget: dict[str, Any] = {"kv_cache_memory_bytes": cb.kv_bytes, "source": cb.source}
     lines = (cb.line,) if cb.line else ()
@@ -184,17 +190,17 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     assert ctx.gpu is not None
     gb = vllm_gpu.gpu_budget(args, st.loaded, st.setup, ctx.gpu, ctx.total_bytes or 0,
                              st.weights_bytes + st.draft_weights_bytes, ctx.non_kv_gib, ctx.free_at_start_gib)
-    budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "total_source": ctx.total_source,
+    budget = {"total_gib": round(gb.total_bytes / GIB, 3), "total_source": ctx.total_source,
               "gpu_memory_utilization": gb.u,
-              "requested_gib": round(gb.requested_bytes / C.GIB, 3),
-              "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
-              "weights_gib": round(gb.weights_bytes / C.GIB, 3),
+              "requested_gib": round(gb.requested_bytes / GIB, 3),
+              "free_at_start_gib_estimate": round(gb.free_at_start_bytes / GIB, 3),
+              "weights_gib": round(gb.weights_bytes / GIB, 3),
               "weights_source": "measured (--weights-gib)" if ctx.weights_gib is not None else st.weights_source,
-              "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
+              "non_kv_gib": round(gb.non_kv_bytes / GIB, 3),
               "non_kv_measured": gb.non_kv_measured,
-              "cuda_graph_gib": round(gb.cuda_graph_bytes / C.GIB, 3),
-              "activation_gib": round(gb.activation_bytes / C.GIB, 3) if not gb.non_kv_measured else None,
-              "kv_cache_memory_bytes": gb.kv_bytes, "available_kv_gib": C.format_gib(gb.kv_bytes),
+              "cuda_graph_gib": round(gb.cuda_graph_bytes / GIB, 3),
+              "activation_gib": round(gb.activation_bytes / GIB, 3) if not gb.non_kv_measured else None,
+              "kv_cache_memory_bytes": gb.kv_bytes, "available_kv_gib": format_gib(gb.kv_bytes),
               "source": gb.source}
     return _Budget(gb.kv_bytes, budget, tuple(gb.lines), gb.failure)
 
@@ -209,7 +215,7 @@ def _v0_plan(st: _Start, m: ModelSpec, K: int, budget: dict) -> VllmPlan:
     mrr = min(setup.max_num_seqs, int(p0.max_concurrency)) if p0.failure is None else None
     return VllmPlan("fails" if p0.failure else "ok", p0.failure.message if p0.failure else None,
                     p0.failure.kind if p0.failure else None, kv_budget_bytes=K, num_blocks=p0.num_blocks,
-                    blocks_per_request=C.cdiv(setup.max_model_len, setup.block_size),
+                    blocks_per_request=cdiv(setup.max_model_len, setup.block_size),
                     max_concurrency=p0.max_concurrency, kv_tokens=p0.kv_tokens,
                     max_running_requests=mrr, max_model_len=setup.max_model_len,
                     estimated_max_model_len=None, bytes_per_block=p0.block_bytes,
@@ -218,26 +224,26 @@ def _v0_plan(st: _Start, m: ModelSpec, K: int, budget: dict) -> VllmPlan:
                     log_lines=st.lines, warnings=st.warnings, **st.common())
 
 
-def _group_lines(grouping: C.Grouping, charge: C.Charge, pool: C.Pool, v: C.Version) -> tuple[str, ...]:
+def _group_lines(grouping: Grouping, charge: Charge, pool: Pool, v: Version) -> tuple[str, ...]:
     """kv_cache_utils.py (scheduler block size, 0.30+): logged for more than one group, after the capacity line."""
     sizes = tuple(g.spec.block_size if (g.kind != "mamba" or charge.mamba_mode != "none") else pool.max_model_len
                   for g in grouping.groups)
     if len(sizes) > 1 and v >= (0, 30, 0) and (pool.failure is None or pool.failure.kind == "mamba_blocks"):
-        return (f"kv cache group sizes {sizes}", f"kv lcm block sizes {C.lcm_all(sizes)}")
+        return (f"kv cache group sizes {sizes}", f"kv lcm block sizes {lcm_all(sizes)}")
     return ()
 
 
 def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context, K: int,
                budget: dict) -> VllmPlan:
-    """The V1 pool: layer specs -> groups -> num_blocks, the capacity vLLM prints and its checks (sizing.py)."""
+    """The V1 pool: layer specs -> groups -> num_blocks, the capacity vLLM prints and its checks (pool.py)."""
     v, setup = ctx.version, st.setup
-    lp = C.build_layer_specs(m, draft, setup, _draft_tp(args))
+    lp = build_layer_specs(m, draft, setup, _draft_tp(args))
     st = st.more(lines=tuple(lp.lines))
-    charge = C.charge_for(dataclasses.replace(setup, block_size=lp.block_size))
+    charge = charge_for(dataclasses.replace(setup, block_size=lp.block_size))
     mamba_check = ctx.device == "cuda" and v >= (0, 20, 0) and args.full_cudagraphs
     if ctx.device == "cuda" and (0, 18, 0) <= v < (0, 20, 0) and m.linear_layers and args.full_cudagraphs:
         st = st.more(warnings=("0.18-0.19 cap CUDA-graph capture sizes to the Mamba cache blocks instead of failing",))
-    grouping, pool = C.size_pool(list(lp.specs), K, charge, v, ctx.device,
+    grouping, pool = size_pool(list(lp.specs), K, charge, v, ctx.device,
                                  auto_fit=setup.auto_fit, max_num_seqs=setup.max_num_seqs, mamba_check=mamba_check,
                                  num_gpu_blocks_override=args.num_gpu_blocks_override,
                                  disable_hma=bool(args.disable_hybrid_kv_cache_manager))
@@ -263,11 +269,11 @@ def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None
         **{**st.common(), "block_size": lp.block_size})
 
 
-def _fits(grouping: C.Grouping, charge: C.Charge, num_blocks: int) -> Callable[[int], int]:
+def _fits(grouping: Grouping, charge: Charge, num_blocks: int) -> Callable[[int], int]:
     """Requests of `ctx` tokens that run at once: the blocks of the pool over the blocks one is charged
     (kv_cache_utils.py::get_max_concurrency_for_kv_cache_config@0.32.0 at that length; the scheduler admits by free
     blocks, v1/core/sched/scheduler.py)."""
-    return lambda ctx: num_blocks // max(1, C.blocks_per_request(grouping, charge, ctx))
+    return lambda ctx: num_blocks // max(1, blocks_per_request(grouping, charge, ctx))
 
 
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
@@ -280,7 +286,7 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     if start_error is not None:
         return _failed(st, "start_check", start_error, None, {})
     st = st.more(warnings=vllm_start.model_warnings(args, m, draft))
-    error, warning = _too_long(args, C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
+    error, warning = _too_long(args, derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
     if error is not None:
         return _failed(st, "derived_max_len", error, None, {})
     if warning is not None:
@@ -321,11 +327,11 @@ def vllm_mtp_draft_bytes(m: ModelSpec, tp: int, pp: int = 1) -> int:
     return max(0, mtp_draft_bytes(m, tp) - int(own * dtype_bytes(m.dtype)))
 
 
-def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C.Setup) -> int:
+def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: Setup) -> int:
     method = setup.spec_method
-    if not method or method in C.NO_DRAFT_METHODS:
+    if not method or method in NO_DRAFT_METHODS:
         return 0
-    if method in C.MTP_METHODS:
+    if method in MTP_METHODS:
         return vllm_mtp_draft_bytes(_with_dtype(m, setup.model_dtype), args.tp, args.pp)
     if draft is None:
         return 0
@@ -371,7 +377,7 @@ def load_models(args: VllmArgs, opts) -> tuple[ModelSpec, ModelSpec | None]:
     assert m is not None
     draft = None
     s = args.speculative
-    if s is not None and s.kind not in C.NO_DRAFT_METHODS and s.kind not in C.MTP_METHODS:
+    if s is not None and s.kind not in NO_DRAFT_METHODS and s.kind not in MTP_METHODS:
         if s.model and s.model == args.model and not opts.draft_config:
             draft = m
         else:
@@ -380,15 +386,15 @@ def load_models(args: VllmArgs, opts) -> tuple[ModelSpec, ModelSpec | None]:
 
 
 def context_for(args: VllmArgs, opts) -> Context:
-    version_text = opts.engine_version or C.NEWEST_VLLM
-    v, newer = versions.rule_set_for(version_text, C.VLLM_RULE_SETS, "vLLM")
+    version_text = opts.engine_version or NEWEST_VLLM
+    v, newer = versions.rule_set_for(version_text, VLLM_RULE_SETS, "vLLM")
     device = detect_device(args, opts.gpu)
     for name, val in (("--weights-gib", opts.weights_gib), ("--draft-weights-gib", opts.draft_weights_gib),
                       ("--non-kv-gib", opts.non_kv_gib)):
         if val is not None and val < 0:
             raise UserError(f"{name} must not be negative, got {val}")
     if device == "cpu":
-        total = int(opts.gpu_mem_gib * C.GIB) if opts.gpu_mem_gib else None
+        total = int(opts.gpu_mem_gib * GIB) if opts.gpu_mem_gib else None
         isa = getattr(opts, "cpu_isa", None) or vllm_cpu.cpu_isa(args)
         return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                        avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,
@@ -425,7 +431,7 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
                       if ctx.device == "cpu" else None)
     out["tp"] = args.tp
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
-    out["budget_rows"] = budget_rows(out)
+    out["budget_rows"] = plan_budget_rows(out)
     if getattr(opts, "fixes", True):
         from specbench.engines.vllm.fixes import per_tp_fixes
 

@@ -170,7 +170,10 @@ def blocks_per_request(grouping: Grouping, c: Charge, L: int | None = None) -> i
 
 
 @dataclass(frozen=True)
-class Failure:
+class PoolFailure:
+    """Why vLLM's KV pool (or a start check of the planner) ends the boot; not the doctor's `logs.failures.Failure`
+    (a failure read from a log)."""
+
     kind: str       # no_memory | max_model_len | mamba_blocks | derived_max_len | request_memory | ...
     message: str    # the engine's own text
 
@@ -181,7 +184,7 @@ class Pool:
     blocks_per_request: int
     max_concurrency: float
     kv_tokens: int
-    failure: Failure | None
+    failure: PoolFailure | None
     estimated_max_model_len: int | None
     max_model_len: int
     log_lines: tuple[str, ...] = ()
@@ -285,7 +288,7 @@ def size_pool(specs: list[LayerSpec], K: int, charge: Charge, v: Version, device
     if num_gpu_blocks_override is not None:
         K = num_gpu_blocks_override * B
     check = K - B if v >= (0, 29, 0) else K   # the null block is reserved in the checks since 0.29
-    failure: Failure | None = None
+    failure: PoolFailure | None = None
     est: int | None = None
 
     def fits(length: int) -> bool:
@@ -294,7 +297,7 @@ def size_pool(specs: list[LayerSpec], K: int, charge: Charge, v: Version, device
     if auto_fit:
         fit = _bsearch_len(L, fits) if check > 0 else 0
         if fit <= 0:
-            failure = Failure("no_memory", "Cannot auto-fit max_model_len: not enough GPU memory available to serve "
+            failure = PoolFailure("no_memory", "Cannot auto-fit max_model_len: not enough GPU memory available to serve "
                                            "even a single token. Try increasing `gpu_memory_utilization`.")
         elif fit < L:
             lines.append(f"Auto-fit max_model_len: reduced from {L} to {fit} to fit in available KV cache memory "
@@ -305,12 +308,12 @@ def size_pool(specs: list[LayerSpec], K: int, charge: Charge, v: Version, device
             lines.append(f"Auto-fit max_model_len: full model context length {L} fits in available KV cache memory "
                          f"({format_gib(check)} GiB {'GPU' if device == 'cuda' else device.upper()})")
     if failure is None and check <= 0:
-        failure = Failure("no_memory", no_memory_text(v))
+        failure = PoolFailure("no_memory", no_memory_text(v))
     if failure is None:
         need = needed_bytes(grouping, charge, L, v, specs)
         if need > check:
             est = _bsearch_len(L, fits)
-            failure = Failure("max_model_len", max_len_text(v, L, need, check, est))
+            failure = PoolFailure("max_model_len", max_len_text(v, L, need, check, est))
     n = max(0, K // B) if B else 0
     q = blocks_per_request(grouping, charge)
     conc = n / q if q else 0.0
@@ -319,7 +322,7 @@ def size_pool(specs: list[LayerSpec], K: int, charge: Charge, v: Version, device
         lines.extend(capacity_lines(v, device, tokens, L, conc))
         has_mamba = any(g.kind == "mamba" for g in grouping.groups)
         if has_mamba and mamba_check and max_num_seqs is not None and max_num_seqs > n:
-            failure = Failure("mamba_blocks", mamba_blocks_text(max_num_seqs, n))
+            failure = PoolFailure("mamba_blocks", mamba_blocks_text(max_num_seqs, n))
     return grouping, Pool(n, q, conc, tokens, failure, est, L, tuple(lines), tuple(warnings))
 
 

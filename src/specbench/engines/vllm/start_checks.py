@@ -8,7 +8,8 @@ engine's own complaint (or None); `first_failure` runs them in the order vLLM bu
 from __future__ import annotations
 
 from specbench.engines.vllm.args import VllmArgs
-from specbench.specs.model import ModelSpec
+from specbench.specs.model import draft_vocab_warning
+from specbench.specs.model_types import ModelSpec
 
 # config/model.py::ModelDType@0.32.0
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -97,7 +98,5 @@ def model_warnings(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> tup
     if draft is not None and draft.hidden_size != m.hidden_size:
         out.append(f"Target embedding dim ({m.hidden_size}) differs from draft embedding dim ({draft.hidden_size}). "
                    "Keeping separate embedding weights. (vLLM serves it; the drafter must bring its own embedding)")
-    if draft is not None and draft.vocab_size != m.vocab_size and not draft.raw.get("draft_vocab_size"):
-        out.append(f"the drafter's vocab_size {draft.vocab_size} is not the target's {m.vocab_size}: its token ids "
-                   "are not the target's, so its drafts are rejected (acceptance near zero)")
-    return tuple(out)
+    vocab = draft_vocab_warning(m, draft)
+    return (*out, vocab) if vocab else tuple(out)
