@@ -87,11 +87,16 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False) -
     ts = _content_times(rec, k_start, n_content)
     ttft = ts[0] - rec.t0 if ts else None
     itl = tuple(b - a for a, b in zip(ts, ts[1:]))
-    prompt_tokens, out, verify, accept = _token_counts(rec.prompt_tokens, n_content, tail)
+    prompt_tokens, server, verify, accept, count_error = _token_counts(rec.prompt_tokens, tail)
+    out = server if server is not None else n_content
     if not ts:
         return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, out, "no content events in the response",
-                             verify, accept, 0)
-    return RequestResult(rec.idx, start, ttft, e2e, itl, prompt_tokens, out, None, verify, accept, n_content)
+                             verify, accept, 0, server, max_tokens=rec.max_tokens)
+    hist = (tail.meta or {}).get("spec_correct_drafts_histogram")
+    hist_t = tuple(int(x) for x in hist) if isinstance(hist, list) and all(
+        isinstance(x, int) and not isinstance(x, bool) for x in hist) else None
+    return RequestResult(rec.idx, start, ttft, e2e, itl, prompt_tokens, out, None, verify, accept, n_content, server,
+                         max_tokens=rec.max_tokens, count_error=count_error, accept_hist=hist_t)
 
 
 def _incomplete(rec: Raw, api: str, tail: _Tail, usage_expected: bool) -> str | None:
@@ -168,23 +173,29 @@ def _content_times(rec: Raw, k_start: int, n_content: int) -> list[float]:
     return ts[k_start:k_start + n_content]
 
 
-def _token_counts(prompt_tokens: int | None, n_content: int,
-                  tail: _Tail) -> tuple[int | None, int, int | None, float | None]:
-    """(prompt tokens, output tokens, spec_verify_ct, accept length): the server's counts where it gives them."""
-    out = n_content
+def _token_counts(prompt_tokens: int | None,
+                  tail: _Tail) -> tuple[int | None, int | None, int | None, float | None, str | None]:
+    """(prompt tokens, the server's output-token count, spec_verify_ct, accept length, why the server's count is not a
+    count): the server's counts where it gives them (checked against the client's in load/counting.py)."""
+    from specbench.load.counting import server_count
+
+    server: int | None = None
+    error: str | None = None
     verify: int | None = None
     accept: float | None = None
     usage, meta = tail.usage, tail.meta
     if usage is not None:
         prompt_tokens = usage.get("prompt_tokens", prompt_tokens)
-        out = int(usage.get("completion_tokens", out))
+        server, error = server_count(usage.get("completion_tokens"))
     if meta is not None:
         prompt_tokens = meta.get("prompt_tokens", prompt_tokens)
-        out = int(meta.get("completion_tokens", out))
+        server, error = server_count(meta.get("completion_tokens"))
         v = meta.get("spec_verify_ct")
         if isinstance(v, int) and v > 0:
             verify = v
-            accept = out / v
+            accept = server / v if server is not None else None
         elif isinstance(meta.get("spec_accept_length"), (int, float)):
             accept = float(meta["spec_accept_length"])
-    return prompt_tokens, out, verify, accept
+    if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool):
+        prompt_tokens = None
+    return prompt_tokens, server, verify, accept, error

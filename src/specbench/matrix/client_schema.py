@@ -41,6 +41,9 @@ class ClientAxes(_Strict):
     noisy_cv: float | None = None  # a cell whose CV exceeds this is flagged noisy (default 0.05)
     # a cell with more failed requests than this fraction is `partial` (some) or `failed` (all); unset: 0
     max_failed_fraction: float | None = None
+    # a request that asked ignore_eos (the default) and ended before its max_tokens makes its cell `partial`; true
+    # allows such early stops (a cell whose sampling lets the model stop: ignore_eos = false needs no key)
+    allow_early_stop: bool | None = None
     # workload: "fixed" | "uniform:LO,HI" | "normal:MEAN,STD" | "data" (load/lengths.py); a dataset category;
     # ShareGPT conversations replayed turn by turn (needs prompt_len = "data")
     prompt_len: str | list[str] | None = None
@@ -123,7 +126,8 @@ class ClientAxes(_Strict):
             raise ValueError(f"must be >= 0, got {v}")
         return v
 
-    @field_validator("temperature", "top_p", "top_k", "seed", "ignore_eos", "multi_turn", mode="before")
+    @field_validator("temperature", "top_p", "top_k", "seed", "ignore_eos", "multi_turn", "allow_early_stop",
+                     mode="before")
     @classmethod
     def _typed(cls, v: Any, info: ValidationInfo) -> Any:
         return client_checks.typed(str(info.field_name), v)

@@ -298,9 +298,9 @@ def _rate(v: Any) -> float:
 
 
 # client keys that never enter a cell's identity: how the result is judged, not what is measured
-NOT_IDENTITY = ("noisy_cv",)
+NOT_IDENTITY = ("noisy_cv", "allow_early_stop")
 # fixed client keys a cell carries only when set, so that the ids of matrices without them stay
-DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv", "max_failed_fraction")
+DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv", "max_failed_fraction", "allow_early_stop")
 
 
 def cell_identity(client: dict[str, Any]) -> dict[str, Any]:

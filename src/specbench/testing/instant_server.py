@@ -34,15 +34,19 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.testing import instant_faults
+from specbench.testing import instant_faults, instant_truth
 from specbench.testing.instant_bodies import (  # noqa: F401  (Stats, WORDS re-exported: one import path)
+    DONE,
+    END,
     SSE_HEAD,
     WORDS,
     Stats,
     chunk,
     json_response,
+    sse,
     stream_events,
     stream_tail,
+    truth_event,
     whole_response,
 )
 
@@ -65,6 +69,21 @@ class Options:
     no_usage: bool = False
     model: str = "instant"
     record: str | None = None
+    # ground truth (instant_truth.py): a batch scheduler with known step time, cap and acceptance; and its lies
+    step_ms: float = 0.0
+    max_running: int = 1 << 30
+    accept_rates: tuple[float, ...] = ()
+    seed: int = 0
+    metrics: str = "vllm"  # which engine's counters /metrics shows in truth mode: vllm | sglang
+    usage_scale: float = 1.0
+    usage_offset: int = 0
+    early_eos: float | None = None
+    models_name: str | None = None
+    report_cap: int | None = None
+
+    def lie(self, n: int) -> int | float:
+        v = n * self.usage_scale + self.usage_offset
+        return int(v) if float(v).is_integer() else v
 
     def fault_every(self) -> dict[str, int]:
         """Each fault of `instant_faults.FAULTS` -> every how many requests it happens (0: never)."""
@@ -78,6 +97,9 @@ class Server:
         self.stats = Stats()
         self.count = 0
         self._cache: dict[tuple[str, int], list[bytes]] = {}
+        self.sched: instant_truth.Scheduler | None = None
+        if opts.step_ms > 0:
+            self.sched = instant_truth.Scheduler(opts.step_ms / 1000, opts.max_running, opts.accept_rates, opts.seed)
 
     # ---- event bodies, cached per (api, n) ------------------------------------------------
     def events(self, api: str, n: int) -> list[bytes]:
@@ -155,15 +177,21 @@ class _Proto(asyncio.Protocol):
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             elif path == "/v1/models":
                 self._send(json_response("200 OK", {"object": "list", "data": [
-                    {"id": o.model, "object": "model", "owned_by": "specbench", "max_model_len": 32768}]}))
+                    {"id": o.models_name or o.model, "object": "model", "owned_by": "specbench",
+                     "max_model_len": 32768}]}))
             elif path == "/metrics":
-                body = srv.stats.prometheus(o.model)
+                body = srv.stats.prometheus(o.model, "sglang" if srv.sched is not None and o.metrics == "sglang"
+                                            else "vllm")
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: %d\r\n\r\n"
                            % len(body) + body)
             elif path == "/get_server_info":
-                self._send(json_response("200 OK", {"model_path": o.model, "context_length": 32768,
-                                                     "speculative_num_draft_tokens": o.num_spec_tokens + 1,
-                                                     "instant_server": True}))
+                info: dict[str, Any] = {"model_path": o.model, "context_length": 32768,
+                                        "speculative_num_draft_tokens": o.num_spec_tokens + 1, "instant_server": True}
+                if srv.sched is not None:  # as SGLang 0.5.15.post1's /server_info reports its effective cap
+                    info["dp_size"] = 1
+                    info["internal_states"] = [{"effective_max_running_requests_per_dp":
+                                                o.report_cap if o.report_cap is not None else o.max_running}]
+                self._send(json_response("200 OK", info))
             else:
                 self._send(json_response("404 Not Found", {"detail": "Not Found"}))
             return
@@ -201,6 +229,10 @@ class _Proto(asyncio.Protocol):
         if not body.get("stream"):
             self._send(whole_response(api, n, ptoks, o.model, o.accept_length))
             srv.account(n, ptoks)
+            return
+        if srv.sched is not None:
+            self.busy = True
+            asyncio.ensure_future(self._truth(api, n, ptoks, usage, bool(body.get("return_token_ids"))))
             return
         evs = srv.events(api, n)
         if api == "generate":  # prompt_tokens is per request: patch it into the cached events
@@ -243,6 +275,54 @@ class _Proto(asyncio.Protocol):
             if self.buf:
                 self.data_received(b"")
 
+    async def _truth(self, api: str, n: int, ptoks: int, usage: bool, ids: bool) -> None:
+        """One streamed answer through the ground-truth scheduler (instant_truth.py), with the lies asked for."""
+        srv, o = self.srv, self.srv.o
+        sched = srv.sched
+        assert sched is not None
+        try:
+            stop_at = max(1, int(n * o.early_eos)) if o.early_eos is not None else n
+            job = sched.submit(stop_at)
+            self._send(SSE_HEAD)
+            if api == "chat":
+                self._send(truth_event(api, 0, 0, False, o.model, ids, None))
+            pos = 0
+            while True:
+                k = await job.steps.get()
+                if k == 0:
+                    break
+                last = pos + k >= stop_at
+                meta = None
+                if api == "generate":
+                    meta = {"id": "0", "prompt_tokens": ptoks, "completion_tokens": pos + k, "cached_tokens": 0,
+                            "finish_reason": ({"type": "length", "length": n} if stop_at == n else
+                                              {"type": "stop", "matched": 0}) if last else None}
+                    if last:
+                        meta["completion_tokens"] = o.lie(stop_at)
+                        if sched.rates:
+                            meta["spec_verify_ct"] = job.verify_steps
+                            meta["spec_correct_drafts_histogram"] = list(job.accepted_hist)
+                self._send(truth_event(api, pos, k, last, o.model, ids, meta, stop_at == n))
+                pos += k
+            tail = b""
+            if api in ("chat", "completions") and usage and not o.no_usage:
+                tail = sse({"id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion",
+                            "created": 0, "model": o.model, "choices": [],
+                            "usage": {"prompt_tokens": ptoks, "completion_tokens": o.lie(stop_at),
+                                      "total_tokens": ptoks + stop_at}})
+            self._send(tail + DONE + END)
+            st = srv.stats
+            st.success += 1
+            st.prompt_tokens += ptoks
+            st.generation_tokens, st.drafts, st.accepted = sched.generated, sched.verify_steps, sched.accepted
+            st.draft_tokens = sched.verify_steps * len(sched.rates)
+            st.per_pos = list(sched.per_pos)
+        finally:
+            self.busy = False
+            if self.buf:
+                self.data_received(b"")
+
+
 async def serve(host: str, port: int, opts: Options, ready: Any = None) -> None:
     srv = Server(opts)
     loop = asyncio.get_running_loop()
@@ -274,6 +354,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     p.add_argument("--api-key", default=None, help="taken and echoed at startup (as SGLang prints server_args)")
     p.add_argument("--model", default="instant")
     p.add_argument("--record", default=None, help="append every POST body received to this file (JSON lines)")
+    t = p.add_argument_group("ground truth (instant_truth.py)")
+    t.add_argument("--step-ms", type=float, default=0.0, help="a batch scheduler whose every step takes this long")
+    t.add_argument("--max-running", type=int, default=1 << 30, help="requests generating at once (the rest wait)")
+    t.add_argument("--accept-rates", default="", help="per draft position acceptance, e.g. 0.8,0.6,0.4")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--metrics", choices=("vllm", "sglang"), default="vllm", help="whose counters /metrics shows")
+    t.add_argument("--usage-scale", type=float, default=1.0, help="lie: reported completion_tokens x F")
+    t.add_argument("--usage-offset", type=int, default=0, help="lie: reported completion_tokens + K")
+    t.add_argument("--early-eos", type=float, default=None, help="lie: stop after F x max_tokens despite ignore_eos")
+    t.add_argument("--models-name", default=None, help="lie: /v1/models names this model instead of --model")
+    t.add_argument("--report-cap", type=int, default=None, help="lie: /server_info reports this cap")
     a = p.parse_args(argv)
     if a.burst < 1 or a.accept_length < 1:
         p.error("--burst and --accept-length must be >= 1")
@@ -281,7 +372,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    default_output=a.default_output, accept_length=a.accept_length, num_spec_tokens=a.num_spec_tokens,
                    fail_every=a.fail_every, close_every=a.close_every, error_event_every=a.error_event_every,
                    malformed_every=a.malformed_every, truncate_every=a.truncate_every, stall_every=a.stall_every,
-                   no_usage=a.no_usage, model=a.model, record=a.record)
+                   no_usage=a.no_usage, model=a.model, record=a.record, step_ms=a.step_ms, max_running=a.max_running,
+                   accept_rates=tuple(float(x) for x in a.accept_rates.split(",") if x.strip()), seed=a.seed,
+                   metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
+                   models_name=a.models_name, report_cap=a.report_cap)
     if a.api_key is not None:
         print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)
     return a.host, a.port, opts

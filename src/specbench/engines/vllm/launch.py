@@ -65,6 +65,40 @@ class VllmServer(ServerBase):
     def metrics_text(self, base_url: str) -> str | None:
         return metrics_text(base_url)
 
+    def count_body(self, api: str) -> dict[str, Any]:
+        """`return_token_ids`: every streamed choice carries its token ids
+        (vllm/entrypoints/openai/completion/protocol.py::CompletionRequest.return_token_ids@0.32.0; chat too)."""
+        return {"return_token_ids": True}
+
+    def cache_reset_path(self) -> str | None:
+        # vllm/entrypoints/serve/dev/cache/api_router.py::reset_prefix_cache@0.32.0 (POST), mounted only with
+        # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/__init__.py): elsewhere a 404, recorded as not reset
+        return "/reset_prefix_cache"
+
+    def running_cap(self, info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+        return running_cap(info, log_text, plan)
+
+
+def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+    """vLLM runs at most `max_num_seqs` requests at once, fewer when the KV cache holds fewer full-length requests:
+    min(max_num_seqs, floor(Maximum concurrency)) from its log (the doctor's parser; the plan contract's
+    `max_running_requests` is the same rule), else the planner's prediction."""
+    import math
+
+    from specbench.engines.server_base import planned_cap
+
+    if log_text:
+        from specbench.logs.parse import parse_text
+
+        f = parse_text(log_text)
+        seqs = f.max_num_seqs if isinstance(f.max_num_seqs, int) and f.max_num_seqs > 0 else None
+        conc = math.floor(f.max_concurrency) if f.max_concurrency else None
+        got = [v for v in (seqs, conc) if v]
+        if got:
+            return min(got), "log: " + " / ".join(n for n, v in (("max_num_seqs", seqs),
+                                                                 ("Maximum concurrency", conc)) if v)
+    return planned_cap(plan)
+
 
 @dataclass(frozen=True)
 class LocalServer(VllmServer):
