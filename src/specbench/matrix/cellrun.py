@@ -226,7 +226,8 @@ def dataset_note(cell: Cell, work: Any) -> dict[str, Any]:
     cycled = distinct < sent
     return {"dataset_cycled": cycled, "distinct_prompts": distinct,
             "dataset_warning": (f"{sent} measured requests from {distinct} distinct prompts: the dataset "
-                                f"{cell.client.get('dataset') or 'specbench-mini'!r} cycles") if cycled else None}
+                                f"{cell.client.get('dataset') or 'specbench-mini'!r} cycles (or its records cut to "
+                                "the same text), so a prefix cache can serve repeats") if cycled else None}
 
 
 def failed_fraction_verdict(metrics: dict[str, Any], client: Mapping[str, Any], results: Any,

@@ -198,10 +198,15 @@ def fill_speedups(store: Store) -> None:
 
     index = speedups.ar_index((key(r), speedups.is_ar(r.get("algorithm")), speedups.speedup_throughput(r["metrics"]))
                               for r in rows)
+    ar_caps = {key(r): r["metrics"].get("running_cap") for r in rows if speedups.is_ar(r.get("algorithm"))}
     for r in rows:
         m = dict(r["metrics"])
         new = speedups.speedup_at(key(r), speedups.is_ar(r.get("algorithm")), speedups.speedup_throughput(m), index)
         new = None if new is None else round(new, 4)
-        if m.get("speedup") != new or "speedup" not in m:
+        base_cap = None if speedups.is_ar(r.get("algorithm")) else ar_caps.get(key(r))
+        differs = base_cap is not None and m.get("running_cap") is not None and base_cap != m.get("running_cap")
+        if m.get("speedup") != new or "speedup" not in m or m.get("cap_differs_from_baseline") != differs:
             m["speedup"] = new
+            m["baseline_running_cap"] = base_cap  # the AR cell's cap: a c above either cap compares other widths
+            m["cap_differs_from_baseline"] = differs
             store.set_metrics(r["cell_id"], m)

@@ -233,13 +233,16 @@ def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | 
     `max_running_requests=N` (the doctor's parser), else the planner's prediction."""
     from specbench.engines.server_base import planned_cap
 
-    inner = info.get("info") if isinstance(info, dict) and isinstance(info.get("info"), dict) else {}
-    states = inner.get("internal_states") if isinstance(inner.get("internal_states"), list) else []
+    raw = info.get("info") if isinstance(info, dict) else None
+    inner: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    states_raw = inner.get("internal_states")
+    states: list[Any] = states_raw if isinstance(states_raw, list) else []
     per_dp = [s.get("effective_max_running_requests_per_dp") for s in states if isinstance(s, dict)]
-    per_dp = [v for v in per_dp if isinstance(v, int) and not isinstance(v, bool) and v > 0]
-    if per_dp:
-        dp = inner.get("dp_size") if isinstance(inner.get("dp_size"), int) and inner.get("dp_size") > 0 else 1
-        return per_dp[0] * dp, "server: internal_states.effective_max_running_requests_per_dp"
+    caps = [v for v in per_dp if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    if caps:
+        dp_raw = inner.get("dp_size")
+        dp = dp_raw if isinstance(dp_raw, int) and not isinstance(dp_raw, bool) and dp_raw > 0 else 1
+        return caps[0] * dp, "server: internal_states.effective_max_running_requests_per_dp"
     if log_text:
         from specbench.logs.parse import parse_text
 

@@ -1,0 +1,111 @@
+"""The stored numbers recover a known truth: `specbench run` against the instant server's ground-truth scheduler
+(testing/instant_truth.py: every step takes STEP_MS, at most CAP requests run at once, draft position i is accepted
+with RATES[i] given the ones before). Stated tolerances: TPOT is never below the step time it is made of (a sleep
+never ends early) and within 2x of it (a busy machine wakes late); the accept length and the per-position acceptance
+are sampled (seeded) over ~150 verify steps: +-0.3 tokens and +-0.12; the cap and the effective concurrency exactly."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from proc_helpers import free_port
+from run_helpers import _matrix_head, cli, make_tokenizer, rows
+from specbench.testing.instant_truth import acceptance_per_pos, tokens_per_step
+
+STEP_MS = 10.0
+CAP = 2
+RATES = (0.8, 0.6, 0.4)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("truth")
+    tok = make_tokenizer(d / "tok")
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", str(STEP_MS),
+           "--max-running", str(CAP)]
+    rates = ",".join(str(r) for r in RATES)
+    m = d / "m.toml"
+    m.write_text(_matrix_head("truth", cmd, free_port(), tok, ready_s=30, stop_s=5) + f"""
+[[server.spec]]
+label = "ar"
+
+[[server.spec]]
+label = "spec-vllm-counters"
+algorithm = "draft_model"
+flags = {{ "--accept-rates" = "{rates}" }}
+
+[[server.spec]]
+label = "spec-sglang-counters"
+algorithm = "draft_model"
+flags = {{ "--accept-rates" = "{rates}", "--metrics" = "sglang", "--seed" = 1 }}
+
+[client]
+concurrency = [1, 4]
+prompt_tokens = 24
+output_tokens = 48
+num_requests = 8
+warmup_requests = 1
+""")
+    out = d / "r.sqlite"
+    r = cli("run", str(m), "--store", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _metrics(store: Path) -> dict[tuple[str, int], dict]:
+    return {(label, json.loads(c)["concurrency"]): json.loads(mj) for label, c, mj in
+            rows(store, "SELECT label, client_json, metrics_json FROM cells")}
+
+
+def test_tpot_recovers_the_step_time(store: Path) -> None:
+    m = _metrics(store)
+    ar = m[("ar", 1)]
+    assert STEP_MS <= ar["tpot_ms_mean"] <= 2 * STEP_MS
+    assert STEP_MS <= ar["itl_per_token_ms_mean"] <= 2 * STEP_MS and ar["itl_kind"] == "inter-chunk"
+    truth = STEP_MS / tokens_per_step(RATES)  # one verify step per `tokens_per_step` tokens
+    for label in ("spec-vllm-counters", "spec-sglang-counters"):
+        assert 0.8 * truth <= m[(label, 1)]["itl_per_token_ms_mean"] <= 2 * truth, label
+
+
+def test_accept_length_is_one_quantity_for_both_engines_counters(store: Path) -> None:
+    m = _metrics(store)
+    truth = tokens_per_step(RATES)
+    v = m[("spec-vllm-counters", 1)]
+    assert v["accept_length_common_source"] == "vllm_metrics"
+    assert v["accept_length_common"] == pytest.approx(truth, abs=0.3)
+    for got, want in zip(v["acceptance_per_pos"], acceptance_per_pos(RATES)):
+        assert got == pytest.approx(want, abs=0.12)
+    s = m[("spec-sglang-counters", 1)]
+    assert s["accept_length_common_source"] == "sglang_metrics"  # (generated - requests) / verify calls
+    assert s["accept_length_common"] == pytest.approx(truth, abs=0.3)
+    assert m[("ar", 1)]["accept_length_common"] is None
+
+
+def test_effective_concurrency_cap_and_queueing(store: Path) -> None:
+    m = _metrics(store)
+    for label in ("ar", "spec-vllm-counters"):
+        one, four = m[(label, 1)], m[(label, 4)]
+        assert (one["running_cap"], four["running_cap"]) == (CAP, CAP)
+        assert "internal_states" in four["running_cap_source"]
+        assert (one["effective_concurrency"], one["queued"]) == (1, False)
+        assert (four["effective_concurrency"], four["queued"]) == (CAP, True)
+        assert four["oversaturated"] and "queued" in four["saturation_reason"]
+        assert not one["oversaturated"]
+        assert four["cap_differs_from_baseline"] is False
+    assert m[("ar", 4)]["baseline_running_cap"] is None
+
+
+def test_counts_are_verified_and_counters_skip_the_warmup(store: Path) -> None:
+    m = _metrics(store)
+    for (label, _c), x in m.items():
+        assert x["count_sources"] == {"tokenizer": 8}, label
+        assert x["total_output_tokens"] == 8 * 48 and x["early_stops"] == 0
+        assert x["prefix_cache_reset"]["reset"] is False  # an `openai` server offers no reset route
+        assert x["dataset_cycled"] == (x["distinct_prompts"] < 8)
+    # vLLM counters read after the warm-up: only the 8 measured requests' verify steps are in the delta
+    v = m[("spec-vllm-counters", 1)]["spec_counters"]
+    assert v["drafts"] * (tokens_per_step(RATES) - 0.6) < 8 * 47 < v["drafts"] * (tokens_per_step(RATES) + 0.6)
