@@ -109,3 +109,57 @@ def test_counts_are_verified_and_counters_skip_the_warmup(store: Path) -> None:
     # vLLM counters read after the warm-up: only the 8 measured requests' verify steps are in the delta
     v = m[("spec-vllm-counters", 1)]["spec_counters"]
     assert v["drafts"] * (tokens_per_step(RATES) - 0.6) < 8 * 47 < v["drafts"] * (tokens_per_step(RATES) + 0.6)
+
+
+def test_arrivals_faster_than_the_server_are_flagged_and_trimmed(tmp_path: Path) -> None:
+    """CAP 1, 16 tokens of 10 ms steps: the server serves ~6 requests/s. At 40/s with 16 in flight each request waits
+    longer than the one before (TTFT grows through the run: over-saturated); with 1 in flight the client holds the
+    arrivals back and TTFT stays flat. Closed loop at c=1 the 12 requests run one after another, each ~8 % of the
+    run: `trim_warmup` / `trim_cooldown` of 5 % leave out exactly the first and the last."""
+    tok = make_tokenizer(tmp_path / "tok")
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", "10", "--max-running", "1"]
+    m = tmp_path / "m.toml"
+    m.write_text(_matrix_head("rate", cmd, free_port(), tok, ready_s=30, stop_s=5) + """
+[[server.spec]]
+label = "ar"
+
+[client]
+concurrency = [1, 16]
+request_rate = ["inf", 40.0]
+prompt_tokens = 24
+output_tokens = 16
+num_requests = 12
+warmup_requests = 0
+trim_warmup = 0.05
+trim_cooldown = 0.05
+""")
+    store = tmp_path / "r.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    cells = {(c["concurrency"], c["request_rate"]): x for c, x in
+             ((json.loads(c), json.loads(x)) for c, x in rows(store, "SELECT client_json, metrics_json FROM cells"))}
+    flood = cells[(16, 40.0)]
+    assert flood["queued"] and flood["oversaturated"]
+    assert flood["ttft_growth"] is not None and flood["ttft_growth"] > 2 and "TTFT grew" in flood["saturation_reason"]
+    held = cells[(1, 40.0)]
+    assert not held["queued"] and not held["oversaturated"]
+    one = cells[(1, "inf")]
+    assert one["trimmed_requests"] == 2 and one["completed"] == 10
+    lo, hi = one["trim_window_s"]
+    assert 0 < lo < hi < one["duration_s"] + hi  # the window inside the run
+    (n,), = rows(store, "SELECT count(*) FROM requests r JOIN cells c USING(cell_id) WHERE c.client_json LIKE "
+                        "'%\"concurrency\": 1,%' AND c.client_json LIKE '%\"inf\"%'")
+    assert n == 12  # every request's row is kept; only the metrics leave the ends out
+
+
+def test_default_request_count_gives_several_waves(tmp_path: Path) -> None:
+    m = tmp_path / "m.toml"
+    m.write_text('engine = "openai"\ncommand = ["x"]\n[client]\nconcurrency = [1, 64]\n')
+    r = cli("run", "--dry-run", "--json", str(m))
+    assert r.returncode == 0, r.stderr
+    by_c = {x["client"]["concurrency"]: x for x in json.loads(r.stdout)}
+    assert "requests_per_concurrency" not in by_c[1]["client"]  # its id stays what it was
+    assert by_c[64]["client"]["requests_per_concurrency"] == 4  # 256 requests: 4 waves of 64
+    m.write_text('engine = "openai"\ncommand = ["x"]\n[client]\nconcurrency = [1, 64]\nnum_requests = 8\n')
+    r = cli("run", "--dry-run", "--json", str(m))
+    assert all("requests_per_concurrency" not in x["client"] for x in json.loads(r.stdout))  # the matrix chose

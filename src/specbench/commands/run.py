@@ -90,6 +90,13 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
+def _queued(concurrency: Any, effective: Any) -> str:
+    """` (runs N at once: the planner's max_running_requests; the rest queue)` when the cap is below the concurrency."""
+    if isinstance(concurrency, int) and isinstance(effective, int) and effective < concurrency:
+        return f" (runs {effective} at once: the planner's max_running_requests; the rest queue)"
+    return ""
+
+
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.matrix.runner import iter_phases
 
@@ -117,7 +124,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                               highlight=False, markup=False, soft_wrap=True)
             c = r["client"]
             console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
-                          f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}",
+                          f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
+                          + _queued(c.get("concurrency"), r.get("effective_concurrency_planned")),
                           highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")

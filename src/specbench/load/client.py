@@ -68,8 +68,9 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
             warmup_errors = [r.error for r in wrecs if r.error]
         if between is not None:
             between()
+        keep = spec.count_tokens and spec.api != "generate"  # /generate: counted from the kept last events
         recs = [Raw(i, prompts[i % len(prompts)].n_tokens, prompts[i % len(prompts)].output_tokens or spec.output_tokens,
-                    spec.count_tokens) for i in range(n)]
+                    keep) for i in range(n)]
         t_wall = time.time()
         cpu0 = time.process_time()
         t_start = time.perf_counter()
@@ -88,9 +89,13 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         t_last = max((r.t_end for r in sent), default=t_start)
     finally:
         pool.close()
-    results = tuple(counting.verify([finalize(r, spec.api, t_start, spec.include_usage) for r in sent],
-                                    [b"".join(r.body) if r.body is not None else None for r in sent], spec.api,
-                                    spec.ignore_eos, spec.token_counter))
+    recount = spec.token_counter is not None and spec.api != "generate"
+    bodies = [b"".join(r.body) if r.body is not None else
+              (r.tail if spec.count_tokens and spec.api == "generate" else None) for r in sent]
+    results = tuple(counting.verify([finalize(r, spec.api, t_start, spec.include_usage, body=b,
+                                              ignore_eos=spec.ignore_eos, recount=recount)
+                                     for r, b in zip(sent, bodies)],
+                                    bodies, spec.api, spec.ignore_eos, spec.token_counter))
     return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
                    warmup_errors=tuple(warmup_errors),
                    client_cpu_s=cpu1 - cpu0)

@@ -90,6 +90,15 @@ def accept_common_sglang_counters(before: Mapping[str, float], after: Mapping[st
     return (gen - requests) / ver
 
 
+def accept_sglang_counters(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
+    """SGLang's own definition from its counters: generated tokens / verify calls over the cell (the per-request
+    `completion_tokens / spec_verify_ct` of meta_info, pooled). Not the `sglang:spec_accept_length` gauge: that is
+    the scheduler's last logging window, not the cell."""
+    gen = after.get("sglang:generation_tokens_total", 0.0) - before.get("sglang:generation_tokens_total", 0.0)
+    ver = after.get("sglang:spec_verify_calls_total", 0.0) - before.get("sglang:spec_verify_calls_total", 0.0)
+    return gen / ver if ver > 0 and gen > 0 else None
+
+
 def per_pos_from_histograms(results: Sequence[Any]) -> list[float] | None:
     """SGLang's per-request `spec_correct_drafts_histogram` ([k]: verify steps that accepted k drafts) pooled ->
     the share of verify steps that accepted draft position i (vLLM's acceptance_per_pos)."""

@@ -66,7 +66,6 @@ class RequestResult:
     count_source: str | None = None  # "token_ids" | "tokenizer" | None
     max_tokens: int | None = None  # the output tokens the request asked for
     early_stop: bool = False  # asked ignore_eos, ended before max_tokens
-    count_error: str | None = None  # the server's count is not a count (set by sse.finalize, applied by counting)
     accept_hist: tuple[int, ...] | None = None  # SGLang meta_info spec_correct_drafts_histogram ([k]: steps with k)
 
     @property

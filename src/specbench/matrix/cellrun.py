@@ -334,10 +334,13 @@ def truth_metrics(results: Sequence[Any], cell: Cell, ctx: CellContext | None, m
         elif (c := integrity.accept_common_sglang(results)) is not None:
             common, source = c, "sglang_meta_info"
         elif counters[0] is not None and counters[1] is not None:
-            c = integrity.accept_common_sglang_counters(samples(counters[0]), samples(counters[1]),
-                                                        sum(1 for r in results if r.ok))
+            before, after = samples(counters[0]), samples(counters[1])
+            c = integrity.accept_common_sglang_counters(before, after, sum(1 for r in results if r.ok))
             if c is not None:
                 common, source = c, "sglang_metrics"
+                if m.get("accept_length_mean") is None:  # SGLang's own definition, as its meta_info would give it
+                    out["accept_length_mean"] = integrity.accept_sglang_counters(before, after)
+                    out["accept_length_source"] = "sglang_metrics"
         hist = integrity.per_pos_from_histograms(results)
         if hist is not None and not m.get("acceptance_per_pos"):
             out["acceptance_per_pos"] = hist
@@ -366,7 +369,10 @@ def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after
         m["accept_lengths"] = []
     else:
         m.update(draft_acceptance(m, draft_positions(cell.server)))
-    m.update(truth_metrics(run.results, cell, ctx, m, (metrics_before, metrics_after)))
+    truth = truth_metrics(run.results, cell, ctx, m, (metrics_before, metrics_after))
+    m.update(truth)
+    if "accept_length_mean" in truth:  # read from SGLang's counters: its draft acceptance follows
+        m.update(draft_acceptance(m, draft_positions(cell.server)))
     return m
 
 
@@ -375,15 +381,53 @@ def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tupl
     """One repeat: `cell_metrics` as before. Several: the metrics of all repeats' requests pooled (throughputs over
     the summed measured time, percentiles over every request, vLLM counters from the first scrape to the last),
     plus `spread` (load/spread.py) from each repeat's own metrics."""
+    from specbench.load.integrity import saturation
     from specbench.load.results import LoadRun
     from specbench.load.spread import NOISY_CV_DEFAULT, spread_json
 
+    raw_runs = list(runs)
+    raw = [x for r in runs for x in r.results]
+    trims = [trim_run(r, cell.client) for r in runs]
+    runs = [r for r, _ in trims]
     if len(runs) == 1:
-        return cell_metrics(runs[0], cell, *scrapes[0], ctx=ctx)
+        m1 = cell_metrics(runs[0], cell, *scrapes[0], ctx=ctx)
+        if trims[0][1]:  # over-saturation is the whole run's: its trend is read before the ends are trimmed
+            m1.update(saturation(raw, bool(m1.get("queued"))))
+        return {**m1, **trims[0][1]}
     per = [cell_metrics(r, cell, b, a, ctx=ctx) for r, (b, a) in zip(runs, scrapes)]
     pooled = LoadRun(results=tuple(x for r in runs for x in r.results),
                      duration_s=sum(r.duration_s for r in runs), started_at=runs[0].started_at)
     m = cell_metrics(pooled, cell, scrapes[0][0], scrapes[-1][1], ctx=ctx)
     cv = cell.client.get("noisy_cv")
     m["spread"] = spread_json(per, float(cv) if cv is not None else NOISY_CV_DEFAULT)
+    # each repeat's own trend (their send times restart at 0): the cell is over-saturated when one of them was
+    per_sat = [saturation(r.results, bool(m.get("queued"))) for r in raw_runs]
+    growths = [x["ttft_growth"] for x in per_sat if x["ttft_growth"] is not None]
+    m.update({"ttft_growth": max(growths) if growths else None,
+              "oversaturated": any(x["oversaturated"] for x in per_sat),
+              "saturation_reason": next((x["saturation_reason"] for x in per_sat if x["saturation_reason"]), None)})
+    if any(t for _, t in trims):
+        m["trimmed_requests"] = sum(int(t.get("trimmed_requests") or 0) for _, t in trims)
+        m["trim_window_s"] = [t.get("trim_window_s") for _, t in trims]
     return m
+
+
+def trim_run(run: Any, client: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The run's steady state (`trim_warmup`, `trim_cooldown`: fractions of its wall time D): the requests sent at or
+    after warmup x D and done by (1 - cooldown) x D, over the time from the first kept send to the last kept end;
+    `trimmed_requests` and `trim_window_s` say what was left out. Unset: the run as it was."""
+    import dataclasses
+
+    a, b = float(client.get("trim_warmup") or 0.0), float(client.get("trim_cooldown") or 0.0)
+    if not a and not b:
+        return run, {}
+    d = run.duration_s
+    lo, hi = a * d, (1.0 - b) * d
+    kept = tuple(r for r in run.results
+                 if r.start_s >= lo and (r.e2e_s is None or r.start_s + r.e2e_s <= hi))
+    if not kept:  # nothing in the window: measure the whole run rather than nothing, and say so
+        return run, {"trimmed_requests": 0, "trim_window_s": [lo, hi], "trim_note": "no request inside the window"}
+    first = min(r.start_s for r in kept)
+    last = max(r.start_s + (r.e2e_s or 0.0) for r in kept)
+    out = dataclasses.replace(run, results=kept, duration_s=max(last - first, 1e-9))
+    return out, {"trimmed_requests": len(run.results) - len(kept), "trim_window_s": [lo, hi]}

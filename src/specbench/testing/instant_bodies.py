@@ -118,9 +118,9 @@ def json_response(status: str, obj: Any, close: bool = False) -> bytes:
             % (status.encode(), len(body), conn)) + body
 
 
-def stream_events(api: str, n: int, accept_length: int, model: str) -> list[bytes]:
+def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = False) -> list[bytes]:
     """The SSE events of one streamed answer of `n` tokens, `accept_length` a step (`/generate`: prompt_tokens -1,
-    patched in per request)."""
+    patched in per request); `ids`: each choice carries its `token_ids`, as vLLM's with `return_token_ids`."""
     sizes = steps(n, accept_length)
     evs: list[bytes] = []
     pos = 0
@@ -144,6 +144,8 @@ def stream_events(api: str, n: int, accept_length: int, model: str) -> list[byte
                    "meta_info": {"id": "0", "finish_reason": {"type": "length", "length": n} if last else None,
                                  "prompt_tokens": -1, "completion_tokens": pos + size, "cached_tokens": 0,
                                  "spec_verify_ct": k + 1 if accept_length > 1 else 0}}
+        if ids and api != "generate":
+            obj["choices"][0]["token_ids"] = list(range(pos, pos + size))
         pos += size
         evs.append(sse(obj))
     return evs

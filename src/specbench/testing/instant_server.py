@@ -96,17 +96,17 @@ class Server:
         self.o = opts
         self.stats = Stats()
         self.count = 0
-        self._cache: dict[tuple[str, int], list[bytes]] = {}
+        self._cache: dict[tuple[str, int, bool], list[bytes]] = {}
         self.sched: instant_truth.Scheduler | None = None
         if opts.step_ms > 0:
             self.sched = instant_truth.Scheduler(opts.step_ms / 1000, opts.max_running, opts.accept_rates, opts.seed)
 
     # ---- event bodies, cached per (api, n) ------------------------------------------------
-    def events(self, api: str, n: int) -> list[bytes]:
-        key = (api, n)
+    def events(self, api: str, n: int, ids: bool = False) -> list[bytes]:
+        key = (api, n, ids)
         if key in self._cache:
             return self._cache[key]
-        evs = stream_events(api, n, self.o.accept_length, self.o.model)
+        evs = stream_events(api, n, self.o.accept_length, self.o.model, ids)
         if len(self._cache) < 4096:
             self._cache[key] = evs
         return evs
@@ -234,7 +234,7 @@ class _Proto(asyncio.Protocol):
             self.busy = True
             asyncio.ensure_future(self._truth(api, n, ptoks, usage, bool(body.get("return_token_ids"))))
             return
-        evs = srv.events(api, n)
+        evs = srv.events(api, n, bool(body.get("return_token_ids")))
         if api == "generate":  # prompt_tokens is per request: patch it into the cached events
             evs = [e.replace(b'"prompt_tokens":-1', b'"prompt_tokens":%d' % ptoks) for e in evs]
             evs = [chunk(e[e.find(b"\r\n") + 2:-2]) for e in evs]
