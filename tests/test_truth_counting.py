@@ -38,8 +38,10 @@ def test_vllm_token_ids_deltas_are_summed_and_prompt_ids_ignored() -> None:
 
 
 def test_text_is_decoded_from_json_escapes(tok) -> None:  # type: ignore[no-untyped-def]
-    body = sse({"choices": [{"delta": {"content": 'say "hi"\n\\ \u00e9'}}]}) + sse({"choices": [{"text": "!"}]})
-    assert received_text(body, "chat") == 'say "hi"\n\\ \u00e9!'
+    body = sse({"choices": [{"delta": {"content": 'say "hi"\n\\ \u00e9'}}]}) + sse({"choices": [{"delta": {
+        "reasoning_content": "think"}}]}) + sse({"choices": [{"delta": {"content": "!"}}]})
+    assert received_text(body, "chat") == 'say "hi"\n\\ \u00e9!think'  # the answer, then the reasoning
+    assert received_text(sse({"choices": [{"text": 'a\\"b'}]}), "completions") == 'a\\"b'
     chat = b"".join(truth_event("chat", p, k, False, "m", False, None) for p, k in ((0, 0), (0, 5), (5, 3)))
     assert received_text(chat, "chat") == text(0, 8)
     counter = counting.tokenizer_counter(tok)
@@ -66,3 +68,30 @@ def test_counts_that_cannot_be_trusted() -> None:
     assert check(100, Counted(97, "tokenizer"), 128, 50) == (100, None)  # 10% of 97 -> 10 tokens
     assert counting.server_count(12.5)[1] is not None and counting.server_count("12")[1] is not None
     assert counting.server_count(True)[1] is not None and counting.server_count(12.0) == (12, None)
+
+
+def test_bodies_cut_past_the_memory_budget_count_the_same(tok, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A run past KEEP_BODY_BYTES cuts each body as its request ends (counting.essentials): a real instant server,
+    token ids and text, every request still counted exactly."""
+    import subprocess
+    import sys
+
+    from specbench.load import client
+    from specbench.load.prompts import Prompt
+
+    proc = subprocess.Popen([sys.executable, "-m", "specbench.testing.instant_server", "--port", "0", "--burst", "4",
+                             "--accept-length", "3"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int((proc.stdout.readline() if proc.stdout else "READY 0").split()[1])
+        for budget in (client.KEEP_BODY_BYTES, 0):
+            monkeypatch.setattr(client, "KEEP_BODY_BYTES", budget)
+            for extra, source in (({"return_token_ids": True}, "token_ids"), ({}, "tokenizer")):
+                spec = client.LoadSpec(f"http://127.0.0.1:{port}", model="instant", output_tokens=40, concurrency=3,
+                                       num_requests=6, extra_body=extra, token_counter=counting.tokenizer_counter(tok))
+                run = client.run_load(spec, [Prompt(4, text="hello there")])
+                assert all(r.ok for r in run.results), [r.error for r in run.results]
+                assert {(r.output_tokens, r.count_source) for r in run.results} == {(40, source)}
+                assert {r.counted_tokens for r in run.results} <= {40, 41, 42}  # re-tokenized text: within 2
+    finally:
+        proc.kill()
+        proc.wait()

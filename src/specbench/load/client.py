@@ -75,9 +75,11 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         cpu0 = time.process_time()
         t_start = time.perf_counter()
         deadline = t_start + spec.duration_s if spec.duration_s else None
-        hook = None
-        if on_done is not None:
-            def hook(r: Raw) -> None:
+        keeper = _Keeper(KEEP_BODY_BYTES)
+
+        def hook(r: Raw) -> None:
+            keeper(r)
+            if on_done is not None:
                 on_done(finalize(r, spec.api, t_start, spec.include_usage))
         if spec.request_rate is None:
             await closed_loop(pool, measured, recs, spec.concurrency or 1, deadline, spec.request_timeout_s, hook)
@@ -99,6 +101,28 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
     return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
                    warmup_errors=tuple(warmup_errors),
                    client_cpu_s=cpu1 - cpu0)
+
+
+# Bodies kept whole for counting after the run (load/counting.py), over all of a run's requests; past it each body is
+# cut, as its request ends, to what the counting reads (its token-id lists, else its text fields): memory stays
+# bounded on long runs of long outputs at the price of one scan per request while the run goes on.
+KEEP_BODY_BYTES = 256 << 20
+
+
+class _Keeper:
+    """Joins an ended request's kept reads into one bytes within the budget, else cuts it (counting.essentials)."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    def __call__(self, rec: Raw) -> None:
+        if rec.body is None:
+            return
+        body = b"".join(rec.body)
+        if len(body) > self.left:
+            body = counting.essentials(body)
+        self.left -= len(body)
+        rec.body = [body]
 
 
 def run_load(spec: LoadSpec, prompts: Sequence[Prompt],

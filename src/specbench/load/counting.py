@@ -38,7 +38,9 @@ TEXT_REL = 0.10  # fraction of the count
 
 _IDS = re.compile(rb'"token_ids":\[([0-9, ]*)\]')  # a literal head: SRE's prefix search (2x an alternation's speed)
 _OUT_IDS = re.compile(rb'"output_ids":\[([0-9, ]*)\]')
-_TEXT = re.compile(rb'"(?:text|content|reasoning_content|reasoning)":"((?:[^"\\]|\\.)*)"')
+_STR = rb'"([^"\\]*(?:\\.[^"\\]*)*)"'  # a JSON string's body, the unrolled loop (SRE: 2x the alternation)
+_TEXT = {"completions": re.compile(rb'"text":' + _STR), "chat": re.compile(rb'"content":' + _STR)}
+_REASONING = re.compile(rb'"(?:reasoning_content|reasoning)":' + _STR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +77,26 @@ def ids_count(body: bytes, api: str, events: int | None = None) -> int | None:
     return b",".join(lists).count(b",") + 1 if lists else 0  # every list's ids: its commas + 1
 
 
+_IDS_WHOLE = re.compile(rb'"token_ids":\[[0-9, ]*\]')
+_TEXT_WHOLE = re.compile(rb'"(?:text|content|reasoning_content|reasoning)":"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def essentials(body: bytes) -> bytes:
+    """What ids_count / received_text read of an OpenAI-route body, and nothing else: its token-id lists when it has
+    them, else its text fields (a body cut so still counts the same)."""
+    if b'"token_ids":[' in body:
+        return b"".join(_IDS_WHOLE.findall(body))
+    return b"".join(_TEXT_WHOLE.findall(body))
+
+
 def received_text(body: bytes, api: str) -> str:
-    """The text of an OpenAI-route stream (every content field, in order), JSON escapes decoded."""
-    if api == "generate":
+    """The text of an OpenAI-route stream (completions `text`; chat `content`, then `reasoning_content` /
+    `reasoning`), JSON escapes decoded."""
+    if api not in _TEXT:
         return ""
-    parts = _TEXT.findall(body)
+    parts = _TEXT[api].findall(body)
+    if api == "chat" and b'"reasoning' in body:  # reasoning models stream their thinking in its own field
+        parts += _REASONING.findall(body)
     if not parts:
         return ""
     try:

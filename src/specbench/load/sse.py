@@ -10,6 +10,7 @@ error with its reason, never a shorter measurement."""
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +93,7 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *
     n_content = max(0, rec.n_ev - k_start - tail.k_end)
     ts = _content_times(rec, k_start, n_content)
     ttft = ts[0] - rec.t0 if ts else None
-    itl = tuple(b - a for a, b in zip(ts, ts[1:]))
+    itl = tuple(map(operator.sub, ts[1:], ts))
     prompt_tokens, server, verify, accept, count_error = _token_counts(rec.prompt_tokens, tail)
     if not ts:
         return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, server if server is not None else 0,

@@ -3,10 +3,14 @@
 Prompts come from `specbench.load.workload` (the cell's dataset, lengths and category, counted with the model's own
 tokenizer and chat template; each request row keeps its record's category), the sampling from the cell's client
 settings (`load_spec`), the load from
-`specbench.load.client`, per-cell numbers from `specbench.load.metrics` when present. vLLM's speculative
-counters (`/metrics`) are read before and after the cell; the delta gives the mean accept length
-(vLLM's own definition: 1 + accepted / drafts, vllm/v1/spec_decode/metrics.py). SGLang gives it per
-request in `meta_info` (completion_tokens / spec_verify_ct).
+`specbench.load.client`, per-cell numbers from `specbench.load.metrics` when present. The server's counters
+(`/metrics`) are read after the warm-up and after the measured requests (nothing else in flight), and the prefix
+cache is emptied before them where the server offers a route (`hygiene`); the delta gives the mean accept length
+(vLLM's own definition: 1 + accepted / drafts, vllm/v1/spec_decode/metrics.py; SGLang with --enable-metrics: its
+generation tokens / verify calls). SGLang gives it per request in `/generate`'s `meta_info` (completion_tokens /
+spec_verify_ct). Every request's output tokens are counted by the client (load/counting.py); `truth_metrics` adds
+the keys of load/integrity.py (docs/contracts.md "Measurement truth"): counts, early stops (a `partial` cell unless
+`allow_early_stop`), the running cap and effective concurrency, saturation, per-token ITL, one accept length.
 
 `repeats = N` sends the cell's load N times on the same server, the warm-up once before the first (its requests are
 never measured), each repeat with its own prompts (repeat_prompts); the request rows keep their repeat, the metrics
