@@ -84,6 +84,7 @@ class Options:
     early_eos: float | None = None
     models_name: str | None = None
     report_cap: int | None = None
+    truth_file: str | None = None
 
     def lie(self, n: int) -> int | float:
         v = n * self.usage_scale + self.usage_offset
@@ -230,13 +231,14 @@ class _Proto(asyncio.Protocol):
         n = max(1, n)
         ptoks = _prompt_tokens(body)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if srv.sched is not None:  # every request through the scheduler, the readiness probe's too
+            self.busy = True
+            asyncio.ensure_future(self._truth(api, n, ptoks, usage, bool(body.get("return_token_ids")),
+                                              bool(body.get("stream"))))
+            return
         if not body.get("stream"):
             self._send(whole_response(api, n, ptoks, o.model, o.accept_length))
             srv.account(n, ptoks)
-            return
-        if srv.sched is not None:
-            self.busy = True
-            asyncio.ensure_future(self._truth(api, n, ptoks, usage, bool(body.get("return_token_ids"))))
             return
         evs = srv.events(api, n, bool(body.get("return_token_ids")))
         if api == "generate":  # prompt_tokens is per request: patch it into the cached events
@@ -279,14 +281,21 @@ class _Proto(asyncio.Protocol):
             if self.buf:
                 self.data_received(b"")
 
-    async def _truth(self, api: str, n: int, ptoks: int, usage: bool, ids: bool) -> None:
-        """One streamed answer through the ground-truth scheduler (instant_truth.py), with the lies asked for."""
+    async def _truth(self, api: str, n: int, ptoks: int, usage: bool, ids: bool, stream: bool = True) -> None:
+        """One answer through the ground-truth scheduler (instant_truth.py), streamed with the lies asked for, or
+        whole (not streamed: the readiness probe) once its last step is done."""
         srv, o = self.srv, self.srv.o
         sched = srv.sched
         assert sched is not None
         try:
             stop_at = max(1, int(n * o.early_eos)) if o.early_eos is not None else n
             job = sched.submit(stop_at)
+            if not stream:
+                while await job.steps.get():
+                    pass
+                self._send(whole_response(api, stop_at, ptoks, o.model, 1))
+                self._account_truth(ptoks)
+                return
             self._send(SSE_HEAD)
             if api == "chat":
                 self._send(truth_event(api, 0, 0, False, o.model, ids, None))
@@ -315,16 +324,25 @@ class _Proto(asyncio.Protocol):
                             "usage": {"prompt_tokens": ptoks, "completion_tokens": o.lie(stop_at),
                                       "total_tokens": ptoks + stop_at}})
             self._send(tail + DONE + END)
-            st = srv.stats
-            st.success += 1
-            st.prompt_tokens += ptoks
-            st.generation_tokens, st.drafts, st.accepted = sched.generated, sched.verify_steps, sched.accepted
-            st.draft_tokens = sched.verify_steps * len(sched.rates)
-            st.per_pos = list(sched.per_pos)
+            self._account_truth(ptoks)
         finally:
             self.busy = False
             if self.buf:
                 self.data_received(b"")
+
+
+    def _account_truth(self, ptoks: int) -> None:
+        """The counters /metrics shows, from what the scheduler did (every request it served), and the truth file."""
+        srv = self.srv
+        sched = srv.sched
+        assert sched is not None
+        st = srv.stats
+        st.success += 1
+        st.prompt_tokens += ptoks
+        st.generation_tokens, st.drafts, st.accepted = sched.generated, sched.verify_steps, sched.accepted
+        st.draft_tokens = sched.verify_steps * len(sched.rates)
+        st.per_pos = list(sched.per_pos)
+        sched.write(srv.o.truth_file)
 
 
 async def serve(host: str, port: int, opts: Options, ready: Any = None) -> None:
@@ -369,6 +387,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     t.add_argument("--early-eos", type=float, default=None, help="lie: stop after F x max_tokens despite ignore_eos")
     t.add_argument("--models-name", default=None, help="lie: /v1/models names this model instead of --model")
     t.add_argument("--report-cap", type=int, default=None, help="lie: /server_info reports this cap")
+    t.add_argument("--truth-file", default=None, help="write what the scheduler really did here after each request")
     a = p.parse_args(argv)
     if a.burst < 1 or a.accept_length < 1:
         p.error("--burst and --accept-length must be >= 1")
@@ -379,7 +398,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    no_usage=a.no_usage, model=a.model, record=a.record, step_ms=a.step_ms, max_running=a.max_running,
                    accept_rates=tuple(float(x) for x in a.accept_rates.split(",") if x.strip()), seed=a.seed,
                    metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
-                   models_name=a.models_name, report_cap=a.report_cap)
+                   models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file)
     if a.api_key is not None:
         print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)
     return a.host, a.port, opts

@@ -21,8 +21,11 @@ than `--model`), `--report-cap N` (/server_info reports a cap other than the rea
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import os
 import random
+import time
 from dataclasses import dataclass, field
 
 
@@ -52,6 +55,9 @@ class Scheduler:
         self.per_pos = [0] * len(rates)
         self.generated = 0
         self.max_seen_running = 0
+        self.steps = 0  # every step taken (prefill or verify), and their wall time: the realized step time
+        self.step_time_s = 0.0
+        self.finished: list[tuple[int, int, int]] = []  # per finished request: (tokens, verify steps, accepted)
 
     def submit(self, n: int) -> Job:
         job = Job(n, accepted_hist=[0] * (len(self.rates) + 1))
@@ -78,7 +84,10 @@ class Scheduler:
             while self.waiting and len(self.running) < self.cap:
                 self.running.append(self.waiting.pop(0))
             self.max_seen_running = max(self.max_seen_running, len(self.running))
+            t0 = time.perf_counter()
             await asyncio.sleep(self.step_s)
+            self.steps += 1
+            self.step_time_s += time.perf_counter() - t0
             for job in list(self.running):
                 if not job.started:
                     job.started = True
@@ -99,6 +108,27 @@ class Scheduler:
                 if job.done >= job.n:
                     job.steps.put_nowait(0)
                     self.running.remove(job)
+                    self.finished.append((job.n, job.verify_steps,
+                                          sum(k * c for k, c in enumerate(job.accepted_hist))))
+
+
+    def realized(self) -> dict[str, object]:
+        """What the scheduler really did so far (sleeps overshoot on a busy machine: `mean_step_ms` is the step time
+        the stream was made of, the truth a client's TPOT is compared with)."""
+        return {"steps": self.steps, "mean_step_ms": 1000.0 * self.step_time_s / self.steps if self.steps else None,
+                "verify_steps": self.verify_steps, "accepted": self.accepted, "per_pos": list(self.per_pos),
+                "tokens_per_verify_step": 1.0 + self.accepted / self.verify_steps if self.verify_steps else None,
+                "generated": self.generated, "max_running_seen": self.max_seen_running, "cap": self.cap,
+                "requests": [list(x) for x in self.finished]}
+
+    def write(self, path: str | None) -> None:
+        """The realized truth as JSON at `path` (`--truth-file`), replaced whole (a reader never sees half of it)."""
+        if not path:
+            return
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.realized(), f)
+        os.replace(tmp, path)
 
 
 def tokens_per_step(rates: tuple[float, ...]) -> float:
