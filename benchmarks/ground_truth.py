@@ -71,27 +71,41 @@ def main() -> None:
     rates = ",".join(map(str, RATES))
     truth_cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", str(STEP_MS),
                  "--max-running", str(CAP)]
-    client = "\n[client]\nconcurrency = [1, 4]\nprompt_tokens = 24\noutput_tokens = 64\nnum_requests = 12\n"
+    client = ("\n[client]\nconcurrency = [1, 4]\nprompt_tokens = 24\noutput_tokens = 64\nnum_requests = 12\n"
+              '\n[[override]]\nwhen = { algorithm = "draft_model" }\nclient = { concurrency = 1, warmup_requests = 0 }\n')
     rows: list[tuple[str, str, str]] = []
     for api, variants in (("chat", [("vllm counters", {"--accept-rates": rates}),
                                     ("sglang counters", {"--accept-rates": rates, "--metrics": "sglang"})]),
                           ("generate", [("sglang meta_info", {"--accept-rates": rates})])):
         m = work / f"truth-{api}.toml"
-        m.write_text(_head(f"truth-{api}", truth_cmd, tok, api) + '\n[[server.spec]]\nlabel = "ar"\n'
-                     + "".join(_variant(label, f) for label, f in variants) + client)
+        files = {label: work / f"{api}-{i}.json" for i, (label, _) in enumerate(variants)}
+        ar_file = work / f"{api}-ar.json"
+        m.write_text(_head(f"truth-{api}", truth_cmd, tok, api)
+                     + f'\n[[server.spec]]\nlabel = "ar"\nflags = {{ "--truth-file" = "{ar_file}" }}\n'
+                     + "".join(_variant(label, {**f, "--truth-file": str(files[label])}) for label, f in variants)
+                     + client)
         cells = {(c["label"], c["client"]["concurrency"]): c for c in _run(m)}
         ar = cells[("ar", 1)]["m"]
-        rows.append((f"{api}: AR TPOT mean at c=1 (ms)", f"{STEP_MS:.2f}", f"{ar['tpot_ms_mean']:.2f}"))
+        real_step = json.loads(ar_file.read_text())["mean_step_ms"]
+        rows.append((f"{api}: AR TPOT mean at c=1 (ms)", f"{STEP_MS:.2f} set, {real_step:.2f} realized",
+                     f"{ar['tpot_ms_mean']:.2f}"))
         for label, _ in variants:
             x = cells[(label, 1)]["m"]
-            rows.append((f"{api}, {label}: accept length (tokens / verify step)", f"{tokens_per_step(RATES):.3f}",
+            reqs = [r for r in json.loads(files[label].read_text())["requests"] if r[0] == 64]
+            real = 1 + sum(r[2] for r in reqs) / sum(r[1] for r in reqs)
+            rows.append((f"{api}, {label}: accept length (tokens / verify step)",
+                         f"{tokens_per_step(RATES):.3f} expected, {real:.3f} realized",
                          f"{x['accept_length_common']:.3f} ({x['accept_length_common_source']}; engine's own "
                          f"{x['accept_length_mean']:.3f})"))
-            rows.append((f"{api}, {label}: decode ms per token at c=1", f"{STEP_MS / tokens_per_step(RATES):.2f}",
-                         f"{x['itl_per_token_ms_mean']:.2f}"))
+            truth = json.loads(files[label].read_text())
+            rows.append((f"{api}, {label}: decode ms per token at c=1",
+                         f"{STEP_MS / tokens_per_step(RATES):.2f} expected, "
+                         f"{truth['mean_step_ms'] / real:.2f} realized", f"{x['itl_per_token_ms_mean']:.2f}"))
             if x.get("acceptance_per_pos"):
                 rows.append((f"{api}, {label}: acceptance per position",
-                             ", ".join(f"{v:.2f}" for v in acceptance_per_pos(RATES)),
+                             ", ".join(f"{v:.2f}" for v in acceptance_per_pos(RATES)) + " expected; "
+                             + ", ".join(f"{v / truth['verify_steps']:.2f}" for v in truth["per_pos"])
+                             + " realized (the probe's step included)",
                              ", ".join(f"{v:.2f}" for v in x["acceptance_per_pos"])))
         four = cells[("ar", 4)]["m"]
         rows.append((f"{api}: c=4 on a cap of {CAP}: running cap / effective concurrency / queued",
