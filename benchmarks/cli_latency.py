@@ -1,16 +1,17 @@
 """CLI latency: whole-process wall time of a few `specbench` commands, this tree (A) against a baseline commit (B).
 
-The baseline (default 7df77e7, before the lazy command table) is checked out into a temporary `git worktree`;
+The baseline (default f125733, before issue 24's lazy Hub import; 7df77e7 is before the lazy command table) is checked out into a temporary `git worktree`;
 each run is `python -m specbench ...` with PYTHONPATH pointing at that tree's src, from process start to exit.
 Runs alternate A B A B so that load from other processes on the machine falls on both sides alike. Printed per
 command: median, min and max wall time over N runs (ms), the median CPU time (user + system, from
-getrusage of the child) and the ratio of the wall medians B/A.
+getrusage of the child), the ratio of the wall medians B/A, and how many modules the command imports on each side
+(one more, untimed run: `len(sys.modules)` at exit).
 
 Bytecode: by default each tree gets its own PYTHONPYCACHEPREFIX in a temporary folder, warmed by the first
 (untimed) runs, as for an installed package; `--no-pyc` compiles every module on every run instead
 (PYTHONDONTWRITEBYTECODE=1, what a checkout without __pycache__ costs).
 
-Run: .venv/bin/python benchmarks/cli_latency.py [--runs 20] [--baseline 7df77e7] [--no-pyc]
+Run: .venv/bin/python benchmarks/cli_latency.py [--runs 20] [--baseline f125733] [--no-pyc]
 Standard library only; no timing assertion anywhere (tests check behaviour, this prints numbers).
 """
 
@@ -67,6 +68,24 @@ def _once(python: str, args: list[str], tree: Path, env: dict[str, str]) -> tupl
     return dt, _cpu_children() - c0, r.returncode, r.stdout + r.stderr
 
 
+COUNT = """
+import sys
+from specbench.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+sys.stderr.write(f"\\nMODULES {len(sys.modules)}\\n")
+"""
+
+
+def _modules(python: str, args: list[str], tree: Path, env: dict[str, str]) -> int | None:
+    """How many modules one `specbench ...` run has imported when it exits."""
+    r = subprocess.run([python, "-c", COUNT, *args], cwd=tree, env=env, capture_output=True, text=True)
+    counts = [int(line.split()[1]) for line in r.stderr.splitlines() if line.startswith("MODULES ")]
+    return counts[-1] if counts else None
+
+
 def _floor(python: str, runs: int) -> list[float]:
     out = []
     for _ in range(runs):
@@ -94,7 +113,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="timed runs per command and tree (default 20)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs per command and tree first (default 2)")
-    ap.add_argument("--baseline", default="7df77e7", help="commit for B (default 7df77e7)")
+    ap.add_argument("--baseline", default="f125733", help="commit for B (default f125733)")
     ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
     ap.add_argument("--no-pyc", action="store_true", help="compile every module on every run (no bytecode cache)")
     a = ap.parse_args()
@@ -119,7 +138,7 @@ def main() -> int:
         print(f"floor: `python -c pass` median {floor[0]:.0f} ms (min {floor[1]:.0f}, max {floor[2]:.0f})\n")
 
         head = (f"{'command':<42} {'A med':>6} {'min':>5} {'max':>5} {'cpu':>5}   "
-                f"{'B med':>6} {'min':>5} {'max':>5} {'cpu':>5}   {'B/A':>5}")
+                f"{'B med':>6} {'min':>5} {'max':>5} {'cpu':>5}   {'B/A':>5}   {'mods A':>6} {'mods B':>6}")
         print(head)
         print("-" * len(head))
         notes = []
@@ -139,12 +158,14 @@ def main() -> int:
                     cpu[k].append(ct)
             sa, sb = _stats(times["A"]), _stats(times["B"])
             ca, cb = _stats(cpu["A"])[0], _stats(cpu["B"])[0]
+            mods = {k: _modules(a.python, args, trees[k], envs[k]) for k in "AB"}
             print(f"{label:<42} {sa[0]:6.0f} {sa[1]:5.0f} {sa[2]:5.0f} {ca:5.0f}   "
-                  f"{sb[0]:6.0f} {sb[1]:5.0f} {sb[2]:5.0f} {cb:5.0f}   {sb[0] / sa[0]:5.2f}")
+                  f"{sb[0]:6.0f} {sb[1]:5.0f} {sb[2]:5.0f} {cb:5.0f}   {sb[0] / sa[0]:5.2f}   "
+                  f"{mods['A'] or '-':>6} {mods['B'] or '-':>6}")
             if outs.get("A") != outs.get("B"):
                 notes.append(f"{label}: output of A and B differs")
         print("\n(ms, whole process: wall median, min, max; cpu = median user+system time of the process, which"
-              " other load on the machine disturbs less; B/A = ratio of the wall medians)")
+              " other load on the machine disturbs less; B/A = ratio of the wall medians; mods = modules imported)")
         for n in notes:
             print(f"note: {n}")
     finally:

@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+from specbench.doctor.doctor import diagnose_file, facts_for_plan
 from specbench.errors import UserError
-from specbench.logs.doctor import diagnose_file, facts_for_plan
 from specbench.plan.api import PlanOptions, plan_command
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,17 +1,39 @@
-"""Test-wide pins.
+"""Test-wide pins, the shared engine boots, and how `make test` spreads the suite over two workers.
 
-vLLM's CPU sizing depends on the machine (specbench.engines.vllm.cpu.CpuIsa: AVX512-BF16 and AMX, as torch
+Pins: vLLM's CPU sizing depends on the machine (specbench.engines.vllm.cpu.CpuIsa: AVX512-BF16 and AMX, as torch
 reports them to vLLM). The exact CPU numbers the unit tests assert are those of the machine the fixtures in
 tests/data were recorded on (AMD EPYC: AVX512-BF16, no AMX), so every test plans for that machine unless it pins
 another one; a pin among the command's own VAR=value words wins over this one, which is how the live engine tests
 plan for the machine they run on (engine_boot.plan_words asks the engine's torch).
+
+Engine boots (tests/engine_boot.py says how to use them): the fixtures below are the local engine configurations
+the tests share (`plain_server`, `self_draft_server`, `hybrid_server`), each booted once while tests ask for it,
+one engine at a time. Add a configuration here rather than booting one in a test module.
+
+Markers: `engine` (boots the real local engine, or needs its venv), `models` (needs the tiny local models that
+`make models` builds: skipped without them, failed under CI); everything else runs on a fresh clone
+(`make test-fast`). Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every `engine` test joins one
+group (pytest_xdist_make_scheduler below), so they run one after another on one worker while the other worker runs
+the rest. The summary counts the
+engine boots of the session (every server log under the session's temporary folder).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from engine_boot import BOOTS, SELF_DRAFT_TOKENS, Server, free_port, models_dir
 from specbench.engines.vllm import cpu as vllm_cpu
+from specbench.engines.vllm import local as vl
+
+SHARED_SERVERS = ("plain_server", "self_draft_server", "hybrid_server")
+ENGINE_GROUP = "engine"  # the xdist group of every `engine` test
 
 
 @pytest.fixture(autouse=True)
@@ -21,3 +43,141 @@ def _pin_the_fixtures_cpu(monkeypatch):
     # plans resolve models from the bundled configs, never from a Hub the test machine may reach (specs/hub.py);
     # the Hub tests (test_plan_hub.py) lift this for their stand-in server on 127.0.0.1
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+# ------------------------------------------------------------------------------------------ shared engine boots
+
+
+@pytest.fixture(scope="session")
+def engine_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny models: $SPECBENCH_MODELS (as `make test` sets it) or a fresh folder, built there if missing."""
+    return models_dir(tmp_path_factory).resolve()
+
+
+@pytest.fixture
+def plain_server(engine_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Server:
+    """tiny-target, no speculative decoding, 1 GiB of KV space, 2,048-token context, 4 sequences."""
+    return BOOTS.server("plain", lambda: vl.LocalServerConfig(
+        model=str(engine_models / "tiny-target"), port=free_port(), max_model_len=2048, max_num_seqs=4,
+        kv_cache_space_gib=1), tmp_path_factory)
+
+
+@pytest.fixture
+def self_draft_server(engine_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Server:
+    """tiny-target drafting for itself (draft_model, k = 3: every draft token is accepted), 2,048-token context,
+    4 sequences, the default 1 GiB of KV space."""
+    target = str(engine_models / "tiny-target")
+    return BOOTS.server("self-draft", lambda: vl.LocalServerConfig(
+        model=target, port=free_port(), max_model_len=2048, max_num_seqs=4,
+        speculative=vl.DraftModelSpec.self_draft(target, SELF_DRAFT_TOKENS)), tmp_path_factory)
+
+
+@pytest.fixture
+def hybrid_server(engine_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Server:
+    """tiny-hybrid (Qwen3-Next: Gated DeltaNet + gated full attention + MoE), 2,048-token context, 2 sequences,
+    1 GiB of KV space."""
+    return BOOTS.server("hybrid", lambda: vl.LocalServerConfig(
+        model=str(engine_models / "tiny-hybrid"), port=free_port(), max_model_len=2048, max_num_seqs=2,
+        kv_cache_space_gib=1), tmp_path_factory)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_the_shared_engine() -> Iterator[None]:
+    yield
+    BOOTS.stop()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A `models` test without the tiny models skips; an `engine` test that boots its own engine gets the machine
+    to itself (the shared engine stops first)."""
+    if item.get_closest_marker("models"):
+        local_models_or_skip()
+    if item.get_closest_marker("engine") and not set(SHARED_SERVERS) & set(getattr(item, "fixturenames", ())):
+        BOOTS.stop()
+
+
+# ------------------------------------------------------------------------------------------ markers, workers
+
+
+def local_models_or_skip() -> Path:
+    """The tiny local models (`make models`): skip without them, except under CI, where `make test` builds them."""
+    from specbench.matrix.adapters import models_dir as local_models
+
+    folder = local_models()
+    if not (folder / "tiny-target" / "config.json").is_file():
+        msg = f"tiny models not built at {folder}: run `make models`"
+        if os.environ.get("CI"):
+            pytest.fail(msg + " - under CI `make test` builds them")
+        pytest.skip(msg)
+    return folder
+
+
+# `--dist loadgroup` with the `engine` tests as one group. xdist 3.8 groups by renaming a test's nodeid, which
+# pytest 9.2 ignores (a nodeid is read-only there), so the grouping is done here: each worker writes the nodeids of
+# the `engine` tests it collected to a file the controller named, and the controller's scheduler (xdist's
+# LoadScopeScheduling, whose default reordering sends the largest unit first) makes them one unit of work.
+ENGINE_TESTS_FILE = "SPECBENCH_ENGINE_TESTS_FILE"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and config.getoption("dist", "no") == "loadgroup":
+        folder = Path(tempfile.mkdtemp(prefix="specbench-engine-tests-"))
+        os.environ[ENGINE_TESTS_FILE] = str(folder / "nodeids")  # the workers inherit it
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    engine = [item.nodeid for item in items if item.get_closest_marker("engine")]
+    for item in items:
+        if item.get_closest_marker("engine"):
+            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker and os.environ.get(ENGINE_TESTS_FILE):
+        Path(f"{os.environ[ENGINE_TESTS_FILE]}.{worker}").write_text("\n".join(engine))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getoption("dist", "no") != "loadgroup" or not os.environ.get(ENGINE_TESTS_FILE):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    listed = Path(os.environ[ENGINE_TESTS_FILE])
+
+    class EngineGroupScheduling(LoadScopeScheduling):
+        """Every `engine` test in one unit (one worker, one after another), every other test a unit of its own."""
+
+        _engine: frozenset[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._engine is None:  # the workers have all collected (and written) by the time it is asked
+                self._engine = frozenset(line for f in listed.parent.glob(listed.name + ".*")
+                                         for line in f.read_text().splitlines() if line)
+            return ENGINE_GROUP if nodeid in self._engine else nodeid
+
+    return EngineGroupScheduling(config, log)
+
+
+_BOOT_LOG = re.compile(r"(^server\.log$|-boot\d+\.log$)")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """How many engines this session booted: every engine log under its temporary folder (workers included)."""
+    if hasattr(config, "workerinput"):
+        return
+    try:
+        base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return
+    logs = [p for p in base.rglob("*.log") if _BOOT_LOG.search(p.name) and _is_vllm_log(p)]
+    if logs:
+        by = sorted(str(p.relative_to(base).parent) for p in logs)
+        terminalreporter.write_line(f"engine boots this session: {len(logs)} ({', '.join(by)})")
+
+
+def _is_vllm_log(p: Path) -> bool:
+    try:
+        with p.open(errors="replace") as f:
+            return "vllm" in f.read(1 << 16).lower()
+    except OSError:
+        return False

@@ -1,4 +1,25 @@
-"""Shared helpers for the tests that boot the real local engine (vLLM's CPU build).
+"""Shared helpers for the tests that boot the real local engine (vLLM's CPU build), and the session's shared boots.
+
+A boot costs 20-80 s on a 2-core machine, so a configuration is booted once and every check runs against it:
+
+    # tests/conftest.py names each shared configuration as a fixture (plain_server, self_draft_server,
+    # hybrid_server); a test that needs one of them just asks for it:
+    @pytest.mark.engine
+    def test_my_check(self_draft_server: Server) -> None:
+        httpx.post(f"{self_draft_server.cfg.base_url}/v1/completions", ...)
+
+    # a configuration no fixture has yet: add one to tests/conftest.py, built on BOOTS
+    @pytest.fixture
+    def my_server(engine_models: Path, tmp_path_factory) -> Server:
+        return BOOTS.server("my-config", lambda: vl.LocalServerConfig(model=str(engine_models / "tiny-target"),
+                            port=free_port(), max_model_len=1024), tmp_path_factory)
+
+`BOOTS` (EngineBoots) runs one engine at a time (memory: several GB each): asking for another configuration stops
+the running one, asking for the same one again reuses it, so tests of one configuration belong in one module or
+in adjacent ones. A test that boots its own engine (a `specbench run`) is marked `engine` and asks for no shared
+server: conftest.py stops the shared one before it starts. Every test marked `engine` runs on one xdist worker
+(`make test`: `-n 2 --dist loadgroup`, conftest.py puts them in one group), so two engines never boot at once and
+the fast tests run on the other worker. The session's summary counts the boots (conftest.py).
 
 Start and stop go through `specbench.matrix.lifecycle.ServerProcess` (own process group, log to a file,
 SIGTERM then SIGKILL of the group), the same code the runner uses, instead of a Popen/killpg copy per test module.
@@ -6,12 +27,14 @@ SIGTERM then SIGKILL of the group), the same code the runner uses, instead of a 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -94,3 +117,71 @@ def wait_for(proc: ServerProcess, done: Callable[[str], bool], timeout_s: float 
             break
         time.sleep(1)
     return proc.log_text()
+
+
+# ------------------------------------------------------------------------------------------ shared boots
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running local engine: its configuration, its process (log), what readiness measured."""
+
+    cfg: vl.LocalServerConfig
+    proc: ServerProcess
+    ready: vl.ReadyInfo
+
+    def log(self) -> str:
+        return self.proc.log_text()
+
+
+@dataclass(frozen=True)
+class Boot:
+    """One boot of the session: which configuration, how long until ready (None: it never got there)."""
+
+    name: str
+    seconds: float | None
+
+
+class EngineBoots:
+    """The session's shared engines: one running at a time, each configuration booted once while it is asked for."""
+
+    def __init__(self) -> None:
+        self.boots: list[Boot] = []
+        self._name: str | None = None
+        self._server: Server | None = None
+        self._stack: contextlib.ExitStack | None = None
+        self._failed: dict[str, str] = {}
+
+    def server(self, name: str, make_cfg: Callable[[], vl.LocalServerConfig],
+               tmp_path_factory: pytest.TempPathFactory) -> Server:
+        """The running engine of configuration `name` (booted now from `make_cfg()` unless it is the one up)."""
+        if name in self._failed:
+            pytest.fail(f"shared engine {name!r} did not start earlier in this session:\n{self._failed[name]}")
+        if self._name == name and self._server is not None and self._server.proc.alive():
+            return self._server
+        self.stop()
+        venv = engine_venv_or_skip()
+        cfg = make_cfg()
+        stack = contextlib.ExitStack()
+        proc = stack.enter_context(running(cfg, venv, tmp_path_factory.mktemp(name) / "server.log"))
+        t0 = time.monotonic()
+        try:
+            ready = vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=proc.alive)
+        except vl.EngineNotReady as exc:
+            self._failed[name] = f"{exc}\n--- whole server log ---\n{proc.log_text()}"
+            self.boots.append(Boot(name, None))
+            stack.close()
+            pytest.fail(self._failed[name])
+        self.boots.append(Boot(name, time.monotonic() - t0))
+        self._name, self._server, self._stack = name, Server(cfg, proc, ready), stack
+        return self._server
+
+    def stop(self) -> None:
+        """Stop the running engine, if any (its whole process group)."""
+        stack, self._name, self._server, self._stack = self._stack, None, None, None
+        if stack is not None:
+            stack.close()
+
+
+BOOTS = EngineBoots()
+SELF_DRAFT_TOKENS = 3  # conftest.py::self_draft_server's k

@@ -1,7 +1,8 @@
 """The command table: every command is listed, and a command imports only what it needs (real CLI subprocesses).
 
-Behaviour, not timing: `specbench plan` must not load the report's matplotlib or the runner's HTTP clients. The
-timings live in benchmarks/cli_latency.py.
+Behaviour, not timing: `specbench plan` imports only the modules of PLAN_MAY_IMPORT (an allowlist: a new import on
+the plan path fails here until it is added on purpose), never the Hub client, the report's matplotlib or the
+runner's HTTP clients. The timings live in benchmarks/cli_latency.py.
 """
 
 import json
@@ -15,11 +16,24 @@ import pytest
 
 from specbench.cli import COMMANDS
 
-ALL = ["plan", "doctor", "run", "report", "export", "models"]
+ALL = ["plan", "doctor", "run", "report", "export", "models", "predict", "calibrate"]
 PLAN = ["plan", "--", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "1"]
 # Never on the plan path. (pydantic is not listed: typer itself imports it to coerce option values.)
-HEAVY = ("matplotlib", "numpy", "httpx", "aiohttp", "jinja2", "tokenizers", "safetensors",
+HEAVY = ("matplotlib", "numpy", "httpx", "httpx2", "aiohttp", "jinja2", "tokenizers", "safetensors", "huggingface_hub",
          "specbench.report", "specbench.matrix", "specbench.models_gen", "specbench.load")
+
+VLLM_PLAN = ["plan", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "32768"]
+# What a plan may import besides the standard library and what the interpreter loads before any code runs
+# (site hooks): the CLI framework (typer with rich, which typer uses to coerce option values with pydantic) and
+# packaging (engine versions); of specbench the planner's layers only (README "Where things are").
+PLAN_MAY_IMPORT = ("typer", "shellingham", "annotated_doc", "rich", "pydantic", "pydantic_core", "annotated_types",
+                   "typing_extensions", "typing_inspection", "packaging",
+                   "specbench.cli", "specbench.commands.plan", "specbench.plan", "specbench.engines", "specbench.specs",
+                   "specbench.logs", "specbench.contracts", "specbench.planfmt", "specbench.redact", "specbench.errors")
+PLAN_MAY_IMPORT_PACKAGES = ("specbench", "specbench.commands")  # the packages themselves (their __init__ is empty)
+# ... and of the planner's layers not these: the runner's launchers and clients, the Hub client's module
+PLAN_MUST_NOT_IMPORT = ("specbench.engines.vllm.launch", "specbench.engines.vllm.local", "specbench.engines.sglang.launch",
+                        "specbench.engines.openai.server", "specbench.engines.prometheus", "huggingface_hub")
 
 PROBE = textwrap.dedent("""
     import json, sys
@@ -46,6 +60,24 @@ def _modules_after(tmp_path, argv: list[str]) -> tuple[int, list[str]]:
     assert out.exists(), r.stderr
     data = json.loads(out.read_text())
     return data["code"], data["modules"]
+
+
+def _startup_modules() -> set[str]:
+    """What this interpreter has loaded before any code runs (site hooks such as setuptools' _distutils_hack)."""
+    r = subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    return set(json.loads(r.stdout))
+
+
+def _not_allowed(modules: list[str]) -> list[str]:
+    start, std = _startup_modules(), set(sys.stdlib_module_names)
+    std |= {m for m in modules if m.startswith("_sysconfigdata_")}  # sysconfig's per-platform data module
+
+    def under(m: str, roots: tuple[str, ...]) -> bool:
+        return any(m == r or m.startswith(r + ".") for r in roots)
+
+    return [m for m in modules if m not in start and m.split(".")[0] not in std and m not in PLAN_MAY_IMPORT_PACKAGES
+            and (not under(m, PLAN_MAY_IMPORT) or under(m, PLAN_MUST_NOT_IMPORT))]
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -77,6 +109,14 @@ def test_an_unknown_command_is_a_usage_error_with_a_suggestion():
     assert "No such command 'plna'" in r.stderr and "'plan'" in r.stderr
 
 
+@pytest.mark.parametrize("argv", [PLAN, VLLM_PLAN], ids=["sglang", "vllm-json"])
+def test_plan_imports_only_its_allowlist(tmp_path, argv):
+    code, modules = _modules_after(tmp_path, argv)
+    assert code == 0
+    assert "specbench.commands.plan" in modules
+    assert _not_allowed(modules) == []
+
+
 def test_plan_loads_no_report_runner_or_numeric_stack(tmp_path):
     code, modules = _modules_after(tmp_path, PLAN)
     assert code == 0
@@ -91,4 +131,4 @@ def test_help_loads_no_command_implementation(tmp_path):
     code, modules = _modules_after(tmp_path, ["--help"])
     assert code == 0
     assert _heavy(modules) == []
-    assert not any(m.startswith(("specbench.plan", "specbench.engines", "specbench.logs")) for m in modules)
+    assert not any(m.startswith(("specbench.plan", "specbench.engines", "specbench.logs", "specbench.doctor")) for m in modules)

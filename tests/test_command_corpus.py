@@ -29,38 +29,39 @@ COMMIT = "0" * 40
 GPUS = {"A100": "A100 80GB", "H100": "H100 80GB", "H100 80GB HBM3": "H100 80GB", "H20": "H20", "8x H20": "H20",
         "B200": "B200", "4xB200": "B200", "H200": "H200"}
 
-# the verdict of each command as planned here ("no config": the model, or its drafter, has no public config copy)
+# the verdict of each command as planned here ("no config": the model, or its drafter, has no public config copy and
+# no bundled stand-in; quantized / renamed checkpoints and published drafters plan on a stand-in: specs/standin.py)
 VERDICT = {
     "vllm-gpt-oss-20b-a100": "ok", "vllm-gpt-oss-120b-tp2": "ok", "vllm-gpt-oss-120b-eval-tp8-underscore-flag": "ok",
     "vllm-gpt-oss-120b-rocm-cc-dotted-flags": "ok", "vllm-gpt-oss-120b-h100-known-limitation-fails": "ok",
     "vllm-qwen3-next-80b-tp4": "ok", "vllm-qwen3-next-80b-mtp-spec-config": "ok",
-    "vllm-qwen3-next-80b-fp8-env-prefixed": "no config", "vllm-qwen3-next-80b-long-ctx-env": "ok",
+    "vllm-qwen3-next-80b-fp8-env-prefixed": "ok", "vllm-qwen3-next-80b-long-ctx-env": "ok",
     "vllm-qwen3.6-35b-a3b-tp8": "ok", "vllm-qwen3.6-35b-a3b-tp8-mtp": "ok",
     "vllm-qwen3.5-397b-docker-positional-model": "ok", "vllm-qwen3.5-35b-a3b-cpu-docker-model-flag": "ok",
-    "vllm-qwen3.5-397b-nvfp4-dp4-ep": "fails", "vllm-qwen3.5-397b-fp8-tp8-mtp": "no config",
+    "vllm-qwen3.5-397b-nvfp4-dp4-ep": "fails", "vllm-qwen3.5-397b-fp8-tp8-mtp": "ok",
     "vllm-qwen3-235b-rocm-env-prefixed": "fails", "vllm-qwen3-235b-fp8-rocm-env-prefixed": "ok",
-    "vllm-nemotron3-nano-bf16-262k": "ok", "vllm-deepseek-r1-0528-tp8-ep": "no config",
-    "vllm-deepseek-r1-0528-dp8-ep": "no config", "vllm-deepseek-r1-fp4-cuda-visible-devices": "no config",
+    "vllm-nemotron3-nano-bf16-262k": "ok", "vllm-deepseek-r1-0528-tp8-ep": "ok",
+    "vllm-deepseek-r1-0528-dp8-ep": "ok", "vllm-deepseek-r1-fp4-cuda-visible-devices": "ok",
     # dp8-ep: the recipe's own command; with --enable-expert-parallel each of the 8 ranks holds 1/8 of the experts
     # (engines/vllm/expert_parallel.py), it was "fails" while the planner gave every DP rank all of them
     "vllm-minimax-m2.7-tp4": "ok", "vllm-minimax-m2.7-dp8-ep": "ok", "vllm-minimax-m2.7-docker-tp4": "ok",
     "vllm-kimi-k2-thinking-tp8-h200": "fails", "vllm-kimi-k2-thinking-tp8-dcp8-h200": "fails",
     "vllm-qwen3.8-27b-unsloth-nvfp4-tp2-rtx5090": "no config",
     "vllm-qwen3.8-27b-inferact-nvfp4-rtx5090-enforce-eager": "no config", "vllm-falcon-h1-1b-tp2-dp1": "no config",
-    "vllm-gpt-oss-120b-api-server-tp2": "ok", "vllm-qwen3-coder-30b-fp8-pp2-mixed-gpus-fails": "no config",
+    "vllm-gpt-oss-120b-api-server-tp2": "ok", "vllm-qwen3-coder-30b-fp8-pp2-mixed-gpus-fails": "ok",
     "vllm-gpt-oss-120b-h100-v0.11.2-85k-ok": "shell variable", "vllm-gpt-oss-120b-h100-v0.14.1-oom": "shell variable",
     "sglang-qwen3-next-80b-tp4-model-alias": "ok", "sglang-qwen3-next-80b-nextn-speculative-algo-abbrev": "ok",
     "sglang-qwen3-next-80b-thinking-tp8": "ok", "sglang-qwen3-next-80b-1m-context-env-prefixed": "ok",
     "sglang-serve-qwen3.5-397b-nextn-algo-abbrev": "ok", "sglang-qwen3.5-397b-cuda-ipc-env": "ok",
     "sglang-qwen3.5-397b-amd-aiter-triton": "ok", "sglang-gpt-oss-120b-tp8-reasoning": "ok",
     "sglang-gpt-oss-120b-tool-server-tp2": "ok", "sglang-gpt-oss-120b-tp2-dp4-h20": "ok",
-    "sglang-nemotron3-nano-bf16-max-running-1024": "ok", "sglang-nemotron3-nano-fp8-max-running-1024": "no config",
-    "sglang-qwen3-235b-a22b-instruct-2507-tp8": "no config", "sglang-serve-llama-3.1-405b-tp8": "no config",
-    "sglang-qwen3-30b-a3b-2507-eagle3-specforge-tp4": "no config", "sglang-qwen3-8b-eagle3-angelslim-b200": "no config",
-    "sglang-qwen3-8b-dflash-b16-b200": "no config", "sglang-qwen3-coder-30b-a3b-dflash": "no config",
-    "sglang-qwen3-8b-eagle3-mem-fraction-abbrev-a800": "no config",
+    "sglang-nemotron3-nano-bf16-max-running-1024": "ok", "sglang-nemotron3-nano-fp8-max-running-1024": "ok",
+    "sglang-qwen3-235b-a22b-instruct-2507-tp8": "ok", "sglang-serve-llama-3.1-405b-tp8": "ok",
+    "sglang-qwen3-30b-a3b-2507-eagle3-specforge-tp4": "ok", "sglang-qwen3-8b-eagle3-angelslim-b200": "ok",
+    "sglang-qwen3-8b-dflash-b16-b200": "ok", "sglang-qwen3-coder-30b-a3b-dflash": "no config",
+    "sglang-qwen3-8b-eagle3-mem-fraction-abbrev-a800": "ok",
     "sglang-qwen3-4b-eagle3-angelslim-mem-fraction-abbrev-fails": "no config",
-    "sglang-qwen3-30b-a3b-eagle3-angelslim": "no config",
+    "sglang-qwen3-30b-a3b-eagle3-angelslim": "ok",  # the drafter on its target's SpecForge template
     "sglang-docker-deepseek-r1-tp16-2node-disable-radix-abbrev": "ok",
     "trtllm-serve-gpt-oss-120b-tp8-ep8": "unsupported", "trtllm-serve-deepseek-r1-fp4-tp8-ep2": "unsupported",
 }
@@ -155,7 +156,9 @@ def test_each_command_plans_to_its_verdict(cid):
     p = _plan(e)
     assert p["engine"] == e["engine"] and p["status"] == VERDICT[cid]
     assert p["tp"] == (e["tp"] if "-dp" not in e["command"] else p["tp"])
-    assert p["model_source"] == ("hf cache" if is_repo_id(e["model"]) else "config file")
+    # a model with no public config copy is planned on a bundled stand-in (specs/standin.py), which says so
+    want = "bundled (offline fallback)" if p["model_stand_in"] else ("hf cache" if is_repo_id(e["model"]) else "config file")
+    assert p["model_source"] == want
 
 
 @pytest.mark.parametrize("cid", list(STATED))

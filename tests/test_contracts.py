@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from specbench.contracts import BudgetRow, DiagnosisSummary, Fix, PlanResult, SglangTpRow, StartupWarning, VllmTpRow
-from specbench.logs.diff import diff
-from specbench.logs.doctor import diagnose_file
+from specbench.doctor.diff import diff
+from specbench.doctor.doctor import diagnose_file
 from specbench.logs.facts import LogFacts
 from specbench.plan.api import PlanOptions, plan_command
 

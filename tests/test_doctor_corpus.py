@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.logs.diff import diff
-from specbench.logs.doctor import diagnose_file, diagnose_text
+from specbench.doctor.diff import diff
+from specbench.doctor.doctor import diagnose_file, diagnose_text
 from specbench.logs.normalize import normalize
 
 CORPUS = Path(__file__).parent / "data" / "doctor_corpus"
@@ -86,15 +86,21 @@ def test_vllm_caps_carry_the_engines_numbers():
 
 
 def test_text_output_says_started_but_capped():
+    """A real cap (SGLang's Mamba cap) reads "started, but capped"; a routine padding line (issue 27) is shown as a
+    note and never called a cap."""
     from io import StringIO
 
     from rich.console import Console
 
     from specbench.commands.doctor import render_diagnosis
     buf = StringIO()
+    d = diagnose_file(str(CORPUS / "001-sglang-mamba-cap-dgx-spark.log"), with_fixes=False)
+    render_diagnosis(d, "x.log", Console(file=buf, width=200))
+    assert "started, but capped" in buf.getvalue() and "mamba_cap" in buf.getvalue()
+    buf = StringIO()
     d = diagnose_file(str(CORPUS / "032-vllm-tp2-padding-layers-warning.log"), with_fixes=False)
     render_diagnosis(d, "x.log", Console(file=buf, width=200))
-    assert "started, but capped" in buf.getvalue() and "kv_padding_layers" in buf.getvalue()
+    assert "capped" not in buf.getvalue() and "kv_padding_layers" in buf.getvalue()
 
 
 @pytest.mark.parametrize("model_path,resolved", [("/models/Qwen3.6-27B", True), ("/models/private-27b-x", False)])
@@ -144,7 +150,7 @@ def test_diff_never_calls_the_healthy_side_failed():
 def test_plan_and_doctor_read_a_server_folder_path_alike():
     """A log's `/models/gpt-oss-20b` (a folder on the server, not here): the doctor and `plan` both take the bundled
     config by its basename (specs/resolve.py::_bundled_match), and plan says so in model_notes."""
-    from specbench.engines.sglang.logrules import model_source
+    from specbench.logs.launch_model import model_source
     from specbench.plan.api import PlanOptions, plan_command
 
     assert model_source({"model_path": "/models/gpt-oss-20b"}) == "openai__gpt-oss-20b"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.logs.diff import diff
-from specbench.logs.doctor import diagnose_file, facts_for_plan
+from specbench.doctor.diff import diff
+from specbench.doctor.doctor import diagnose_file, facts_for_plan
 
 INC = Path(__file__).parent / "data" / "incident"
 WORKING, FAILING = str(INC / "working.log"), str(INC / "failing.log")
@@ -174,7 +174,7 @@ def test_vllm_diff_names_the_utilization_change():
             f"consumed memory (weights + non-torch), 4.12 GiB for peak activation, and 0.55 GiB for CUDAGraph memory. "
             f"Current kv cache memory in use is {kv} GiB.",
         ])
-    from specbench.logs.doctor import diagnose_text
+    from specbench.doctor.doctor import diagnose_text
     left = diagnose_text(boot(0.9, 51.63), with_fixes=False)
     right = diagnose_text(boot(0.8, 43.71), with_fixes=False)
     r = diff(left, right)
@@ -197,7 +197,7 @@ def test_journalctl_dump_of_a_restarting_service():
 
 def test_kv_dtype_inconsistency_is_flagged():
     """The working log relaunched 'with fp8 KV' but still printing bf16 sizes: K = 16·(N+1)·4·256·itemsize."""
-    from specbench.logs.doctor import diagnose_text
+    from specbench.doctor.doctor import diagnose_text
     text = (INC / "working.log").read_text().replace("kv_cache_dtype='auto'", "kv_cache_dtype='fp8_e4m3'")
     notes = " ".join(diagnose_text(text, with_fixes=False).notes)
     assert "K size 2.66 GiB for 87,061 tokens is a bf16/fp16 KV cache" in notes and "fp8_e4m3" in notes
@@ -206,7 +206,7 @@ def test_kv_dtype_inconsistency_is_flagged():
 
 
 def test_memory_in_use_before_load_is_flagged():
-    from specbench.logs.doctor import diagnose_text
+    from specbench.doctor.doctor import diagnose_text
     text = (INC / "failing.log").read_text().replace("Load weight begin. avail mem=94.24 GB",
                                                      "Load weight begin. avail mem=60.41 GB")
     notes = " ".join(diagnose_text(text, gpu="RTX PRO 6000", with_fixes=False).notes)
@@ -238,8 +238,8 @@ def test_scratch_rule_follows_the_printed_version():
     """<= 0.5.12 takes p·mrr·D before the split; 0.5.13+ solves jointly (research §9). Version line beats arg names."""
     from dataclasses import replace
 
+    from specbench.doctor.reading import parse_text
     from specbench.engines.sglang import logrules as er
-    from specbench.logs.parse import parse_text
     f = parse_text((INC / "working.log").read_text())
     assert f.engine_version is None and er.scratch_before_split(f)  # from the argument names
     assert er.scratch_before_split(replace(f, engine_version="0.5.12.post1"))

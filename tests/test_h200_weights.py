@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.logs.parse import parse_text
+from specbench.doctor.reading import parse_text
 from specbench.plan.api import PlanOptions, plan_command
 from specbench.specs.resolve import load_model_spec
 from specbench.specs.weights import (

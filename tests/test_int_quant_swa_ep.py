@@ -206,12 +206,22 @@ def test_vllm_expert_parallel_places_whole_experts():
     assert ep["unknown_flags"] == []
 
 
-def test_nemotron_h_hf_quant_config_without_exclude_modules_is_the_engines_keyerror():
-    """The first Super FP8 boot died with `KeyError: 'exclude_modules'` (the bundled hf_quant_config.json has no
-    such key; weight_utils.py::get_quant_config@0.5.15.post1 remaps it for NemotronH); the folder with the key booted
-    (tests/data/sglang-0.5.15.post1/super120b_fp8_x_mrr8.log). Other classes do not index it."""
-    bare = _plan(L + "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8 --attention-backend flashinfer")
+def test_nemotron_h_hf_quant_config_without_exclude_modules_is_the_engines_keyerror(tmp_path):
+    """The first Super FP8 boot died with `KeyError: 'exclude_modules'` (a folder holding the bundled, trimmed
+    hf_quant_config.json, which has no such key; weight_utils.py::get_quant_config@0.5.15.post1 remaps it for
+    NemotronH); the folder with the key booted (tests/data/sglang-0.5.15.post1/super120b_fp8_x_mrr8.log). Other classes
+    do not index it. The bundled name itself is planned as the published checkpoint, which carries the list."""
+    from specbench.specs.resolve import bundled_dir
+
+    src = bundled_dir() / "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8"
+    folder = tmp_path / "NVIDIA-Nemotron-3-Super-120B-A12B-FP8"
+    folder.mkdir()
+    (folder / "config.json").write_text(src.with_suffix(".json").read_text())
+    (folder / "hf_quant_config.json").write_text(src.with_name(src.name + "__hf_quant_config.json").read_text())
+    bare = _plan(L + str(folder) + " --attention-backend flashinfer")
     assert bare["status"] == "fails" and bare["error"].startswith("KeyError: 'exclude_modules'")
+    named = _plan(L + "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8 --attention-backend flashinfer")
+    assert named["status"] == "ok" and any("trimmed copy" in n for n in named["model_notes"])
     listed = _plan(L + str(QC / "nemotron3_super_fp8") + " --attention-backend flashinfer")
     assert listed["status"] == "ok"
     assert _plan(L + "nvidia/Qwen3-32B-NVFP4")["status"] == "ok"

@@ -1,42 +1,33 @@
 """The load generator against the real local engine (vLLM CPU build, tiny-target as its own draft).
 
-One boot for the module. What only a real engine can check: the prompts' exact lengths as the engine's
+On the shared self-draft boot (conftest.py::self_draft_server, up already after test_engine_vllm_cpu.py). What
+only a real engine can check: the prompts' exact lengths as the engine's
 own tokenizer and chat template count them (`usage.prompt_tokens`), the context clamp against the
 engine's real limit, and the spec-decode counters' accept length.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from engine_boot import engine_venv_or_skip, free_port, models_dir, running, wait_ready
-from specbench.engines.vllm import local as vl
+from engine_boot import SELF_DRAFT_TOKENS, Server
 from specbench.load.client import LoadSpec, run_load
 from specbench.load.metrics import aggregate, spec_delta
 from specbench.load.prompts import CONTEXT_MARGIN, ChatTokenizer, build_prompts, clamp_lengths
 
 pytestmark = pytest.mark.engine
 MAX_LEN = 2048
-NUM_SPEC = 3
+NUM_SPEC = SELF_DRAFT_TOKENS
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
-    venv = engine_venv_or_skip()
-    models = Path(os.environ.get("SPECBENCH_MODELS") or vl.repo_root() / ".cache" / "models")
-    if not (models / "tiny-target" / "config.json").is_file():
-        models = models_dir(tmp_path_factory, names=("tiny-target",))
-    target = str((models / "tiny-target").resolve())
-    cfg = vl.LocalServerConfig(model=target, port=free_port(), max_model_len=MAX_LEN, max_num_seqs=4,
-                               speculative=vl.DraftModelSpec.self_draft(target, NUM_SPEC))
-    with running(cfg, venv, tmp_path_factory.mktemp("engine") / "server.log") as proc:
-        wait_ready(proc, cfg)
-        yield cfg.base_url, cfg.served_name, Path(target)
+@pytest.fixture
+def engine(self_draft_server: Server) -> tuple[str, str, Path]:
+    cfg = self_draft_server.cfg
+    assert cfg.max_model_len == MAX_LEN
+    return cfg.base_url, cfg.served_name, Path(cfg.model)
 
 
 def test_exact_chat_and_text_prompt_lengths_as_the_engine_counts(engine: tuple[str, str, Path]) -> None:

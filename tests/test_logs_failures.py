@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.logs.doctor import diagnose_text
+from specbench.doctor.doctor import diagnose_text
 
 TB = "Traceback (most recent call last):\n  File \"/x/scheduler.py\", line 1, in run_scheduler_process\n    main()\n"
 BOOT = ("[2026-11-20 14:02:22 TP0] Load weight begin. avail mem=94.24 GB\n"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from specbench.logs.doctor import diagnose_text
+from specbench.doctor.doctor import diagnose_text
+from specbench.doctor.reading import parse_text
 from specbench.logs.normalize import normalize
-from specbench.logs.parse import parse_text
 from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
 
 HERE = Path(__file__).parent
@@ -230,6 +231,11 @@ def test_recorded_vllm_cpu_boots_match_the_servers_own_report(path: Path):
     assert f.device == "cpu"  # "Explicitly set ... GiB for KV cache on node" / "CPU KV cache size"
     if head.get("outcome", "").startswith("failed"):
         assert d.status == "failed" and d.failure is not None and d.failure.boot_failure
+        return
+    if head.get("outcome") == "sized":  # stopped once sized (record_boot --until-sized): no server report to compare
+        cap = re.search(r"CPU KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens", text)
+        assert cap and f.kv_tokens == int(cap.group(1).replace(",", ""))
+        assert f.max_concurrency_tokens == int(cap.group(2).replace(",", "")) == f.server_args["max_model_len"]
         return
     info = json.loads(head["server_info"])
     assert f.engine_version == info["version"]

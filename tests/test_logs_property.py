@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench.logs.diff import diff
-from specbench.logs.doctor import diagnose_text
+from specbench.doctor.diff import diff
+from specbench.doctor.doctor import diagnose_text
+from specbench.doctor.reading import parse_text
 from specbench.logs.normalize import normalize
-from specbench.logs.parse import parse_text
 
 HERE = Path(__file__).parent
 REAL_LINES: list[str] = []

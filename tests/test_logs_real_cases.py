@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from specbench.logs.budget import budget_rows
-from specbench.logs.doctor import diagnose_text
+from specbench.doctor.doctor import budget_rows, diagnose_text
 from specbench.logs.facts import LogFacts
 
 # a copy of ../shared/data/real-logs-dev.json kept with the tests (CI reads only the project's files)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from specbench.logs.doctor import diagnose_text
+from specbench.doctor.doctor import diagnose_text
 
 RECORDED = sorted((Path(__file__).parent / "data").glob("sglang-*/*.log"))
 
@@ -77,8 +77,8 @@ def _need(*paths: Path) -> None:
 def test_incident_reproduced_on_a_real_engine_is_diffed():
     """The incident on a real SGLang 0.5.12.post1 H200 boot (mem fraction 0.507 to land on K = 2): the diff names
     max_running_requests 4 -> 8 and checks the reservation against the two logs' own pool sizes."""
-    from specbench.logs.diff import diff
-    from specbench.logs.doctor import diagnose_file
+    from specbench.doctor.diff import diff
+    from specbench.doctor.doctor import diagnose_file
 
     ok, bad = V0512 / "q36_27b_mrr4_mf507_df16_eb05.log", V0512 / "q36_27b_mrr8_mf507_df16_eb05.log"
     _need(ok, bad)
@@ -97,8 +97,8 @@ def test_incident_reproduced_on_a_real_engine_is_diffed():
 
 
 def test_incident_without_the_model_config_estimates_p_from_the_log():
+    from specbench.doctor.doctor import diagnose_file
     from specbench.engines.sglang import logrules as er
-    from specbench.logs.doctor import diagnose_file
 
     ok = V0512 / "q36_27b_mrr4_mf507_df16_eb05.log"
     _need(ok)
@@ -109,7 +109,7 @@ def test_incident_without_the_model_config_estimates_p_from_the_log():
 
 def test_kv_capacity_message_that_is_really_the_mamba_cap():
     """SGLang 0.5.15 says 'reduced ... due to the available KV cache capacity' when the Mamba cap K // ρ bit."""
-    from specbench.logs.doctor import diagnose_file
+    from specbench.doctor.doctor import diagnose_file
 
     path = V0515 / "q36_27b_mrr8_df16_eb.log"
     _need(path)
@@ -119,7 +119,7 @@ def test_kv_capacity_message_that_is_really_the_mamba_cap():
 
 
 def test_unsupported_backend_assertion():
-    from specbench.logs.doctor import diagnose_file
+    from specbench.doctor.doctor import diagnose_file
 
     path = V0515 / "nano30b_mrr8.log"
     _need(path)
@@ -149,7 +149,7 @@ def test_incident_fixtures_are_in_the_real_0512_format():
 
 
 def test_mtp_draft_memory_returned_after_sizing():
-    from specbench.logs.doctor import diagnose_file
+    from specbench.doctor.doctor import diagnose_file
 
     path = V0515 / "q36_27b_mrr16_mf85_mtp.log"
     _need(path)
@@ -162,7 +162,7 @@ def test_mtp_draft_memory_returned_after_sizing():
 
 def test_run_logs_runtime_lines():
     """The H200 `specbench run` fixture: MTP server with dummy weights logs accept len 1.00 on every decode line."""
-    from specbench.logs.doctor import diagnose_file
+    from specbench.doctor.doctor import diagnose_file
 
     logs = sorted((DATA / "h200-run-sglang-0.5.15.post1").glob("*-boot1.log"))
     if not logs:

@@ -134,14 +134,23 @@ def test_a_ctrl_c_during_the_stop_grace_period_kills_the_group_at_once(tmp_path:
     import signal
     import threading
 
-    p = _proc(tmp_path, "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    # the engine says when the SIGTERM reached it (and ignores it): the Ctrl-C is sent on that line, an event, so
+    # it lands inside the 300 s grace period however slow the machine is
+    p = _proc(tmp_path, "import os, signal, time\n"
+                        "signal.signal(signal.SIGTERM, lambda *a: os.write(1, b'ignored SIGTERM\\n'))\n"
                         "print('up', flush=True)\ntime.sleep(600)\n").start()
     while "up" not in p.log_text():
         time.sleep(0.05)
-    # the Ctrl-C arrives (as SIGINT to this process) one second into a 300 s grace period
-    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+
+    def ctrl_c_once_terminated() -> None:
+        deadline = time.monotonic() + 120
+        while "ignored SIGTERM" not in p.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=ctrl_c_once_terminated)
+    sender.start()
     how = p.stop(grace_s=300)
-    timer.join()
+    sender.join()
     assert p.stop_interrupted and how.startswith("SIGKILL")
     assert not p.group_alive()

@@ -130,7 +130,7 @@ def test_matrix_values_stay_single_argv_words() -> None:
     text = BASE.replace('draft_model = "z-lab/draft"', 'draft_model = "z lab/draft; rm -rf /tmp/x"')
     spec = parse_matrix(text)
     tuples, _ = expand(spec)
-    launch = adapter_for(spec).launch(spec, tuples[1].settings)
+    launch = adapter_for(spec).launch(spec.target(), tuples[1].settings)
     i = launch.argv.index("--speculative-draft-model-path")
     assert launch.argv[i + 1] == "z lab/draft; rm -rf /tmp/x"
     assert launch.argv[launch.argv.index("--host") + 1] == "127.0.0.1"
@@ -140,7 +140,7 @@ def test_sglang_argv_replaces_flags_of_the_base_command() -> None:
     text = BASE.replace('"Qwen/Qwen3.6-27B"]', '"Qwen/Qwen3.6-27B", "--tp", "2", "--port=1234"]')
     spec = parse_matrix(text)
     tuples, _ = expand(spec)
-    argv = adapter_for(spec).launch(spec, tuples[3].settings).argv
+    argv = adapter_for(spec).launch(spec.target(), tuples[3].settings).argv
     assert "--tp" not in argv and "--port=1234" not in argv
     assert argv[argv.index("--tp-size") + 1] == "4"
     assert argv[argv.index("--port") + 1] == "30000"
@@ -191,7 +191,7 @@ def test_vllm_argv_and_env_axes() -> None:
     assert [t.label for t in tuples[:6]] == ["ar", "ar", "eagle3-k2", "eagle3-k2", "eagle3-k4", "eagle3-k4"]
     adapter = adapter_for(spec)
     spec_tuple = next(t for t in tuples if t.label == "eagle3-k4" and t.tp == 2)
-    launch = adapter.launch(spec, spec_tuple.settings)
+    launch = adapter.launch(spec.target(), spec_tuple.settings)
     argv = launch.argv
     assert "-tp" not in argv and argv[argv.index("--tensor-parallel-size") + 1] == "2"
     assert argv.count("--max-num-seqs") == 1 and argv[argv.index("--max-num-seqs") + 1] == "64"
@@ -203,7 +203,7 @@ def test_vllm_argv_and_env_axes() -> None:
     assert cfg == {"method": "eagle3", "model": "org/eagle3-draft", "num_speculative_tokens": 4}
     assert argv[argv.index("--host") + 1] == "0.0.0.0"
     assert launch.env["VLLM_LOGGING_LEVEL"] in ("INFO", "DEBUG")
-    ar = adapter.launch(spec, tuples[0].settings).argv
+    ar = adapter.launch(spec.target(), tuples[0].settings).argv
     assert "--speculative-config" not in ar
 
 

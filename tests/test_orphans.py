@@ -4,19 +4,23 @@ never a foreign process named by a crafted or stale store record (#18: pid, star
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 
+from specbench.matrix.identity import MARK_ENV, new_mark
 from specbench.matrix.orphans import active_record, reap_one
 
 
-def _group(*words: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *words], start_new_session=True)
+def _group(*words: str, mark: str | None = None) -> subprocess.Popen[bytes]:
+    env = {**os.environ, MARK_ENV: mark} if mark else None  # a runner's server carries its mark (identity.py)
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *words], start_new_session=True,
+                            env=env)
 
 
 def test_the_recorded_server_group_is_stopped() -> None:
-    p = _group("--port", "1234")
+    p = _group("--port", "1234", mark=new_mark())
     try:
         time.sleep(0.2)
         rec = active_record(p.pid, [sys.executable, "-c", "import time; time.sleep(60)", "--port", "1234"], "srv-x")

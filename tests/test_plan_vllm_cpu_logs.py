@@ -65,6 +65,17 @@ def launch_words(h: dict[str, str]) -> list[str]:
     return shlex.split(h[env_key]) + shlex.split(h["command"])
 
 
+def recorded_launch(name: str) -> tuple[list[str], str]:
+    """A recorded boot's launch as a user would paste it, led by the recording machine's CPU pins (as the live tests
+    lead with this machine's, engine_boot.plan_words), and the whole log."""
+    text = (LOG_DIR / f"{name}.log").read_text(errors="replace")
+    h = header(text)
+    amx = re.search(r"amx_tile=([01])", h.get("cpu (torch, as vLLM asks it)", ""))
+    pins = [f"{vllm_cpu.AVX512_BF16_ENV}={int(recorded_cpu(h, text))}",
+            f"{vllm_cpu.AMX_ENV}={amx.group(1) if amx else 0}"]
+    return pins + launch_words(h), text
+
+
 @pytest.fixture(scope="module")
 def models_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("boots")

@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -69,7 +68,9 @@ def test_a_second_ctrl_c_during_the_stop_grace_period_kills_the_engine(tmp_path:
         wait(lambda: served(port) >= 2, 60, "the cell under way")
         proc.send_signal(signal.SIGINT)
         wait(lambda: rows(store, "SELECT 1 FROM cells WHERE reason LIKE 'interrupted%'"), 30, "the first Ctrl-C")
-        time.sleep(1.0)  # the runner is now in the stop's grace period (SIGTERM sent, ignored)
+        # the runner is in the stop's grace period once the engine says it ignored the SIGTERM (an event, not a guess)
+        wait(lambda: any("ignored SIGTERM" in f.read_text() for f in (tmp_path / "r-logs").glob("*.log")), 60,
+             "the SIGTERM to reach the engine")
         assert pid_alive(pgid)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)  # far inside the 120 s grace period

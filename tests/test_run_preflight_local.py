@@ -18,7 +18,7 @@ def _launch(settings=None):
     ad = adapter_for(spec)
     st = S.expand(spec)[0][0]
     try:
-        launch = ad.launch(spec, dict(settings or st.settings))
+        launch = ad.launch(spec.target(), dict(settings or st.settings))
     except UserError as exc:  # engine venv or tiny models absent (make test installs both)
         if os.environ.get("CI"):
             raise

@@ -28,7 +28,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench.cli import app
-from specbench.logs.doctor import parse_raw
+from specbench.doctor.doctor import parse_raw
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = sorted(DATA.glob("sglang-0.5.1*/*.log"))

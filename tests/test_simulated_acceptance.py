@@ -84,6 +84,7 @@ def test_vllm_cpu_build_is_refused_as_the_engine_refuses_it() -> None:
     assert "cpu_triton_utils.py::_rejection_greedy_sample_kernel_impl@0.32.0" in s.source
 
 
+@pytest.mark.models  # the dry run resolves the local engine's tiny-target folder
 def test_a_local_engine_matrix_with_it_is_refused_at_dry_run(tmp_path: Path) -> None:
     m = tmp_path / "m.toml"
     m.write_text('engine = "local"\nmodel = "tiny-target"\n[[server.spec]]\nalgorithm = "ngram"\n'

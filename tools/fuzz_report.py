@@ -1,6 +1,12 @@
 """Run the fuzz strategies (tests/fuzz/strategies.py) through the real CLI and print the category table.
 
-    PYTHONPATH=src .venv/bin/python tools/fuzz_report.py [--n 130] [--only config,logs] [--show 5] [--seed 0]
+    PYTHONPATH=src .venv/bin/python tools/fuzz_report.py [--strategy hostile|plausible|all] [--n 130]
+        [--only config,logs] [--show 5] [--seed 0]
+
+Two strategies: `hostile` (tests/fuzz/strategies.py: garbage values, broken files) and `plausible`
+(tests/fuzz/plausible.py: what an operator writes by mistake: valid TOML with one wrong type or unit, real configs
+and commands with one field changed, logs of other releases, CRLF / ANSI / multi-rank / cut / gzip logs, stores
+with one field changed).
 
 Each example runs in a forked child with a memory cap and a timeout (tests/fuzz/harness.py) and is classified as
 a one-line error, correct handling, traceback, hang or silent wrong result. Exit status 1 when any example is a
@@ -21,7 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 from fuzz.harness import run_case  # noqa: E402
-from fuzz.strategies import CATEGORIES  # noqa: E402
+from fuzz.plausible import PLAUSIBLE  # noqa: E402
+from fuzz.strategies import CATEGORIES as HOSTILE  # noqa: E402
+
+STRATEGIES = {"hostile": HOSTILE, "plausible": PLAUSIBLE, "all": {**HOSTILE, **PLAUSIBLE}}
+CATEGORIES = STRATEGIES["all"]
 
 
 def run_category(name: str, n: int, seed: int) -> tuple[Counter[str], list[str]]:
@@ -43,12 +53,14 @@ def run_category(name: str, n: int, seed: int) -> tuple[Counter[str], list[str]]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=120, help="examples per category (default 120: 600 in all)")
+    ap.add_argument("--strategy", choices=sorted(STRATEGIES), default="hostile")
+    ap.add_argument("--n", type=int, default=120, help="examples per category (default 120: 600 hostile, 720 "
+                                                       "plausible)")
     ap.add_argument("--only", default="", help="comma-separated categories")
     ap.add_argument("--show", type=int, default=10, help="failing examples to print per category")
     ap.add_argument("--seed", type=int, default=0, help="0: the same examples every run")
     a = ap.parse_args()
-    names = [c for c in (a.only.split(",") if a.only else CATEGORIES)]
+    names = [c for c in (a.only.split(",") if a.only else STRATEGIES[a.strategy])]
     rows, problems, t0 = [], [], time.monotonic()
     for name in names:
         counts, bad = run_category(name, a.n, a.seed)

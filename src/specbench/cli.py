@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "report": "specbench.commands.report",
     "export": "specbench.commands.report",
     "models": "specbench.commands.models",
+    "predict": "specbench.commands.predict",
+    "calibrate": "specbench.commands.calibrate",
 }
 
 
@@ -95,6 +97,12 @@ def _root() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes become one line on stderr and exit status 2."""
+    from specbench import redact
+
+    # every line any command prints goes through the one redaction rule set (redact.py), the secrets of its own
+    # command line (`plan -- ... --api-key X`) learnt first
+    redact.learn(sys.argv if argv is None else argv)
+    sys.stdout, sys.stderr = redact.RedactingStream(sys.stdout), redact.RedactingStream(sys.stderr)
     try:
         app(args=argv, prog_name="specbench")
     except UserError as exc:

@@ -65,13 +65,15 @@ class Fix:
 
     change: Mapping[str, Any]
     result: FixResult
+    extra: Mapping[str, Any] = field(default_factory=dict)  # the doctor's `source`, `why`, `kind` (docs/contracts.md)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Fix:
-        return cls(change=_frozen(d["change"]), result=FixResult.from_json(d["result"]))
+        return cls(change=_frozen(d["change"]), result=FixResult.from_json(d["result"]),
+                   extra=_frozen({k: v for k, v in d.items() if k not in ("change", "result")}))
 
     def to_json(self) -> dict[str, Any]:
-        return {"change": dict(self.change), "result": self.result.to_json()}
+        return {"change": dict(self.change), "result": self.result.to_json(), **_plain(self.extra)}
 
 
 # ------------------------------------------------------------------------------------------------ plan: per TP
@@ -209,6 +211,15 @@ class PlanResult:
     weights_estimate_error_basis: str | None = None
     draft_weights_estimate_error: float | None = None
     draft_weights_estimate_error_basis: str | None = None
+    # concurrency said one way (plan/concurrency.py): requests at once at the asked / a typical context, the cap
+    engine_cap: int | None = None
+    concurrency_at_context: int | None = None
+    typical_context: int | None = None
+    typical_context_basis: str | None = None
+    concurrency_at_typical_context: int | None = None
+    concurrency_summary: str | None = None
+    # a model planned on a bundled stand-in config (specs/standin.py): which, what was assumed, what makes it exact
+    model_stand_in: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -293,19 +304,28 @@ class StartupWarning:
     fixes: tuple[Mapping[str, Any], ...] = ()
     line: int | None = None  # 1-based physical line of the log
     cap: bool = False  # the engine serves less than was asked (False: a note)
+    # what was lowered: {"value", "flag", "asked", "to", "why"} (logs/warnings.py::Cap), None for a note;
+    # `has_capped` False: the key is absent (an older document)
+    capped: Mapping[str, Any] | None = None
+    has_capped: bool = field(default=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> StartupWarning:
-        return cls(d["kind"], d["message"], tuple(_frozen(f) for f in d["fixes"]), d.get("line"), bool(d.get("cap")))
+        capped = d.get("capped")
+        return cls(d["kind"], d["message"], tuple(_frozen(f) for f in d["fixes"]), d.get("line"), bool(d.get("cap")),
+                   _frozen(capped) if capped is not None else None, "capped" in d)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "fixes": [_plain(f) for f in self.fixes],
-                "line": self.line, "cap": self.cap}
+        out = {"kind": self.kind, "message": self.message, "fixes": [_plain(f) for f in self.fixes],
+               "line": self.line, "cap": self.cap}
+        if self.has_capped or self.capped is not None:
+            out["capped"] = _plain(self.capped)
+        return out
 
 
 @dataclass(frozen=True)
 class DiagnosisSummary:
-    """`specbench doctor LOG --json` (logs/doctor.py::Diagnosis.to_json). `facts` stays a mapping: its keys are the
+    """`specbench doctor LOG --json` (doctor/doctor.py::Diagnosis.to_json). `facts` stays a mapping: its keys are the
     fields of logs/facts.py::LogFacts (documented in docs/contracts.md)."""
 
     status: str  # "started" | "failed" | "unknown"
@@ -344,3 +364,47 @@ class DiagnosisSummary:
             if out[key] is None:
                 del out[key]
         return out
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+# What the layers above hand the engines: plain frozen values, so that an engine package never imports the
+# planner's entry point (plan/api.py) or the matrix (matrix/spec.py) above it.
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What `plan_command` (plan/api.py) needs besides the launch command; every field optional."""
+
+    model_config: str | None = None  # a config.json path, a model folder, a repo id or a bundled name
+    draft_config: str | None = None
+    gpu: str | None = None  # a name of the GPU catalog (specs/gpu.py); None: specs/gpu.py::DEFAULT_GPU
+    gpu_mem_gib: float | None = None  # a custom GPU of this many GiB, over `gpu`
+    engine: str | None = None  # "sglang" | "vllm"; None: the engine that recognises the command
+    engine_version: str | None = None  # the rule set; None: the engine's newest
+    avail_before_load_gib: float | None = None  # measured: free memory before the weights load (GiB)
+    weights_gib: float | None = None  # measured: the target's weights per GPU (GiB)
+    draft_weights_gib: float | None = None  # measured: the draft's weights per GPU (GiB)
+    non_kv_gib: float | None = None  # vLLM: measured non-KV memory (GiB)
+    fixes: bool = True  # search the nearest working configurations per TP size
+    tp_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    revision: str | None = None  # the target's Hub revision, over the command's --revision
+
+
+@dataclass(frozen=True)
+class LaunchTarget:
+    """What a server adapter (engines/base.py::ServerAdapter) launches and where: the matrix's base command, the
+    address, and the model and served name of an engine that launches a local model itself (the embedded CPU
+    engine). Built by the matrix (matrix/spec.py::MatrixSpec.target)."""
+
+    command: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 30000
+    model: str | None = None
+    served_model_name: str | None = None
+
+
+# The key under which an engine's plan hands the planner what it needs to state concurrency (plan/api.py pops it;
+# never in the JSON): {"engine": its name, "cap": its own cap on running requests, "context": the asked context,
+# "fits": requests of c tokens its KV memory holds (a function; None when no pool was sized), "asked": the asked
+# cap or None, "kv_tokens": the KV tokens}. Engines sit below the planner (pyproject's import layers).
+CONCURRENCY_INPUTS = "_concurrency_inputs"

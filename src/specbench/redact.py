@@ -3,8 +3,11 @@
 What counts as a secret: the value of `--api-key` / `--admin-api-key` (and `--hf-token`), the string value of a name
 ending in the word KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL(S), or with SECRET / PASSWORD / CREDENTIAL anywhere
 (`HF_TOKEN`, `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`; not `TOKENIZERS_PARALLELISM`, `max_tokens`,
-`total_token_throughput`, a number), `Authorization: Bearer ...`, and Hugging Face `hf_...` tokens
-anywhere in text. Every secret value seen in a command or env is remembered for the life of the process, so the
+`total_token_throughput`, a number), `Authorization: Bearer ...`, the password of a URL's userinfo
+(`postgres://user:PASSWORD@host`, as in DATABASE_URL), a secret name followed by `:` in a comment line (`# api_key:
+...` in a TOML file), and the known token shapes anywhere in text (TOKEN_SHAPES: Hugging Face `hf_`, GitHub `ghp_` /
+`gho_` / `ghu_` / `ghs_` / `ghr_` / `github_pat_`, OpenAI / Anthropic `sk-`, AWS access key ids `AKIA` / `ASIA`,
+Slack `xox?-`, GitLab `glpat-`). Every secret value seen in a command or env is remembered for the life of the process, so the
 same value is replaced wherever it turns up later (a server log echoing its arguments, a reason string).
 
 The store (matrix/store.py) applies `redact_obj` / `redact_text` in its write functions, so every writer gets it;
@@ -20,7 +23,7 @@ from typing import Any
 MASK = "***"
 SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--hf-token"})
 # a name is secret when its last word is one of these (HF_TOKEN, OPENAI_API_KEY; not total_token_throughput) ...
-SECRET_LAST_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
+SECRET_LAST_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "PAT", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
 # ... or any of its words is one of these (AWS_SECRET_ACCESS_KEY, DB_PASSWORD_FILE)
 SECRET_WORDS = frozenset({"SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
 _NOT_SECRET = frozenset({"", "NONE", "NULL", "TRUE", "FALSE", MASK})
@@ -32,6 +35,19 @@ _FLAG_RE = re.compile(r"(--(?:admin-)?api-key|--hf-token)(=|\s+|[\"']\s*,\s*)(\"
 _BEARER_RE = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?\s*bearer\s+)([^\s\"',]+)")
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 _HF_RE = re.compile(r"\bhf_[A-Za-z0-9]{6,}")
+# the known token shapes, prefix kept so a reader sees what kind of secret was there (each vendor's documented form)
+TOKEN_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx)) for name, rx in (
+    ("github", r"\b(gh[pousr]_)[A-Za-z0-9]{20,}"),
+    ("github_pat", r"\b(github_pat_)[A-Za-z0-9_]{20,}"),
+    ("openai", r"(?<![A-Za-z0-9-])(sk-)(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}"),
+    ("aws_access_key_id", r"\b((?:AKIA|ASIA))[0-9A-Z]{16}\b"),
+    ("slack", r"\b(xox[abposr]-)[A-Za-z0-9-]{10,}"),
+    ("gitlab", r"\b(glpat-)[A-Za-z0-9_-]{20,}"),
+))
+# scheme://user:password@host: the password of a URL's userinfo (DATABASE_URL, REDIS_URL, a proxy URL)
+_URL_USERINFO_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\"']*:)([^\s@/\"']+)(@)")
+# `# api_key: VALUE` in a comment line (TOML, shell, YAML): a secret name then `:` is a key written down
+_COMMENT_KEY_RE = re.compile(r"(?m)^([ \t]*#[^\n]*?\b)([A-Za-z][A-Za-z0-9_-]*)(\s*:\s*)([^\s\"',]+)")
 # NAME = value (TOML, shell, Python reprs) or "NAME": value (JSON, dict reprs); a bare `name: value` is prose
 _ASSIGN_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)(\s*=\s*|[\"']\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\[[^\]]*\]|[^\s\"',()={}\[\]]+)")
 
@@ -70,6 +86,11 @@ def redact_text(text: str) -> str:
     text = _FLAG_RE.sub(lambda m: m.group(1) + m.group(2) + _mask_value(m.group(3)), text)
     text = _BEARER_RE.sub(lambda m: m.group(1) + MASK, text)
     text = _HF_RE.sub("hf_" + MASK, text)
+    for _name, rx in TOKEN_SHAPES:
+        text = rx.sub(lambda m: m.group(1) + MASK, text)
+    text = _URL_USERINFO_RE.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _COMMENT_KEY_RE.sub(lambda m: m.group(0) if not is_secret_name(m.group(2)) or _NUMBER_RE.fullmatch(
+        m.group(4)) else m.group(1) + m.group(2) + m.group(3) + MASK, text)
     return _ASSIGN_RE.sub(_assign, text)
 
 
@@ -81,6 +102,25 @@ def _assign(m: re.Match[str]) -> str:
     if masked == MASK and sep[:1] in ("'", '"'):  # JSON / dict repr: a string keeps the document parseable
         masked = f'"{MASK}"'
     return name + sep + masked
+
+
+class RedactingStream:
+    """A text stream (stdout, stderr) whose every write goes through `redact_text`: whatever a command prints,
+    a rich table, a typer echo or an error line, is masked at the one place it leaves the process."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact_text(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def redact_argv(argv: Iterable[Any]) -> list[Any]:

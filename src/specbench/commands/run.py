@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -99,6 +101,7 @@ def _queued(concurrency: Any, effective: Any) -> str:
 
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.matrix.runner import iter_phases
+    from specbench.predict.plan_matrix import predicted_text
 
     seen: set[str] = set()
     counts = {"launch": 0, "fixed": 0, "skipped": 0}
@@ -125,10 +128,43 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
             c = r["client"]
             console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
+                          f"{predicted_text(r)}"
                           + _queued(c.get("concurrency"), r.get("effective_concurrency_planned")),
                           highlight=False, markup=False)
+            if r.get("concurrency_warning"):
+                console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
+            if r.get("duration_warning"):
+                console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
+
+
+def _warn_long_cells(spec: Any, err: Console) -> None:
+    """Before anything boots: each cell expected to run for more than LONG_CELL_S, in one line."""
+    from specbench.matrix.preflight import duration_warning
+    from specbench.matrix.spec import expand
+
+    for c in expand(spec)[1]:
+        why = duration_warning(c.client)
+        if why:
+            err.print(f"specbench: warning: cell {c.cell_id} ({c.label}): {why}", highlight=False, markup=False)
+
+
+@contextmanager
+def _damage_is_one_line(store_path: Path) -> Iterator[None]:
+    """A store damaged where the run reads or writes it (a cell's JSON, a text that no longer decodes, a page
+    SQLite calls malformed) ends in one line naming the file and the damage (matrix/store.py::damage_error)."""
+    import sqlite3
+
+    from specbench.matrix.store import StoreDamaged, damage_error
+
+    try:
+        yield
+    except (sqlite3.DatabaseError, StoreDamaged, UnicodeDecodeError) as exc:
+        one_line = damage_error(store_path, exc)
+        if one_line is None:
+            raise
+        raise one_line from None
 
 
 def _gpus(text: Optional[str]) -> Optional[tuple[str, ...]]:
@@ -151,6 +187,22 @@ def _executor(name: str, gpus: Optional[str]) -> str:
     return name
 
 
+def _order(name: str, spec: Any) -> Optional[tuple[str, ...]]:
+    """--order: None keeps the matrix's order; predicted: server ids by predict/plan_matrix.py::server_order."""
+    from specbench.errors import UserError
+
+    if name == "matrix":
+        return None
+    if name != "predicted":
+        raise UserError(f"--order {name!r}: expected matrix or predicted")
+    from specbench.commands.predict import plan_rows
+    from specbench.predict.plan_matrix import predict_spec, server_order, shipped_or_none
+
+    rows = plan_rows(spec)
+    cal = shipped_or_none()
+    return server_order(rows, predict_spec(spec, rows, cal)) if cal is not None else None
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
@@ -168,6 +220,8 @@ def register(app: typer.Typer) -> None:
                                               "else a local Ray instance)"),
         repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="run each cell's load N times (overrides"
                                               " the matrix's `repeats`)"),
+        order: str = typer.Option("matrix", "--order", help="matrix (as written) or predicted (AR first, then the "
+                                  "servers with the highest predicted speedup: `specbench predict`)"),
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
@@ -176,13 +230,17 @@ def register(app: typer.Typer) -> None:
         from specbench.matrix.spec import expand, load_matrix
 
         spec, text = load_matrix(matrix)
+        for note in spec.remote_paths:  # said before anything boots, in a dry run as in a run
+            sys.stderr.write(f"warning: {matrix}: {note}\n")
         if repeats is not None:
             spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
         if dry:
+            from specbench.predict.plan_matrix import with_predictions
             from specbench.redact import redact_obj
 
-            rows = redact_obj(dry_run(spec))  # commands and env as they would run, their secrets masked
+            # commands and env as they would run, their secrets masked; each cell with its predicted speedup
+            rows = redact_obj(with_predictions(spec, dry_run(spec)))
             if as_json:
                 sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             else:
@@ -191,12 +249,16 @@ def register(app: typer.Typer) -> None:
         store_path = store or default_store_path(matrix)
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
                           progress=not no_progress and not as_json and sys.stderr.isatty(),
-                          gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address)
+                          gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address,
+                          order=_order(order, spec))
         err = Console(stderr=True, soft_wrap=True)
-        report = run_matrix(spec, text, str(matrix), opts, console=err)
+        _warn_long_cells(spec, err)
+        with _damage_is_one_line(store_path):
+            report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:
             err.print(f"specbench: {msg}", highlight=False, markup=False)
-        rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
+        with _damage_is_one_line(store_path):
+            rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
         if as_json:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         else:

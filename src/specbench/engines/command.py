@@ -1,5 +1,8 @@
 """A pasted launch command read as a shell would run it, before any engine reads its flags (engine-neutral).
 
+0. a command held in a variable (`START_CMD="python -m sglang.launch_server ..."`, then `eval $START_CMD`) or run
+   after `export X=...;` / `X=... &&` lines is unwrapped: the assignments become the environment, the held (or
+   first real) command is read, the lines after it are a shell tail (`_unwrap`);
 1. words (`argv.split_command`); a shell tail (`>> log 2>&1 &`, `| tee`, `; ...`) is dropped and said so;
 2. `sudo` / `env` and leading `VAR=value` words: the environment the engine sees;
 3. `docker run` / `podman run`: docker's own options are skipped (their values too), `-e VAR=value` joins the
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,14 +123,71 @@ def _docker(words: list[str]) -> tuple[list[str], str, str | None, list[str]] | 
     return env, words[i], entry, words[i + 1:]
 
 
+_WRAPPED = re.compile(r"^\s*(export\s+)?[A-Za-z_]\w*=")
+_SEPARATORS = (";", "&&", "||", "&", ";;")
+_PROGRAMS = re.compile(r"(^|/)(python[\d.]*|sglang|vllm|docker|podman|nvidia-docker|sudo|env|trtllm-serve)$")
+
+
+def _looks_like_command(words: Sequence[str]) -> bool:
+    return bool(words) and bool(_PROGRAMS.search(words[0])) or any("launch_server" in w for w in words[:3])
+
+
+def _segments(cmd: str) -> list[list[str]]:
+    # `2>&1` / `&>` are redirections, not separators: kept whole through the split
+    lex = shlex.shlex(cmd.replace(">&", ">\x01").replace("&>", "\x02>"), posix=True, punctuation_chars=";&|")
+    lex.whitespace_split = True
+    out: list[list[str]] = [[]]
+    for raw in lex:
+        tok = raw.replace("\x01", "&").replace("\x02", "&")
+        if tok in _SEPARATORS:
+            out.append([])
+        else:
+            out[-1].append(tok)
+    return [seg for seg in out if seg]
+
+
+def _unwrap(cmd: str) -> tuple[str | list[str], list[str]]:
+    """`export X=1; export Y=2; CMD`, `X=1 && CMD` and `START_CMD="CMD"; eval $START_CMD` -> the words of CMD with
+    the assignments before it as its environment (step 0 of the module docstring); other text is returned as is."""
+    if not _WRAPPED.match(cmd) or not any(c in cmd for c in ";&") and not re.search(r"=[\"'][^\"']*\s", cmd):
+        return cmd, []
+    try:
+        segments = _segments(cmd)
+    except ValueError:
+        return cmd, []  # an unbalanced quote: split_command says so in one line
+    env: list[str] = []
+    for i, seg in enumerate(segments):
+        words = seg[1:] if seg[0] in ("export", "declare", "readonly") else seg
+        after = segments[i + 1:]
+        tail = [f"ignored the shell tail `{' ; '.join(' '.join(s) for s in after)}`"] if after else []
+        if words and all(_is_env(w) for w in words):
+            for w in words:
+                name, val = w.split("=", 1)
+                inner = shlex.split(val) if " " in val.strip() else []
+                if _looks_like_command(inner):
+                    held = [x for x in words if x is not w]
+                    return env + held + inner, [f"unwrapped the command held in {name}=\"...\"", *tail]
+            env += words
+            continue
+        if not env:
+            return cmd, []
+        return env + words, [f"read the assignments before the command ({', '.join(e.split('=')[0] for e in env)}) as "
+                             "its environment", *tail]
+    return cmd, []
+
+
 def read_command(cmd: str | Sequence[str], engine_name: str | None = None) -> Command:
     """The engine and the words it reads; one-line UserErrors for what cannot be planned."""
     from specbench.engines.base import engine, engine_for_command, engines
 
     if not isinstance(cmd, str) and len(cmd) == 1 and " " in cmd[0]:
         cmd = cmd[0]  # `specbench plan -- "the whole command in quotes"`
-    words, tail = _drop_shell_tail(split_command(cmd))
-    notes = [f"ignored the shell tail `{tail}`"] if tail else []
+    if not isinstance(cmd, str) and cmd and _WRAPPED.match(cmd[0]) and any(w in _SEPARATORS or w.endswith(";")
+                                                                            for w in cmd):
+        cmd = shlex.join(cmd)  # `specbench plan -- export X=1 \; CMD` arrives as words: read them as the line
+    unwrapped, notes = _unwrap(cmd) if isinstance(cmd, str) else (cmd, [])
+    words, tail = _drop_shell_tail(split_command(unwrapped))
+    notes += [f"ignored the shell tail `{tail}`"] if tail else []
     env, rest = _split_env(words)
     picked: Any = engine(engine_name) if engine_name else None
     dock = _docker(rest)

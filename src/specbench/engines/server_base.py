@@ -13,10 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
+
+# SGLang's switch of the overlap speculative worker (sglang/srt/environ.py::Envs.SGLANG_ENABLE_SPEC_V2@0.5.12;
+# removed in 0.5.14). Defined once, here, because every server kind acts on it: every non-SGLang server drops it
+# (the incident set it everywhere) and an autoregressive SGLang server never gets it.
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 
 
 @dataclass(frozen=True)
@@ -31,8 +37,14 @@ class ServerBase:
     def default_plan_version(self) -> str | None:
         return self.version
 
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
+    def local_model_dir(self, target: LaunchTarget) -> str | None:
         return None
+
+    def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]:
+        """The launch as it is started: a server kind that can read its API key from the environment or a file
+        moves it out of argv (visible to every user in `ps`). By default nothing moves: a server that reads its
+        key only from `--api-key` keeps it there (the stored command and the logs are redacted all the same)."""
+        return argv, env
 
     def count_body(self, api: str) -> dict[str, Any]:
         return {}
@@ -49,6 +61,7 @@ class ServerBase:
     def running_cap(self, info: Mapping[str, Any], log_text: str,
                     plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
         return planned_cap(plan)
+
 
 
 def planned_cap(plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:

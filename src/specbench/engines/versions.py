@@ -77,7 +77,10 @@ def rule_set_for(release: Release | str | None, known_releases: Iterable[str | R
         raise FlagError(f"--engine-version: cannot read a {engine} version from {release!r} "
                         f"(known {engine} rule sets: {listed})")
     newest = known[-1]
+    if r.major not in {k.major for k in known}:  # 9.9: no release line specbench has read; nearest rules would lie
+        raise FlagError(f"--engine-version {r}: no {engine} {r.major}.x release is known (known {engine} rule sets: "
+                        f"{listed}; releases up to {newest.major}.{newest.minor}.x are planned)")
     if r > newest:
-        return newest, (f"{engine} {r} is newer than the newest rule set ({newest}); planned with the {newest} "
-                        f"rules")
+        return newest, (f"WARNING: {engine} {r} is newer than the newest rule set ({newest}); planned with the "
+                        f"{newest} rules, which may not match this release")
     return r, None

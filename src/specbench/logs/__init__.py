@@ -1,8 +1,6 @@
-"""Engine logs -> facts -> diagnosis.
-
-normalize.py (clean lines, ranks) -> parse.py (boots, ranks; dispatch to each engine's `engines/<name>/loglines.py`,
-which fills lineacc.Acc) -> facts.py LogFacts -> failures.py (kind + the engine's text) -> doctor.py (status, budget.py
-table, explain.py sentences, planner fixes) -> diff.py (two boots). `engines/sglang/logrules.py` holds the few engine
-rules the reading needs (D, ρ, era, per-slot state size, weight and KV-dtype checks); serverargs.py reads argument
-dumps; engine_parts.py finds an engine folder's optional modules.
+"""Engine logs as data, below the engines: clean lines (normalize.py), bounded reading (reader.py), the facts of one
+boot (facts.py, folded by lineacc.Acc), the parser that folds lines with the readers the engines give it (parse.py),
+argument dumps (serverargs.py), the failure and warning machinery the engines' rule tables plug into (failures.py,
+warnings.py), the model behind an argument dump (launch_model.py). Nothing here imports an engine: each engine's
+line formats and rules live in `engines/<engine>/`, and the doctor (`specbench.doctor`) brings the two together.
 """

@@ -56,8 +56,7 @@ class Acc:
     lists: dict[str, list[Any]] = field(default_factory=dict)
     errors: list[EngineError] = field(default_factory=list)
     server_args: dict[str, Any] = field(default_factory=dict)
-    sgl_marks: int = 0
-    vllm_marks: int = 0
+    marks: dict[str, int] = field(default_factory=dict)  # engine name -> lines that engine's `mark` matched
 
     def first(self, key: str, value: Any) -> None:
         """Keep the first value seen for a key (later repeats, e.g. other ranks' copies, do not overwrite)."""

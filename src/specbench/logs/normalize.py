@@ -67,6 +67,8 @@ _PYLOG = re.compile(
     r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? ?(?:-|\|)? ?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)? ?(?:-|\|)? ?"
 )
 _LEVEL = re.compile(r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[: ] ?")
+# a paste quoted with a bar (GitHub renders `▎`/`│` left borders; copied text keeps them)
+_QUOTE_BAR = re.compile(r"^[▎▍▌│┃]+ ?")
 
 
 def decode(raw: bytes | str) -> str:
@@ -77,11 +79,16 @@ def decode(raw: bytes | str) -> str:
 
 
 def looks_binary(raw: bytes | str) -> bool:
-    """True when the input is clearly not a text log (NULs or mostly control/replacement characters)."""
+    """True when the input is clearly not a text log (mostly control/replacement characters). Runs of NULs are not
+    counted: `logrotate copytruncate` leaves the truncated part of a file that is still being written as NULs before
+    the new lines (a sparse hole), so a rotated log starts with thousands of them; a file of NULs only is binary."""
     text = decode(raw)
     if not text:
         return False
-    sample = text[:8192]
+    rest = text.lstrip("\x00")  # the hole logrotate left before the first new line
+    sample = rest[:65536].replace("\x00", "")[:8192]
+    if not sample:
+        return True
     bad = sum(1 for ch in sample if ch == "\x00" or ch == "\ufffd" or (ord(ch) < 32 and ch not in "\n\r\t\x1b"))
     return bad / len(sample) > 0.10
 
@@ -116,6 +123,7 @@ def _strip_one(segment: str) -> tuple[int | None, int | None, str]:
         text = _VLLM_PREFIX.sub("", text, count=1)
         text = _PYLOG.sub("", text, count=1)
         text = _LEVEL.sub("", text, count=1)
+        text = _QUOTE_BAR.sub("", text, count=1)
         text = text.strip()
         if text == before:
             break

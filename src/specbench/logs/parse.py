@@ -1,5 +1,8 @@
 """Parse an engine log into `LogFacts`. Tolerant regexes, one per line format; never raises on any input.
 
+Engine-neutral: each engine passes what it knows about its own lines as an `EngineLines` (its
+`engines/<engine>/loglines.py::LINES`); the doctor collects them from the engine folders. Formats read by the engines:
+
 Formats (file::function in the engine that prints them; real boots with each are kept in tests/data/):
 
 SGLang 0.4.x-0.5.x
@@ -32,49 +35,57 @@ paraphrase (`16 Mamba slots and 337292 KV token slots`); the tolerant patterns b
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from specbench.engines.sglang.loglines import LOAD_END, SERVER_ARGS, runtime_line, sglang_line
-from specbench.engines.vllm.loglines import V_LOAD, vllm_line
 from specbench.logs.facts import EngineError, LogFacts
 from specbench.logs.lineacc import Acc
 from specbench.logs.normalize import Line, decode, normalize
-from specbench.logs.serverargs import parse_sglang_server_args
 
-_VLLM_MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gpu_memory_utilization|"
-                        r"Mamba cache blocks|max_num_seqs|GPU blocks:")
-_SGL_MARK = re.compile(r"sglang|Load weight (?:begin|end)|KV Cache is allocated|Mamba Cache is allocated|"
-                       r"max_total_num_tokens=|ServerArgs\(|Decode batch|TP\d|max_running_request is zero|"
-                       r"Loaded weights leave no GPU memory|mem-fraction-static|max_mamba_cache_size|Mamba slots")
 
-# Every format above contains one of these words; a line with none of them is skipped without running the rest.
-_TRIGGER = re.compile(
-    r"Load weight|Memory baseline|Mamba Cache|KV Cache|Memory pool end|max_total_num_tokens|capped to|"
-    r"reduced from the requested|KV pool holds|Capture|server_args=|accept len|gen throughput|mamba num|fired up|"
-    r"Uvicorn running|startup complete|KV token|Mamba slots|weight usage|each for K/V|max_mamba_cache_size|took|"
-    r"total_gpu_memory|model weights take|KV cache|Maximum concurrency|GPU blocks|Mamba cache|SpecDecoding|"
-    r"non-default args|LLM engine|server version|Starting vLLM|Free memory on device|Desired GPU|peak activation|"
-    r"attention block size|GiB for KV|SWAKVPool|init engine|sglang|CUDA graph|Graph capturing|max_running_requests|"
-    r"KV cache dtype",
-    re.I)
+def _no_version(lines: Sequence[str]) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class EngineLines:
+    """What one engine tells the parser about its log lines (`engines/<engine>/loglines.py::LINES`)."""
+
+    name: str
+    mark: re.Pattern[str]  # a line this engine prints: counted over the first lines, the most marks wrote the log
+    trigger: re.Pattern[str]  # every line format `read` knows contains a match (the rest is skipped cheaply)
+    read: Callable[[Acc, Line], bool]  # fold one line into the accumulator; True when it was one of its formats
+    boot_keys: tuple[str, ...]  # substrings of the argument dump that begins a boot ...
+    boot_start: re.Pattern[str]  # ... and its pattern
+    weights_done: re.Pattern[str]  # weights loaded: after it (or an error), a new argument dump is a new boot
+    version: Callable[[Sequence[str]], str | None] = _no_version  # the printed release, when the engine prints it
+    other_rank: Callable[[Acc, Line], None] | None = None  # what another rank's line still gives (its argument dump)
+    bulk_key: str = ""  # substring of the bulk line format (decode statistics) read on the fast path ...
+    bulk_read: Callable[[Acc, str], None] | None = None  # ... by this
+    fallback: bool = False  # reads every line no other engine claimed (author-condensed excerpts); wins mark ties
+
 
 # ---------------------------------------------------------------- errors
 _EXC = re.compile(r"^(?:[\w]+\.)*(?:\w*Error|\w*Exception|KeyboardInterrupt|SystemExit)\b(?::|$) ?(.*)")
-_BOOT_START = re.compile(r"server_args=ServerArgs\(|non-default args: \{|Initializing a V\d LLM engine")
 
 
-def split_boots(lines: list[Line]) -> list[list[Line]]:
+def _ordered(engines: Sequence[EngineLines]) -> list[EngineLines]:
+    return sorted(engines, key=lambda e: e.fallback)  # the fallback reader last
+
+
+def split_boots(lines: list[Line], engines: Sequence[EngineLines]) -> list[list[Line]]:
     """A file can hold several boots (journalctl of a restarting service). A new boot starts at an argument dump
     once the current boot already loaded weights or failed."""
+    keys = tuple(k for e in engines for k in e.boot_keys)
     boots: list[list[Line]] = [[]]
     seen_work = False
     for line in lines:
         t = line.text
-        if seen_work and ("ServerArgs(" in t or "non-default args" in t or "LLM engine" in t) \
-                and _BOOT_START.search(t):
+        if seen_work and any(k in t for k in keys) and any(e.boot_start.search(t) for e in engines):
             boots.append([])
             seen_work = False
         boots[-1].append(line)
-        if not seen_work and (("oad" in t and (LOAD_END.search(t) or V_LOAD.search(t))) or _EXC.match(t)):
+        if not seen_work and (("oad" in t and any(e.weights_done.search(t) for e in engines)) or _EXC.match(t)):
             seen_work = True
     return [b for b in boots if b]
 
@@ -97,43 +108,48 @@ def _other_rank(line: Line, stage: int | None, rank: int | None) -> bool:
 _MARK_LINES = 5000
 
 
-def facts_from_lines(lines: list[Line], boots: int = 1) -> LogFacts:
+def _writer(marks: dict[str, int], engines: Sequence[EngineLines]) -> EngineLines | None:
+    """The engine with the most marks; a tie goes to the fallback reader; none without any mark."""
+    best = max(engines, key=lambda e: (marks.get(e.name, 0), e.fallback), default=None)
+    return best if best is not None and marks.get(best.name, 0) > 0 else None
+
+
+def facts_from_lines(lines: list[Line], engines: Sequence[EngineLines], boots: int = 1) -> LogFacts:
     """Fold one boot's cleaned lines into LogFacts. Per-rank values come from the lowest rank seen (TP0):
     other ranks print the same lines with their own numbers, interleaved."""
     acc = Acc()
+    readers = _ordered(engines)
+    trigger = re.compile("|".join(f"(?:{e.trigger.pattern})" for e in readers), re.I) if readers else None
+    bulk = [(e.bulk_key, e.bulk_read, e.name) for e in readers if e.bulk_key and e.bulk_read is not None]
     p_stage, p_rank = _primary(lines)
     for idx, line in enumerate(lines):
         t = line.text
-        if "Decode batch" in t and not _other_rank(line, p_stage, p_rank):
-            runtime_line(acc, t)  # fast path: the bulk of a long log
+        fast = next(((read, name) for key, read, name in bulk if key in t), None)
+        if fast is not None and not _other_rank(line, p_stage, p_rank):
+            fast[0](acc, t)  # fast path: the bulk of a long log
             if idx < _MARK_LINES:
-                acc.sgl_marks += 1
+                acc.marks[fast[1]] = acc.marks.get(fast[1], 0) + 1
             continue
         if idx < _MARK_LINES:  # the engine is recognised from the start of the boot
-            acc.sgl_marks += bool(_SGL_MARK.search(t))
-            acc.vllm_marks += bool(_VLLM_MARK.search(t))
+            for e in readers:
+                if e.mark.search(t):
+                    acc.marks[e.name] = acc.marks.get(e.name, 0) + 1
         if _EXC.match(t) and len(t) < 4000:
             acc.errors.append(EngineError(message=t.strip(), line=line.no))
-        if not _TRIGGER.search(t):
+        if trigger is None or not trigger.search(t):
             continue
         if _other_rank(line, p_stage, p_rank):
-            # other ranks: only errors (above) and the server-args dump count
-            m = SERVER_ARGS.search(line.text)
-            if m and not acc.server_args:
-                acc.server_args = parse_sglang_server_args(m.group(1))
+            # other ranks: only errors (above) and the argument dump count
+            for e in readers:
+                if e.other_rank is not None:
+                    e.other_rank(acc, line)
             continue
-        if not vllm_line(acc, line):
-            sglang_line(acc, line)
-    if acc.vllm_marks > acc.sgl_marks:
-        engine: str | None = "vllm"
-    elif acc.sgl_marks:
-        engine = "sglang"
-    else:
-        engine = None
-    if engine is not None:
-        from specbench.engines.base import engine as engine_named
-
-        printed = engine_named(engine).version_from_log([ln.text for ln in lines])
+        for e in readers:
+            if e.read(acc, line):
+                break
+    writer = _writer(acc.marks, readers)
+    if writer is not None:
+        printed = writer.version([ln.text for ln in lines])
         if printed:
             acc.first("engine_version", printed)
     # pending captures that never ended are kept: an OOM during capture leaves exactly that trace
@@ -144,7 +160,7 @@ def facts_from_lines(lines: list[Line], boots: int = 1) -> LogFacts:
     known = set(LogFacts.__dataclass_fields__)
     kwargs = {k: val for k, val in v.items() if k in known}
     return LogFacts(
-        engine=engine,
+        engine=writer.name if writer is not None else None,
         graphs=tuple(sorted(graphs, key=lambda g: g.line)),
         accept_lengths=tuple(acc.lists.get("accept_lengths", ())),
         gen_throughputs=tuple(acc.lists.get("gen_throughputs", ())),
@@ -160,10 +176,10 @@ def facts_from_lines(lines: list[Line], boots: int = 1) -> LogFacts:
     )
 
 
-def parse_text(raw: bytes | str) -> LogFacts:
+def parse_text(raw: bytes | str, engines: Sequence[EngineLines]) -> LogFacts:
     """Whole log text -> facts of its last boot. Never raises."""
     lines = normalize(decode(raw))
-    boots = split_boots(lines)
+    boots = split_boots(lines, engines)
     if not boots:
         return LogFacts(boots=0)
-    return facts_from_lines(boots[-1], boots=len(boots))
+    return facts_from_lines(boots[-1], engines, boots=len(boots))

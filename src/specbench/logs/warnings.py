@@ -1,21 +1,24 @@
 """Caps, resets, reductions, overrides and near-misses the engines log at start-up, as `warnings`. Pure, never raises.
 
-Each engine lists its own lines in `specbench.engines.<name>.loglines.WARNINGS` (a tuple of `WarningRule`); this
-module finds them by folder listing (as the engine registry does), so it names no engine. A warning is
-`{"kind", "message", "fixes", "line", "cap"}`: `message` is the engine's own record (prefixes stripped, a record
-wrapped over several physical lines joined back), `fixes` what to change (`{"change": {flag: value}, "source":
-"engine" | "log" | "planner", "why": ...}`; value None where the engine names the flag but no value), `cap` True when
-the engine silently serves less than asked (a log that started with such a warning is "started, but capped").
+Each engine lists its own lines in `specbench.engines.<name>.loglines.WARNINGS` (a tuple of `WarningRule`); the
+doctor collects them from the engine folders and passes them here, so this module names no engine. A warning is
+`{"kind", "message", "fixes", "line", "cap", "capped"}`: `message` is the engine's own record (prefixes stripped, a
+record wrapped over several physical lines joined back), `fixes` what to change (`{"change": {flag: value}, "source":
+"engine" | "log" | "planner", "why": ...}`; value None where the engine names the flag but no value).
+
+A cap is a limit the engine imposed on what the user asked for: a rule is a cap only through its `cap_of`, which
+reads from the line (and the facts) which asked value was lowered, to what, and why (`Cap`); `cap` is True exactly
+when that gave a `Cap` with the lowered value. Routine lines (a block size aligned, a page padded, layers added to a
+KV group) have no `cap_of` and are notes. A log that started with a cap is "started, but capped".
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.logs.engine_parts import modules_named
 from specbench.logs.facts import LogFacts
 from specbench.logs.normalize import Line
 
@@ -23,10 +26,29 @@ FixFn = Callable[["re.Match[str]", str, LogFacts], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
+class Cap:
+    """What the engine lowered: `value` (the setting, as the engine names it), the `flag` that asks for it, the
+    `asked` value (None when the log does not print it: the engine's default or an argument not dumped), the value
+    it was lowered `to`, and `why` (the engine's reason, with its numbers)."""
+
+    value: str
+    flag: str
+    to: float | int
+    why: str
+    asked: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "flag": self.flag, "asked": self.asked, "to": self.to, "why": self.why}
+
+
+CapFn = Callable[["re.Match[str]", LogFacts], "Cap | None"]
+
+
+@dataclass(frozen=True)
 class WarningRule:
     kind: str
     pattern: re.Pattern[str]
-    cap: bool = True
+    cap_of: CapFn | None = None  # a cap only when this names the lowered value (None: a note)
     fixes: FixFn | None = None
     kind_fn: Callable[[re.Match[str]], str] | None = None  # a kind that depends on the numbers (e.g. negative)
     when: Callable[[re.Match[str], LogFacts], bool] | None = None  # only when this holds (e.g. concurrency < 1)
@@ -38,12 +60,17 @@ class LogWarning:
     kind: str
     message: str
     line: int
-    cap: bool
     fixes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    capped: Cap | None = None
+
+    @property
+    def cap(self) -> bool:
+        """True when the engine serves less than asked: the warning names the lowered value."""
+        return self.capped is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "fixes": list(self.fixes), "line": self.line,
-                "cap": self.cap}
+                "cap": self.cap, "capped": self.capped.to_dict() if self.capped else None}
 
 
 _FLAG = re.compile(r"(--[a-z][a-z0-9\-]+)(?:(?: to |[ =])(?!or\b|and\b|to\b)([0-9][\w.]*|[a-z][\w.]*\d[\w.]*|bfloat16|float16|"
@@ -67,21 +94,9 @@ def engine_flags(text: str, why: str) -> list[dict[str, Any]]:
     return out
 
 
-def _rules() -> list[WarningRule]:
-    rules: list[WarningRule] = []
-    for mod in modules_named("loglines"):
-        rules += list(getattr(mod, "WARNINGS", ()) or ())
-    return rules
-
-
-def _late_boot_patterns() -> list[re.Pattern[str]]:
-    return [mod.LATE_BOOT for mod in modules_named("loglines") if getattr(mod, "LATE_BOOT", None) is not None]
-
-
-def reached_late_boot(lines: list[Line]) -> bool:
+def reached_late_boot(lines: list[Line], patterns: Sequence[re.Pattern[str]]) -> bool:
     """True when any rank logged one of the engines' last start-up steps (`loglines.LATE_BOOT`)."""
-    pats = _late_boot_patterns()
-    return any(p.search(ln.text) for ln in lines for p in pats)
+    return any(p.search(ln.text) for ln in lines for p in patterns)
 
 
 def _joined(lines: list[Line], idx: int) -> str:
@@ -97,9 +112,8 @@ def _joined(lines: list[Line], idx: int) -> str:
     return text
 
 
-def find_warnings(lines: list[Line], facts: LogFacts) -> list[LogWarning]:
+def find_warnings(lines: list[Line], facts: LogFacts, rules: Sequence[WarningRule]) -> list[LogWarning]:
     """Every warning of the engines' tables in the boot, the first of each kind (other ranks repeat them)."""
-    rules = _rules()
     seen: set[str] = set()
     out: list[LogWarning] = []
     for idx, line in enumerate(lines):
@@ -118,8 +132,9 @@ def find_warnings(lines: list[Line], facts: LogFacts) -> list[LogWarning]:
                 if kind in seen:
                     continue
                 fixes = tuple(rule.fixes(m, text, facts)) if rule.fixes else ()
+                capped = rule.cap_of(m, facts) if rule.cap_of else None
             except (ValueError, TypeError, ZeroDivisionError, IndexError, AttributeError):
                 continue
             seen.add(kind)
-            out.append(LogWarning(kind, text[:1000], line.no, rule.cap, fixes))
+            out.append(LogWarning(kind, text[:1000], line.no, fixes, capped))
     return out

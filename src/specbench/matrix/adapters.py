@@ -25,7 +25,7 @@ def local_tokenizer_dir(spec: MatrixSpec) -> str | None:
     (a folder, or its snapshot in the local Hugging Face cache). None when none of them has one."""
     if spec.tokenizer:
         return spec.tokenizer
-    local = adapter_for(spec).local_model_dir(spec)
+    local = adapter_for(spec).local_model_dir(spec.target())
     if local is not None:
         return local
     model = command_model(spec.command)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.engines import server_auth
 from specbench.errors import UserError
 from specbench.matrix.adapters import Adapter, local_tokenizer_dir, served_model
 from specbench.matrix.lifecycle import ServerProcess
@@ -169,7 +170,8 @@ def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any
                     temperature=float(c["temperature"]) if c.get("temperature") is not None else 0.0,
                     top_p=c.get("top_p"), top_k=c.get("top_k"), sampling_seed=c.get("seed"),
                     ignore_eos=c.get("ignore_eos") is not False, stop=tuple(stop) if stop is not None else None,
-                    extra_body=ctx.adapter.count_body(api), token_counter=tokenizer_counter(_tokenizer(ctx)))
+                    extra_body=ctx.adapter.count_body(api), token_counter=tokenizer_counter(_tokenizer(ctx)),
+                    api_key=server_auth.current())
 
 
 def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | None = None) -> CellOutcome:

@@ -7,8 +7,8 @@ from typing import Any
 
 
 def diagnose(log_text: str) -> dict[str, Any]:
-    """`specbench.logs.doctor.diagnose_text` on a whole log; a doctor error never hides the failure it explains."""
-    from specbench.logs import doctor
+    """`specbench.doctor.doctor.diagnose_text` on a whole log; a doctor error never hides the failure it explains."""
+    from specbench.doctor import doctor
 
     try:
         return dict(doctor.diagnose_text(log_text).to_json())

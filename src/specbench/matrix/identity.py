@@ -83,3 +83,64 @@ def served_by_group(port: int, pgid: int) -> bool | None:
         if held & inodes:
             return True
     return False if readable else None
+
+
+# -- the runner's mark: a random token in the environment of every process it starts (and so of their children,
+# whatever session or group they move to). Only a process that carries it is ever signalled (orphans.py,
+# watchdog.py, lifecycle.py): pid, start time and command line can be read (and so matched) by anyone, the
+# environment of a process only by its owner, and the token is never written anywhere but a child's environment.
+MARK_ENV = "SPECBENCH_SERVER_MARK"
+
+
+def new_mark() -> str:
+    """A fresh random token for one server's processes."""
+    import secrets
+
+    return secrets.token_hex(16)
+
+
+def mark_digest(mark: str) -> str:
+    """What a store records of a mark: its SHA-256, so the store never holds the token itself."""
+    import hashlib
+
+    return hashlib.sha256(mark.encode()).hexdigest()
+
+
+def environ_mark(pid: int) -> str | None:
+    """The value of MARK_ENV in `pid`'s environment (/proc/PID/environ), None when absent or unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    prefix = MARK_ENV.encode() + b"="
+    for item in raw.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+def carries_mark(pid: int, digest: str) -> bool:
+    """`pid` carries the mark whose digest is `digest` (a crafted store naming a foreign pid fails here)."""
+    mark = environ_mark(pid)
+    return mark is not None and mark_digest(mark) == digest
+
+
+def marked_pids(mark: str) -> list[int]:
+    """Every process (but this one) whose environment carries `mark`: a server and all its descendants, including
+    those that left its process group or session."""
+    out = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != me and environ_mark(int(entry.name)) == mark:
+            out.append(int(entry.name))
+    return out
+
+
+def marked_pids_by_digest(digest: str) -> list[int]:
+    """`marked_pids` for a mark known only by its digest (a store's record)."""
+    out = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != me and carries_mark(int(entry.name), digest):
+            out.append(int(entry.name))
+    return out

@@ -13,12 +13,30 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+from specbench import redact
+from specbench.engines import server_auth
+from specbench.matrix import identity
+from specbench.matrix.watchdog import Watchdog, stop_marked
+
+
+class Interrupted:
+    """SIGTERM becomes KeyboardInterrupt (as Ctrl-C); `by_sigterm` says which one came, for forwarding."""
+
+    by_sigterm = False
+
+    @classmethod
+    def handler(cls, _signum: int, _frame: Any) -> None:
+        cls.by_sigterm = True
+        raise KeyboardInterrupt
 
 
 class ServerFailed(Exception):
@@ -43,20 +61,34 @@ class ServerProcess:
     popen: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     stop_interrupted: bool = False  # a Ctrl-C came during stop(): the group was killed at once
+    mark: str | None = None  # the token in the environment of every process of this server (identity.py)
+    watchdog: Watchdog | None = None
+    _pump: threading.Thread | None = None
 
     def start(self) -> ServerProcess:
+        """Start the engine in its own session, marked (identity.py), watched (watchdog.py), its output piped
+        through the redaction rules (redact.py) into `log_path`: the boot log on disk never holds a secret."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab", buffering=0)
+        redact.learn(self.argv, self.env)  # this process may be a packed run's worker: learn the secrets here too
+        self.mark = identity.new_mark()
+        env = {**self.env, identity.MARK_ENV: self.mark}
+        self.watchdog = Watchdog(self.mark)
+        parent = os.getpid()
+        _libc()  # loaded here: the child only calls it
         try:
             self.popen = subprocess.Popen(  # argv list, never a shell: matrix values stay single words
-                list(self.argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.env, cwd=self.cwd, start_new_session=True,
+                list(self.argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=env, cwd=self.cwd, start_new_session=True, preexec_fn=lambda: _die_with(parent),
             )
-        except OSError as exc:
-            log.write(f"specbench: cannot start {self.argv[0]!r}: {exc}\n".encode())
+        except (OSError, subprocess.SubprocessError) as exc:
+            with open(self.log_path, "ab") as log:
+                log.write(f"specbench: cannot start {self.argv[0]!r}: {exc}\n".encode())
+            self.watchdog.close()
             raise ServerFailed("start", f"cannot start {self.argv[0]!r}: {exc}", self.log_text()) from None
-        finally:
-            log.close()
+        assert self.popen.stdout is not None
+        self._pump = threading.Thread(target=_pump_redacted, args=(self.popen.stdout, self.log_path),
+                                      name="specbench-server-log", daemon=True)
+        self._pump.start()
         self.started_at = time.time()
         return self
 
@@ -72,6 +104,9 @@ class ServerProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def log_text(self) -> str:
+        """The boot log so far; once the engine has exited, all of it (the pipe is drained first)."""
+        if self._pump is not None and self.popen is not None and self.popen.poll() is not None:
+            self._pump.join(timeout=2.0)
         try:
             return self.log_path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
@@ -120,7 +155,22 @@ class ServerProcess:
             self.popen.wait(timeout=5)
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             pass
+        self._stop_descendants()
         return how
+
+    def _stop_descendants(self) -> None:
+        """Processes of this server that left its group (a child that called setsid) die too: found by the mark,
+        then the watchdog is released (a clean stop leaves no descendant behind)."""
+        try:
+            if self.mark is not None:
+                stop_marked(self.mark, grace_s=0.0 if self.stop_interrupted else 2.0)
+        except KeyboardInterrupt:
+            self.stop_interrupted = True
+            stop_marked(self.mark, grace_s=0.0)
+        if self.watchdog is not None:
+            self.watchdog.close()
+        if self._pump is not None:
+            self._pump.join(timeout=2.0)
 
     def _kill_now(self) -> None:
         """SIGKILL the group and wait (up to 10 s) until it is gone; further Ctrl-Cs do not stop the wait."""
@@ -133,6 +183,68 @@ class ServerProcess:
                 time.sleep(0.05)
             except KeyboardInterrupt:
                 self.stop_interrupted = True
+
+
+def _die_with(parent: int) -> None:
+    """In the child before exec: the kernel sends it SIGKILL when the runner (the starting thread) dies
+    (prctl(PR_SET_PDEATHSIG), linux/prctl.h: PR_SET_PDEATHSIG = 1); a runner already gone kills it at once."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_LIBC: list[Any] = []
+
+
+def _libc() -> Any:
+    """libc through ctypes, loaded once in the runner (never in a forked child: no imports after fork)."""
+    if not _LIBC:
+        try:
+            import ctypes
+
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        except OSError:
+            _LIBC.append(None)
+    return _LIBC[0]
+
+
+_LINE_CAP = 1 << 16  # a "line" without an end (a progress bar redrawn with CR) is written out at this size
+
+
+def _pump_redacted(pipe: object, log_path: Path) -> None:
+    """Copy the engine's output into its log, one line at a time through the redaction rules (redact.py)."""
+    import re
+
+    ends = re.compile(rb"[\r\n]")
+    buf = b""
+    fd = pipe.fileno()  # type: ignore[attr-defined]
+    with open(log_path, "ab", buffering=0) as log:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            buf += chunk
+            cut = max((m.end() for m in ends.finditer(buf)), default=0)
+            if cut == 0 and len(buf) >= _LINE_CAP:
+                cut = len(buf)
+            if cut:
+                log.write(_redact_bytes(buf[:cut]))
+                buf = buf[cut:]
+        if buf:
+            log.write(_redact_bytes(buf))
+    try:
+        pipe.close()  # type: ignore[attr-defined]
+    except OSError:
+        pass
+
+
+def _redact_bytes(data: bytes) -> bytes:
+    return redact.redact_text(data.decode("utf-8", errors="surrogateescape")).encode("utf-8", errors="surrogateescape")
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -166,7 +278,7 @@ def wait_ready(proc: ServerProcess, base_url: str, health_paths: Sequence[str],
     def left() -> float:
         return max(0.05, deadline - time.monotonic())
 
-    with httpx.Client(timeout=httpx.Timeout(5.0), trust_env=False) as client:
+    with httpx.Client(timeout=httpx.Timeout(5.0), trust_env=False, headers=server_auth.headers()) as client:
         while True:
             rc = proc.returncode()
             if rc is not None:

@@ -2,19 +2,23 @@
 
 Each running server has a meta row `active_server` (serial runs, and slot 0 of a packed run) or `active_server.N`
 (slot N of a packed run, one per concurrently running server): its process group id, its start time in clock
-ticks since boot, argv and server id. The next run stops every recorded group whose leader is still the same
-process (same pid and start time); a recycled pid fails the start-time check and is left alone.
+ticks since boot, argv, server id, the digest of the server's mark (identity.py: a random token only the
+processes this runner started carry in their environment) and the runner's own pid and start time. The next run
+stops the processes that carry that mark, and nothing else: a recycled pid, a crafted record naming a foreign
+process (whose pid, start time and command line anyone can read in /proc) and a server whose runner is still alive
+(a second runner reaching the same store by another path) are all left alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import time
 from pathlib import Path
 from typing import Any, Protocol
+
+from specbench.matrix import identity
+from specbench.matrix.watchdog import stop_marked, watched
 
 ACTIVE_KEY = "active_server"
 
@@ -40,8 +44,10 @@ def start_ticks(pid: int) -> int | None:
 
 def active_record(pgid: int, argv: list[str], server_id: str, **extra: Any) -> dict[str, Any]:
     """The meta value that lets a later run find this server group (written right after the server starts)."""
+    mark = identity.environ_mark(pgid)
     return {"pgid": pgid, "start": start_ticks(pgid), "argv": argv, "server_id": server_id,
-            "host": socket.gethostname(), **extra}
+            "host": socket.gethostname(), "mark_sha256": identity.mark_digest(mark) if mark else None,
+            "runner_pid": os.getpid(), "runner_start": start_ticks(os.getpid()), **extra}
 
 
 def record_active(store: MetaStore, pgid: int, argv: list[str], server_id: str, slot: int = 0,
@@ -80,63 +86,26 @@ def reap_one(raw: str, grace_s: float = 10.0) -> str | None:
     try:
         info = json.loads(raw)
         pgid = int(info["pgid"])
-        start = info.get("start")
     except (ValueError, KeyError, TypeError):
         return None
     if info.get("host", socket.gethostname()) != socket.gethostname():  # a Ray task's server on another node
         return None
-    now = start_ticks(pgid)
-    if now is None or start is None or now != int(start):
+    digest = info.get("mark_sha256")
+    if not isinstance(digest, str) or not digest:  # a record without a mark (or a crafted one) stops nothing
         return None
-    if not _is_our_server(pgid, info.get("argv")):  # a crafted or stale record must not stop a foreign group
+    own = info.get("runner_pid") == os.getpid()  # this process started it (a cancelled Ray task stops its own)
+    if not own and (_runner_alive(info) or watched(digest)):  # never take a live runner's server for an orphan
         return None
-    stop_group(pgid, grace_s)
+    if not stop_marked(digest=digest, grace_s=grace_s):
+        return None
     return f"stopped server {info.get('server_id')} (pgid {pgid}) left by an interrupted run"
 
 
-def _cmdline(pid: int) -> list[str] | None:
+def _runner_alive(info: dict[str, Any]) -> bool:
+    """The run that recorded the server is still running (and is not this process)."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [w.decode(errors="replace") for w in raw.split(b"\0") if w]
-
-
-def _is_our_server(pgid: int, argv: Any) -> bool:
-    """The recorded group is still the server specbench started: its leader leads its own process group and runs
-    the recorded command (the launch's words after the program, in order, end its command line; the program itself
-    may show as its interpreter, so it is not compared)."""
-    if not isinstance(argv, list) or not argv:
+        pid, start = int(info["runner_pid"]), info.get("runner_start")
+    except (KeyError, TypeError, ValueError):
         return False
-    try:
-        if os.getpgid(pgid) != pgid:
-            return False
-    except OSError:
-        return False
-    words = _cmdline(pgid)
-    tail = [str(a) for a in argv[1:]]
-    return words is not None and (not tail or words[-len(tail):] == tail)
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def stop_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM the group, SIGKILL it after `grace_s`."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-        if not group_alive(pgid):
-            return
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and group_alive(pgid):
-            time.sleep(0.1)
+    now = start_ticks(pid)
+    return now is not None and start is not None and now == int(start)

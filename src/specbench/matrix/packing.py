@@ -177,9 +177,7 @@ class Packer:
     def _wind_down(self) -> None:
         """After Ctrl-C / SIGTERM: the workers stop their servers (they got the signal too, or get SIGTERM now);
         keep applying what they send until they are gone, further interrupts included."""
-        from specbench.matrix.runner import Interrupted
-
-        if Interrupted.by_sigterm:
+        if lifecycle.Interrupted.by_sigterm:
             for job in self.running.values():
                 _signal(job.handle.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.spec.timeouts.stop_s + 30

@@ -15,6 +15,7 @@ from specbench.engines.base import Engine, engine
 from specbench.errors import UserError
 from specbench.matrix.adapters import Adapter, Launch, adapter_for
 from specbench.matrix.spec import MatrixSpec, ServerTuple, expand
+from specbench.plan.concurrency import cell_warning
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) ->
     return out
 
 
-def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, Any] | None:
-    """The planner's verdict for an argv, or None when there is no planner for this engine."""
+def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
+    """The planner's verdict for an argv, or None when there is no planner for this engine (`fixes=False`: without
+    the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
         return None
     from specbench.plan.api import PlanOptions, plan_command
@@ -59,7 +61,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
         model_config=p.model_config_, draft_config=p.draft_config, gpu=p.gpu, gpu_mem_gib=p.gpu_mem_gib,
         engine=adapter.plan_engine, engine_version=version,
         avail_before_load_gib=p.avail_before_load_gib, weights_gib=p.weights_gib,
-        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=True,
+        draft_weights_gib=p.draft_weights_gib, non_kv_gib=p.non_kv_gib, fixes=fixes,
     )
     # the server's environment is part of what it allocates (VLLM_CPU_KVCACHE_SPACE selects vLLM's CPU rules
     # and its KV space; SGLANG_* switches): hand it to the planner as the leading VAR=value words of the command
@@ -77,7 +79,7 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch) -> dict[str, A
 def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
               planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
     settings = dict(st.settings)
-    launch = adapter.launch(spec, settings)
+    launch = adapter.launch(spec.target(), settings)
     notes = tuple(settings.get("notes") or ()) + launch.notes
     plan = planner(adapter, spec, launch)
     status = plan.get("status") if plan else None
@@ -90,7 +92,7 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
             fixed = _apply_fix(settings, change, engine(adapter.plan_engine))
             if int(fixed["tp"]) != st.tp:  # a fix must keep the tuple in its phase
                 continue
-            fl = adapter.launch(spec, fixed)
+            fl = adapter.launch(spec.target(), fixed)
             replan = planner(adapter, spec, fl)
             if replan is not None and replan.get("status") == "fails":
                 continue
@@ -141,6 +143,9 @@ def dry_run(spec: MatrixSpec,
             "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
             "effective_concurrency_planned": _effective(c.client.get("concurrency"),
                                                         (pf.plan or {}).get("max_running_requests")),
+            "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
+                                                c.client.get("output_tokens")),
+            "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
         })
     return out
 
@@ -150,6 +155,38 @@ def _effective(concurrency: Any, cap: Any) -> int | None:
     if not isinstance(concurrency, int):
         return None
     return min(concurrency, cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else concurrency
+
+
+# a cell whose arrivals alone are expected to take longer than this is named before anything runs
+LONG_CELL_S = 600.0
+
+
+def expected_load_s(client: dict[str, Any]) -> float | None:
+    """Seconds the arrivals of a Poisson cell are expected to take: requests / rate per repeat (the mean of the
+    sum of `num_requests` exponential gaps, load/schedule.py), times its repeats; None for a closed loop."""
+    rate = client.get("request_rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0 or rate == float("inf"):
+        return None
+    n = client.get("num_requests") or 0
+    repeats = client.get("repeats") or 1
+    return float(n) / float(rate) * int(repeats)
+
+
+def duration_warning(client: dict[str, Any]) -> str | None:
+    """A one-line warning for a cell expected to run longer than LONG_CELL_S, None otherwise."""
+    secs = expected_load_s(client)
+    if secs is None or secs <= LONG_CELL_S:
+        return None
+    return (f"request_rate = {client.get('request_rate')} with {client.get('num_requests')} requests: the cell's "
+            f"arrivals alone are expected to take {_duration(secs)}")
+
+
+def _duration(secs: float) -> str:
+    if secs < 3600:
+        return f"~{secs / 60:.0f} min ({secs:,.0f} s)"
+    if secs < 86400 * 2:
+        return f"~{secs / 3600:.1f} h ({secs:,.0f} s)"
+    return f"~{secs / 86400:.1f} days ({secs:,.0f} s)"
 
 
 def iter_phases(rows: Sequence[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:

@@ -31,7 +31,7 @@ from specbench.matrix.diagnosis import diagnose
 from specbench.matrix.orphans import reap_orphan
 from specbench.matrix.preflight import Preflight, _apply_fix, dry_run, iter_phases, plan_argv, preflight
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
-from specbench.matrix.store import Store
+from specbench.matrix.store import Store, damage_error, lock_store
 from specbench.matrix.tuple_run import StoreWriteError, run_tuple
 
 __all__ = ["Preflight", "RunOptions", "RunReport", "_apply_fix", "default_store_path", "diagnose", "dry_run",
@@ -49,6 +49,7 @@ class RunOptions:
     gpus: tuple[str, ...] | None = None  # pack tuples onto these GPUs (None: one tuple at a time)
     executor: str = "local"  # local | ray
     ray_address: str | None = None
+    order: tuple[str, ...] | None = None  # server ids to run first, in this order, within each phase (--order)
 
 
 @dataclass
@@ -79,17 +80,6 @@ def log_dir_for(store_path: Path) -> Path:
     return store_path.parent / (store_path.stem + "-logs")
 
 
-class Interrupted:
-    """SIGTERM becomes KeyboardInterrupt (as Ctrl-C); `by_sigterm` says which one came, for forwarding."""
-
-    by_sigterm = False
-
-    @classmethod
-    def handler(cls, _signum: int, _frame: Any) -> None:
-        cls.by_sigterm = True
-        raise KeyboardInterrupt
-
-
 def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOptions,
                console: Any = None) -> RunReport:
     """Run (or resume) every cell of the matrix into the store at `opts.store_path`."""
@@ -97,7 +87,10 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
 
     adapter = adapter_for(spec)
     tuples, cells = expand(spec)
-    lock = _lock_store(opts.store_path)
+    if opts.order:  # `run --order predicted`: the same tuples, most promising first within each phase
+        rank = {sid: i for i, sid in enumerate(opts.order)}
+        tuples = sorted(tuples, key=lambda st: (st.phase, rank.get(st.server_id, len(rank))))
+    lock = lock_store(opts.store_path)
     store = Store(opts.store_path)
     try:
         store.check_writable()
@@ -116,8 +109,10 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     todo_total = sum(len(todo) for _, todo in work)
     report.kept = len(cells) - todo_total
 
-    Interrupted.by_sigterm = False
-    old_handler = signal.signal(signal.SIGTERM, Interrupted.handler)
+    lifecycle.Interrupted.by_sigterm = False
+    # SIGTERM, and a closed terminal or dropped ssh (SIGHUP), stop the run as Ctrl-C does: the servers are stopped
+    # and the records finished (SIGQUIT and SIGKILL end it at once; the watchdog stops the servers: watchdog.py)
+    old_handlers = {sig: signal.signal(sig, lifecycle.Interrupted.handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     progress = Progress(enabled=opts.progress, console=console, total=todo_total)
     try:
         with progress:
@@ -125,10 +120,14 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     except KeyboardInterrupt:
         report.interrupted = True
     except sqlite3.OperationalError as exc:  # any other write the store refused (disk full, read-only folder)
+        damaged = damage_error(opts.store_path, exc)
+        if damaged is not None:
+            raise damaged from None
         raise StoreWriteError(f"the results store could not be written ({exc}): finished cells are kept, free space "
                               "(or make the folder writable) and run the matrix again to resume") from None
     finally:
-        signal.signal(signal.SIGTERM, old_handler)
+        for sig, old in old_handlers.items():
+            signal.signal(sig, old)
         try:
             fill_speedups(store)
         except sqlite3.OperationalError:  # a full disk: the run ends with the store's own one-line error
@@ -171,20 +170,6 @@ def run_serial(spec: MatrixSpec, work: Work, adapter: Adapter, store: Store, pro
     """One tuple after another in this process."""
     for st, todo in work:
         run_tuple(spec, preflight(spec, st, adapter), todo, adapter, log_dir, store, progress, report, baseline)
-
-
-def _lock_store(store_path: Path) -> Any:
-    """One runner per store: an exclusive flock on `<store>.lock`, released by the kernel even on SIGKILL."""
-    import fcntl
-
-    store_path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(store_path.with_name(store_path.name + ".lock"), "a+")
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        raise UserError(f"{store_path}: another `specbench run` is using this store") from None
-    return f
 
 
 def fill_speedups(store: Store) -> None:

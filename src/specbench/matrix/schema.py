@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from specbench.contracts import LaunchTarget
 from specbench.matrix import client_checks
 from specbench.matrix.client_schema import DATASETS, ClientAxes  # noqa: F401  (re-exported: one import path)
 from specbench.matrix.schema_base import (  # noqa: F401  (re-exported)
@@ -184,7 +185,7 @@ class Timeouts(_Strict):
 
 
 class PlanSettings(_Strict):
-    """What the planner needs besides the launch command (see `specbench.plan.api.PlanOptions`)."""
+    """What the planner needs besides the launch command (see `specbench.contracts.PlanOptions`)."""
 
     model_config_: str | None = Field(default=None, alias="model_config")
     draft_config: str | None = None
@@ -219,6 +220,7 @@ class MatrixSpec(_Strict):
     api: Literal["auto", "chat", "completions", "generate"] = "auto"
     host: str = "127.0.0.1"
     port: int = 30000
+    api_key: str | None = None  # sent as `Authorization: Bearer` (default: the launch command's --api-key)
     auto_fix: bool = False
     phases: list[str] = Field(default_factory=lambda: ["tp"])  # axes ordering the phases
     timeouts: Timeouts = Field(default_factory=Timeouts)
@@ -228,6 +230,8 @@ class MatrixSpec(_Strict):
     override: list[Override] = Field(default_factory=list)
     # the matrix file's folder: relative dataset paths are read from there (parse_matrix's `base_dir`)
     _matrix_dir: str | None = PrivateAttr(default=None)
+    # absolute drafter paths not found on this machine, kept as written (toml_load.py::resolve_paths)
+    _remote_paths: tuple[str, ...] = PrivateAttr(default=())
 
     def model_post_init(self, context: Any) -> None:
         self._matrix_dir = client_checks.base_dir(context)
@@ -235,6 +239,15 @@ class MatrixSpec(_Strict):
     @property
     def matrix_dir(self) -> str | None:
         return self._matrix_dir
+
+    @property
+    def remote_paths(self) -> tuple[str, ...]:
+        return self._remote_paths
+
+    def target(self, port: int | None = None) -> LaunchTarget:
+        """What a server adapter launches and where (on `port` instead of the matrix's, for a packed slot)."""
+        return LaunchTarget(command=tuple(self.command), host=self.host, port=self.port if port is None else port,
+                            model=self.model, served_model_name=self.served_model_name)
 
     @field_validator("host")
     @classmethod

@@ -7,13 +7,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
+from specbench.engines.sglang import SPEC_V2_ENV  # noqa: F401  (the matrix checks it; defined once by SGLang)
+
 Scalar = bool | int | float | str
 # A flag value: a scalar, `true` (a bare switch), `false` (left out), or a list of strings passed
 # as several argv words after the flag (written as a list inside a list when it is also an axis).
 FlagValue = Scalar | list[str]
 
 AR_NAMES = frozenset({"", "ar", "none", "autoregressive"})
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 
 
 # strict: no bool for an int (`tp = true` is an error, not 1), no string for a number; finite floats only
@@ -25,8 +26,48 @@ _CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=Fal
 _NOT_AXES = frozenset({"command", "phases", "override", "spec", "stop"})
 
 
+# The range of every count a matrix names, by field name, whatever table holds it: below the lower bound the engine
+# or the client refuses it, above the upper one it is a typo (or an overflow) that would run for days or allocate
+# without end. A value outside is a one-line error naming the key and its range.
+COUNT_BOUNDS: dict[str, tuple[float, float]] = {
+    "tp": (1, 1024), "concurrency": (1, 1_000_000), "num_requests": (1, 10_000_000),
+    "prompt_tokens": (1, 16_777_216), "output_tokens": (1, 16_777_216), "warmup_requests": (0, 1_000_000),
+    "requests_per_concurrency": (1, 1_000_000), "repeats": (1, 1000), "max_running_requests": (1, 10_000_000),
+    "context_length": (1, 16_777_216), "num_draft_tokens": (1, 4096), "num_steps": (1, 4096),
+    "eagle_topk": (1, 4096), "ddtree_budget": (1, 1_000_000), "port": (0, 65535),
+    "gpu_mem_gib": (0, 16384), "avail_before_load_gib": (0, 16384), "weights_gib": (0, 16384),
+    "draft_weights_gib": (0, 16384), "non_kv_gib": (0, 16384),
+}
+
+
+# the fields whose lower bound no table's own check gives (the others say it in their own words: "tp must be >= 1")
+_OWN_LOW_BOUND = frozenset({"port", "gpu_mem_gib", "avail_before_load_gib", "weights_gib", "draft_weights_gib",
+                            "non_kv_gib"})
+
+
+def _out_of_bounds(name: str, v: Any) -> str | None:
+    bounds = COUNT_BOUNDS.get(name)
+    if bounds is None:
+        return None
+    for x in v if isinstance(v, list) else [v]:
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and x > bounds[1]:
+            return f"{name} must be at most {bounds[1]:,.0f}, got {x}"
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and x < bounds[0] and name in _OWN_LOW_BOUND:
+            return f"{name} must be at least {bounds[0]:g}, got {x}"
+    return None
+
+
 class _Strict(BaseModel):
     model_config = _CONFIG
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _in_bounds(cls, v: Any, info: ValidationInfo) -> Any:
+        """A count is in its range (COUNT_BOUNDS), whichever table names it."""
+        problem = _out_of_bounds(info.field_name or "", v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("*", mode="after")
     @classmethod

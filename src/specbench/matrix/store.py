@@ -94,6 +94,34 @@ BUSY_TIMEOUT_MS = 30_000
 SERVER_STATUSES = ("pending", "running", "ready", "stopped", "failed", "skipped")
 
 
+def lock_store(store_path: Path) -> Any:
+    """One runner per store: an exclusive flock on the store file itself, so the lock follows the file's identity
+    (device and inode), not its name: a symlink, `./x.db` against an absolute path or a bind mount reach the same
+    lock. The kernel releases it even on SIGKILL. flock and SQLite's own POSIX (fcntl) locks do not interact on
+    Linux. Returns the open file; closing it releases the lock."""
+    import fcntl
+    import os
+
+    real = Path(os.path.realpath(store_path))
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(real, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except IsADirectoryError:
+        raise UserError(f"{store_path}: is a folder, not a results store") from None
+    except OSError as exc:
+        raise UserError(f"{store_path}: cannot open the results store ({exc.strerror or exc})") from None
+    f = os.fdopen(fd, "rb")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise UserError(f"{store_path}: another `specbench run` is using this store") from None
+    except OSError as exc:
+        f.close()
+        raise UserError(f"{store_path}: cannot lock the results store ({exc.strerror or exc})") from None
+    return f
+
+
 def _j(value: Any) -> str | None:
     """JSON of a value with its secrets masked (specbench/redact.py): every JSON column goes through here."""
     return None if value is None else json.dumps(redact_obj(value), default=str)
@@ -137,19 +165,41 @@ class Store:
             self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
+            self._check_damage()
             self.conn.executescript(SCHEMA)
+            self._check_tables()
             for table, cols in ADDED_COLUMNS.items():
                 have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
                 for name, kind in cols:
                     if name not in have:
                         self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
         except sqlite3.OperationalError as exc:
+            if _is_damage(exc):
+                raise UserError(f"{self.path}: the results store is damaged ({exc})") from None
             raise UserError(f"{self.path}: cannot open the results store ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise UserError(f"{self.path}: not a specbench results store ({exc})") from None
         except OSError as exc:
             raise UserError(f"{self.path}: cannot create the results store ({exc.strerror or exc})") from None
         self.conn.row_factory = sqlite3.Row
+
+    def _check_damage(self) -> None:
+        """A damaged file is one line at open, naming the damage SQLite found (`PRAGMA quick_check`: b-tree and
+        page structure, O(pages), without the index cross-checks of integrity_check)."""
+        rows = [r[0] for r in self.conn.execute("PRAGMA quick_check(3)")]
+        if rows != ["ok"]:
+            what = " ".join(" ".join(map(str, rows)).replace("*** in database main ***", "").split())
+            raise UserError(f"{self.path}: the results store is damaged ({what[:300]})")
+
+    def _check_tables(self) -> None:
+        """Tables of the schema's names but other columns: another program's database, not a results store."""
+        for table, cols in COLUMNS.items():
+            have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            added = {name for name, _ in ADDED_COLUMNS.get(table, ())}
+            missing = [c for c in cols if c not in have and c not in added]
+            if missing:
+                raise UserError(f"{self.path}: not a specbench results store (table {table} has no column "
+                                f"{missing[0]})")
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -320,7 +370,32 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
     for k in row.keys():
         v = row[k]
         if k.endswith("_json"):
-            out[k[: -len("_json")]] = _unj(v)
+            try:
+                out[k[: -len("_json")]] = _unj(v)
+            except (ValueError, TypeError) as exc:  # a damaged store: its JSON text no longer reads
+                raise StoreDamaged(f"column {k} holds no JSON ({exc})") from None
         else:
             out[k] = v
     return out
+
+
+class StoreDamaged(Exception):
+    """What a read found damaged (a column that no longer decodes); `Store` names its file."""
+
+
+_DAMAGE_WORDS = ("malformed", "could not decode", "not a database", "file is not a database", "corrupt")
+
+
+def _is_damage(exc: BaseException) -> bool:
+    return any(w in str(exc).lower() for w in _DAMAGE_WORDS)
+
+
+def damage_error(path: Path, exc: BaseException) -> UserError | None:
+    """The one-line error for a damaged store (None when `exc` is no damage: a lock, a full disk)."""
+    if isinstance(exc, StoreDamaged) or isinstance(exc, UnicodeDecodeError) or (
+            isinstance(exc, sqlite3.DatabaseError) and (_is_damage(exc)
+                                                        or not isinstance(exc, sqlite3.OperationalError))):
+        return UserError(f"{path}: the results store is damaged ({' '.join(str(exc).split())[:200]}); move it aside "
+                         "and run again, "
+                         "or give --store a new file")
+    return None

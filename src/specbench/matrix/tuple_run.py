@@ -15,13 +15,16 @@ RunReport), in a worker process of a packed run and in a Ray task (proxies that 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.engines import server_auth
 from specbench.errors import UserError
 from specbench.matrix import identity, lifecycle, orphans
 from specbench.matrix.adapters import Adapter, Launch
@@ -94,15 +97,19 @@ class TupleRun:
         self.port = place.port if place.port is not None else spec.port
         # the launch on this slot's port (the store keeps the preflight's command: the same as a serial run's)
         self.launch: Launch = pf.launch if self.port == spec.port else adapter.launch(
-            spec.model_copy(update={"port": self.port}), pf.settings)
+            spec.target(self.port), pf.settings)
         self.base_url = f"http://{url_host(spec.host)}:{self.port}"
         self.cell_server = cell_server_json(pf)
         self.log_path = next_log_path(log_dir, self.sid)
         env = lifecycle.clean_env(dict(os.environ), self.launch.env, self.launch.drop_env)
         if place.gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(place.gpus)
-        self.proc = lifecycle.ServerProcess(argv=self.launch.argv, env=env, log_path=self.log_path,
-                                            cwd=self.launch.cwd)
+        # the API key moves out of argv (`ps`) where the server kind can read it elsewhere (server_base.py); a key
+        # file lives in a private temporary folder, removed when the server stops
+        self.key_dir = Path(tempfile.mkdtemp(prefix="specbench-keys-"))
+        private = getattr(adapter, "private_launch", None)  # a test double may not have it
+        argv, env = private(list(self.launch.argv), env, self.key_dir) if private else (list(self.launch.argv), env)
+        self.proc = lifecycle.ServerProcess(argv=argv, env=env, log_path=self.log_path, cwd=self.launch.cwd)
         self.server_failed = False
         self.dead_reason: str | None = None
 
@@ -116,11 +123,14 @@ class TupleRun:
             self.store.update_server(self.sid, status="failed", ended_at=time.time(), diagnosis_json={
                 "status": "unknown", "failure": {"kind": "port_in_use", "message": msg}})
             self.fail_all(self.todo, msg)
+            shutil.rmtree(self.key_dir, ignore_errors=True)
             return
         self.store.update_server(self.sid, status="running", log_path=str(self.log_path), started_at=time.time())
+        key = getattr(self.spec, "api_key", None) or server_auth.launch_key(self.launch.argv)
         try:
-            if self.boot():
-                self.run_cells()
+            with server_auth.using(key):  # a server enforcing --api-key: every request carries it (server_auth.py)
+                if self.boot():
+                    self.run_cells()
         finally:
             self.stop()
 
@@ -245,6 +255,7 @@ class TupleRun:
     def stop(self) -> None:
         t = self.spec.timeouts
         how = self.proc.stop(t.stop_s)
+        shutil.rmtree(self.key_dir, ignore_errors=True)
         store_error: sqlite3.OperationalError | None = None
         try:  # the server is stopped first; a store that stopped taking writes must not hide that, or an earlier error
             orphans.clear_active(self.store, self.place.slot)

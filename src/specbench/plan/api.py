@@ -9,36 +9,13 @@ command; its package plans it, with the models resolved at the command's `--revi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
+from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
 from specbench.engines.command import read_command, revisions_of
-from specbench.specs.gpu import GpuSpec, custom_gpu, find_gpu
-
-DEFAULT_GPU = "H200"
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    model_config: str | None = None
-    draft_config: str | None = None
-    gpu: str | None = None
-    gpu_mem_gib: float | None = None
-    engine: str | None = None
-    engine_version: str | None = None
-    avail_before_load_gib: float | None = None
-    weights_gib: float | None = None
-    draft_weights_gib: float | None = None
-    non_kv_gib: float | None = None
-    fixes: bool = True
-    tp_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    revision: str | None = None  # the target's Hub revision, over the command's --revision
-
-
-def resolve_gpu(opts: PlanOptions) -> GpuSpec:
-    if opts.gpu_mem_gib is not None:
-        return custom_gpu(opts.gpu_mem_gib)
-    return find_gpu(opts.gpu or DEFAULT_GPU)
+from specbench.plan.concurrency import KEYS as CONCURRENCY_KEYS
+from specbench.plan.concurrency import concurrency, overcommit_warning
+from specbench.specs.gpu import DEFAULT_GPU
 
 
 def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> dict[str, Any]:
@@ -47,16 +24,43 @@ def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> di
 
 def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> tuple[dict[str, Any], list[Any]]:
     """Plan and (if opts.fixes) the per-TP table. Returns (contract dict, rows)."""
-    from specbench.specs.resolve import revisions
+    from specbench.specs.resolve import quantization_flag, revisions
 
     cmd = read_command(argv, opts.engine)
     revs = revisions_of(cmd.argv)
     if opts.revision:
         revs["model"] = opts.revision
-    with revisions(revs):
+    with revisions(revs), quantization_flag(_quantization_of(cmd.argv)):
         out, rows = cmd.engine.plan(cmd.argv, opts)
         out.update(origin_keys(out, opts, cmd.notes))
+    out.update(_concurrency_keys(out))
+    for key in CONCURRENCY_KEYS:  # an engine whose rules do not state them yet says null (docs/contracts.md)
+        out.setdefault(key, None)
     return out, rows
+
+
+def _quantization_of(argv: list[str]) -> str | None:
+    """The command's `--quantization` value (both engines spell it so; vLLM also `-q`): what a checkpoint whose
+    config is out of reach carries (specs/standin.py)."""
+    for i, w in enumerate(argv):
+        flag, eq, val = w.partition("=")
+        if flag in ("--quantization", "-q"):
+            return val if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return None
+
+
+def _concurrency_keys(out: dict[str, Any]) -> dict[str, Any]:
+    """The concurrency keys from what the engine passed under CONCURRENCY_INPUTS (contracts.py; engines sit below
+    the planner, so they hand over the numbers and plan/concurrency.py words them), and the over-commit warning."""
+    given = out.pop(CONCURRENCY_INPUTS, None)
+    if not given:
+        return {}
+    c = concurrency(given["cap"], given["context"], given["fits"])
+    keys = c.keys()
+    warning = overcommit_warning(given.get("asked"), c, given.get("kv_tokens") or 0, given["engine"])
+    if warning:
+        keys["warnings"] = [*(out.get("warnings") or []), warning]
+    return keys
 
 
 def origin_keys(out: dict[str, Any], opts: PlanOptions, command_notes: tuple[str, ...]) -> dict[str, Any]:
@@ -75,7 +79,8 @@ def origin_keys(out: dict[str, Any], opts: PlanOptions, command_notes: tuple[str
     w_src = out.get("weights_source") or (out.get("budget") or {}).get("weights_source") or ""
     if w_src != WEIGHTS_SOURCE and not str(w_src).startswith("measured"):
         notes.append(ESTIMATE_ERROR)
-    return {"model_source": target.source if target else None,
+    return {"model_stand_in": target.stand_in if target else None,
+            "model_source": target.source if target else None,
             "draft_model_source": draft.source if draft else None, "model_notes": notes}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from specbench.report.load import Store
 from specbench.report.markdown import render_markdown
 from specbench.report.model import Report, build_report
 from specbench.report.plots import all_plots
+from specbench.report.predicted import predicted_section
 from specbench.report.tables import build_tables
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
@@ -101,6 +102,7 @@ def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Writ
 
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
     report = build_report(stores, tables, plots, stamp)
+    report = replace(report, predicted=predicted_section([s.path for s in stores]))
     md = out / "report.md"
     md.write_text(render_markdown(report), encoding="utf-8")
     html = out / "report.html"

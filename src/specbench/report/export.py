@@ -57,7 +57,20 @@ def columns(recs: Sequence[dict[str, Any]]) -> list[str]:
     return list(BASE_COLUMNS) + extra
 
 
+# OWASP CSV injection: a text cell a spreadsheet would read as a formula (or a DDE command) starts with one of these
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_value(value: Any) -> str:
+    """A cell's text. Text that starts like a formula gets a leading `'` (OWASP's rule: shown, never evaluated);
+    numbers are left as they are (a negative number is a number)."""
+    text = _csv_text(value)
+    if isinstance(value, str) and text.startswith(_FORMULA_START):
+        return "'" + text
+    return text
+
+
+def _csv_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -74,9 +87,9 @@ def to_csv(stores: Sequence[Store]) -> str:
     cols = columns(recs)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(cols)
-    for rec in recs:
-        writer.writerow([_csv_value(rec.get(c)) for c in cols])
+    quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)  # a bare CR would split the row otherwise
+    for row in ([_csv_value(c) for c in cols], *([_csv_value(rec.get(c)) for c in cols] for rec in recs)):
+        (quoted if any("\r" in v for v in row) else writer).writerow(row)
     return buf.getvalue()
 
 

@@ -13,6 +13,7 @@ from html import escape
 from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
 from specbench.report.model import Report
 from specbench.report.plots import MEMORY_COLORS
+from specbench.report.predicted import html_lines as predicted_html
 from specbench.report.rows import CellRow, MemoryRow
 
 CSS = """
@@ -109,7 +110,7 @@ def _head(report: Report) -> list[str]:
            f"<h1>{escape(report.title)}</h1>", f'<div class="muted">Generated {escape(report.generated_at)}</div>']
     nav = [("stores", "Stores"), ("best", "Fastest"), ("figures", "Figures")]
     nav += [(f"phase-{i}", p.title) for i, p in enumerate(t.phases)]
-    nav += [("failures", "Failures"), ("memory", "Memory")]
+    nav += [("predicted", "Predicted"), ("failures", "Failures"), ("memory", "Memory")]
     out.append("<nav>" + "".join(f'<a href="#{a}">{escape(n)}</a>' for a, n in nav) + "</nav>")
     out.append(f'<div class="state {escape(t.summary.state)}" id="state">{escape(t.summary.headline)}</div>')
     return out
@@ -220,5 +221,6 @@ def _warnings(report: Report) -> list[str]:
 def render_html(report: Report, images: Mapping[str, bytes]) -> str:
     """The page, section by section in the order of its navigation bar."""
     out = [*_head(report), *_stores(report), *_best(report), *_figures(report, images), *_phases(report),
-           *_failures(report), *_memory(report), *_warnings(report), "</body></html>"]
+           *predicted_html(report.predicted), *_failures(report), *_memory(report), *_warnings(report),
+           "</body></html>"]
     return "\n".join(out) + "\n"

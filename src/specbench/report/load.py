@@ -42,11 +42,22 @@ def _json(text: Any, what: str, warnings: list[str], default: Any) -> Any:
         return default
     if not isinstance(text, (str, bytes)):
         return text
+    nan: list[bool] = []
+
+    def no_nan(word: str) -> Any:  # no writer stores NaN (a damaged or hand-edited store): read it as no value
+        if word == "NaN":
+            nan.append(True)
+            return None
+        return float(word)
+
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=no_nan)
     except ValueError:
         warnings.append(f"{what}: not JSON, ignored")
         return default
+    if nan:
+        warnings.append(f"{what}: NaN read as no value")
+    return value
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -108,14 +119,36 @@ def _open(path: Path) -> sqlite3.Connection:
     try:
         return _connect_ro(path, "mode=ro")  # UnicodeDecodeError: a damaged schema text (below)
     except sqlite3.OperationalError:
-        # a WAL store in a folder we cannot write: SQLite cannot make its -shm file, so read the file as it is
-        # (no runner can be writing it there either)
+        # a WAL store in a folder we cannot write: SQLite cannot make its -shm file. A killed runner's last writes
+        # are still in the -wal file: read a copy of both where SQLite can build its index; without a WAL, read the
+        # file as it is (no runner can be writing it there either)
+        wal = path.with_name(path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            return _connect_wal_copy(path, wal)
         try:
             return _connect_ro(path, "mode=ro&immutable=1")
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise _unreadable(path, exc) from None
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise _unreadable(path, exc) from None
+
+
+def _connect_wal_copy(path: Path, wal: Path) -> sqlite3.Connection:
+    """The store and its write-ahead log copied to a temporary folder (removed at exit) and opened there, so the
+    WAL's pages are read; a copy that fails says plainly what cannot be read."""
+    import atexit
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="specbench-ro-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    try:
+        shutil.copyfile(path, tmp / path.name)
+        shutil.copyfile(wal, tmp / wal.name)
+        return _connect_ro(tmp / path.name, "mode=rw")
+    except (OSError, sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: its folder is read-only and its write-ahead log {wal.name} (the last writes of a "
+                        f"run that was killed) cannot be read: {exc}; copy both files to a writable folder") from None
 
 
 def _connect_ro(path: Path, query: str) -> sqlite3.Connection:

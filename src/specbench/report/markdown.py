@@ -6,6 +6,7 @@ import html
 
 from specbench.report.formatting import SIMULATED_NOTE
 from specbench.report.model import Report
+from specbench.report.predicted import markdown_lines as predicted_md
 from specbench.report.repeats import fmt_ci
 from specbench.report.tables import CELL_COLUMNS, MemoryRow, cell_values, fmt
 
@@ -94,6 +95,7 @@ def render_markdown(report: Report) -> str:
         lines.append("")
     lines += _notes(report)
     lines += _categories(report)
+    lines += predicted_md(report.predicted)
 
     lines += ["## Failures", ""]
     if t.failures:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from specbench.report.compare import describe
 from specbench.report.load import Store
 from specbench.report.plots import Plot
+from specbench.report.predicted import PredictedSection
 from specbench.report.tables import Tables
 
 
@@ -31,6 +32,7 @@ class Report:
     stores: tuple[StoreInfo, ...]
     tables: Tables
     plots: tuple[Plot, ...]
+    predicted: PredictedSection = PredictedSection()  # report/predicted.py
 
     @property
     def multi(self) -> bool:

@@ -122,7 +122,47 @@ def find_gpu(name: str) -> GpuSpec:
     raise FlagError(f"unknown GPU {name!r}; known: {', '.join(g.name for g in CATALOG)} (or use --gpu-mem-gib X)")
 
 
+DEFAULT_GPU = "H200"  # what `specbench plan` assumes without --gpu / --gpu-mem-gib (and without $SPECBENCH_GPU)
+
+
+def gpu_for(name: str | None, mem_gib: float | None) -> GpuSpec:
+    """The GPU a plan is for: a custom GPU of `mem_gib` GiB, else the catalog's `name`, else DEFAULT_GPU."""
+    return custom_gpu(mem_gib) if mem_gib is not None else find_gpu(name or DEFAULT_GPU)
+
+
 def custom_gpu(total_gib: float) -> GpuSpec:
     if not total_gib or total_gib <= 0:
         raise FlagError(f"--gpu-mem-gib must be positive, got {total_gib}")
     return GpuSpec(f"custom {total_gib:g} GiB", int(round(total_gib * 1024)), 0)
+
+
+# ----------------------------------------------------------------------------- roofline ceilings (predict/)
+@dataclass(frozen=True)
+class GpuPerf:
+    """What one GPU can move and compute: the roofline the step-cost model (specbench/predict/) starts from."""
+    gpu: str                 # catalog name
+    mem_bw_gbs: float        # HBM/GDDR bandwidth, GB/s (10^9 B/s)
+    bf16_dense_tflops: float # dense BF16 tensor-core peak, TFLOP/s (no sparsity)
+    source: str
+
+
+# Vendor datasheet peaks (the roofline's ceilings; the calibration's efficiency says how much of them a step gets).
+# The H200 row is checked on the device machine: a device-to-device copy moved ~4.3 TB/s and an 8192^3 bf16 GEMM ran
+# at 769-798 TFLOP/s (the workplace's device notes, KINDS.md, 2026-10-28 / 2026-11-04), i.e. 0.90 / 0.80 of these.
+PERF: tuple[GpuPerf, ...] = (
+    GpuPerf("H200", 4800, 989, "NVIDIA H200 datasheet (SXM: 4.8 TB/s HBM3e, BF16 dense 989 TFLOPS)"),
+    GpuPerf("H100 80GB", 3350, 989, "NVIDIA H100 datasheet (SXM: 3.35 TB/s HBM3, BF16 dense 989 TFLOPS)"),
+    GpuPerf("H800", 3350, 989, "the H100 SXM's memory and tensor cores (NVIDIA H800 datasheet)"),
+    GpuPerf("H20", 4000, 148, "NVIDIA H20 datasheet (4.0 TB/s HBM3, BF16 dense 148 TFLOPS)"),
+    GpuPerf("B200", 8000, 2250, "NVIDIA HGX B200 datasheet (8 TB/s HBM3e, BF16 dense 2.25 PFLOPS per GPU)"),
+    GpuPerf("A100 80GB", 2039, 312, "NVIDIA A100 datasheet (SXM 80GB: 2,039 GB/s, BF16 dense 312 TFLOPS)"),
+    GpuPerf("A100 40GB", 1555, 312, "NVIDIA A100 datasheet (SXM 40GB: 1,555 GB/s, BF16 dense 312 TFLOPS)"),
+    GpuPerf("L40S", 864, 362, "NVIDIA L40S datasheet (864 GB/s GDDR6, BF16 733 TFLOPS with sparsity = 362 dense)"),
+    GpuPerf("RTX 4090", 1008, 165, "NVIDIA Ada whitepaper (1,008 GB/s GDDR6X, FP16/BF16 tensor dense 165 TFLOPS)"),
+    GpuPerf("MI300X", 5300, 1307, "AMD Instinct MI300X datasheet (5.3 TB/s HBM3, BF16 dense 1,307 TFLOPS)"),
+)
+
+
+def gpu_perf(gpu: GpuSpec) -> GpuPerf | None:
+    """The roofline ceilings of a catalog GPU, or None when the catalog has none for it."""
+    return next((p for p in PERF if p.gpu == gpu.name), None)

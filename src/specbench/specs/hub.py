@@ -2,7 +2,7 @@
 
 The engines load a model named `org/name` with `huggingface_hub` (sglang/srt/utils/hf_transformers_utils.py::
 get_config -> transformers' cached_file; vllm/transformers_utils/config.py::get_config -> hf_hub_download), so
-this module does the same: the HF cache first (`try_to_load_from_cache`), then the Hub (`hf_hub_download`,
+this module does the same: the HF cache first (`cached_file`, try_to_load_from_cache's lookup), then the Hub (`hf_hub_download`,
 which also fills the cache), honouring at *call* time (huggingface_hub reads them once at import):
 
 - `HF_HUB_OFFLINE` (1/true/yes/on): the cache only, never the network;
@@ -80,12 +80,30 @@ def reachable(endpoint: str, timeout_s: float = 3.0) -> bool:
     return _REACHABLE[endpoint]
 
 
-def cached_file(s: HubSettings, repo: str, filename: str, revision: str | None) -> Path | None:
-    """The file from the HF cache at `revision` (a branch, tag or commit the cache has a ref for), else None."""
-    from huggingface_hub import try_to_load_from_cache
+def repo_cache_dir(s: HubSettings, repo: str) -> Path:
+    """A model's folder in the HF cache: `models--<org>--<name>` (huggingface_hub/file_download.py::
+    repo_folder_name@2.4.0)."""
+    return s.cache_dir / ("models--" + repo.replace("/", "--"))
 
-    hit = try_to_load_from_cache(repo, filename, cache_dir=str(s.cache_dir), revision=revision)
-    return Path(hit) if isinstance(hit, str) else None
+
+def cached_file(s: HubSettings, repo: str, filename: str, revision: str | None) -> Path | None:
+    """The file from the HF cache at `revision` (a branch, tag or commit the cache has a ref for), else None.
+
+    The lookup of huggingface_hub/file_download.py::try_to_load_from_cache@2.4.0 on the cache layout it writes:
+    `refs/<branch or tag>` holds a commit, `snapshots/<commit>/<file>` is the file, `.no_exist/<commit>/<file>`
+    records a file the Hub does not have; read here without importing huggingface_hub (tens of milliseconds on
+    every plan, tests/test_cli_lazy.py)."""
+    folder = repo_cache_dir(s, repo)
+    if not folder.is_dir():
+        return None
+    commit = revision or "main"
+    ref = folder / "refs" / commit
+    if ref.is_file():
+        commit = ref.read_text().strip()
+    if (folder / ".no_exist" / commit / filename).is_file():
+        return None
+    hit = folder / "snapshots" / commit / filename
+    return hit if hit.is_file() else None
 
 
 def snapshot_commit(path: Path) -> str:
@@ -95,7 +113,10 @@ def snapshot_commit(path: Path) -> str:
 
 
 def download(s: HubSettings, repo: str, filename: str, revision: str | None) -> Path | None:
-    """hf_hub_download into the HF cache; None when the repo has no such file; RepoNotOnHub / HubUnreachable."""
+    """hf_hub_download into the HF cache; None when the repo has no such file; RepoNotOnHub / HubUnreachable.
+    huggingface_hub is imported only once the endpoint answers."""
+    if not reachable(s.endpoint):
+        raise HubUnreachable(s.endpoint)
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
@@ -106,8 +127,6 @@ def download(s: HubSettings, repo: str, filename: str, revision: str | None) -> 
         RevisionNotFoundError,
     )
 
-    if not reachable(s.endpoint):
-        raise HubUnreachable(s.endpoint)
     try:
         return Path(hf_hub_download(repo, filename, revision=revision, cache_dir=str(s.cache_dir),
                                     endpoint=s.endpoint, token=s.token))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specbench.errors import ConfigError
@@ -271,14 +271,26 @@ def _parse_config_groups(method: str, qc: Mapping[str, Any], excluded: tuple[str
 KNOWN_METHODS = ("fp8", "mxfp4", "awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "modelopt",
                  "modelopt_fp4", "modelopt_fp8", "compressed-tensors", "compressed_tensors", "bitsandbytes")
 
-_QUANT_FLAG = re.compile(r"^(fp8|modelopt_fp8|modelopt_fp4|modelopt|mxfp4|awq|gptq|w8a8_fp8|w8a8_int8|w4afp8)$")
+_QUANT_FLAG = re.compile(r"^(fp8|modelopt_fp8|modelopt_fp4|modelopt|mxfp4|awq|gptq|w8a8_fp8|w8a8_int8|w4afp8|mxfp8|"
+                         r"nvfp4_online|quark_mxfp4|bitsandbytes|blockwise_int8|fbgemm_fp8|fp8_per_tensor|"
+                         r"fp8_per_channel|fp8_per_block|mxfp4_online)$")
+MXFP8 = Scheme("mxfp8", 1.0 + 1.0 / 32)  # e4m3 values + one e8m0 scale per 32 (OCP MX spec)
 
 
 def scheme_for_flag(flag: str) -> QuantSpec | None:
-    """`--quantization X` given on the command line with an unquantized checkpoint (online quantization)."""
+    """`--quantization X` given on the command line with an unquantized checkpoint (online quantization):
+    fp8 / mxfp8 / nvfp4_online / quark_mxfp4 / bitsandbytes quantize at load (their config classes read no file of
+    the checkpoint: layers/quantization/*.py::get_config_filenames@0.5.15.post1 returns []); None for a value that
+    is not an online scheme (the engine refuses it or it needs a quantized checkpoint: start_checks.py)."""
     f = flag.lower()
     if not _QUANT_FLAG.match(f):
         return None
+    if f == "mxfp8":
+        return QuantSpec(f, MXFP8, ("lm_head",), source="--quantization")
+    if f in ("quark_mxfp4", "mxfp4_online"):
+        return QuantSpec(f, MXFP4, ("lm_head",), source="--quantization")
+    if f == "bitsandbytes":
+        return QuantSpec(f, Scheme("nf4", 0.5 + 4.0 / 64), ("lm_head",), source="--quantization")
     if "fp4" in f:
         return QuantSpec(f, NVFP4, ("lm_head",), source="--quantization")
     if "int8" in f:
@@ -286,3 +298,28 @@ def scheme_for_flag(flag: str) -> QuantSpec | None:
     if f in ("awq", "gptq"):
         return QuantSpec(f, int4_group(128), ("lm_head",), source="--quantization")
     return QuantSpec(f, FP8, ("lm_head",), source="--quantization")
+
+
+# weight-only FP8 Marlin (SM80-SM88: layers/quantization/fp8_utils.py::can_auto_enable_marlin_fp8@0.5.15.post1 is
+# 80 <= sm < 89): prepare_fp8_layer_for_marlin turns 128x128 block scales (fp32, [n/128, k/128]) into group scales
+# of the model dtype, [k/128, n] (repeat_interleave over block_n): 2 bytes per 128 weights instead of 4 per 16,384;
+# per-tensor / per-channel scales become one per output channel (negligible)
+FP8_MARLIN_G128 = Scheme("fp8-marlin-g128", 1.0 + 2.0 / 128)
+
+
+def as_fp8_marlin(q: QuantSpec) -> QuantSpec:
+    """The checkpoint's FP8 linears as the Marlin path keeps them on a GPU without FP8 tensor cores."""
+    def swap(s: Scheme | None) -> Scheme | None:
+        return FP8_MARLIN_G128 if s is not None and s.name == "fp8-block128" else s
+
+    return replace(q, default=swap(q.default), per_module={k: swap(v) or v for k, v in q.per_module.items()})
+
+
+def awq_bits(config: Any) -> int | None:
+    """The `w_bit` / `bits` of an AWQ checkpoint's quantization_config (SGLang's AWQConfig.from_config reads them in that
+    order: srt/layers/quantization/awq/awq.py@0.5.15.post1; vLLM's AWQMarlinConfig alike), None for any other checkpoint."""
+    q = config.get("quantization_config") if isinstance(config, Mapping) else None
+    if not isinstance(q, Mapping) or str(q.get("quant_method", "")).lower() != "awq":
+        return None
+    bits = q.get("w_bit", q.get("bits"))
+    return bits if isinstance(bits, int) and not isinstance(bits, bool) else None

@@ -23,6 +23,7 @@ from pathlib import Path
 from specbench.errors import ConfigError, UserError
 from specbench.specs import hub
 from specbench.specs.model import ModelSpec, load_config_file, model_spec_from_dict
+from specbench.specs.standin import StandIn, find_stand_in, read_name
 
 SOURCES = ("config file", "local folder", "hf cache", "hub", "bundled (offline fallback)")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -30,6 +31,8 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # (engines/command.py::revisions_of) or `specbench plan --revision`
 _REVISIONS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("revisions", default=None)
 _ROLES = {"the model": "model", "the draft model": "draft"}
+# the launch command's --quantization: what a checkpoint carries when a stand-in's name does not say (standin.py)
+_QUANT_FLAG: contextvars.ContextVar[str | None] = contextvars.ContextVar("quant_flag", default=None)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class ModelOrigin:
     tensors_from: str | None = None
     notes: tuple[str, ...] = ()
     quant_method: str | None = None  # the checkpoint's own quantization (set by load_model_spec)
+    stand_in: str | None = None      # a bundled sibling planned in the model's place: which, assumed what (standin.py)
+    overlay: StandIn | None = None   # what the stand-in changes in the sibling's config (quantization, renamed fields)
 
 
 def bundled_dir() -> Path:
@@ -95,7 +100,7 @@ def is_repo_id(source: str) -> bool:
 
 def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
     """The newest cache snapshot with a config.json, for a cache that has no ref (copied in by hand)."""
-    snap = s.cache_dir / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    snap = hub.repo_cache_dir(s, repo_id) / "snapshots"
     if not snap.is_dir():
         return None
     for d in sorted(snap.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True):
@@ -104,8 +109,20 @@ def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
     return None
 
 
+def _valid_repo_id(repo_id: str) -> bool:
+    """huggingface_hub's own rule (utils/_validators.py::validate_repo_id): a published typo such as
+    `Qwen/Qwen3-30-A3B.` (a trailing period) is no repo id, so it is never passed on to raise there."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return False
+    return True
+
+
 def hf_cache_config(repo_id: str, revision: str | None = None) -> Path | None:
-    if not _REPO_ID.match(repo_id):  # a path ("/no/such/model") is not a repo id: huggingface_hub would raise
+    if not _REPO_ID.match(repo_id) or not _valid_repo_id(repo_id):  # a path ("/no/such/model") is not a repo id
         return None
     s = hub.settings()
     hit = hub.cached_file(s, repo_id, "config.json", revision)
@@ -163,13 +180,15 @@ def _bundled(source: str, why: str) -> ModelOrigin | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _resolve(source: str, revision: str | None, s: hub.HubSettings) -> ModelOrigin:
+def _resolve(source: str, revision: str | None, s: hub.HubSettings, flag: str | None = None) -> ModelOrigin:
     p = Path(source).expanduser()
     if p.exists():
         return _from_path(source, p)
     tried = ["not a file or model folder"]
     why = ""
-    if _REPO_ID.match(source):
+    if _REPO_ID.match(source) and not _valid_repo_id(source):
+        tried.append("not a valid Hub repo id (huggingface_hub refuses it)")
+    elif _REPO_ID.match(source):
         cfg = hf_cache_config(source, revision)
         if cfg is not None:
             return _from_cache(s, source, revision, cfg)
@@ -190,21 +209,26 @@ def _resolve(source: str, revision: str | None, s: hub.HubSettings) -> ModelOrig
     got = _bundled(source, why)
     if got is not None:
         return got
+    si = find_stand_in(source, why, _bundled_match, {n: bundled_dir() / f"{n}.json" for n in bundled_names()}, flag)
+    if si is not None:
+        note = f"using the bundled config of {si.label} as a stand-in (offline fallback): see model_stand_in"
+        return ModelOrigin(source, "bundled (offline fallback)", str(si.path), notes=(note,), stand_in=si.text,
+                           overlay=si)
     raise ConfigError(f"cannot find a config for {source!r}: {', '.join(tried)}, not a bundled name "
                       "(see `specbench plan --list-models`)")
 
 
 def resolve_model(source: str, revision: str | None = None) -> ModelOrigin:
     """Where `source` (a path, an `org/name` id or a bundled name) is found; ConfigError naming what was tried."""
-    return _resolve(source, revision, hub.settings())
+    return _resolve(source, revision, hub.settings(), _QUANT_FLAG.get())
 
 
 def origin_for(source: str | None, role: str) -> ModelOrigin | None:
     """The origin of a model the plan loaded in `role` ("model" / "draft"), None when it was not resolved."""
     if not source:
         return None
-    try:
-        return resolve_model(source, (_REVISIONS.get() or {}).get(role))
+    try:  # loaded, so the notes of reading it (a trimmed bundled file, a name its config contradicts) come along
+        return load_model_spec(source, revision=(_REVISIONS.get() or {}).get(role)).origin
     except UserError:
         return None
 
@@ -224,11 +248,54 @@ def revisions(mapping: Mapping[str, str]) -> Iterator[None]:
         _REVISIONS.reset(token)
 
 
+@contextlib.contextmanager
+def quantization_flag(value: str | None) -> Iterator[None]:
+    """The launch command's --quantization, for the stand-ins resolved while the block runs."""
+    token = _QUANT_FLAG.set(value)
+    try:
+        yield
+    finally:
+        _QUANT_FLAG.reset(token)
+
+
+def _with_overlay(data: dict, hq: dict | None, si: StandIn) -> tuple[dict, dict | None]:
+    """The sibling's config as the stand-in checkpoint would have it: its quantization, the renamed fields."""
+    data = {**data, **si.fields}
+    if si.drop_quant:
+        return {k: v for k, v in data.items() if k != "quantization_config"}, None
+    if si.quantization_config is not None:
+        data["quantization_config"] = dict(si.quantization_config)
+    if si.hf_quant_config is not None or si.quantization_config is not None:
+        hq = dict(si.hf_quant_config) if si.hf_quant_config is not None else None
+    return data, hq
+
+
+def _as_published(origin: ModelOrigin, hq: dict | None) -> tuple[dict | None, tuple[str, ...]]:
+    """A bundled hf_quant_config.json is a trimmed copy (data/configs/SOURCES.md: aiconfigurator keeps the algorithms,
+    not the lists); the published ModelOpt checkpoints carry `exclude_modules` (ModelOpt's export always writes it,
+    with lm_head at least), so the bundled copy is planned with it: [lm_head]. A real folder without the key keeps
+    the engine's start check (engines/sglang/start_checks.py::check_quant_config)."""
+    q = hq.get("quantization") if isinstance(hq, dict) else None
+    if hq is None or origin.source != SOURCES[-1] or not isinstance(q, dict) or "exclude_modules" in q:
+        return hq, ()
+    note = ("the bundled hf_quant_config.json is a trimmed copy without `exclude_modules`: planned as the published "
+            "checkpoint, which lists it (assumed: lm_head only)")
+    return {**hq, "quantization": {**q, "exclude_modules": ["lm_head"]}}, (note,)
+
+
 def load_model_spec(source: str, *, name: str | None = None, revision: str | None = None) -> ModelSpec:
     origin = resolve_model(source, revision)
     data, hq = load_config_file(origin.location)
+    if origin.overlay is not None:
+        data, hq = _with_overlay(data, hq, origin.overlay)
+    hq, notes = _as_published(origin, hq)
     spec = model_spec_from_dict(data, name=name or source, hf_quant_config=hq)
-    return dataclasses.replace(spec, origin=dataclasses.replace(origin, quant_method=spec.quant.method))
+    said = read_name(source.strip().rstrip("/").rsplit("/", 1)[-1]).quant
+    if said and spec.quant.method is None and not _QUANT_FLAG.get():
+        notes += (f"the name says {said.upper()} but its config.json has no quantization_config: the weights are "
+                  "planned unquantized (pass --quantization, or the checkpoint's own config.json)",)
+    origin = dataclasses.replace(origin, quant_method=spec.quant.method, notes=origin.notes + notes)
+    return dataclasses.replace(spec, origin=origin)
 
 
 def load_spec_for(explicit: str | None, from_command: str | None, what: str, flag: str) -> ModelSpec | None:

@@ -73,6 +73,7 @@ class Options:
     no_usage: bool = False
     model: str = "instant"
     record: str | None = None
+    require_key: str | None = None  # --enforce-api-key: /v1 and /generate answer 401 without `Bearer KEY` (as vLLM)
     # ground truth (instant_truth.py): a batch scheduler with known step time, cap and acceptance; and its lies
     step_ms: float = 0.0
     max_running: int = 1 << 30
@@ -161,14 +162,21 @@ class _Proto(asyncio.Protocol):
                 self.t.close()
                 return
             length = 0
+            auth = ""
             for line in lines[1:]:
                 k, _, v = line.partition(":")
                 if k.strip().lower() == "content-length":
                     length = int(v.strip())
+                elif k.strip().lower() == "authorization":
+                    auth = v.strip()
             if len(self.buf) < h + 4 + length:
                 return
             body = self.buf[h + 4:h + 4 + length]
             self.buf = self.buf[h + 4 + length:]
+            key = self.srv.o.require_key
+            if key and path.startswith(("/v1", "/generate")) and auth != f"Bearer {key}":
+                self._send(json_response("401 Unauthorized", {"error": "Unauthorized"}))
+                continue
             self.handle(method, path.split("?", 1)[0], body)
 
     def _send(self, b: bytes) -> None:
@@ -374,6 +382,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     p.add_argument("--stall-every", type=int, default=0, help="stop the stream half-way every K requests")
     p.add_argument("--no-usage", action="store_true", help="never send the usage chunk")
     p.add_argument("--api-key", default=None, help="taken and echoed at startup (as SGLang prints server_args)")
+    p.add_argument("--enforce-api-key", action="store_true", help="answer 401 without `Authorization: Bearer KEY`")
     p.add_argument("--model", default="instant")
     p.add_argument("--record", default=None, help="append every POST body received to this file (JSON lines)")
     t = p.add_argument_group("ground truth (instant_truth.py)")
@@ -398,7 +407,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    no_usage=a.no_usage, model=a.model, record=a.record, step_ms=a.step_ms, max_running=a.max_running,
                    accept_rates=tuple(float(x) for x in a.accept_rates.split(",") if x.strip()), seed=a.seed,
                    metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
-                   models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file)
+                   models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file,
+                   require_key=a.api_key if a.enforce_api_key else None)
     if a.api_key is not None:
         print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)
     return a.host, a.port, opts

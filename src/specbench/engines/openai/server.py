@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from specbench.engines import server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
-from specbench.engines.server_base import ServerBase, planned_cap
+from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, planned_cap
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
 
 
 @dataclass(frozen=True)
@@ -22,13 +23,13 @@ class OpenAIServer(ServerBase):
     name: str = "openai"
     health_paths: tuple[str, ...] = ("/health", "/v1/models")
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        argv = list(spec.command)
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        argv = list(target.command)
         for flag, value in (settings.get("flags") or {}).items():
             argv = set_flag(argv, flag, value)
-        argv = set_flag(set_flag(argv, "--host", spec.host), "--port", spec.port)
+        argv = set_flag(set_flag(argv, "--host", target.host), "--port", target.port)
         env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
-        return Launch(argv, env, ("SGLANG_ENABLE_SPEC_V2",) if settings["algorithm"] == "ar" else ())
+        return Launch(argv, env, (SPEC_V2_ENV,) if settings["algorithm"] == "ar" else ())
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         openai_probe(base_url, timeout_s)
@@ -64,7 +65,7 @@ class OpenAIServer(ServerBase):
 def models_info(base_url: str) -> list[dict[str, Any]] | None:
     """`/v1/models` `data` (id, max_model_len ...); None when the server does not answer it."""
     try:
-        with httpx.Client(timeout=10.0, trust_env=False) as c:
+        with httpx.Client(timeout=10.0, trust_env=False, headers=server_auth.headers()) as c:
             r = c.get(base_url + "/v1/models")
         return r.json().get("data") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
@@ -77,7 +78,7 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang's (the second
 def server_info(base_url: str, timeout_s: float = 10.0,
                 paths: Sequence[str] = SERVER_INFO_PATHS) -> dict[str, Any] | None:
     """`{"source": path, "info": {...}}` from the first of `paths` that answers 200 with a JSON object; else None."""
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         for path in paths:
             try:
                 r = c.get(base_url + path)
@@ -96,7 +97,7 @@ def server_info(base_url: str, timeout_s: float = 10.0,
 def post_path(base_url: str, path: str, timeout_s: float = 30.0) -> tuple[bool, str]:
     """POST `path` with an empty body: (answered 2xx, the status and the start of the answer)."""
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+        with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
             r = c.post(base_url + path)
     except httpx.HTTPError as exc:
         return False, f"{path}: {type(exc).__name__}: {exc}"
@@ -106,7 +107,7 @@ def post_path(base_url: str, path: str, timeout_s: float = 30.0) -> tuple[bool, 
 def metrics_text(base_url: str) -> str | None:
     """GET /metrics (vLLM's spec-decode counters live there); None when the server has none."""
     try:
-        with httpx.Client(timeout=10.0, trust_env=False) as c:
+        with httpx.Client(timeout=10.0, trust_env=False, headers=server_auth.headers()) as c:
             r = c.get(base_url + "/metrics")
     except httpx.HTTPError:
         return None
@@ -114,7 +115,7 @@ def metrics_text(base_url: str) -> str | None:
 
 
 def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         r = c.get(base_url + "/v1/models")
         r.raise_for_status()
         data = r.json().get("data") or []
@@ -124,7 +125,7 @@ def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
 def openai_probe(base_url: str, timeout_s: float) -> None:
     """One short completion through the OpenAI API; raises on failure."""
     model = served_model(base_url, min(timeout_s, 10.0))
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         r = c.post(base_url + "/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 2,
                                                       "temperature": 0})
         r.raise_for_status()

@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from specbench.engines.server_base import SPEC_V2_ENV  # noqa: F401  (SGLang's own switch, defined once there)
+
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
 _IMAGE = re.compile(r"(^|/)(sglang|sgl-dev)(:|$)")  # lmsysorg/sglang:<tag>, rocm/sgl-dev:<tag>
 
@@ -42,13 +44,9 @@ class SglangEngine:
         render_plan(result, con)
 
     def version_from_log(self, lines: Sequence[str]) -> str | None:
-        from specbench.engines.sglang.loglines import SGL_VERSION
+        from specbench.engines.sglang.loglines import version_from_log
 
-        for text in lines:
-            m = SGL_VERSION.search(text)
-            if m:
-                return m.group(1)
-        return None
+        return version_from_log(lines)
 
     def release_from_args(self, facts: Any) -> str | None:
         """A dump with the <= 0.5.13 argument names is planned on the 0.5.12 rules."""
@@ -80,10 +78,54 @@ class SglangEngine:
 
         return started_headline(facts)
 
+    def started_caps(self, facts: Any) -> list[str]:
+        from specbench.engines.sglang.explain import started_caps
+
+        return started_caps(facts)
+
     def started_notes(self, facts: Any) -> list[str]:
         from specbench.engines.sglang.explain import started_notes
 
         return started_notes(facts)
+
+    def failure_sentences(self, facts: Any, failure: Any) -> list[str]:
+        from specbench.engines.sglang.explain import failure_sentences
+
+        return failure_sentences(facts, failure)
+
+    def log_notes(self, facts: Any) -> list[str]:
+        from specbench.engines.sglang.logrules import log_notes
+
+        return log_notes(facts)
+
+    def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
+        from specbench.engines.sglang.logfixes import failure_fixes
+
+        return failure_fixes(facts, failure)
+
+    def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
+        from specbench.engines.sglang.logrules import log_derived_fixes
+
+        try:
+            return list(log_derived_fixes(facts, kind))
+        except (AttributeError, ValueError, TypeError, ZeroDivisionError):
+            return []
+
+
+    def diff_pool_change(self, left: Any, right: Any) -> Any:
+        from specbench.engines.sglang.logdiff import pool_change
+
+        return pool_change(left, right)
+
+    def diff_candidate(self, left: Any, right: Any, key: str, va: Any, vb: Any) -> Any:
+        from specbench.engines.sglang.logdiff import candidate
+
+        return candidate(left, right, key, va, vb)
+
+    def diff_failure_sentence(self, side: str, facts: Any, kind: str | None) -> str | None:
+        from specbench.engines.sglang.logdiff import failure_sentence
+
+        return failure_sentence(side, facts, kind)
 
 
 def _server(version: str | None) -> Any:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
 from specbench.engines.cli_flags import unknown_flags_warning
-from specbench.engines.sglang.args import parse_sglang_argv
+from specbench.engines.sglang import registry
+from specbench.engines.sglang.args import SglangArgs, parse_sglang_argv
 from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.engines.sglang.formulas import NEWEST_SGLANG
 from specbench.engines.sglang.plan import Measured, plan_sglang
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, resolve_gpu
 from specbench.specs.estimate_error import estimate_error_keys
+from specbench.specs.gpu import gpu_for
 from specbench.specs.resolve import load_spec_for
 
 
@@ -19,15 +22,16 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     args = parse_sglang_argv(args_list, opts.engine_version)
     if not args.model_path and not opts.model_config:
         raise UserError("the launch command has no --model-path (or pass --model-config PATH)")
+    version = opts.engine_version or NEWEST_SGLANG
+    args, unmodelled = _without_unmodelled_spec(args, version)
     m = load_spec_for(opts.model_config, args.model_path, "the model", "--model-config")
     assert m is not None
-    draft = None
+    draft, drafter_note = None, None
     if args.spec_algorithm and args.spec_algorithm not in ("NGRAM",):
         dp = args.speculative_draft_model_path
         if opts.draft_config or (dp and dp != args.model_path):
-            draft = load_spec_for(opts.draft_config, dp, "the draft model", "--draft-config")
-    gpu = resolve_gpu(opts)
-    version = opts.engine_version or NEWEST_SGLANG
+            draft, drafter_note = _load_draft(opts, dp, args.model_path, args.spec_algorithm)
+    gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
     measured = Measured(opts.avail_before_load_gib, opts.weights_gib, opts.draft_weights_gib)
     for name, v in (("--avail-before-load-gib", opts.avail_before_load_gib), ("--weights-gib", opts.weights_gib),
                     ("--draft-weights-gib", opts.draft_weights_gib)):
@@ -41,6 +45,11 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
                                    plan.draft_weights_gib))
     out["reason"] = explain(plan)
+    out.update(_concurrency(plan))
+    if unmodelled:
+        out["warnings"] = [unmodelled, *(out.get("warnings") or [])]
+    if drafter_note:
+        out["notes"] = [*(out.get("notes") or []), drafter_note]
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
     if warning:
@@ -58,6 +67,55 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     else:
         out["fixes"] = []
     return out, rows
+
+
+def _load_draft(opts: PlanOptions, path: str | None, target: str | None, algo: str) -> tuple[Any, str | None]:
+    """The drafter's spec; when its config is out of reach, the bundled SpecForge template of that algorithm for the
+    launch's target (specs/standin.py::template_for_target), said in a note."""
+    try:
+        return load_spec_for(opts.draft_config, path, "the draft model", "--draft-config"), None
+    except UserError:
+        if opts.draft_config or not target or not path:
+            raise
+        from specbench.specs.resolve import _bundled_match, bundled_dir, bundled_names, load_model_spec
+        from specbench.specs.standin import template_for_target
+
+        tpl = template_for_target(target, algo, {n: bundled_dir() / f"{n}.json" for n in bundled_names()},
+                                  _bundled_match)
+        if tpl is None:
+            raise
+        label = tpl.stem.replace("__", "/", 1)
+        spec = load_model_spec(str(tpl), name=path)
+        # a training template's max_position_embeddings is not the published drafter's: its context is not checked
+        raw = {k: v for k, v in spec.raw.items() if k != "rope_scaling"} | {"max_position_embeddings": 1 << 30}
+        return dataclasses.replace(spec, raw=raw), (
+            f"the drafter {path} has no config here: planned on the bundled {label}, the SpecForge {algo} template "
+            "for this target (its shapes, not the drafter's; its context limit is not checked); the drafter's "
+            "config.json makes it exact")
+
+
+def _without_unmodelled_spec(args: SglangArgs, version: str) -> tuple[SglangArgs, str | None]:
+    """A speculative algorithm the release knows but specbench does not size (0.5.23: DSPARK, UNO): the rest is
+    planned without it, and the plan says so (never the engine's unknown-algorithm error for a release that has it)."""
+    algo = args.spec_algorithm
+    if algo is None or not registry.not_modelled(algo, version):
+        return args, None
+    return args.with_(speculative_algorithm=None), (
+        f"--speculative-algorithm {args.speculative_algorithm} (a speculative algorithm of SGLang "
+        f"{registry.spec_algorithms(version).release}) is not modelled: planned without it (no drafter weights, "
+        "draft KV or speculative buffers), so the real boot needs more memory than this plan shows")
+
+
+def _concurrency(p) -> dict[str, Any]:
+    """Requests at once at the asked and a typical context: each holds its tokens in the full-attention KV pool
+    (`kv_tokens`, the scheduler's admission budget: managers/schedule_policy.py::PrefillAdder@0.5.15.post1), capped
+    by max_running_requests (the Mamba slots are already inside that cap); the warning when the asked
+    max_running_requests cannot all hold the context at once."""
+    ok = p.status == "ok" and p.kv_tokens > 0
+    # handed to the planner, which words them (plan/api.py; engines sit below plan/concurrency.py)
+    return {CONCURRENCY_INPUTS: {"engine": "SGLang", "cap": p.max_running_requests if ok else None,
+                                 "context": p.context_len, "fits": (lambda ctx: p.kv_tokens // ctx) if ok else None,
+                                 "asked": p.requested_max_running_requests, "kv_tokens": p.kv_tokens}}
 
 
 def explain(p) -> str:
@@ -88,6 +146,9 @@ def explain(p) -> str:
         return (f"Weights ({p.weights_gib:.2f} GiB + draft {p.draft_weights_gib:.2f} GiB) leave "
                 f"{p.avail_at_sizing_gib:.2f} GiB free, less than the runtime slack {p.slack_gib:.2f} GiB that "
                 f"--mem-fraction-static={p.mem_fraction_static} keeps back.")
+    if p.error_kind == "start_check":  # the error is the engine's own text: said once, here only why no pool is planned
+        return (f"SGLang {p.engine_version} stops at start, before it sizes any pool (a configuration check), so "
+                "no KV or Mamba pool is planned; the error is the engine's own text.")
     if p.error_kind == "not_enough_memory":
         return f"No memory is left for the KV cache ({p.rest_gib:.2f} GiB after weights, slack and Mamba state)."
     return p.error or "fails"

@@ -133,14 +133,15 @@ def parse_sglang_argv(argv: list[str], release: str | None = None) -> SglangArgs
 
 
 MAX_INT_FLAG = 1 << 40  # above any token, request or page count a GPU can hold
+# server_args.py `choices=` of --dtype / --kv-cache-dtype (identical in 0.5.12.post1 and 0.5.15.post1)
+DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 
 
 def _check_choices(kw: dict[str, Any]) -> None:
-    """argparse `choices=` of --dtype (start_checks.py's list, the same in every release read): refused with the list,
+    """argparse `choices=` of --dtype (DTYPE_CHOICES, the same in every release read): refused with the list,
     never planned as if known. An empty speculative algorithm is refused; an unknown name is planned as the start
     failure the engine prints, with its list (start_checks.check_choices), as is --kv-cache-dtype per release."""
-    from specbench.engines.sglang.start_checks import DTYPE_CHOICES
-
     dtype = kw.get("dtype")
     if dtype is not None and dtype not in DTYPE_CHOICES:
         raise FlagError(f"--dtype: invalid choice {dtype!r} (choose from {', '.join(DTYPE_CHOICES)})")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from specbench.logs.budget import BudgetRow
-from specbench.logs.budget import round_gib as _r
+from specbench.contracts import BudgetRow
 from specbench.logs.facts import LogFacts
+
+
+def _r(x: float | None) -> float | None:
+    """GiB as the budget table shows them: two decimals."""
+    return None if x is None else round(x, 2)
 
 
 def rows(f: LogFacts) -> list[BudgetRow]:

@@ -8,10 +8,11 @@ dozen plans.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.engines.search import first_true, last_true
 from specbench.engines.sglang import knobs
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.plan import Measured, SglangPlan, plan_sglang
@@ -38,33 +39,6 @@ class TpRow:
     max_context: int | None                # longest --context-length a full request fits in
     max_draft_tokens: int | None           # largest draft-token count serving the requested mrr
     plan_at_request: SglangPlan | None     # the user's configuration at this TP
-
-
-def _bsearch_last(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-    """Largest x in [lo, hi] with ok(x), assuming ok is true then false."""
-    if not ok(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _bsearch_first(vals: Sequence[float], ok: Callable[[float], bool]) -> float | None:
-    """First value in sorted `vals` with ok(v), assuming ok is false then true."""
-    lo, hi = 0, len(vals) - 1
-    if not ok(vals[hi]):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(vals[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return vals[lo]
 
 
 class Solver:
@@ -118,8 +92,8 @@ class Solver:
             return TpRow(tp, base.error, None, None, None, None, base)
         mrr = self.args.max_running_requests
         spec = self.args.spec_algorithm is not None
-        max_mrr = _bsearch_last(1, MRR_MAX, lambda x: self.serves(self.plan(tp=tp, max_running_requests=x), x))
-        min_f = _bsearch_first(FRACTIONS, lambda f: self.serves(self.plan(tp=tp, mem_fraction_static=f), mrr))
+        max_mrr = last_true(1, MRR_MAX, lambda x: self.serves(self.plan(tp=tp, max_running_requests=x), x))
+        min_f = first_true(FRACTIONS, lambda f: self.serves(self.plan(tp=tp, mem_fraction_static=f), mrr))
         model_max = int(self.m.max_position_embeddings or CONTEXTS[-1])
         ctxs = sorted({c for c in CONTEXTS if c <= model_max} | {model_max})
 
@@ -143,9 +117,9 @@ class Solver:
             if self.args.spec_algorithm in ("EAGLE", "NEXTN", "EAGLE3") and (self.args.speculative_eagle_topk or 1) == 1:
                 key = "speculative_num_steps"
             try:
-                max_d = _bsearch_last(1, 64, lambda d: self.serves(self.plan(tp=tp, **{key: d}, **extra), mrr))
+                max_d = last_true(1, 64, lambda d: self.serves(self.plan(tp=tp, **{key: d}, **extra), mrr))
                 if max_d is None and mrr_eff is not None and mrr_eff != mrr:
-                    max_d = _bsearch_last(1, 64, lambda d: self.serves(
+                    max_d = last_true(1, 64, lambda d: self.serves(
                         self.plan(tp=tp, max_running_requests=mrr_eff, **{key: d}, **extra), mrr_eff))
             except UserError:
                 max_d = None

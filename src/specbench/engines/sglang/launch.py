@@ -14,22 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from specbench.engines import argv as argv_words
+from specbench.engines import server_auth
 from specbench.engines.base import Launch
 from specbench.engines.server_base import ServerBase
-from specbench.engines.sglang import knobs
+from specbench.engines.sglang import SPEC_V2_ENV, knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
 
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 HEALTH_PATHS = ("/health_generate", "/health")
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
 
@@ -156,7 +157,7 @@ def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
         body["input_ids"] = [1, 2, 3, 4]
     else:
         body["text"] = "Hello"
-    with httpx.Client(timeout=timeout_s, trust_env=False) as c:
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
         r = c.post(base_url + "/generate", json=body)
         r.raise_for_status()
         data = r.json()
@@ -181,8 +182,8 @@ class SglangServer(ServerBase):
     plan_engine: str | None = "sglang"
     health_paths: tuple[str, ...] = HEALTH_PATHS
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        argv = build_argv(spec.command, settings, spec.host, spec.port, self.version)
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        argv = build_argv(target.command, settings, target.host, target.port, self.version)
         env, notes = launch_env(settings.get("env") or {}, str(settings["algorithm"]), self.version)
         if settings.get("simulated_accept_len") is not None:
             sim = simulated_acceptance(float(settings["simulated_accept_len"]), argv, self.version)
@@ -198,6 +199,29 @@ class SglangServer(ServerBase):
 
     def client_mode(self, argv: Sequence[str]) -> str:
         return client_mode(argv)
+
+    def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]:
+        """`--api-key` / `--admin-api-key` move into a YAML file (mode 0600) read through `--config`: SGLang has no
+        environment variable for them, but prepare_server_args merges `--config FILE` into its arguments
+        (server_args.py::prepare_server_args and server_args_config_parser.py::ConfigArgumentMerger@0.5.12.post1
+        and @0.5.15.post1). A command that has its own --config keeps its keys as given."""
+        if "--config" in argv or any(w.startswith("--config=") for w in argv):
+            return argv, env
+        rest, keys = server_auth.take_flag(argv, "--api-key")
+        rest, admin = server_auth.take_flag(rest, "--admin-api-key")
+        if not keys and not admin:
+            return argv, env
+        import json
+        import os
+
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"sglang-keys-{os.getpid()}-{id(argv):x}.yaml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:  # JSON strings are YAML scalars: any character of a key stays as it is
+            for name, vals in (("api-key", keys), ("admin-api-key", admin)):
+                if vals:
+                    f.write(f"{name}: {json.dumps(vals[-1])}\n")
+        return [*rest, "--config", str(path)], env
 
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
         from specbench.engines.openai.server import models_info
@@ -244,9 +268,10 @@ def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | 
         dp = dp_raw if isinstance(dp_raw, int) and not isinstance(dp_raw, bool) and dp_raw > 0 else 1
         return caps[0] * dp, "server: internal_states.effective_max_running_requests_per_dp"
     if log_text:
+        from specbench.engines.sglang.loglines import LINES
         from specbench.logs.parse import parse_text
 
-        v = parse_text(log_text).max_running_requests
+        v = parse_text(log_text, (LINES,)).max_running_requests
         if isinstance(v, int) and v > 0:
             return v, "log: max_running_requests"
     return planned_cap(plan)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from specbench.logs.facts import GraphCapture
 from specbench.logs.lineacc import GB, INT, NUM, Acc, find, first_of, to_float, to_int
 from specbench.logs.normalize import Line
+from specbench.logs.parse import EngineLines
 from specbench.logs.serverargs import parse_sglang_server_args
 
 # ---------------------------------------------------------------- SGLang
@@ -234,15 +235,17 @@ _LINE_RULES: tuple[tuple[re.Pattern[str], Callable[[Acc, Line, re.Match[str]], N
 )
 
 
-def sglang_line(acc: Acc, line: Line) -> None:
-    """Fold one SGLang line into the accumulator: the first matching row of `_LINE_RULES`, else `_condensed`."""
+def sglang_line(acc: Acc, line: Line) -> bool:
+    """Fold one SGLang line into the accumulator: the first matching row of `_LINE_RULES`, else `_condensed`
+    (always True: SGLang's reader is the parser's fallback for every line no other engine claimed)."""
     t = line.text
     for pattern, handle in _LINE_RULES:
         m = pattern.search(t)
         if m:
             handle(acc, line, m)
-            return
+            return True
     _condensed(acc, t)
+    return True
 
 
 def runtime_line(acc: Acc, t: str) -> None:
@@ -280,81 +283,42 @@ def _capture(acc: Acc, line: Line, label: str, edge: str) -> None:
         avail_after_gib=find(_AVAIL, t), elapsed_s=find(_ELAPSED, t), batch_sizes=bs, line=line.no))
 
 
-# ---------------------------------------------------------------- warnings (caps, resets, overrides): logs/warnings.py
-def _w():  # imported lazily: logs.warnings imports this module through the engine folder listing
-    from specbench.logs.warnings import WarningRule, engine_flags
-
-    def cap_fixes(m, text, f):
-        out = engine_flags(text.split("To raise it", 1)[-1] if "To raise it" in text else "", "the engine's advice")
-        cap = int(m.group(1))
-        k = to_int(m.group(2)) or f.max_mamba_cache_size
-        rho = to_int(m.group(3)) or f.state_slots_per_request
-        req = f.server_args.get("max_running_requests") or f.mrr_reduced_from
-        if isinstance(req, int) and rho and req > cap:
-            out.insert(0, {"change": {"--max-mamba-cache-size": req * rho}, "source": "log",
-                           "why": f"{req} requests x {rho} state slots per request (the pool has {k})"})
-        return out
-
-    def reduced_fixes(m, text, f):
-        return engine_flags(text, "the engine's advice") or [
-            {"change": {"--mem-fraction-static": None}, "source": "log",
-             "why": f"more memory for the pools lets {m.group(1)} requests run instead of {m.group(2)}"}]
-
-    def reset_fixes(m, text, f):
-        return [{"change": {"--max-running-requests": int(m.group(1))}, "source": "engine",
-                 "why": "set it explicitly: speculative decoding overrides the default"}]
-
-    def profiled_fixes(m, text, f):
-        y = int(m.group(2))
-        if y > 0:
-            return [{"change": {"--max-total-tokens": y}, "source": "engine", "why": "the engine uses the profiled "
-                     "value; ask for it, or raise --mem-fraction-static for more"}]
-        return [{"change": {"--mem-fraction-static": None}, "source": "log",
-                 "why": "the weights leave no room under mem_fraction_static: raise it, or shard wider (--tp)"}]
-
-    def fewer_fixes(m, text, f):
-        return [{"change": {"--context-length": to_int(m.group(1)) if m.group(1) else f.kv_tokens},
-                 "source": "log", "why": "the longest request the KV pool can hold"}] + \
-            engine_flags(text, "the engine's advice")
-
-    def input_fixes(m, text, f):
-        return [{"change": {"--context-length": int(m.group(2))}, "source": "log",
-                 "why": "what the KV pool allows per request; or raise --mem-fraction-static"}] + \
-            engine_flags(text, "the engine's advice")
-
-    return (
-        WarningRule("mamba_cap", re.compile(
-            r"max_running_requests is capped to (\d+) by the mamba state cache"
-            r"(?: ?\(max_mamba_cache_size=(\d+), (\d+) state slots per request)?", re.I), fixes=cap_fixes,
-            key="capped to"),
-        WarningRule("mrr_reduced", _REDUCED, fixes=reduced_fixes, key="reduced from"),
-        WarningRule("mrr_reset_for_speculative", re.compile(
-            r"Max running requests is reset to (\d+) for speculative decoding", re.I), fixes=reset_fixes,
-            key="reset to"),
-        WarningRule("max_total_tokens_capped", re.compile(
-            r"max_total_tokens=(\d+) is larger than the profiled value (-?\d+)"), fixes=profiled_fixes,
-            kind_fn=lambda m: "negative_profiled_kv_tokens" if int(m.group(2)) <= 0 else "max_total_tokens_capped",
-            key="profiled value"),
-        WarningRule("kv_smaller_than_context", re.compile(
-            r"KV pool holds (\d[\d,]*) tokens, fewer than --context-length", re.I), fixes=fewer_fixes,
-            key="KV pool holds"),
-        WarningRule("kv_smaller_than_context", re.compile(
-            r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)"),
-            fixes=input_fixes, key="maximum allowed length"),
-        WarningRule("low_avail_mem_after_pool", re.compile(r"Memory pool end\. ?avail mem=(\d+(?:\.\d+)?) ?GB"),
-                    cap=False, when=lambda m, f: float(m.group(1)) < 0.5, key="Memory pool end",
-                    fixes=lambda m, t, f: [{"change": {"--mem-fraction-static": None}, "source": "log",
-                                            "why": "under 0.5 GiB left for activations and CUDA graphs: lower it"}]),
-        WarningRule("backend_overridden", re.compile(r"\bis disabled when .*?Using (\w+) backend instead"),
-                    cap=False, key="backend instead"),
-        WarningRule("prefill_cuda_graph_disabled", re.compile(r"Disable prefill CUDA graph because"), cap=False,
-                    key="Disable prefill CUDA graph"),
-    )
-
-
-WARNINGS = _w()
-
 # A record of the last start-up steps (scheduler built after the pools, graph capture), on any rank: the boot got past
 # memory sizing (`doctor` status "started" when no error follows).
 LATE_BOOT = re.compile(r"Capture [\w \-]*cuda graph (?:begin|bs)|Tree cache initialized|Disable prefill CUDA graph",
                        re.I)
+
+
+# ---------------------------------------------------------------- what the log parser asks of SGLang (logs/parse.py)
+# A line only SGLang prints: the engine that wrote a log is the one with the most of these in its first lines.
+MARK = re.compile(r"sglang|Load weight (?:begin|end)|KV Cache is allocated|Mamba Cache is allocated|"
+                  r"max_total_num_tokens=|ServerArgs\(|Decode batch|TP\d|max_running_request is zero|"
+                  r"Loaded weights leave no GPU memory|mem-fraction-static|max_mamba_cache_size|Mamba slots")
+# Every format of `_LINE_RULES` (and of the condensed excerpts) contains one of these words (case-insensitive).
+TRIGGER = re.compile(r"Load weight|Memory baseline|Mamba Cache|KV Cache|Memory pool end|max_total_num_tokens|"
+                     r"capped to|reduced from the requested|KV pool holds|Capture|server_args=|accept len|"
+                     r"gen throughput|mamba num|fired up|Uvicorn running|startup complete|KV token|Mamba slots|"
+                     r"weight usage|each for K/V|max_mamba_cache_size|SWAKVPool|sglang|CUDA graph|"
+                     r"max_running_requests|KV cache dtype", re.I)
+
+
+def version_from_log(lines: Sequence[str]) -> str | None:
+    """The release SGLang printed (`sglang version 0.5.x` / `sglang=0.5.x`), else None."""
+    for text in lines:
+        m = SGL_VERSION.search(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _other_rank(acc: Acc, line: Line) -> None:
+    """Another rank's line still gives the argument dump (each rank prints it)."""
+    m = SERVER_ARGS.search(line.text)
+    if m and not acc.server_args:
+        acc.server_args = parse_sglang_server_args(m.group(1))
+
+
+LINES = EngineLines(
+    name="sglang", mark=MARK, trigger=TRIGGER, read=sglang_line, boot_keys=("ServerArgs(",),
+    boot_start=re.compile(r"server_args=ServerArgs\("), weights_done=LOAD_END, version=version_from_log,
+    other_rank=_other_rank, bulk_key="Decode batch", bulk_read=runtime_line, fallback=True)

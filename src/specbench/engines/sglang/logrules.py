@@ -8,17 +8,16 @@ Everything here reads the engine's own argument dump; the model-dependent parts 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from specbench.engines.sglang.formulas import mamba_state
+from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang.formulas import mamba_ratio, mamba_state, resolve_spec
+from specbench.engines.sglang.fromlog import args_from_dump
 from specbench.engines.versions import parse_release
-from specbench.errors import UserError
+from specbench.errors import FlagError, UserError
 from specbench.logs.facts import LogFacts
-from specbench.specs import quant as q
-from specbench.specs.model import ModelSpec
-from specbench.specs.resolve import load_model_spec, resolve_model
-from specbench.specs.weights import weight_bytes
+from specbench.logs.launch_model import facts_model_source, model_source, model_spec_of
+from specbench.specs.resolve import load_model_spec
 
 MIB = 2**20
 GIB = 2**30
@@ -29,19 +28,26 @@ def spec_algorithm(args: dict[str, Any]) -> str | None:
     return str(algo).upper() if algo not in (None, "", "None") else None
 
 
-def draft_tokens(args: dict[str, Any]) -> int | None:
-    """D = speculative_num_draft_tokens (DFLASH: also `speculative_dflash_block_size`); EAGLE topk 1: steps + 1.
-    sglang arg_groups/speculative_hook.py::handle_speculative_decoding@0.5.23 (topk 1 forces D = steps + 1)."""
-    if spec_algorithm(args) is None:
+def draft_tokens(facts: LogFacts) -> int | None:
+    """D, the tokens one speculative step verifies, as the planner resolves it (formulas.py::resolve_spec: EAGLE topk 1
+    forces D = steps + 1, DFLASH its block size, DDTREE budget + 1; sglang arg_groups/speculative_hook.py
+    ::handle_speculative_decoding@0.5.23) from the dump read as `SglangArgs` (fromlog.py) with the model (and draft)
+    behind it; without a model that resolves, the D the engine itself dumped (ServerArgs is printed after it resolved
+    it); None without speculation."""
+    args = args_from_dump(facts.server_args)
+    if args is None or args.spec_algorithm is None:
         return None
-    for key in ("speculative_num_draft_tokens", "speculative_dflash_block_size"):
-        val = args.get(key)
-        if isinstance(val, int) and val > 0:
-            return val
-    steps, topk = args.get("speculative_num_steps"), args.get("speculative_eagle_topk")
-    if isinstance(steps, int) and topk in (1, None):
-        return steps + 1
-    return None
+    model = model_spec_of(facts)
+    if model is not None:
+        draft_src = model_source({"model_path": args.speculative_draft_model_path})
+        try:
+            draft = load_model_spec(draft_src) if draft_src else None
+            d = resolve_spec(args, model, draft).num_draft_tokens
+            if d > 0:
+                return d
+        except (FlagError, UserError, ValueError, KeyError, TypeError, AttributeError, OSError):
+            pass
+    return args.speculative_num_draft_tokens or args.speculative_dflash_block_size or None
 
 
 def sglang_era(args: dict[str, Any]) -> str | None:
@@ -79,19 +85,23 @@ def slots_per_request(facts: LogFacts) -> tuple[int | None, str]:
     if not args:
         return None, ""
     if args.get("disable_radix_cache") is True:
-        return 1, "disable_radix_cache=True"
+        return 1, "disable_radix_cache=True"  # formulas.py::mamba_ratio: 1 without the radix cache
     strategy = args.get("mamba_radix_cache_strategy", args.get("mamba_scheduler_strategy"))
     era = sglang_era(args)
     overlap = args.get("disable_overlap_schedule") is not True
     if era == "<=0.5.13" and spec_algorithm(args) == "DFLASH":
         overlap = False  # DFLASH always ran without overlap up to 0.5.13 (read in the 0.5.12.post1/0.5.13.post1 wheels)
-    if strategy == "extra_buffer":
-        return (5 if overlap else 4), f"mamba strategy extra_buffer, overlap {'on' if overlap else 'off'}"
-    if strategy == "extra_buffer_lazy":
-        return 4, "mamba strategy extra_buffer_lazy"
-    if strategy == "no_buffer" or (strategy == "auto" and era == "<=0.5.13"):
-        return 3, "mamba strategy no_buffer"
-    return None, ""
+    if strategy == "auto" and era == "<=0.5.13":
+        strategy = "no_buffer"
+    if strategy not in ("extra_buffer", "extra_buffer_lazy", "no_buffer"):
+        return None, ""
+    # the planner's own ratio (formulas.py::mamba_ratio, _calculate_mamba_ratio of the engine) on the dump as the
+    # planner reads it; a dump it cannot read still has the radix-cache switch that the ratio reads
+    parsed = args_from_dump(args) or SglangArgs(disable_radix_cache=args.get("disable_radix_cache") is True)
+    rho = mamba_ratio(parsed, strategy, overlap)
+    how = {"extra_buffer": f"mamba strategy extra_buffer, overlap {'on' if overlap else 'off'}",
+           "extra_buffer_lazy": "mamba strategy extra_buffer_lazy", "no_buffer": "mamba strategy no_buffer"}
+    return rho, how[strategy]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,43 +116,11 @@ class SlotSize:
         return self.bytes / MIB
 
 
-def model_source(args: dict[str, Any]) -> str | None:
-    """What `specbench.specs.resolve` loads for the dumped model_path, as `specbench plan` would: the path itself
-    (a file, a folder, the HF cache, the Hub), or the name of the bundled config resolve's name rules give it;
-    None otherwise."""
-    path = args.get("model_path") or args.get("model")
-    if not isinstance(path, str) or not path:
-        return None
-    try:
-        origin = resolve_model(path)
-    except (UserError, ValueError, OSError):
-        return None
-    # the bundled config's own name when that is what the path came to (the doctor says so in its notes)
-    return Path(origin.location).stem if origin.source.startswith("bundled") else path
-
-
-def facts_model_source(facts: LogFacts) -> str | None:
-    """`--model-config` when the user gave one, else what the dumped model path resolves to."""
-    return facts.model_config or model_source(facts.server_args)
-
-
-def _model_spec(facts: LogFacts) -> ModelSpec | None:
-    """The ModelSpec behind the boot; None when unknown."""
-    args = facts.server_args
-    src = facts_model_source(facts)
-    if src is None:
-        return None
-    try:
-        return load_model_spec(src, name=str(args.get("model_path") or args.get("model")))
-    except (UserError, ValueError, KeyError, TypeError, OSError):
-        return None
-
-
 def slot_size(facts: LogFacts) -> SlotSize | None:
     """p from the model config and the dumped TP / ssm dtype (exact, `engines/sglang/formulas.py::mamba_state`); else
     estimated from the log as (conv_state + ssm_state) / (max_mamba_cache_size + 1) (the pool has K+1 slots)."""
     args = facts.server_args
-    spec = _model_spec(facts)
+    spec = model_spec_of(facts)
     if spec is not None:
         try:
             tp = args.get("tp_size") or args.get("tensor_parallel_size") or 1
@@ -159,58 +137,6 @@ def slot_size(facts: LogFacts) -> SlotSize | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class WeightCheck:
-    claimed: str
-    expected_gib: float
-    measured_gib: float
-    consistent: bool
-    dense_gib: float | None
-
-
-_CLAIMS = ("nvfp4", "mxfp4", "fp8", "int8", "int4", "awq", "gptq", "bf16", "fp16")
-
-
-def claimed_quant(facts: LogFacts, explicit: str | None) -> str | None:
-    """The quantization the user says they run: --claimed-quant, else the dumped `quantization`, else a token in
-    the model path (e.g. `...-NVFP4`)."""
-    if explicit:
-        return explicit.lower()
-    q = facts.server_args.get("quantization")
-    if isinstance(q, str) and q and q != "None":
-        return q.lower()
-    path = str(facts.server_args.get("model_path") or "").lower()
-    for token in _CLAIMS:
-        if token in path.replace("_", "-").split("/")[-1]:
-            return token
-    return None
-
-
-def weight_check(facts: LogFacts, claim: str | None) -> WeightCheck | None:
-    """Compare the measured target weights with what the claimed scheme would weigh for this model (specs.weights)."""
-    if claim is None or facts.weights_gib is None:
-        return None
-    spec = _model_spec(facts)
-    if spec is None:
-        return None
-    try:
-        schemes = {"nvfp4": q.NVFP4, "mxfp4": q.MXFP4, "fp8": q.FP8, "int8": q.INT8, "int4": q.int4_group(128),
-                   "awq": q.int4_group(128), "gptq": q.int4_group(128)}
-        tp = int(facts.server_args.get("tp_size") or 1)
-        key = next((k for k in schemes if k in claim), None)
-        dense = weight_bytes(spec, tp, scheme_override=q.Scheme.dense("bfloat16")) / GIB
-        if key is None and claim in ("bf16", "fp16", "bfloat16", "float16"):
-            expected = dense
-        elif key is None:
-            return None
-        else:
-            expected = weight_bytes(spec, tp, scheme_override=schemes[key]) / GIB
-    except (UserError, ValueError, TypeError, AttributeError, KeyError):
-        return None
-    ratio = facts.weights_gib / expected if expected else 0.0
-    return WeightCheck(claim, round(expected, 2), facts.weights_gib, 0.85 <= ratio <= 1.2, round(dense, 2))
-
-
 def kv_dtype_check(facts: LogFacts) -> str | None:
     """A sentence when the printed K size does not fit the KV dtype the launch implies but fits another one.
 
@@ -220,7 +146,7 @@ def kv_dtype_check(facts: LogFacts) -> str | None:
     args = facts.server_args
     if facts.k_size_gib is None or facts.kv_tokens is None or args.get("enable_dp_attention"):
         return None
-    spec = _model_spec(facts)
+    spec = model_spec_of(facts)
     if spec is None or getattr(spec, "mla", None) is not None or not getattr(spec, "attention_layers", None):
         return None
     try:
@@ -274,7 +200,7 @@ def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
     kv = sum(x for x in (facts.k_size_gib, facts.v_size_gib, facts.kv_size_gib) if x is not None)
     if not isinstance(f, (int, float)) or None in (b, rest, k, p, rho) or not isinstance(req, int) or req < 1 or kv <= 0:
         return []
-    d = draft_tokens(args) or 0
+    d = draft_tokens(facts) or 0
     per = p.bytes / GIB  # type: ignore[union-attr]
     scratch = (lambda m: m * d * per) if scratch_before_split(facts) and d else (lambda m: 0.0)
     pools = rest - b * (1 - f)  # type: ignore[operator]
@@ -301,3 +227,23 @@ def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
                                "max_mamba_cache_size": slots(req, rest - b * (1 - frac))},  # type: ignore[operator]
                     "why": f"{src}; pools {need:.2f} GiB hold {req} x {rho} slots"})
     return out
+
+
+def log_notes(facts: LogFacts) -> list[str]:
+    """What an SGLang boot measured that its own rules flag: memory that came back after the pools were sized (an MTP
+    draft's embedding and lm_head replaced by the target's), and a K size that fits another KV dtype."""
+    notes: list[str] = []
+    pool_end = facts.draft_memory_pool_end_gib or facts.memory_pool_end_gib
+    if facts.draft_loaded_before_pools and facts.available_gpu_mem_gib is not None and pool_end is not None \
+            and facts.available_gpu_mem_gib - pool_end > 1.0:
+        back = facts.available_gpu_mem_gib - pool_end
+        why = ("most likely the MTP draft's own embedding and lm_head, replaced by the target's after sizing "
+               "(sglang/srt/speculative/eagle_worker_v2.py::EagleDraftWorker.init_lm_head@0.5.15.post1)"
+               if spec_algorithm(facts.server_args) in ("EAGLE", "NEXTN")
+               else "memory freed after sizing")
+        notes.append(f"{back:.2f} GiB came back after the pools were sized (free {pool_end:.2f} -> "
+                     f"{facts.available_gpu_mem_gib:.2f} GiB): {why}; the pools were sized without it.")
+    kv_note = kv_dtype_check(facts)
+    if kv_note:
+        notes.append("Inconsistent KV cache: " + kv_note)
+    return notes

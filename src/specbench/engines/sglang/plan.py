@@ -40,7 +40,7 @@ from specbench.engines.sglang.plan_stages import (  # noqa: F401  (re-exported: 
     resolve_setup,
 )
 from specbench.engines.sglang.plan_verdict import log_lines, verdict_warnings
-from specbench.engines.sglang.start_checks import check_mamba, first_failure
+from specbench.engines.sglang.start_checks import check_mamba, first_failure, model_warnings
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model import ModelSpec
 
@@ -154,7 +154,7 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     cell = kv_cell(args, m, draft, s)
     pp = plan_pools(args, m, s, b, mamba, cell)
     sizes = allocation_sizes(args, m, draft, s, cell, mamba, pp)
-    warnings = verdict_warnings(args, s, w, b, mamba, pp, sizes, measured)
+    warnings = verdict_warnings(args, s, w, b, mamba, pp, sizes, measured) + model_warnings(args, m, draft)
     pools = pp.pools
     return SglangPlan(
         **_budget_fields(args, gpu, s, w, b, mamba, warnings, pp.notes),

@@ -14,9 +14,9 @@ from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.errors import FlagError
 from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
-from specbench.specs.int_values import int_group_value_bytes
+from specbench.specs.int_values import int_group_value_bytes, marlin_fp8_value_bytes
 from specbench.specs.model import ModelSpec
-from specbench.specs.quant import scheme_for_flag
+from specbench.specs.quant import as_fp8_marlin, scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 # SGLang keeps the rotary cos/sin cache in fp32 on CUDA (layers/rotary_embedding/base.py@0.5.15.post1)
@@ -177,10 +177,24 @@ def plan_weights(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Set
         if online is not None:
             m = replace(m, quant=online)
             notes.append(f"weights planned as {online.label}: --quantization {args.quantization} quantizes at load")
+        elif args.quantization.lower() != "unquant":
+            warnings.append(f"--quantization {args.quantization} on an unquantized checkpoint is not modelled: the "
+                            "weights are planned unquantized")
+    fp8_marlin = bool(m.quant.method) and "fp8" in m.quant.label.lower() and s.gpu.arch in ("sm80", "sm86", "sm87")
+    if fp8_marlin:
+        # no FP8 tensor cores before SM89: layers/quantization/fp8.py::Fp8LinearMethod@0.5.15.post1 takes the
+        # weight-only Marlin path (specs/quant.py::as_fp8_marlin: block scales become 16-bit group scales)
+        m = replace(m, quant=as_fp8_marlin(m.quant))
+        notes.append("FP8 on this GPU (no FP8 tensor cores) runs as weight-only FP8 Marlin: 1 byte per weight, block "
+                     "scales as 16-bit groups of 128, the Marlin repack's allocator residue, 16-bit activations")
     pad = mxfp4_moe_pad(s.gpu) if m.quant.method == "mxfp4" else (1, 1)
     swz = m.quant.method == "mxfp4" and s.gpu.arch.startswith("sm9")  # triton_kernel backend: Hopper layouts
     marlin = s.gpu.vendor == "nvidia"  # the Marlin kernels (ROCm takes other int4 paths)
-    residue = INT_MARLIN_ALLOCATOR_RESIDUE * int_group_value_bytes(m, s.tp, include_vision=include_vision) / GIB \
+    marlin_values = int_group_value_bytes(m, s.tp, include_vision=include_vision) + (
+        marlin_fp8_value_bytes(m, s.tp, include_vision=include_vision) if fp8_marlin else 0)
+    # the FP8 Marlin path repacks with the same gptq_marlin_repack kernel (num_bits=8): the int-N residue is applied
+    # to its values too, not boot-checked for FP8
+    residue = INT_MARLIN_ALLOCATOR_RESIDUE * marlin_values / GIB \
         if marlin else 0.0
     w_est = weight_bytes(m, s.tp, include_vision=include_vision, moe_pad=pad, rope_itemsize=ROPE_ITEMSIZE,
                          mxfp4_hopper_swizzle=swz) / GIB + residue
@@ -384,8 +398,9 @@ def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -
         c_total = c + draft_c
     else:
         c_total = c
-    if c_total <= 0:
-        raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang yet)")
+    if c_total <= 0 and not (era == "v0523" and m.linear_layers):
+        raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang "
+                        f"{s.version_text}; 0.5.18+ sizes them: engines/sglang/pools.py::_kv_tokens)")
     swa = swa_cell(m, s.attn_tp, kvd, spec.draft_layers if draft_c and spec.algorithm in EAGLE_FAMILY else 0,
                    ratio=args.swa_full_tokens_ratio, disabled=args.disable_hybrid_swa_memory)
     if swa is not None and s.version >= (0, 5, 15):

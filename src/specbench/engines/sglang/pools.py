@@ -161,7 +161,12 @@ def _mamba_joint(i: PoolInputs) -> _Mamba | Pools:
 
 
 def _kv_tokens(i: PoolInputs, R: float) -> int:
-    """N: what is left over c bytes per token, down to whole pages, capped by --max-total-tokens."""
+    """N: what is left over c bytes per token, down to whole pages, capped by --max-total-tokens. A model with no
+    attention layer (pure Mamba, `v0523`) holds no KV: N = --max-total-tokens, else the context length, in whole
+    pages (model_executor/pool_configurator.py::DefaultPoolConfigurator.calculate_pool_sizes@0.5.23,
+    `_zero_kv_max_tokens`)."""
+    if i.cell <= 0:
+        return (i.max_total_tokens or i.context_len) // i.page * i.page
     n = int((R * GIB) // i.cell) if R > 0 else int(R * GIB // i.cell)
     n = n // i.page * i.page
     if i.max_total_tokens is not None:

@@ -26,8 +26,9 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
     con.print(f"[bold]{escape(str(p.model))}[/] ({p.model_kind}) on {escape(str(p.gpu))} x TP{p.tp} — "
               f"{p.engine} {escape(str(p.engine_version))} rules ({p.era})", highlight=False)
     if p.draft_model:
-        con.print(escape(f"draft: {p.draft_model} ({x.get('spec_algorithm')}, {x.get('draft_tokens')} draft tokens)"),
-                  highlight=False)
+        algo = x.get("spec_algorithm")
+        how = f"{algo}, {x.get('draft_tokens')} draft tokens" if algo else "speculation not planned: see the error"
+        con.print(escape(f"draft: {p.draft_model} ({how})"), highlight=False)
     t = Table(title="memory plan (GiB per GPU)", show_header=True)
     t.add_column("item")
     t.add_column("GiB", justify="right")

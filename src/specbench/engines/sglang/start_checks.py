@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.engines import versions
-from specbench.engines.sglang.args import SglangArgs
+from specbench.engines.sglang import registry
+from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
 from specbench.specs.model import ModelSpec
+from specbench.specs.quant import awq_bits
 
-# server_args.py `choices=` of --dtype / --kv-cache-dtype (identical in 0.5.12.post1 and 0.5.15.post1)
-DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 # speculative/spec_info.py::SpeculativeAlgorithm members; NEXTN is rewritten to EAGLE by the speculative hook
 # before from_string; DDTREE is the unreleased PR #29907 this planner also follows
 SPEC_ALGORITHMS = ("DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN", "DDTREE")
@@ -63,7 +62,7 @@ def _context_msg(reason: str, asked: int, derived: int) -> str:
             f"this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
 
 
-def check_choices(args: SglangArgs, dtypes: bool = True) -> StartFailure | None:
+def check_choices(args: SglangArgs, dtypes: bool = True, release: str | None = None) -> StartFailure | None:
     """argparse `choices=` (server_args.py): the server exits before anything starts. `dtypes=False` checks the
     speculative algorithm only (the dtype lists of releases not read here may be longer). --dtype is refused by the
     argv parser already (args.py::_check_choices: a user's typo, one line), so only --kv-cache-dtype is here."""
@@ -73,10 +72,67 @@ def check_choices(args: SglangArgs, dtypes: bool = True) -> StartFailure | None:
         return StartFailure(f"error: argument --kv-cache-dtype: invalid choice: '{value}' (choose from {opts})",
                             "choices")
     algo = args.spec_algorithm
-    if algo is not None and algo not in SPEC_ALGORITHMS:
+    known = registry.spec_algorithms(release)
+    if algo is not None and algo not in SPEC_ALGORITHMS and known.refuses(algo):
+        names = ", ".join(sorted(known.names - {"DDTREE"}))
         return StartFailure(f"ValueError: Unknown speculative algorithm name: {args.speculative_algorithm} "
-                            f"(this release knows: {', '.join(SPEC_ALGORITHMS[:-1])})", "speculative_algorithm")
+                            f"(sglang {known.release} knows: {names})", "speculative_algorithm")
+    return check_quantization_choice(args, release)
+
+
+def check_quantization_choice(args: SglangArgs, release: str | None) -> StartFailure | None:
+    """argparse `choices=QUANTIZATION_CHOICES` of --quantization (server_args.py@0.5.12.post1 / 0.5.15.post1,
+    arg_groups/choices.py@0.5.23; the per-release lists in engines/sglang/quant_methods/)."""
+    q = args.quantization
+    known = registry.quant_methods(release)
+    if q is None or not known.refuses(q):
+        return None
+    opts = ", ".join(f"'{c}'" for c in sorted(known.names))
+    return StartFailure(f"error: argument --quantization: invalid choice: '{q}' (choose from {opts})", "choices")
+
+
+# `--quantization` values a quantized checkpoint of method M accepts besides M itself: configs/model_config.py::
+# ModelConfig._verify_quantization@0.5.15.post1 (`compatible_quantization_methods`, and the `override_quantization_method`
+# of AWQMarlinConfig / GPTQMarlinConfig / ModelOptFp4Config, which turn awq / gptq / modelopt checkpoints into their
+# Marlin / FP4 methods)
+COMPATIBLE_QUANTIZATION = {
+    "awq": ("awq_marlin", "marlin", "moe_wna16"), "gptq": ("gptq_marlin", "marlin", "moe_wna16"),
+    "modelopt": ("modelopt_fp8", "modelopt_fp4", "modelopt_mixed", "petit_nvfp4"), "fp8": ("nvfp4_online",),
+    "compressed-tensors": ("w8a8_int8", "w8a8_fp8", "auto-round-int8"),
+    "compressed_tensors": ("w8a8_int8", "w8a8_fp8", "auto-round-int8"), "auto-round": ("auto-round-int8",),
+}
+# `--quantization` values whose config class reads a file of the checkpoint (get_config_filenames non-empty in
+# layers/quantization/*.py@0.5.15.post1): on a checkpoint without it, model_loader/weight_utils.py::get_quant_config
+# raises "Cannot find the config file for X"
+NEEDS_QUANT_FILE = ("awq", "awq_marlin", "gptq", "gptq_marlin", "marlin", "moe_wna16", "auto-round", "petit_nvfp4",
+                    "qoq")
+
+
+def check_quantization(args: SglangArgs, m: ModelSpec) -> StartFailure | None:
+    """--quantization against the checkpoint's own quantization (configs/model_config.py::_verify_quantization and
+    model_loader/weight_utils.py::get_quant_config@0.5.15.post1, their texts)."""
+    q = (args.quantization or "").lower()
+    if not q or q == "unquant":
+        return None
+    method = (m.quant.method or "").lower()
+    if method and q != method and q not in COMPATIBLE_QUANTIZATION.get(method, ()):
+        return StartFailure("ValueError: Quantization method specified in the model config "
+                            f"({method}) does not match the quantization method specified in the `quantization` "
+                            f"argument ({q}).", "quantization")
+    if not method and q in NEEDS_QUANT_FILE:
+        return StartFailure(f"ValueError: Cannot find the config file for {q}", "quantization")
     return None
+
+
+def check_architecture(m: ModelSpec, release: str | None) -> StartFailure | None:
+    """The release's model registry (sglang/srt/models/*.py EntryClass, listed in engines/sglang/architectures/): an
+    architecture it has no class for falls back to the Transformers implementation, which SGLang refuses unless
+    that class is backend-compatible (model_loader/utils.py::resolve_transformers_arch@0.5.15.post1, its text)."""
+    known = registry.architectures(release)
+    if not m.architecture or m.architecture == "unknown" or not known.refuses(m.architecture):
+        return None
+    return StartFailure(f"ValueError: {m.architecture} has no SGlang implementation and the Transformers "
+                        "implementation is not compatible with SGLang.", "architecture")
 
 
 def check_context(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> StartFailure | None:
@@ -214,10 +270,61 @@ def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
     `choices=` lists were read in 0.5.12.post1 / 0.5.15.post1 only: releases after 0.5.17 skip that check."""
     rel = versions.parse_release(version_text)
     read = rel is None or rel <= (0, 5, 17)
-    for check in (lambda: check_choices(args, dtypes=read), lambda: check_dflash_block(args),
-                  lambda: check_context(args, m, draft), lambda: check_divisibility(args, m, draft),
-                  lambda: check_expert_parallel(args, m), lambda: check_quant_config(m)):
+    for check in (lambda: check_choices(args, dtypes=read, release=version_text), lambda: check_dflash_block(args),
+                  lambda: check_quantization(args, m), lambda: check_context(args, m, draft),
+                  lambda: check_divisibility(args, m, draft), lambda: check_architecture(m, version_text),
+                  lambda: check_expert_parallel(args, m), lambda: check_quant_config(m),
+                  lambda: check_awq_bits(m), lambda: check_draft_model(args, m, draft)):
         f = check()
         if f is not None:
             return f
     return None
+
+
+# -- the model's own config and the drafter against its target (#23). Read from sglang 0.5.15.post1.
+
+def check_awq_bits(m: ModelSpec) -> StartFailure | None:
+    """srt/layers/quantization/awq/awq.py::AWQConfig.__init__@0.5.15.post1: only 4-bit AWQ."""
+    bits = awq_bits(m.raw)
+    if bits is not None and bits != 4:
+        return StartFailure("ValueError: Currently, only 4-bit weight quantization is supported for AWQ, but got "
+                            f"{bits} bits.", "awq_bits")
+    return None
+
+
+def _eagle(args: SglangArgs) -> bool:
+    return (args.speculative_algorithm or "").upper() in ("EAGLE", "EAGLE3", "NEXTN")
+
+
+def check_draft_model(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> StartFailure | None:
+    """An EAGLE / EAGLE3 drafter takes the target's embedding (and, for EAGLE, its lm_head) whatever its own
+    width: speculative/eagle_worker_v2.py::EAGLEWorkerV2 calls `set_embed_and_head` (EAGLE) or `set_embed`
+    (EAGLE3) with the target's tensors@0.5.15.post1. A drafter whose hidden size differs cannot read them; a draft
+    class without those methods (a non-EAGLE architecture) ends the boot with Python's AttributeError."""
+    if draft is None or not _eagle(args):
+        return None
+    if draft.hidden_size != m.hidden_size:
+        return StartFailure(f"the drafter's hidden_size {draft.hidden_size} is not the target's {m.hidden_size}: "
+                            "SGLang gives an EAGLE drafter the target's embedding (eagle_worker_v2.py: set_embed / "
+                            "set_embed_and_head), which the drafter's layers cannot read", "draft_hidden_size")
+    arch = draft.architecture
+    if not (arch.endswith("ForCausalLM") or "Eagle" in arch or "MTP" in arch or "NextN" in arch):
+        method = "set_embed" if (args.speculative_algorithm or "").upper() == "EAGLE3" else "set_embed_and_head"
+        return StartFailure(f"AttributeError: '{arch}' object has no attribute '{method}' (the drafter is no "
+                            "EAGLE draft model)", "draft_architecture")
+    return None
+
+
+def model_warnings(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> tuple[str, ...]:
+    """What SGLang serves without a word but the operator should hear: MoE top-k 0 (no start check reads
+    `num_experts_per_tok`: srt/layers/moe/topk.py::TopK takes it as given@0.5.15.post1) and a drafter whose
+    vocabulary is not the target's (EAGLE3 drafters map theirs through `d2t`; any other gets the target's
+    lm_head)."""
+    out = []
+    if m.moe is not None and m.moe.experts_per_tok <= 0:
+        out.append(f"the config routes each token to {m.moe.experts_per_tok} experts (num_experts_per_tok): SGLang "
+                   "starts, but every MoE layer adds nothing; the config is wrong")
+    if draft is not None and draft.vocab_size != m.vocab_size and not draft.raw.get("draft_vocab_size"):
+        out.append(f"the drafter's vocab_size {draft.vocab_size} is not the target's {m.vocab_size}: its token ids "
+                   "are not the target's, so its drafts are rejected (acceptance near zero)")
+    return tuple(out)

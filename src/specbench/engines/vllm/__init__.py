@@ -11,14 +11,21 @@ from typing import Any
 _IMAGE = re.compile(r"(^|/)vllm(-openai[\w.-]*)?(:|$)")  # vllm/vllm-openai[-cpu|-rocm]:<tag>, rocm/vllm:<tag>
 
 
+def is_vllm_command(argv: Sequence[str]) -> bool:
+    """`vllm` among the first four words after the leading VAR=value ones (`vllm serve`, `python -m vllm...`):
+    here, not in args.py, so that recognising a command imports no flag table."""
+    from specbench.engines.argv import is_env_word
+
+    words = [w for w in argv if not is_env_word(w)][:4]
+    return "vllm" in " ".join(words).lower()
+
+
 class VllmEngine:
     name = "vllm"
     is_default = False
 
     def recognise(self, argv: Sequence[str]) -> int:
-        from specbench.engines.vllm.args import is_vllm_command
-
-        return 2 if is_vllm_command(list(argv)) else 0
+        return 2 if is_vllm_command(argv) else 0
 
     def image_argv(self, image: str, args: Sequence[str], entrypoint: str | None) -> list[str] | None:
         """The words a vLLM image runs: vllm/vllm-openai (and -cpu, -rocm) have ENTRYPOINT ["vllm", "serve"]
@@ -62,7 +69,17 @@ class VllmEngine:
         return argv_from_dump(["vllm", "serve", str(model)], args, PLAN_KEYS)
 
     def log_non_kv_gib(self, facts: Any) -> float | None:
-        return facts.vllm_non_kv_gib()
+        """The planner's non-KV (`--non-kv-gib`: everything in the budget besides the weights and K, engines/vllm/
+        gpu.py) from a log: R - weights - K where the log prints all three (v1/worker/gpu_worker.py::
+        determine_available_memory@0.32.0: K = R - non-KV, the weights inside non-KV), else the log's own non-KV
+        sum (facts.vllm_non_kv_gib: consumed + peak, or weights + non-torch + peak) less the weights it holds."""
+        R, W, K = getattr(facts, "budget_gib", None), facts.weights_gib, facts.available_kv_gib
+        if None not in (R, W, K):
+            return round(R - W - K, 3)
+        total = facts.vllm_non_kv_gib()
+        if total is None or W is None:
+            return None
+        return round(total - W, 3)
 
     def budget_rows(self, facts: Any) -> list[Any]:
         from specbench.engines.vllm.budget import rows
@@ -80,8 +97,43 @@ class VllmEngine:
 
         return started_headline(facts)
 
+    def started_caps(self, facts: Any) -> list[str]:
+        return []
+
     def started_notes(self, facts: Any) -> list[str]:
         return []
+
+    def failure_sentences(self, facts: Any, failure: Any) -> list[str]:
+        from specbench.engines.vllm.explain import failure_sentences
+
+        return failure_sentences(facts, failure)
+
+    def log_notes(self, facts: Any) -> list[str]:
+        return []
+
+    def failure_fixes(self, facts: Any, failure: Any) -> list[dict[str, Any]]:
+        from specbench.engines.vllm.logfixes import failure_fixes
+
+        return failure_fixes(facts, failure)
+
+    def log_fixes(self, facts: Any, kind: str) -> list[dict[str, Any]]:
+        return []
+
+
+    def diff_pool_change(self, left: Any, right: Any) -> Any:
+        from specbench.engines.vllm.logdiff import pool_change
+
+        return pool_change(left, right)
+
+    def diff_candidate(self, left: Any, right: Any, key: str, va: Any, vb: Any) -> Any:
+        from specbench.engines.vllm.logdiff import candidate
+
+        return candidate(left, right, key, va, vb)
+
+    def diff_failure_sentence(self, side: str, facts: Any, kind: str | None) -> str | None:
+        from specbench.engines.vllm.logdiff import failure_sentence
+
+        return failure_sentence(side, facts, kind)
 
 
 def _server(version: str | None) -> Any:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specbench.engines.argv import is_env_word, leading_env
+from specbench.engines.argv import leading_env
 from specbench.engines.cli_flags import FlagList
 from specbench.engines.vllm.knobs import BY_FLAG, KNOBS, Knob, release_flags
 from specbench.engines.vllm.values import (
@@ -39,7 +39,7 @@ from specbench.engines.vllm.values import (
 from specbench.errors import FlagError
 
 __all__ = ["SpeculativeConfig", "VllmArgs", "flexible_words", "human_readable_int", "human_readable_int_or_auto",
-           "is_vllm_command", "parse_speculative_config", "parse_vllm_argv", "release_flags"]
+           "parse_speculative_config", "parse_vllm_argv", "release_flags"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class VllmArgs:
     dtype: str = "auto"
     quantization: str | None = None
     speculative: SpeculativeConfig | None = None
+    spec_method: str | None = None    # --spec-method / --spec-model / --spec-tokens: folded into `speculative`
+    spec_model: str | None = None     # by parse_vllm_argv (_fold_spec_flags), None after it
+    spec_tokens: int | None = None
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
     mamba_cache_mode: str | None = None
@@ -66,6 +69,9 @@ class VllmArgs:
     device: str | None = None
     performance_mode: str | None = None
     compilation_config: str | None = None
+    max_cudagraph_capture_size: int | None = None
+    optimization_level: str | None = None
+    hf_overrides: str | None = None           # --hf-overrides JSON (config keys replaced before vLLM reads them)
     swap_space: float | None = None
     cpu_offload_gb: float | None = None
     enforce_eager: bool = False
@@ -93,9 +99,17 @@ class VllmArgs:
         return self.speculative.num_speculative_tokens if self.speculative else 0
 
     @property
+    def no_cudagraphs(self) -> bool:
+        """No graph is captured: --enforce-eager, -O0, or cudagraph_mode NONE (config/vllm.py@0.32.0)."""
+        if self.enforce_eager or (self.optimization_level or "").strip() == "0":
+            return True
+        return bool(re.search(r"CUDAGRAPH_MODE\W+(NONE|0)\b", (self.compilation_config or "").upper()))
+
+    @property
     def full_cudagraphs(self) -> bool:
-        """FULL graphs are captured (the default FULL_AND_PIECEWISE) unless eager or a cudagraph_mode without FULL."""
-        if self.enforce_eager:
+        """FULL graphs are captured (the default FULL_AND_PIECEWISE) unless eager, -O0 / -O1 (piecewise only) or a
+        cudagraph_mode without FULL."""
+        if self.no_cudagraphs or (self.optimization_level or "").strip() == "1":
             return False
         cc = (self.compilation_config or "").upper()
         m = re.search(r"CUDAGRAPH_MODE\W+(\w+)", cc)
@@ -103,6 +117,37 @@ class VllmArgs:
             return False
         return True
 
+
+    def _cc(self) -> dict[str, Any]:
+        try:
+            cc = json.loads(self.compilation_config or "{}")
+        except json.JSONDecodeError:
+            return {}
+        return cc if isinstance(cc, dict) else {}
+
+    @property
+    def cudagraph_capture_sizes(self) -> tuple[int, ...] | None:
+        """`-cc.cudagraph_capture_sizes` (CompilationConfig), when given: the sizes captured, replacing the list."""
+        sizes = self._cc().get("cudagraph_capture_sizes")
+        if isinstance(sizes, list) and sizes and all(isinstance(x, int) for x in sizes):
+            return tuple(sizes)
+        return None
+
+    @property
+    def hf_overrides_dict(self) -> dict[str, Any] | None:
+        try:
+            v = json.loads(self.hf_overrides) if self.hf_overrides else None
+        except json.JSONDecodeError:
+            return None
+        return v if isinstance(v, dict) else None
+
+    @property
+    def capture_ceiling(self) -> int | None:
+        """--max-cudagraph-capture-size, or the same key inside `-cc` / --compilation-config."""
+        if self.max_cudagraph_capture_size is not None:
+            return self.max_cudagraph_capture_size
+        v = self._cc().get("max_cudagraph_capture_size")
+        return v if isinstance(v, int) else None
 
     def to_argv(self) -> list[str]:
         """A canonical `vllm serve` command (memory-relevant flags only, env words first)."""
@@ -126,12 +171,6 @@ class VllmArgs:
 
 
 _TRI_STATE = {f.name: f.default is None for f in VllmArgs.__dataclass_fields__.values()}
-
-
-def is_vllm_command(argv: list[str]) -> bool:
-    words = [w for w in argv if not is_env_word(w)][:4]
-    head = " ".join(words).lower()
-    return "vllm" in head
 
 
 # ----------------------------------------------------------------------------- FlexibleArgumentParser's rewrite
@@ -219,21 +258,24 @@ def _leading_env(args: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     return env, args
 
 
-def _program(args: list[str]) -> tuple[str | None, list[str]]:
-    """(the positional model, the flag words) after the program: vllm serve MODEL |
+def _program(args: list[str]) -> tuple[str | None, list[str], bool]:
+    """(the positional model, the flag words, whether it is `vllm serve`) after the program: vllm serve MODEL |
     python -m vllm.entrypoints.openai.api_server | .../bin/vllm serve MODEL."""
     args = list(args)
     model = None
+    serve = False
     while args and not args[0].startswith("-"):
         word = args.pop(0)
-        if word == "serve" and args and not args[0].startswith("-"):
-            model = args.pop(0)
+        if word == "serve":
+            serve = True
+            if args and not args[0].startswith("-"):
+                model = args.pop(0)
             break
     if args and args[0] == "-m":  # python -m vllm.entrypoints.openai.api_server
         args.pop(0)
         if args:
             args.pop(0)
-    return model, args
+    return model, args, serve
 
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as values, not options
@@ -322,22 +364,48 @@ def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
     """Parse the words of a vLLM launch command as `vllm serve` of `release` reads them (default: the newest flag
     list). Leading `VAR=value` words become `env`."""
     env, args = _leading_env(argv)
-    model, args = _program(args)
+    model, args, serve = _program(args)
     words = flexible_words(args)
     flags = release_flags(release)
     r = _Read()
-    if model is not None:
-        r.kw["model"] = model
     i = 0
     while i < len(words):
         if words[i].startswith("-"):
             i = _read_flag(words, i, flags, r)
+        elif serve and model is None:
+            # `vllm serve`'s positional model_tag, wherever it stands among the flags (argparse reads positionals
+            # interspersed: entrypoints/cli/serve.py@0.32.0 `serve_parser.add_argument("model_tag", nargs="?")`)
+            model = words[i]
+            i += 1
         else:
             r.ignored.append(words[i])
             i += 1
+    if model is not None:
+        r.kw["model"] = model  # model_tag wins over --model (entrypoints/cli/serve.py::ServeSubcommand.cmd)
     _validate(r.kw)
+    _fold_spec_flags(r.kw)
     return VllmArgs(**r.kw, env=tuple(env), ignored=tuple(r.ignored), unknown=tuple(r.unknown),
                     flags_seen=tuple(r.seen))
+
+
+_SPEC_FLAGS = (("spec_method", "--spec-method", "method"), ("spec_model", "--spec-model", "model"),
+               ("spec_tokens", "--spec-tokens", "num_speculative_tokens"))
+
+
+def _fold_spec_flags(kw: dict[str, Any]) -> None:
+    """`--spec-method` / `--spec-model` / `--spec-tokens` as keys of the speculative config, as
+    engine/arg_utils.py::EngineArgs.create_speculative_config@0.32.0 merges them: each given one sets its key, and
+    one that `--speculative-config` also sets is the engine's own "mutually exclusive" error."""
+    given = [(flag, key, kw.pop(field)) for field, flag, key in _SPEC_FLAGS if kw.get(field) is not None]
+    if not given:
+        return
+    spec = kw.get("speculative")
+    merged: dict[str, Any] = {k: json.loads(v) for k, v in spec.raw} if spec is not None else {}
+    for flag, key, value in given:
+        if key in merged:
+            raise FlagError(f"{flag} and --speculative-config['{key}'] are mutually exclusive")
+        merged[key] = value
+    kw["speculative"] = parse_speculative_config(json.dumps(merged))
 
 
 def _validate(kw: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specbench.logs.budget import BudgetRow
+from specbench.contracts import BudgetRow
 from specbench.logs.facts import LogFacts
 
 

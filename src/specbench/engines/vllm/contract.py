@@ -82,11 +82,17 @@ def budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
     if r.get("device") == "cpu":
         rows.append(("KV space K", r.get("available_kv_gib"), str(b.get("source", ""))))
     else:
-        rows.append(("device total T", b.get("total_gib"), "GPU catalog / --gpu-mem-gib"))
+        rows.append(("device total T (as vLLM sees it)", b.get("total_gib"),
+                     str(b.get("total_source") or "GPU catalog / --gpu-mem-gib")))
         rows.append(("requested R = ceil(T·u)", b.get("requested_gib"),
                      f"gpu_memory_utilization={r.get('gpu_memory_utilization')}"))
         rows.append(("weights (target + draft)", b.get("weights_gib"), str(b.get("weights_source", ""))))
         rows.append(("non-KV (activation + non-torch + CUDA graphs)", b.get("non_kv_gib"), str(b.get("source", ""))))
+        if b.get("activation_gib") is not None:
+            rows.append(("  of which activation peak", b.get("activation_gib"),
+                         "profile forward or dummy sampler, the larger (engines/vllm/gpu_fit.py)"))
+            rows.append(("  of which CUDA graphs", b.get("cuda_graph_gib"),
+                         "graphs captured x the per-graph price (engines/vllm/gpu_fit.py)"))
         rows.append(("KV budget K = R - weights - non-KV", r.get("available_kv_gib"), "Available KV cache memory"))
     if r.get("num_blocks") is not None:
         rows.append(("KV pool (num_blocks x bytes per block)", r.get("kv_pool_gib"),

@@ -183,7 +183,7 @@ def cpu_setup(args: VllmArgs, m, draft, v: C.Version, *, avx512_bf16: bool = Tru
     model_dtype, note = C.resolve_model_dtype(m, args.dtype)
     if note:
         notes.append(note)
-    derived = C.derived_max_model_len(m)
+    derived = C.default_max_model_len(m, v, args.hf_overrides_dict)
     L = args.max_model_len if args.max_model_len not in (None, -1) else derived
     auto_fit = args.max_model_len == -1
     # engine/arg_utils.py::get_batch_defaults (CPU, OpenAI server) + _set_default_max_num_seqs_and_batched_tokens_args

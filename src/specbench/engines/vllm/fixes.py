@@ -4,13 +4,16 @@ smallest --gpu-memory-utilization (CPU: VLLM_CPU_KVCACHE_SPACE) that start, each
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from specbench.engines.search import last_true
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
 from specbench.engines.vllm.outcome import Context, VllmPlan
-from specbench.engines.vllm.plan import plan_once
 from specbench.errors import UserError
+from specbench.specs.model import ModelSpec
 
 MNS_SEARCH_MAX = 4096
 U_GRID = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # 0.30 .. 0.99
@@ -23,61 +26,70 @@ def _result(p: VllmPlan) -> dict[str, Any]:
             "max_model_len": p.max_model_len, "gpu_memory_utilization": p.u}
 
 
-def _bsearch_last(lo: int, hi: int, ok) -> int | None:
-    """Largest x in [lo, hi] with ok(x) (ok true then false); the search `plan/solve.py` uses for SGLang."""
-    from specbench.engines.sglang.fixes import _bsearch_last as search
+@dataclass(frozen=True)
+class _Replan:
+    """Plans the launch again with changed arguments, through the `plan_once` that plan.py hands in (this module
+    does not import plan.py, which calls it)."""
 
-    return None if hi < lo else search(lo, hi, ok)
+    plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Context], VllmPlan]
+    m: ModelSpec
+    draft: ModelSpec | None
+    ctx: Context
+
+    def plan(self, args: VllmArgs) -> VllmPlan:
+        return self.plan_once(args, self.m, self.draft, self.ctx)
+
+    def attempt(self, args: VllmArgs) -> VllmPlan | None:
+        try:
+            return self.plan(args)
+        except UserError:
+            return None
+
+    def ok(self, args: VllmArgs) -> bool:
+        p = self.attempt(args)
+        return p is not None and p.status == "ok"
 
 
-def _try(args: VllmArgs, m, draft, ctx: Context) -> VllmPlan | None:
-    try:
-        return plan_once(args, m, draft, ctx)
-    except UserError:
-        return None
-
-
-def _ok(args, m, draft, ctx) -> bool:
-    p = _try(args, m, draft, ctx)
-    return p is not None and p.status == "ok"
-
-
-def per_tp_fixes(args: VllmArgs, m, draft, ctx: Context, tp_sizes: tuple[int, ...]) -> tuple[list[dict], list[dict]]:
+def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Context], VllmPlan], args: VllmArgs,
+                 m: ModelSpec, draft: ModelSpec | None, ctx: Context,
+                 tp_sizes: tuple[int, ...]) -> tuple[list[dict], list[dict]]:
     """Per TP: the largest --max-num-seqs, the longest --max-model-len and the smallest --gpu-memory-utilization
-    (CPU: the smallest VLLM_CPU_KVCACHE_SPACE) that start. Returns (fixes nearest first, per-TP table)."""
+    (CPU: the smallest VLLM_CPU_KVCACHE_SPACE) that start, each by re-planning with `plan_once`
+    (plan.py::plan_once). Returns (fixes nearest first, per-TP table)."""
+    r = _Replan(plan_once, m, draft, ctx)
     fixes: list[dict] = []
     table: list[dict] = []
     order = [args.tp] + [t for t in tp_sizes if t != args.tp]
-    derived = C.derived_max_model_len(m)
+    derived = C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict)
     for tp in order:
         a = args.with_(tp=tp)
         base = {} if tp == args.tp else {"--tensor-parallel-size": tp}
-        at = _try(a, m, draft, ctx)
+        at = r.attempt(a)
         if at is None:
             try:
-                plan_once(a, m, draft, ctx)
+                r.plan(a)
             except UserError as exc:
                 table.append({"tp": tp, "error": str(exc)})
             continue
         mns_hi = max(MNS_SEARCH_MAX, at.setup.max_num_seqs)
-        best_mns = _bsearch_last(1, mns_hi, lambda x, a=a: _ok(a.with_(max_num_seqs=x), m, draft, ctx))
+        best_mns = last_true(1, mns_hi, lambda x: r.ok(a.with_(max_num_seqs=x)))  # noqa: B023 (searched at once)
         L0 = at.max_model_len
         len_hi = derived
         if (a.env_value("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() in ("1", "true"):
             len_hi = max(derived, L0)
-        best_len = _bsearch_last(1, len_hi, lambda x, a=a: _ok(a.with_(max_model_len=x), m, draft, ctx))
+        best_len = last_true(1, len_hi, lambda x: r.ok(a.with_(max_model_len=x)))  # noqa: B023 (searched at once)
         min_u = None
         min_space = None
         if ctx.device == "cpu":
             if a.env_value("VLLM_CPU_KVCACHE_SPACE") not in (None, ""):
                 env = tuple((k, v) for k, v in a.env if k != "VLLM_CPU_KVCACHE_SPACE")
                 for g in range(1, 257):
-                    if _ok(a.with_(env=env + (("VLLM_CPU_KVCACHE_SPACE", str(g)),)), m, draft, ctx):
+                    if r.ok(a.with_(env=env + (("VLLM_CPU_KVCACHE_SPACE", str(g)),))):
                         min_space = g
                         break
         elif a.kv_cache_memory_bytes is None:
             for u in U_GRID:
-                if _ok(a.with_(gpu_memory_utilization=u), m, draft, ctx):
+                if r.ok(a.with_(gpu_memory_utilization=u)):
                     min_u = u
                     break
         table.append({"tp": tp, "error": None, "status_as_requested": at.status,
@@ -101,7 +113,7 @@ def per_tp_fixes(args: VllmArgs, m, draft, ctx: Context, tp_sizes: tuple[int, ..
             if cur is None or str(min_space) != cur:
                 cands.append({**base, "VLLM_CPU_KVCACHE_SPACE": min_space})
         for ch in cands:
-            p = _try(_apply(a, ch), m, draft, ctx)
+            p = r.attempt(_apply(a, ch))
             if p is not None and p.status == "ok":
                 fixes.append({"change": ch, "result": _result(p)})
     return fixes, table

@@ -78,7 +78,7 @@ def argv_from_vllm_log(text: str) -> list[str] | None:
         flag = knob.flag if knob else "--" + key.replace("_", "-")
         if val is False and knob is not None:
             words.append(knob.negations[0])  # a switch the user turned off (`--no-enable-prefix-caching`)
-        elif key == "speculative_config" and isinstance(val, dict):
+        elif isinstance(val, dict):  # JSON-valued flags: --speculative-config, --compilation-config, --hf-overrides
             words += [flag, json.dumps(val)]
         elif val is True:
             words.append(flag)

@@ -22,6 +22,13 @@ from dataclasses import dataclass
 
 from specbench.engines.vllm import sizing as C
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.gpu_fit import (
+    capture_sizes,
+    cudagraph_estimate_bytes,
+    forward_bytes,
+    graph_count,
+    sampler_bytes,
+)
 from specbench.specs.gpu import GpuSpec, context_overhead
 
 # Estimates used only when no measured value is given (each overridable: --avail-before-load-gib, --non-kv-gib).
@@ -30,10 +37,9 @@ from specbench.specs.gpu import GpuSpec, context_overhead
 # non-torch memory that appears after the snapshot: 0.1 GiB in the one real vLLM breakdown we hold
 # (real-logs-dev.json, vllm-llama3-8b-a100-40gb-v0: "non_torch_gib": 0.1).
 NON_TORCH_GIB = 0.1
-# G_est for the default capture list (FULL_AND_PIECEWISE), x1.5 for hybrids and spec. NOT CALIBRATED: vLLM measures it
-# by capturing (gpu_model_runner.py::profile_cudagraph_memory) and no V1 GPU log with "Estimated CUDA graph memory"
-# was available; pass --non-kv-gib from a real boot's summary line for exact numbers.
-CUDA_GRAPH_GIB = 0.5
+# G_est: a price per captured graph x the graphs the release captures, fitted to the public logs that print
+# "Estimated CUDA graph memory" (gpu_fit.py, tests/data/vllm-gpu-corpus/); pass --non-kv-gib from a real boot's
+# summary line for exact numbers.
 
 
 # v1/worker/gpu_model_runner.py::GPUModelRunner.load_model logs this, then re-raises torch's OutOfMemoryError
@@ -67,7 +73,7 @@ def gpu_setup(args: VllmArgs, m, draft, v: C.Version, gpu: GpuSpec, total_bytes:
     model_dtype, note = C.resolve_model_dtype(m, args.dtype)
     if note:
         notes.append(note)
-    derived = C.derived_max_model_len(m)
+    derived = C.default_max_model_len(m, v, args.hf_overrides_dict)
     L = args.max_model_len if args.max_model_len not in (None, -1) else derived
     mnbt_d, mns_d = batch_defaults(total_bytes, gpu, v)
     mnbt = args.max_num_batched_tokens or mnbt_d
@@ -118,30 +124,37 @@ class GpuBudget:
     non_kv_measured: bool
     failure: C.Failure | None = None
     lines: tuple[str, ...] = ()
+    activation_bytes: int = 0      # the estimated activation peak inside non_kv (0 when non_kv is measured)
 
 
 def cuda_graph_applied(args: VllmArgs, m, v: C.Version) -> bool:
     """G_applied != 0: 0.20+ (env default "1"), not with --enforce-eager, not under MRV2 in 0.22-0.28 (dense,
     unquantized models). The default: vllm/envs.py::VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS@0.32.0 ("1"); MRV2's
     vllm/v1/worker/gpu/model_runner.py::GPUModelRunner.profile_cudagraph_memory returned 0 in 0.22-0.28."""
-    if args.enforce_eager or v < (0, 20, 0):
+    if args.no_cudagraphs or v < (0, 20, 0):
         return False
     if (0, 22, 0) <= v < (0, 29, 0) and not m.linear_layers and m.moe is None and m.quant.method in (None, "", "none"):
         return False
     return True
 
 
+def graph_count_for(args: VllmArgs, setup: C.Setup, gpu: GpuSpec) -> int:
+    """The graphs vLLM captures for this launch (gpu_fit.py::capture_sizes / graph_count): the decode query length
+    is 1 + k with speculation; `-cc.cudagraph_capture_sizes` / `--max-cudagraph-capture-size` move the list."""
+    q = 1 + setup.k
+    sizes = capture_sizes(setup.max_num_seqs, setup.max_num_batched_tokens, q, gpu.arch.startswith("sm10"),
+                          max_capture=args.capture_ceiling, explicit=args.cudagraph_capture_sizes)
+    return graph_count(sizes, setup.max_num_seqs, q, args.full_cudagraphs)
+
+
 def activation_estimate(m, setup: C.Setup, tp: int) -> int:
-    """Profile-run peak (gpu_model_runner.py::profile_run): one forward of max_num_batched_tokens tokens plus the
-    sampler on min(max_num_seqs, max_num_batched_tokens) rows of fp32 logits. An estimate: hidden states and
-    residual (8 x hidden x 2 B) and the MLP's gate/up/act (3 x intermediate/tp x 2 B) per token, logits x 3."""
+    """The transient peak of the profile run (gpu_model_runner.py::GPUModelRunner.profile_run@0.32.0: one forward of
+    max_num_batched_tokens tokens, then the dummy sampler on min(max_num_seqs, tokens) rows), fitted to the public
+    logs that print it (gpu_fit.py: `forward_bytes`, `sampler_bytes`). The two do not overlap: the forward's
+    intermediates are freed before the sampler runs, so the peak is the larger."""
     T = setup.max_num_batched_tokens
-    inter = m.intermediate_size
-    if m.moe is not None:
-        inter = max(m.moe.moe_intermediate_size * m.moe.experts_per_tok, m.moe.shared_intermediate_size or 0)
-    per_tok = 8 * m.hidden_size * 2 + 3 * (inter // max(1, tp)) * 2
     rows = min(setup.max_num_seqs, T)
-    return T * per_tok + rows * m.vocab_size * 4 * 3
+    return max(forward_bytes(m, T, tp), sampler_bytes(m.vocab_size, rows, setup.version))
 
 
 def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int, weights_bytes: int,
@@ -151,9 +164,12 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
     R = math.ceil(total_bytes * u) if v >= (0, 14, 0) else int(total_bytes * u)
     pre = context_overhead(gpu, args.tp * args.pp if v >= (0, 11, 0) else 1).gib
     # F0: measured ("Free memory on device (F0/T GiB) on startup", --avail-before-load-gib) or T minus the estimate
-    F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else int(total_bytes - pre * C.GIB)
+    # (the overhead table is measured against nvidia-smi's total, specs/gpu.py, not against vLLM's smaller T)
+    F0 = int(free_at_start_gib * C.GIB) if free_at_start_gib is not None else \
+        min(total_bytes, int((gpu.total_mib << 20) - pre * C.GIB))
     lines: list[str] = []
     g_bytes = 0
+    act_bytes = 0
     if non_kv_gib is not None:
         non_kv = int(non_kv_gib * C.GIB)
         measured = True
@@ -162,9 +178,9 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
         measured = False
         act = activation_estimate(m, setup, args.tp)
         if cuda_graph_applied(args, m, v):
-            g = CUDA_GRAPH_GIB * (1.5 if (m.linear_layers or setup.k) else 1.0)
-            g_bytes = int(g * C.GIB)
+            g_bytes = cudagraph_estimate_bytes(graph_count_for(args, setup, gpu))
         non_kv = act + int(NON_TORCH_GIB * C.GIB) + g_bytes
+        act_bytes = act
         src = (f"estimated non-KV: activation {C.format_gib(act)} GiB + non-torch {NON_TORCH_GIB} GiB"
                + (f" + CUDA graphs {C.format_gib(g_bytes)} GiB" if g_bytes else ""))
     failure = None
@@ -188,7 +204,8 @@ def gpu_budget(args: VllmArgs, m, setup: C.Setup, gpu: GpuSpec, total_bytes: int
                                 f"GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
         lines.append(f"Model loading took {C.format_gib(weights_bytes)} GiB memory")
         lines.append(f"Available KV cache memory: {C.format_gib(K)} GiB")
-    return GpuBudget(total_bytes, u, R, F0, weights_bytes, non_kv, g_bytes, K, src, measured, failure, tuple(lines))
+    return GpuBudget(total_bytes, u, R, F0, weights_bytes, non_kv, g_bytes, K, src, measured, failure, tuple(lines),
+                     act_bytes)
 
 
 @dataclass(frozen=True)

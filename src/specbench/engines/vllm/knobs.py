@@ -66,6 +66,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("dtype", ("--dtype",), str, replan=True),
     Knob("quantization", ("--quantization", "-q"), str, replan=True),
     Knob("speculative", ("--speculative-config", "-sc"), parse_speculative_config, "speculative_config"),
+    # the short forms of three --speculative-config keys (engine/arg_utils.py::EngineArgs.add_cli_args@0.32.0,
+    # merged by EngineArgs.create_speculative_config); args.py folds them into `speculative`
+    Knob("spec_method", ("--spec-method",), str),
+    Knob("spec_model", ("--spec-model",), str),
+    Knob("spec_tokens", ("--spec-tokens",), int),
     Knob("mamba_cache_dtype", ("--mamba-cache-dtype",), str),
     Knob("mamba_ssm_cache_dtype", ("--mamba-ssm-cache-dtype",), str),
     Knob("mamba_cache_mode", ("--mamba-cache-mode",), str, replan=True),
@@ -75,6 +80,13 @@ KNOBS: tuple[Knob, ...] = (
     Knob("device", ("--device",), str, retired=True),
     Knob("performance_mode", ("--performance-mode",), str),
     Knob("compilation_config", ("--compilation-config", "-cc"), str),
+    # -O / -O0..3 / --optimization-level (config/vllm.py::OptimizationLevel@0.32.0: O0 no CUDA graphs, O1 piecewise
+    # only, O2/O3 full and piecewise)
+    Knob("optimization_level", ("--optimization-level",), str),
+    # ModelConfig.hf_overrides (JSON): its rope / max_position_embeddings keys move the derived max model length
+    Knob("hf_overrides", ("--hf-overrides",), str, replan=True),
+    # CompilationConfig.max_cudagraph_capture_size's own flag (engine/arg_utils.py@0.32.0): the capture-list ceiling
+    Knob("max_cudagraph_capture_size", ("--max-cudagraph-capture-size",), int),
     # the CPU swap space of older releases (gone from 0.32.0's parser)
     Knob("swap_space", ("--swap-space",), float, retired=True),
     Knob("cpu_offload_gb", ("--cpu-offload-gb",), float),

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbench.engines import prometheus
+from specbench.engines import prometheus, server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
-from specbench.engines.server_base import ServerBase
+from specbench.engines.server_base import (
+    SPEC_V2_ENV,  # never inherited by a vLLM server
+    ServerBase,
+)
 from specbench.engines.vllm import knobs
 from specbench.engines.vllm.args import release_flags
 from specbench.engines.vllm.loglines import nondefault_args_text
@@ -28,9 +31,8 @@ from specbench.engines.vllm.simulate import simulated_acceptance
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.matrix.spec import MatrixSpec
+    from specbench.contracts import LaunchTarget
 
-SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"  # never inherited by a vLLM server (the incident set it everywhere)
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,22 @@ class VllmServer(ServerBase):
     plan_engine: str | None = "vllm"
     health_paths: tuple[str, ...] = ("/health",)
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        argv = vllm_argv(spec.command, settings, spec.host, spec.port, False)
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        argv = vllm_argv(target.command, settings, target.host, target.port, False)
         env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
         return with_simulation(Launch(argv, env, (SPEC_V2_ENV,)), settings, self.default_plan_version())
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         openai_probe(base_url, timeout_s)
+
+    def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]:
+        """One `--api-key` moves to VLLM_API_KEY, which vLLM reads when the flag is absent
+        (entrypoints/serve/middleware/register.py@0.32.0: `args.api_key or [envs.VLLM_API_KEY]`); several keys
+        stay flags (the variable holds one)."""
+        rest, keys = server_auth.take_flag(argv, "--api-key")
+        if len(keys) != 1:
+            return argv, env
+        return rest, {**env, "VLLM_API_KEY": keys[0]}
 
     def client_mode(self, argv: Sequence[str]) -> str:
         return "openai"
@@ -88,9 +99,10 @@ def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | 
     from specbench.engines.server_base import planned_cap
 
     if log_text:
+        from specbench.engines.vllm.loglines import LINES
         from specbench.logs.parse import parse_text
 
-        f = parse_text(log_text)
+        f = parse_text(log_text, (LINES,))
         seqs = f.max_num_seqs if isinstance(f.max_num_seqs, int) and f.max_num_seqs > 0 else None
         conc = math.floor(f.max_concurrency) if f.max_concurrency else None
         got = [v for v in (seqs, conc) if v]
@@ -113,13 +125,13 @@ class LocalServer(VllmServer):
 
         return self.version or ENGINE_VERSION  # the release the embedded engine's install script pins
 
-    def local_model_dir(self, spec: MatrixSpec) -> str | None:
-        return resolve_local_model(spec.model or "tiny-target")
+    def local_model_dir(self, target: LaunchTarget) -> str | None:
+        return resolve_local_model(target.model or "tiny-target")
 
-    def launch(self, spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
-        if spec.command:
-            return VllmServer.launch(self, spec, settings)
-        return with_simulation(local_launch(spec, settings), settings, self.default_plan_version())
+    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+        if target.command:
+            return VllmServer.launch(self, target, settings)
+        return with_simulation(local_launch(target, settings), settings, self.default_plan_version())
 
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
         from specbench.engines.vllm import local as vllm_local
@@ -213,7 +225,7 @@ def resolve_local_model(name: str) -> str:
     return str(models_dir() / name)
 
 
-def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
+def local_launch(target: LaunchTarget, settings: dict[str, Any]) -> Launch:
     """The embedded engine (engines/vllm_local.py): `vllm serve` from the engine venv on a tiny local model.
 
     Axes map to LocalServerConfig: context_length -> --max-model-len, max_running_requests -> --max-num-seqs,
@@ -235,11 +247,11 @@ def local_launch(spec: MatrixSpec, settings: dict[str, Any]) -> Launch:
         args = set_flag(args, "--tensor-parallel-size", int(settings["tp"]))
     for flag, value in (settings.get("flags") or {}).items():
         args = set_flag(args, flag, value)
-    model = resolve_local_model(spec.model or "tiny-target")
+    model = resolve_local_model(target.model or "tiny-target")
     if not Path(model).is_dir():
         raise UserError(f"local engine: model folder {model} not found; run `make models` (or set SPECBENCH_MODELS)")
     cfg = vllm_local.LocalServerConfig(
-        model=model, port=spec.port, host=spec.host, served_model_name=spec.served_model_name,
+        model=model, port=target.port, host=target.host, served_model_name=target.served_model_name,
         max_model_len=settings.get("context_length"), max_num_seqs=settings.get("max_running_requests"),
         speculative=speculative, extra_args=tuple(args),
         extra_env={k: str(v) for k, v in (settings.get("env") or {}).items()},

@@ -197,10 +197,65 @@ def charge_for(setup: Setup) -> Charge:
                   count_spec_blocks=v >= (0, 15, 0), all_mode_k=v >= (0, 26, 0))
 
 
-def derived_max_model_len(m) -> int:
-    """config/model.py::_get_and_verify_max_len: max_position_embeddings (the usual key)."""
-    mpe = m.max_position_embeddings or (m.raw.get("max_sequence_length") if m.raw else None) or 2048
-    return int(mpe)
+# rope types whose max_position_embeddings already holds the scaled length: config/model.py::_get_and_verify_max_len
+# @0.30.0..0.32.0 (YaRN joined with vllm#56446, "Align vLLM YaRN with Transformers and stop re-scaling
+# max_model_len"); in 0.26.0..0.29.0 (read from those wheels) only su / longrope / llama3 were exempt and plain
+# "yarn" reset the length to original_max_position_embeddings before multiplying by its factor
+_SCALED_ALREADY = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+_SCALED_ALREADY_BEFORE_030 = ("su", "longrope", "llama3")
+
+
+def _text_config(m, overrides: dict | None = None) -> dict:
+    raw = m.raw or {}
+    cfg = dict(raw.get("text_config") or raw)
+    if overrides:  # --hf-overrides: its keys replace the config's (top level or inside text_config)
+        cfg.update(overrides.get("text_config") or {})
+        cfg.update({k: v for k, v in overrides.items() if k != "text_config"})
+    return cfg
+
+
+def rope_parameters(cfg: dict) -> list[dict]:
+    """transformers_utils/config.py::iter_rope_parameters@0.32.0: `rope_parameters` (or the older `rope_scaling`,
+    which patch_rope_parameters renames), one dict per layer type when nested; `type` read as `rope_type`."""
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if not isinstance(rp, dict) or not rp:
+        return []
+    items = [v for v in rp.values() if isinstance(v, dict) and v] if all(isinstance(v, dict) for v in rp.values()) \
+        else [rp]
+    return [{**p, "rope_type": p.get("rope_type") or p.get("type") or "default"} for p in items]
+
+
+def derived_max_model_len(m, v: Version | None = None, overrides: dict | None = None) -> int:
+    """config/model.py::_get_and_verify_max_len@0.32.0: max_position_embeddings (else max_sequence_length, else
+    2048), times the RoPE scaling factor of a rope type whose length is not already scaled (`_SCALED_ALREADY`;
+    Gemma3 never scaled). Releases before 0.30.0: plain "yarn" is original_max_position_embeddings x factor.
+    `overrides`: --hf-overrides. The limit a --max-model-len is checked against (default_max_model_len: the length
+    taken when none is asked)."""
+    cfg = _text_config(m, overrides)
+    mpe = cfg.get("max_position_embeddings") or m.max_position_embeddings or cfg.get("max_sequence_length") or 2048
+    derived = float(mpe)
+    params = rope_parameters(cfg)
+    model_type = str(cfg.get("model_type") or (m.raw or {}).get("model_type") or "")
+    if params and "gemma3" not in model_type:
+        old = v is not None and v < (0, 30, 0)
+        exempt = _SCALED_ALREADY_BEFORE_030 if old else _SCALED_ALREADY
+        factor = 1.0
+        for p in params:
+            if old and p["rope_type"] == "yarn" and p.get("original_max_position_embeddings"):
+                derived = float(p["original_max_position_embeddings"])
+            if p["rope_type"] not in exempt:
+                factor = p.get("factor", factor) or 1.0
+        derived *= factor
+    return int(derived)
+
+
+def default_max_model_len(m, v: Version | None = None, overrides: dict | None = None) -> int:
+    """The length vLLM takes without --max-model-len (or with -1 before the auto-fit): the derived one, except
+    longrope models, which keep original_max_position_embeddings (config/model.py::_get_and_verify_max_len@0.32.0)."""
+    cfg = _text_config(m, overrides)
+    if any(p["rope_type"] == "longrope" for p in rope_parameters(cfg)):
+        return int(cfg.get("original_max_position_embeddings") or derived_max_model_len(m, v, overrides))
+    return derived_max_model_len(m, v, overrides)
 
 
 def derived_len_text(L: int, derived: int) -> str:

@@ -9,24 +9,28 @@ from typing import Any
 from specbench.logs.facts import GraphCapture
 from specbench.logs.lineacc import GB, INT, NUM, Acc, find, to_float, to_int
 from specbench.logs.normalize import Line
+from specbench.logs.parse import EngineLines
 from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
 
 # ---------------------------------------------------------------- vLLM
 V_LOAD = re.compile(r"(?:Model loading took|Loading model weights took) " + NUM + GB, re.I)
 _V_TOTAL = re.compile(r"total_gpu_memory \(" + NUM + GB + r"\) x gpu_memory_utilization \(" + NUM + r"\) = "
                       + NUM + GB)
+SNUM = r"(-?\d+(?:\.\d+)?)"  # a profiled size can be negative (the profile left less than nothing for the KV cache)
 _V_V0_BREAKDOWN = re.compile(
-    r"model weights take " + NUM + GB + r"; non_torch_memory takes " + NUM + GB
+    r"model weights take " + NUM + GB + r"; non_torch_memory takes " + SNUM + GB
     + r"; PyTorch activation peak memory takes " + NUM + GB
-    + r"; the rest of the memory reserved for KV Cache is " + NUM + GB)
-_V_AVAIL_KV = re.compile(r"Available KV cache memory: " + NUM + GB)
+    + r"; the rest of the memory reserved for KV Cache is " + SNUM + GB)
+_V_AVAIL_KV = re.compile(r"Available KV cache memory: " + SNUM + GB)
 # CPU (vllm/v1/worker/cpu_worker.py::CPUWorker.determine_available_memory@0.32.0):
 # "Explicitly set (K/T) GiB for KV cache on node N." / "Auto set (K/T) GiB for KV cache ..."
 _V_CPU_KV = re.compile(r"(?:Explicitly|Auto) set \(" + NUM + r"/" + NUM + r"\) ?GiB for KV cache")
 _V_CPU_NONKV = re.compile(NUM + r" GiB memory was consumed by non-kv usages")
 _V_KV_SIZE = re.compile(r"\b(GPU|CPU|XPU|[A-Z]{2,4}) KV cache size: " + INT + r" tokens")
 _V_CONC = re.compile(r"Maximum concurrency for " + INT + r" tokens per request: " + NUM + r"x")
-_V_BLOCKS = re.compile(r"# GPU blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+# V0: "# GPU blocks: N, # CPU blocks: M" (gpu_executor.py, llm_engine.py), "# cuda blocks: N" / "# CUDA blocks: N"
+# (executor_base.py, 0.7-0.8: the device name), "GPU blocks: N" in condensed pastes
+_V_BLOCKS = re.compile(r"# (?:GPU|cuda|CUDA|XPU|xpu) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _V_GRAPH = re.compile(r"Graph capturing finished in " + NUM + r" secs?, took " + NUM + GB)
 _V_GRAPH_EST = re.compile(r"Estimated CUDA graph memory: " + NUM + GB)
 _V_MAMBA_BLOCKS = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
@@ -34,7 +38,7 @@ _V_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + NUM)
 _V_SPEC_RATE = re.compile(r"Avg Draft acceptance rate: " + NUM + "%")
 # >= 0.18 summary (vllm/v1/worker/gpu_worker.py::Worker.compile_or_warm_up_model@0.32.0), parsed piece by piece
 # so older wordings and cut lines still give parts
-_V_FREE_START = re.compile(r"Free memory on device \(" + NUM + r"/" + NUM + r" ?GiB\) on startup")
+_V_FREE_START = re.compile(r"Free memory on device(?: \S+)? \(" + NUM + r"/" + NUM + r" ?GiB\) on startup")
 _V_DESIRED = re.compile(r"Desired GPU memory utilization is \(" + NUM + r", " + NUM + GB + r"\)")
 _V_CONSUMED = re.compile(NUM + GB + r" for consumed memory")
 _V_WEIGHT_PART = re.compile(NUM + GB + r" for weight")
@@ -193,52 +197,22 @@ def vllm_line(acc: Acc, line: Line) -> bool:
     return False
 
 
-# ---------------------------------------------------------------- warnings (caps, resets, overrides): logs/warnings.py
-def _w():
-    from specbench.logs.warnings import WarningRule, engine_flags
-
-    def conc_fixes(m, text, f):
-        tokens, conc = to_int(m.group(1)), float(m.group(2))
-        fit = f.kv_tokens or int((tokens or 0) * conc)
-        return [{"change": {"--max-model-len": fit}, "source": "log",
-                 "why": f"the KV cache holds {fit:,} tokens, {conc}x of one {tokens:,}-token request"},
-                {"change": {"--gpu-memory-utilization": None}, "source": "log", "why": "or give the KV cache more"}]
-
-    def graph_fixes(m, text, f):
-        return [fx for fx in engine_flags(text.split("To maintain", 1)[-1], "the engine's advice: keep the KV size "
-                                          "it had before CUDA graph memory profiling")]
-
-    def headroom(m, f):
-        t, u = f.total_gpu_memory_gib, f.gpu_memory_utilization
-        return t is not None and u is not None and t * (1 - u) < 1.0 and not f.graphs
-
-    def headroom_fixes(m, text, f):
-        t = f.total_gpu_memory_gib or 0.0
-        return [{"change": {"--gpu-memory-utilization": round(int((1 - 2.0 / t) * 100) / 100, 2)}, "source": "log",
-                 "why": f"leave 2 GiB of the {t:.2f} GiB outside the budget for CUDA graphs (V0 captures them there)"},
-                {"change": {"--enforce-eager": None}, "source": "engine", "why": "or capture no graphs"}]
-
-    return (
-        WarningRule("hybrid_kv_cache_manager_disabled", re.compile(
-            r"Hybrid KV cache manager is disabled for this hybrid model"), key="Hybrid KV cache manager"),
-        WarningRule("attention_block_size_overridden", re.compile(r"Setting attention block size to (\d+) tokens"),
-                    key="attention block size"),
-        WarningRule("mamba_page_padding", re.compile(r"Padding mamba page size by (\d+(?:\.\d+)?)%"),
-                    key="Padding mamba page"),
-        WarningRule("kv_padding_layers", re.compile(
-            r"Add (\d+) padding layers, may waste at most (\d+(?:\.\d+)?)% KV cache memory"), key="padding layers"),
-        WarningRule("effective_gpu_memory_utilization_reduced", re.compile(
-            r"CUDA graph memory profiling is enabled.*?equivalent to --gpu-memory-utilization=(\d+(?:\.\d+)?)"),
-            fixes=graph_fixes, key="CUDA graph memory profiling"),
-        WarningRule("kv_smaller_than_context", _V_CONC, fixes=conc_fixes, when=lambda m, f: float(m.group(2)) < 1.0,
-                    key="Maximum concurrency"),
-        WarningRule("graph_capture_headroom_low", re.compile(r"Capturing cudagraphs for decoding"),
-                    when=headroom, fixes=headroom_fixes, key="Capturing cudagraphs"),
-    )
-
-
-WARNINGS = _w()
-
 # KV cache sized and allocated (vLLM's last start-up steps), on any worker
 LATE_BOOT = re.compile(r"\bKV cache size: [\d,]+ tokens|# GPU blocks: \d|GPU blocks: \d|Maximum concurrency for|"
                        r"Graph capturing finished|Capturing cudagraphs|Capturing CUDA graphs")
+
+
+# ---------------------------------------------------------------- what the log parser asks of vLLM (logs/parse.py)
+# A line only vLLM prints: the engine that wrote a log is the one with the most of these in its first lines.
+MARK = re.compile(r"vLLM|vllm|KV cache size: [\d,]+ tokens|Model loading took|gpu_memory_utilization|"
+                  r"Mamba cache blocks|max_num_seqs|GPU blocks:|Available KV cache memory:|attention block size|"
+                  r"padding layers, may waste|Padding mamba page size|max seq len|cuda blocks:|CUDA blocks:|"
+                  r"Free memory on device")
+# Every format of `_ROWS` contains one of these words (case-insensitive).
+TRIGGER = re.compile(r"took|total_gpu_memory|model weights take|KV cache|Maximum concurrency|blocks: \d|Mamba cache|"
+                     r"SpecDecoding|non-default args|LLM engine|server version|Starting vLLM|Free memory on device|"
+                     r"Desired GPU|peak activation|attention block size|GiB for KV|init engine|CUDA graph|"
+                     r"Graph capturing", re.I)
+LINES = EngineLines(
+    name="vllm", mark=MARK, trigger=TRIGGER, read=vllm_line, boot_keys=("non-default args", "LLM engine"),
+    boot_start=re.compile(r"non-default args: \{|Initializing a V\d LLM engine"), weights_done=V_LOAD)

@@ -3,6 +3,7 @@ launch command that a plan depends on) and `VllmPlan` (one plan's outcome, engin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specbench.engines.vllm import sizing as C
@@ -27,6 +28,7 @@ class Context:
     amx_tile: bool = False
     cpu_isa_source: str = "default: AVX512-BF16, no AMX"
     version_warning: str | None = None  # a release newer than the newest rule set (versions.rule_set_for)
+    total_source: str = ""              # GPU: where T comes from (gpu_fit.py::vllm_total_bytes)
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,6 @@ class VllmPlan:
     budget: dict
     log_lines: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
+    # requests of c tokens the pool holds at once: num_blocks // blocks one such request is charged (pool.py); None
+    # when no pool was sized
+    fits: Callable[[int], int] | None = field(default=None, compare=False)

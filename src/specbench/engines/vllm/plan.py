@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.contracts import CONCURRENCY_INPUTS
 from specbench.engines import versions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
@@ -32,20 +34,22 @@ from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv, release_flags
 from specbench.engines.vllm.contract import budget_rows, contract, explain
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
+from specbench.engines.vllm.gpu_fit import vllm_total_bytes
+from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
 from specbench.engines.vllm.outcome import Context, VllmPlan
+from specbench.engines.vllm.spec_checks import spec_start_failure
 from specbench.errors import UserError
+from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
-from specbench.specs.gpu import custom_gpu, find_gpu
+from specbench.specs.gpu import gpu_for
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.model import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
-from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
+from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, mtp_draft_tensors, weight_bytes
 
 __all__ = ["Context", "VllmPlan", "argv_from_vllm_log", "avx512_bf16_from_log", "budget_rows", "context_for",
            "contract", "detect_device", "explain", "load_models", "plan_once", "plan_vllm_command"]
-
-DEFAULT_GPU = "H200"
 
 # ------------------------------------------------------------------------------------------ one plan
 
@@ -127,6 +131,15 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
         W_t += delta
         notes.append(f"--enable-expert-parallel: routed experts whole on {ep_size(args.tp, args.dp)} ranks "
                      f"({delta / C.GIB:+.2f} GiB on rank 0 against the TP split)")
+    if (uneven := ep_uneven_warning(args, m.moe.num_experts if m.moe is not None else None)) is not None:
+        warnings.append(uneven)
+    if args.cpu_offload_gb:
+        # model_executor/offloader/uva.py::UVAOffloader._maybe_offload_to_cpu@0.32.0: parameters move to host
+        # memory one by one until cpu_offload_gb (per GPU) is reached (one parameter may overshoot)
+        off = min(W_t, int(args.cpu_offload_gb * C.GIB))
+        W_t -= off
+        notes.append(f"--cpu-offload-gb {args.cpu_offload_gb:g}: {off / C.GIB:.2f} GiB of weights per GPU in host "
+                     "memory (UVA)")
     if ctx.weights_gib is not None:
         W_t = int(ctx.weights_gib * C.GIB)
         W_d = int(ctx.draft_weights_gib * C.GIB) if ctx.draft_weights_gib is not None else 0
@@ -171,7 +184,8 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     assert ctx.gpu is not None
     gb = vllm_gpu.gpu_budget(args, st.loaded, st.setup, ctx.gpu, ctx.total_bytes or 0,
                              st.weights_bytes + st.draft_weights_bytes, ctx.non_kv_gib, ctx.free_at_start_gib)
-    budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "gpu_memory_utilization": gb.u,
+    budget = {"total_gib": round(gb.total_bytes / C.GIB, 3), "total_source": ctx.total_source,
+              "gpu_memory_utilization": gb.u,
               "requested_gib": round(gb.requested_bytes / C.GIB, 3),
               "free_at_start_gib_estimate": round(gb.free_at_start_bytes / C.GIB, 3),
               "weights_gib": round(gb.weights_bytes / C.GIB, 3),
@@ -179,6 +193,7 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
               "non_kv_gib": round(gb.non_kv_bytes / C.GIB, 3),
               "non_kv_measured": gb.non_kv_measured,
               "cuda_graph_gib": round(gb.cuda_graph_bytes / C.GIB, 3),
+              "activation_gib": round(gb.activation_bytes / C.GIB, 3) if not gb.non_kv_measured else None,
               "kv_cache_memory_bytes": gb.kv_bytes, "available_kv_gib": C.format_gib(gb.kv_bytes),
               "source": gb.source}
     return _Budget(gb.kv_bytes, budget, tuple(gb.lines), gb.failure)
@@ -244,16 +259,28 @@ def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None
         bytes_per_block=grouping.bytes_per_block, group_size=grouping.group_size, groups=groups,
         mamba_page=lp.mamba_page, mamba_page_padded=lp.mamba_page_padded, conv_bytes=lp.conv_bytes,
         ssm_bytes=lp.ssm_bytes, budget=budget, log_lines=st.lines, warnings=st.warnings,
+        fits=_fits(grouping, charge, pool.num_blocks) if failure is None else None,
         **{**st.common(), "block_size": lp.block_size})
+
+
+def _fits(grouping: C.Grouping, charge: C.Charge, num_blocks: int) -> Callable[[int], int]:
+    """Requests of `ctx` tokens that run at once: the blocks of the pool over the blocks one is charged
+    (kv_cache_utils.py::get_max_concurrency_for_kv_cache_config@0.32.0 at that length; the scheduler admits by free
+    blocks, v1/core/sched/scheduler.py)."""
+    return lambda ctx: num_blocks // max(1, C.blocks_per_request(grouping, charge, ctx))
 
 
 def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> VllmPlan:
     """One plan of one command: setup -> length check -> KV budget K -> the pool (V0: its own pool)."""
     st = _start(args, m, draft, ctx)
-    start_error = vllm_start.first_failure(args)  # the engine's own non-memory checks (start_checks.py)
+    # the engine's own non-memory checks (start_checks.py; the expert-parallel ones: not_modelled.py): the flags,
+    # then the model's and the drafter's configs
+    start_error = (vllm_start.first_failure(args) or ep_start_failure(args) or spec_start_failure(args)
+                   or vllm_start.model_failure(args, m, draft))
     if start_error is not None:
         return _failed(st, "start_check", start_error, None, {})
-    error, warning = _too_long(args, C.derived_max_model_len(m))
+    st = st.more(warnings=vllm_start.model_warnings(args, m, draft))
+    error, warning = _too_long(args, C.derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
     if error is not None:
         return _failed(st, "derived_max_len", error, None, {})
     if warning is not None:
@@ -280,12 +307,26 @@ def _draft_tp(args: VllmArgs) -> int:
     return s.draft_tensor_parallel_size if s and s.draft_tensor_parallel_size else args.tp
 
 
+def vllm_mtp_draft_bytes(m: ModelSpec, tp: int, pp: int = 1) -> int:
+    """The MTP drafter as "Model loading took" counts it: its layers only. The MTP model builds its own
+    embed_tokens and lm_head (model_executor/models/qwen3_5_mtp.py::Qwen3_5MTP.__init__@0.32.0, likewise
+    qwen3_next_mtp.py / deepseek_mtp.py), then v1/spec_decode/llm_base_proposer.py::_maybe_share_embeddings and
+    _maybe_share_lm_head@0.32.0 delete both and point at the target's ("Detected MTP model. Sharing target model
+    ... weights with the draft model.", every MTP model at PP 1; the lm_head at any PP), all inside
+    gpu_model_runner.py::GPUModelRunner.load_model's DeviceMemoryProfiler, which reads allocated memory after
+    empty_cache (platforms/cuda.py::get_current_memory_usage): the two copies are gone from the measured number.
+    A transient at load time only."""
+    shared = {"mtp.lm_head"} | ({"mtp.embed_tokens"} if pp == 1 else set())
+    own = sum(t.params for t in mtp_draft_tensors(m, tp) if t.name in shared)
+    return max(0, mtp_draft_bytes(m, tp) - int(own * dtype_bytes(m.dtype)))
+
+
 def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C.Setup) -> int:
     method = setup.spec_method
     if not method or method in C.NO_DRAFT_METHODS:
         return 0
     if method in C.MTP_METHODS:
-        return mtp_draft_bytes(_with_dtype(m, setup.model_dtype), args.tp)
+        return vllm_mtp_draft_bytes(_with_dtype(m, setup.model_dtype), args.tp, args.pp)
     if draft is None:
         return 0
     d = _with_dtype(draft, setup.model_dtype)
@@ -299,6 +340,16 @@ def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: C
 
 
 # ------------------------------------------------------------------------------------------ entry point
+
+
+def _concurrency(args: VllmArgs, p: VllmPlan) -> dict[str, Any]:
+    """What the planner needs to state concurrency (plan/concurrency.py): the engine's own cap (max_num_seqs,
+    SchedulerConfig), the asked context (max_model_len), how many requests of c tokens the pool holds (`fits`: the
+    blocks of the pool over one request's charge), the asked --max-num-seqs and the KV tokens for the over-commit
+    warning. None values when the plan fails."""
+    ok = p.status == "ok" and p.fits is not None
+    return {"engine": "vLLM", "cap": p.setup.max_num_seqs if ok else None, "context": p.max_model_len,
+            "fits": p.fits if ok else None, "asked": args.max_num_seqs, "kv_tokens": p.kv_tokens or 0}
 
 
 def detect_device(args: VllmArgs, gpu_opt: str | None) -> str:
@@ -342,10 +393,10 @@ def context_for(args: VllmArgs, opts) -> Context:
         return Context(version_text, v, "cpu", None, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
                        avx512_bf16=isa.avx512_bf16, amx_tile=isa.amx_tile, cpu_isa_source=isa.source,
                        version_warning=newer)
-    gpu = custom_gpu(opts.gpu_mem_gib) if opts.gpu_mem_gib is not None else find_gpu(opts.gpu or DEFAULT_GPU)
-    total = gpu.total_mib * (1 << 20)
+    gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
+    total, total_source = vllm_total_bytes(gpu)  # the total vLLM sees (torch's), not nvidia-smi's (gpu_fit.py)
     return Context(version_text, v, "cuda", gpu, total, opts.weights_gib, opts.draft_weights_gib, opts.non_kv_gib,
-                   getattr(opts, "avail_before_load_gib", None), version_warning=newer)
+                   getattr(opts, "avail_before_load_gib", None), version_warning=newer, total_source=total_source)
 
 
 def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
@@ -362,11 +413,13 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     w_src = str((out.get("budget") or {}).get("weights_source") or out.get("weights_source") or "")
     out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("draft_weights_gib")))
     out["ignored_flags"] = list(args.ignored)
+    out["not_modelled"] = not_modelled(args)
     out["unknown_flags"] = list(args.unknown)
     warning = unknown_flags_warning("vLLM", release_flags(getattr(opts, "engine_version", None)).release, args.unknown)
     if warning:
         out["warnings"] = [*(out.get("warnings") or []), warning]
     out["reason"] = explain(p, ctx)
+    out[CONCURRENCY_INPUTS] = _concurrency(args, p)  # worded by the planner (plan/api.py, plan/concurrency.py)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
                       if ctx.device == "cpu" else None)
@@ -374,9 +427,9 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
     out["budget_rows"] = budget_rows(out)
     if getattr(opts, "fixes", True):
-        from specbench.engines.vllm.fixes import per_tp_fixes  # it re-plans through plan_once
+        from specbench.engines.vllm.fixes import per_tp_fixes
 
-        fixes, table = per_tp_fixes(args, m, draft, ctx, tuple(getattr(opts, "tp_sizes", (1, 2, 4, 8))))
+        fixes, table = per_tp_fixes(plan_once, args, m, draft, ctx, tuple(getattr(opts, "tp_sizes", (1, 2, 4, 8))))
         out["fixes"] = fixes
         out["per_tp"] = table
     else:

@@ -44,8 +44,13 @@ def render_plan(r: PlanResult | Mapping[str, Any], con: Console) -> None:
         con.print(escape(str(p.reason)), highlight=False, soft_wrap=True)
     for w in p.warnings:
         con.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
-    if p.ignored_flags:
-        con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(p.ignored_flags))}[/]", highlight=False)
+    not_modelled = [str(line) for line in x.get("not_modelled") or ()]
+    for line in not_modelled:  # real flags whose memory effect the rules leave out: said, never passed as harmless
+        con.print(f"[yellow]not modelled:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    said = {line.split(": ", 1)[0] for line in not_modelled}
+    ignored = [w for w in p.ignored_flags if w not in said]
+    if ignored:
+        con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(ignored))}[/]", highlight=False)
     rows = p.per_tp or ()  # VllmTpRow: from_json picks the row type by engine
     if rows:
         columns = VllmTpRow.CPU_COLUMNS if x.get("device") == "cpu" else VllmTpRow.COLUMNS

@@ -37,6 +37,7 @@ from specbench.engines.vllm.layout import (  # noqa: F401
     attention_page_per_token,
     build_layer_specs,
     charge_for,
+    default_max_model_len,
     derived_len_text,
     derived_max_model_len,
     draft_layer_specs,
@@ -46,6 +47,7 @@ from specbench.engines.vllm.layout import (  # noqa: F401
     mamba_state,
     prefill_checkpoint_blocks,
     resolve_model_dtype,
+    rope_parameters,
     ssm_dtype_for,
 )
 from specbench.engines.vllm.pages import (  # noqa: F401

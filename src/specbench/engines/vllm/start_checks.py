@@ -8,6 +8,7 @@ engine's own complaint (or None); `first_failure` runs them in the order vLLM bu
 from __future__ import annotations
 
 from specbench.engines.vllm.args import VllmArgs
+from specbench.specs.model import ModelSpec
 
 # config/model.py::ModelDType@0.32.0
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -41,3 +42,62 @@ def first_failure(args: VllmArgs) -> str | None:
     if s is not None and s.method and s.method not in SPEC_METHODS:
         return _literal_error("method", s.method, SPEC_METHODS)
     return None
+
+
+# -- the model's own config and the drafter against its target (#23). Read from vLLM 0.32.0.
+
+# model_executor/models/registry.py::_SPECULATIVE_DECODING_MODELS@0.32.0: the EAGLE / EAGLE3 draft classes
+EAGLE_DRAFT_CLASSES = ("EagleCohereForCausalLM", "EagleLlamaForCausalLM", "EagleLlama4ForCausalLM",
+                       "EagleMiniCPMForCausalLM", "EagleMistralForCausalLM", "EagleMistralLarge3ForCausalLM",
+                       "EagleDeepSeekMTPModel", "Eagle3LlamaForCausalLM", "Eagle3MiniMaxM2ForCausalLM",
+                       "LlamaForCausalLMEagle3", "Eagle3Qwen3vlForCausalLM", "Eagle3Qwen3ForCausalLM",
+                       "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
+
+
+def eagle_class(method: str, arch: str) -> str:
+    """transformers_utils/configs/eagle.py::EAGLEConfig.__init__@0.32.0: the class name vLLM looks up for a drafter
+    architecture (`Eagle` / `Eagle3` prefixed unless the name already carries it)."""
+    if method == "eagle":
+        return arch if arch.startswith("Eagle") else f"Eagle{arch}"
+    return arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
+
+
+def model_failure(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> str | None:
+    """What vLLM refuses in the model's own config or the drafter's, before any weight loads:
+    - AWQ of other than 4 bits: model_executor/layers/quantization/auto_awq.py::AWQMarlinConfig.__init__@0.32.0
+      (TYPE_MAP holds 4 only);
+    - an EAGLE / EAGLE3 drafter whose class vLLM has none of: model_executor/models/registry.py::
+      _ModelRegistry._raise_for_unsupported@0.32.0."""
+    from specbench.specs.quant import awq_bits  # the config's own keys, read alike by both engines
+
+    bits = awq_bits(m.raw)
+    if bits is not None and bits != 4:
+        return (f"ValueError: Unsupported num_bits = {bits}. Supported: 4. For 8-bit AWQ, use Marlin backend by "
+                "setting backend='awq:marlin' or backend='marlin'.")
+    s = args.speculative
+    if draft is not None and s is not None and s.kind in ("eagle", "eagle3"):
+        cls = eagle_class(s.kind, draft.architecture)
+        if cls not in EAGLE_DRAFT_CLASSES:
+            return (f"ValueError: Model architectures ['{cls}'] are not supported for now. (the drafter's "
+                    f"{draft.architecture} has no {s.kind.upper()} draft class in vLLM)")
+    return None
+
+
+def model_warnings(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> tuple[str, ...]:
+    """What vLLM serves but the operator should hear:
+    - MoE top-k 0: no config check reads it (only FlashInfer's MoE finalize raises `top_k must be positive.`,
+      model_executor/layers/fused_moe/moe_output.py@0.32.0);
+    - an EAGLE drafter of another width keeps its own embedding (v1/spec_decode/llm_base_proposer.py@0.32.0 logs
+      "Target embedding dim (%d) differs from draft embedding dim (%d). Keeping separate embedding weights.");
+    - a drafter vocabulary that is not the target's."""
+    out = []
+    if m.moe is not None and m.moe.experts_per_tok <= 0:
+        out.append(f"the config routes each token to {m.moe.experts_per_tok} experts (num_experts_per_tok): no vLLM "
+                   "start check reads it; every MoE layer adds nothing; the config is wrong")
+    if draft is not None and draft.hidden_size != m.hidden_size:
+        out.append(f"Target embedding dim ({m.hidden_size}) differs from draft embedding dim ({draft.hidden_size}). "
+                   "Keeping separate embedding weights. (vLLM serves it; the drafter must bring its own embedding)")
+    if draft is not None and draft.vocab_size != m.vocab_size and not draft.raw.get("draft_vocab_size"):
+        out.append(f"the drafter's vocab_size {draft.vocab_size} is not the target's {m.vocab_size}: its token ids "
+                   "are not the target's, so its drafts are rejected (acceptance near zero)")
+    return tuple(out)

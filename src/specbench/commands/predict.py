@@ -1,0 +1,82 @@
+"""`specbench predict MATRIX.toml [--calibration FILE] [--accept-len L | --acceptance-from STORE] [--json]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from specbench.errors import UserError
+
+# The predictor, the planner and rich are imported inside the command: `specbench --help` does not pay for them.
+
+
+def _x(v: Any, digits: int = 2, suffix: str = "") -> str:
+    return "-" if v is None else f"{v:.{digits}f}{suffix}"
+
+
+def plan_rows(spec: Any) -> list[dict[str, Any]]:
+    """The dry run's rows for predicting: the planner without its nearest-fix search unless the matrix auto-fixes
+    (the fixes only decide what `auto_fix` launches instead)."""
+    from functools import partial
+
+    from specbench.matrix.preflight import dry_run, plan_argv
+
+    return dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict", help="Predict tok/s, TPOT and the speedup over AR of every cell of a matrix, before any "
+                                "run: a roofline step-cost model with constants calibrated from recorded stores "
+                                "(`specbench calibrate`).")(predict_cmd)
+
+
+def predict_cmd(
+    matrix: Path = typer.Argument(..., help="the matrix TOML file"),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="a calibration file of `specbench "
+                                               "calibrate` (default: the calibrations shipped with specbench)"),
+    accept_len: Optional[float] = typer.Option(None, "--accept-len", help="mean accept length (tokens per verify "
+                                               "step, >= 1) for every speculative cell"),
+    acceptance_from: Optional[Path] = typer.Option(None, "--acceptance-from", help="take each configuration's "
+                                                   "accept length from a results store (by label)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object (docs/contracts.md)"),
+) -> None:
+    from specbench.matrix.spec import load_matrix
+    from specbench.predict.plan_matrix import accept_from_store, load_calibration, predict_spec
+
+    if accept_len is not None and acceptance_from is not None:
+        raise UserError("give --accept-len or --acceptance-from, not both")
+    spec, _ = load_matrix(matrix)
+    cal = load_calibration(calibration)
+    measured = accept_from_store(acceptance_from) if acceptance_from is not None else None
+    rows = plan_rows(spec)
+    preds = predict_spec(spec, rows, cal, accept_len, measured)
+    if as_json:
+        doc = {"matrix": str(matrix), "calibration": cal.source, "cells": [p.as_dict() for p in preds]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{spec.name}: predicted (calibration: {cal.source})", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("tp", "cell", "c", "batch", "accept", "tok/s", "TPOT ms", "TTFT ms", "speedup", "interval"):
+        t.add_column(col, justify="left" if col == "cell" else "right", no_wrap=True)
+    for p in preds:
+        iv = f"{p.speedup_lo:.2f}-{p.speedup_hi:.2f}x" if p.speedup_lo is not None and p.speedup_hi is not None else "-"
+        t.add_row(str(p.tp), p.label, str(p.concurrency), str(p.batch or "-"), _x(p.accept_len),
+                  _x(p.tok_s, 1), _x(p.tpot_ms), _x(p.ttft_ms, 1), _x(p.speedup, 2, "x"), iv)
+    console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
+    console.print(t)
+    for src in dict.fromkeys(p.source for p in preds if p.source):
+        console.print(f"  constants: {src}", highlight=False, markup=False)
+    errors: dict[str, list[str]] = {}
+    for p in preds:
+        if p.error:
+            errors.setdefault(p.error, []).append(p.label)
+    for msg, labels in errors.items():
+        names = ", ".join(dict.fromkeys(labels))
+        console.print(f"  not predicted ({len(labels)} cells: {names}): {msg}", highlight=False, markup=False)

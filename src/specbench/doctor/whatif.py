@@ -1,0 +1,158 @@
+"""`specbench plan --from-log LOG [-- CMD]`: plan a launch with the memory a real boot measured.
+
+Without CMD the log's own launch is re-planned (rebuilt from the engine's argument dump by the doctor's re-plan
+path, doctor/doctor.py::facts_for_plan). With CMD, a what-if: the new command is planned with the log's measured
+values carried over to it. A measured value holds for the launch that measured it; each is moved to CMD by the
+planner's own difference between the two launches, so what the log measured stays and only what CMD changes is
+modelled:
+
+    weights per GPU      W_cmd = W_log x est_cmd / est_log      (a TP change splits the same checkpoint)
+    free at start        F_cmd = F_log + (est_cmd - est_log)   (CUDA context, NCCL buffers per TP)
+    vLLM non-KV          N_cmd = N_log + (est_cmd - est_log)   (activation peak, CUDA graphs, non-torch)
+
+where est_* are the planner's estimates for each launch with nothing measured (plan keys `weights_gib`,
+`draft_weights_gib`, `avail_before_load_gib` / `budget.free_at_start_gib_estimate`, `budget.non_kv_gib`). When
+the log has no argument dump (or its launch cannot be planned), the values are applied to CMD as measured and the
+plan says so. Options given on the command line (`--weights-gib`, ...) win over the log's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from specbench.contracts import PlanOptions
+from specbench.doctor.doctor import facts_for_plan, infer_version, parse_raw, read_log
+from specbench.engines.base import engine
+from specbench.engines.command import read_command
+from specbench.errors import UserError
+from specbench.plan.api import plan_command
+
+# option -> (plan key, the key inside `budget` when the top level has none, how it moves: "ratio" | "delta")
+MEASURED: dict[str, tuple[str, str | None, str]] = {
+    "weights_gib": ("weights_gib", None, "ratio"),
+    "draft_weights_gib": ("draft_weights_gib", None, "ratio"),
+    "avail_before_load_gib": ("avail_before_load_gib", "free_at_start_gib_estimate", "delta"),
+    "non_kv_gib": ("non_kv_gib_estimate", "non_kv_gib", "delta"),
+}
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    argv: list[str]
+    opts: PlanOptions
+    record: dict[str, Any]   # the plan key `from_log` (docs/contracts.md)
+
+
+def _estimate(out: dict[str, Any], option: str) -> float | None:
+    key, budget_key, _ = MEASURED[option]
+    val = out.get(key)
+    if val is None and budget_key is not None:
+        val = (out.get("budget") or {}).get(budget_key)
+    return float(val) if isinstance(val, (int, float)) else None
+
+
+def _with(opts: PlanOptions, values: dict[str, float]) -> PlanOptions:
+    """`opts` with the measured options in `values` set (the others left as they are)."""
+    return replace(opts, weights_gib=values.get("weights_gib", opts.weights_gib),
+                   draft_weights_gib=values.get("draft_weights_gib", opts.draft_weights_gib),
+                   avail_before_load_gib=values.get("avail_before_load_gib", opts.avail_before_load_gib),
+                   non_kv_gib=values.get("non_kv_gib", opts.non_kv_gib))
+
+
+def _bare(opts: PlanOptions) -> PlanOptions:
+    """`opts` with nothing measured and no fixes: the planner's own estimates."""
+    return replace(opts, weights_gib=None, draft_weights_gib=None, avail_before_load_gib=None, non_kv_gib=None,
+                   fixes=False)
+
+
+def _moved(option: str, measured: float, est_log: float | None, est_cmd: float | None) -> tuple[float, str]:
+    how = MEASURED[option][2]
+    if est_log is None or est_cmd is None or (how == "ratio" and est_log <= 0):
+        return measured, f"{option} {measured:g} as measured (no estimate to move it by)"
+    if how == "ratio":
+        val = measured * est_cmd / est_log
+        return round(val, 4), f"{option} {measured:g} x {est_cmd:g}/{est_log:g} (the planner's CMD/log estimates)"
+    val = measured + est_cmd - est_log
+    return round(val, 4), f"{option} {measured:g} {'+' if est_cmd >= est_log else '-'} {abs(est_cmd - est_log):.3f} " \
+                          f"(the planner's CMD - log estimates)"
+
+
+def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
+    """The doctor's facts for a re-plan (doctor/doctor.py::facts_for_plan); a log without an argument dump still
+    gives its measured values (with `argv` None), since CMD says the launch, and CMD's engine reads them when the
+    log's lines do not name one (a pasted excerpt)."""
+    try:
+        return facts_for_plan(path)
+    except UserError as exc:
+        if "no argument dump" not in str(exc):
+            raise
+    facts = parse_raw(read_log(path))[0]
+    eng = engine(facts.engine) if facts.engine else read_command(cmd).engine
+    return {"argv": None, "engine": facts.engine, "engine_version": infer_version(facts) if facts.engine else None,
+            "avail_before_load_gib": facts.avail_before_load_gib, "weights_gib": facts.weights_gib,
+            "draft_weights_gib": facts.draft_weights_gib, "non_kv_gib": eng.log_non_kv_gib(facts),
+            "model_config": None}
+
+
+def _plan_log_launch(log_argv: list[str], log_opts: PlanOptions, est_cmd: dict[str, Any],
+                     record: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The planner's estimates for the log's own launch; when its model path does not resolve here (a folder on
+    the machine that wrote the log), with CMD's model in its place, said in the notes."""
+    from specbench.specs.resolve import resolve_config_path
+
+    try:
+        return plan_command(log_argv, log_opts), None
+    except UserError as exc:
+        why = str(exc)
+    if log_opts.model_config is None and est_cmd.get("model"):
+        try:
+            cfg = str(resolve_config_path(str(est_cmd["model"])))
+            out = plan_command(log_argv, replace(log_opts, model_config=cfg))
+        except UserError as exc:
+            return None, f"{why}; with CMD's model: {exc}"
+        record["notes"].append(f"the log's model path does not resolve here; its launch is re-planned with CMD's "
+                               f"model ({est_cmd['model']})")
+        return out, None
+    return None, why
+
+
+def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str]) -> WhatIf:
+    """The argv and options that plan `cmd` (the log's own launch when empty) with the log's measured values;
+    `given`: the options the user set on the command line (kept as given)."""
+    if not cmd:
+        facts = facts_for_plan(log_path)   # the log's own launch (UserError without an argument dump)
+        argv = list(facts["argv"])
+    else:
+        facts = measured_from_log(log_path, cmd)
+        argv = list(cmd)
+    measured: dict[str, float] = {k: float(facts[k]) for k in MEASURED
+                                  if facts.get(k) is not None and k not in given}
+    base = replace(opts, engine_version=opts.engine_version or facts.get("engine_version"),
+                   model_config=opts.model_config or (facts.get("model_config") if not cmd else None))
+    record: dict[str, Any] = {"log": log_path, "command": "the log's own launch" if not cmd else "CMD",
+                              "measured": dict(measured), "applied": {}, "notes": []}
+    if not cmd or not measured:
+        record["applied"] = dict(measured)
+        return WhatIf(argv, _with(base, measured), record)
+    log_argv = facts.get("argv")
+    est_log = est_cmd = None
+    if log_argv:
+        est_cmd = plan_command(argv, _bare(base))   # CMD itself must plan: its errors are the user's to see
+        est_log, why = _plan_log_launch(log_argv, _bare(replace(base, model_config=opts.model_config
+                                                                or facts.get("model_config"))), est_cmd, record)
+        if est_log is None:
+            record["notes"].append(f"the log's own launch does not plan here ({why}); its values are applied to "
+                                   "CMD as measured")
+    else:
+        record["notes"].append("the log has no argument dump, so its launch is unknown: its values are applied to CMD "
+                               "as measured (same TP and batch shape assumed)")
+    applied: dict[str, float] = {}
+    for option, value in measured.items():
+        if est_log is None or est_cmd is None:
+            applied[option] = value
+            continue
+        applied[option], note = _moved(option, value, _estimate(est_log, option), _estimate(est_cmd, option))
+        record["notes"].append(note)
+    record["applied"] = applied
+    return WhatIf(argv, _with(base, applied), record)

@@ -1,0 +1,157 @@
+"""What vLLM measures on a GPU at start, fitted to what public vLLM GPU logs print (tests/data/vllm-gpu-corpus/).
+
+Three rules, each with the logs it rests on:
+
+- `vllm_total_bytes`: the GPU's total as vLLM sees it (torch.cuda.mem_get_info's total, the `b` of "Free memory on
+  device (a/b GiB)"), which is below nvidia-smi's memory.total (specs/gpu.py) by the driver's reservation: a 5090
+  is 31.39 GiB there, not 31.84. Cards with a public vLLM log use its number; the others use nvidia-smi's total less
+  the median gap of those cards (`DRIVER_GAP_MIB`).
+- `capture_sizes` / `cudagraph_estimate_bytes`: the CUDA-graph estimate vLLM >= 0.20 subtracts from the budget
+  (v1/worker/gpu_worker.py::Worker.determine_available_memory@0.32.0 -> gpu_model_runner.py::profile_cudagraph_memory:
+  per mode, the second graph's memory x (N - 1) plus the shared pool), as a price per captured graph times the
+  number of graphs the release captures (config/vllm.py::VllmConfig._set_cudagraph_sizes@0.32.0).
+- the price `GRAPH_SHARED_GIB` + `GRAPH_GIB_PER_GRAPH` x (N - 1): least squares over the corpus logs that print
+  both "Profiling CUDA graph memory: PIECEWISE=N[, FULL=M]" and "Estimated CUDA graph memory: X GiB" (the
+  engine's own shape: a shared pool plus the second graph's memory per further graph). The logs spread widely per
+  graph (vllm#45178 explains why: the linear extrapolation over a shared pool, and the cost is the model's), so
+  the estimate is good to ~2x on the graph term alone; the term is 0.1-1.3 GiB in every dense/MoE log of the
+  corpus and moves the available KV memory by less than 5% there. The few logs whose estimate runs to tens of GiB
+  (vllm#53013, 118.65 GiB; vllm#57936, 57.45 GiB) are outside the fit and named in its README.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specbench.engines.vllm.common import GIB, Version
+from specbench.specs.gpu import GpuSpec
+
+
+@dataclass(frozen=True)
+class VllmTotal:
+    gib: float
+    source: str
+
+
+# The total vLLM logs per card ("Free memory on device (a/b GiB)" b, or R / u of "Desired GPU memory utilization
+# is (u, R GiB)" where it is finer), keyed by the catalog name (specs/gpu.py).
+VLLM_TOTALS: dict[str, VllmTotal] = {
+    "RTX 5090": VllmTotal(31.39, "public log: https://github.com/noonghunna/club-3090/issues/1087 (30.27/31.4 GiB; "
+                                 "(0.92, 28.88 GiB) -> 31.39)"),
+    "RTX 3090": VllmTotal(23.55, "public log: https://github.com/noonghunna/club-3090/pull/1139 (23.15/23.56 GiB; "
+                                 "(0.92, 21.67 GiB) -> 23.55)"),
+    "A100 80GB": VllmTotal(79.32, "public log: https://github.com/vllm-project/vllm-omni/issues/276 (2x A100 80GB: "
+                                  "0.49/79.32 GiB)"),
+    "L4": VllmTotal(22.05, "public log: https://github.com/pytorch/pytorch/issues/175666 (19.77/22.05 GiB)"),
+    "DGX Spark GB10": VllmTotal(121.69, "public log: https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/"
+                                        "issues/204 (GB10, 121.69 GiB each; unified memory)"),
+}
+# nvidia-smi total minus vLLM's, in MiB, for the cards above with discrete memory: 5090 464, 3090 461, L4 455,
+# A100 80GB 696; the median (462.2, rounded) is used for a card without a vLLM log.
+DRIVER_GAP_MIB = 462
+
+
+def vllm_total_bytes(gpu: GpuSpec) -> tuple[int, str]:
+    """(T as vLLM reports it, its source) for a catalog GPU; a --gpu-mem-gib GPU (no SMs) is taken as given."""
+    hit = VLLM_TOTALS.get(gpu.name)
+    if hit is not None:
+        return int(hit.gib * GIB), hit.source
+    if not gpu.sms:
+        return gpu.total_mib << 20, "--gpu-mem-gib (as given)"
+    mib = gpu.total_mib - DRIVER_GAP_MIB
+    return mib << 20, (f"estimate: nvidia-smi's {gpu.total_mib} MiB less the {DRIVER_GAP_MIB} MiB median gap of the "
+                       f"cards with a vLLM log (engines/vllm/gpu_fit.py::VLLM_TOTALS)")
+
+
+def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, decode_query_len: int, blackwell_dc: bool,
+                  max_capture: int | None = None, explicit: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """The capture sizes vLLM 0.32.0 picks (config/vllm.py::VllmConfig._set_cudagraph_sizes): 1, 2, 4, multiples of
+    8 below 256, multiples of 16 up to the ceiling min(max_num_seqs x decode_query_len x 2, 512 (1024 on SM100)),
+    or --max-cudagraph-capture-size; then every size above max_num_batched_tokens is dropped."""
+    if explicit:
+        sizes = sorted(set(explicit))
+    else:
+        ceiling = max_capture if max_capture is not None else min(max_num_seqs * decode_query_len * 2,
+                                                                  1024 if blackwell_dc else 512)
+        sizes = [s for s in [1, 2, 4, *range(8, 256, 8), *range(256, ceiling + 1, 16)] if s <= ceiling]
+        if max_num_batched_tokens <= ceiling and max_num_batched_tokens not in sizes:
+            sizes.append(max_num_batched_tokens)
+    return tuple(s for s in sorted(sizes) if s <= max_num_batched_tokens)
+
+
+def graph_count(sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: int, full_graphs: bool) -> int:
+    """Graphs captured under the default FULL_AND_PIECEWISE: one PIECEWISE graph per size, and a FULL decode graph
+    per size that a uniform decode batch fills (<= max_num_seqs x decode_query_len); PIECEWISE / FULL_DECODE_ONLY
+    modes (full_graphs False) capture the piecewise list only."""
+    pw = len(sizes)
+    full = sum(1 for s in sizes if s <= max_num_seqs * decode_query_len) if full_graphs else 0
+    return pw + full
+
+
+# The estimate's own shape (gpu_model_runner.py::profile_cudagraph_memory@0.32.0): the pool the first graphs
+# share plus the second graph's memory x (N - 1). Least squares over the corpus logs that print both the capture
+# count and "Estimated CUDA graph memory" (logs.json): club-3090#1087 5 -> 0.13, club-3090#434 5 -> 0.09,
+# gpustack#251 16 -> 0.36, vllm#48214 51 -> 0.44, vllm#39559 86 -> 0.73, vllm-windows-build#4 30 -> 0.14 GiB:
+# 0.0936 + 0.00710 x (N - 1) (0.56x to 2.1x of each log: the per-graph cost is the model's).
+GRAPH_SHARED_GIB = 0.0936
+GRAPH_GIB_PER_GRAPH = 0.00710
+
+
+def cudagraph_estimate_bytes(n_graphs: int) -> int:
+    if n_graphs <= 0:
+        return 0
+    return int((GRAPH_SHARED_GIB + GRAPH_GIB_PER_GRAPH * (n_graphs - 1)) * GIB)
+
+
+# ---------------------------------------------------------------------------------------------- activation peak
+# The profile run's forward over T tokens, per token and GPU (bf16 activations, 2 bytes): the MLP's gate/up output
+# and its activation (3 x intermediate / tp) plus three hidden-sized tensors (residual, normed input, output). The
+# per-token slope is fitted to the one model logged at two token counts: Llama-3.1-8B on a 3090, 20,000 -> 29,000
+# tokens = 2.07 -> 2.99 GiB of activation peak, 109.8 KB a token (vllm#10517; tests/data/doctor_corpus/004); the
+# formula gives 110.6 KB. MoE layers: fused_moe's three intermediate caches per routed copy (top_k x (2 + 1) x
+# moe_intermediate / tp and top_k x hidden: model_executor/layers/fused_moe/fused_moe.py@0.32.0) and the shared
+# expert's MLP.
+HIDDEN_COPIES = 3
+MLP_COPIES = 3
+# Gated DeltaNet layers add, once (layers run one after another), the chunked FLA kernels' fp32 buffers: the chunk
+# states (T/64 x value heads x key dim x value dim) and value-sized fp32 tensors, `GDN_FP32_COPIES` of them: fitted
+# to club-3090#1087 / #1139 (Qwen3.8-27B TP2, 8,192 tokens: 1.46 GiB transient peak, 1.59 - 0.13 and 1.66 - 0.2);
+# plus the in_proj_qkvz output (2 x key dim + 2 x value dim, bf16).
+GDN_FP32_COPIES = 5
+GDN_CHUNK = 64
+# The dummy sampler (gpu_model_runner.py::_dummy_sampler_run@0.32.0) runs top-k and top-p over the whole vocabulary
+# on every row: fp32 logits (4), their sorted copy (4) with int64 indices (8), the probabilities (4) and the sort's
+# scratch (4) = 24 bytes per row and token of the vocabulary. Fitted to vllm#50722 (Qwen3.5-35B-A3B, 1,024 rows x
+# 248,320: 5.69 GiB against the 5.66 logged); V0 (< 0.8) computed logits only.
+SAMPLER_BYTES_PER_LOGIT = 24
+
+
+def forward_bytes(m, T: int, tp: int) -> int:
+    t = max(1, tp)
+    h = m.hidden_size
+    if m.moe is not None:
+        mo = m.moe
+        per_tok = 2 * mo.experts_per_tok * (MLP_COPIES * mo.moe_intermediate_size // t + h)
+        per_tok += 2 * MLP_COPIES * (mo.shared_intermediate_size or 0) // t
+    else:
+        per_tok = 2 * MLP_COPIES * (m.intermediate_size // t)
+    per_tok += 2 * HIDDEN_COPIES * h
+    total = T * per_tok
+    g = getattr(m, "gdn", None)
+    if g is not None:
+        hv = max(1, g.num_value_heads // t)
+        total += -(-T // GDN_CHUNK) * hv * g.key_head_dim * g.value_head_dim * 4
+        total += GDN_FP32_COPIES * T * hv * g.value_head_dim * 4
+        total += 2 * T * (2 * g.num_key_heads * g.key_head_dim + 2 * g.num_value_heads * g.value_head_dim) // t
+    return int(total)
+
+
+def sampler_bytes(vocab: int, rows: int, v: Version) -> int:
+    per = SAMPLER_BYTES_PER_LOGIT if v >= (0, 8, 0) else 4
+    return rows * vocab * per
+
+
+def graph_estimate_applied(v: Version) -> bool:
+    """The estimate is subtracted by default from 0.20.0 (vllm/envs.py::VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    default "1"; vllm#37296's 0.18 log says it "will become the default in v0.19")."""
+    return v >= (0, 20, 0)

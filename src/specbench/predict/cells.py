@@ -1,0 +1,110 @@
+"""A matrix cell (or a stored one) as the step model reads it: its `CellShape` and its calibration class.
+
+Both come from what the runner already records per cell: the server settings (algorithm, num_steps, eagle_topk,
+num_draft_tokens, draft_model, tp), the launched argv, the client (concurrency, prompt_tokens, output_tokens) and
+the matrix's [plan] table (model_config, draft_config, gpu, engine_version), plus the planner's
+max_running_requests. The class key reads two launch flags by their spelling, whatever the engine:
+`--attention-backend X` (SGLang and vLLM), and CUDA graphs off when any of `--disable-cuda-graph` (SGLang <= 0.5.12),
+`--cuda-graph-backend-decode disabled` (SGLang 0.5.15), `--enforce-eager` (vLLM) is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.predict.model import CellShape, method_of
+from specbench.specs.model import ModelSpec
+from specbench.specs.resolve import load_model_spec
+
+GRAPHS_OFF_FLAGS = ("--disable-cuda-graph", "--enforce-eager")
+GRAPHS_OFF_VALUES = {"--cuda-graph-backend-decode": "disabled"}
+
+
+@dataclass(frozen=True, order=True)
+class ClassKey:
+    """What the calibrated constants depend on (issue 25): engine release, GPU, attention backend, CUDA graphs, and
+    the target model ("" = a class pooled over every model recorded with the rest of the key)."""
+
+    engine: str
+    engine_version: str
+    gpu: str
+    attention_backend: str
+    cuda_graphs: bool
+    model: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "engine_version": self.engine_version, "gpu": self.gpu,
+                "attention_backend": self.attention_backend, "cuda_graphs": self.cuda_graphs, "model": self.model}
+
+    def pooled(self) -> ClassKey:
+        return ClassKey(self.engine, self.engine_version, self.gpu, self.attention_backend, self.cuda_graphs)
+
+    def text(self) -> str:
+        g = "graphs" if self.cuda_graphs else "eager"
+        m = f" / {self.model}" if self.model else " / any model"
+        return f"{self.engine} {self.engine_version} / {self.gpu} / {self.attention_backend} / {g}{m}"
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    for i, w in enumerate(argv):
+        if w == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if w.startswith(flag + "="):
+            return w.split("=", 1)[1]
+    return None
+
+
+def class_key(engine: str, engine_version: str, gpu: str, argv: Sequence[str], model: str = "") -> ClassKey:
+    backend = _flag_value(argv, "--attention-backend") or "default"
+    off = any(f in argv for f in GRAPHS_OFF_FLAGS) or any(
+        (_flag_value(argv, f) or "").lower() == v for f, v in GRAPHS_OFF_VALUES.items())
+    return ClassKey(engine, engine_version, gpu, backend, not off, model)
+
+
+_SPECS: dict[str, ModelSpec] = {}
+
+
+def model(source: str) -> ModelSpec:
+    """The planner's model spec for a config source (specs/resolve.py), read once per process."""
+    if source not in _SPECS:
+        _SPECS[source] = load_model_spec(source)
+    return _SPECS[source]
+
+
+def _int(v: Any, default: int) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan_table: Mapping[str, Any],
+               cap: int | None) -> CellShape:
+    """A cell's shape; raises ValueError / UserError when its models or method cannot be read."""
+    target_src = plan_table.get("model_config")
+    if not target_src:
+        raise ValueError("the matrix's [plan] table names no model_config")
+    target = model(str(target_src))
+    method = method_of(settings.get("algorithm"))
+    draft = None
+    if method in ("eagle", "block"):
+        src = plan_table.get("draft_config")
+        if not src:
+            raise ValueError(f"{settings.get('algorithm')} needs the drafter's config: [plan] draft_config")
+        draft = model(str(src))
+    steps = _int(settings.get("num_steps"), 0)
+    topk = _int(settings.get("eagle_topk"), 1)
+    dt = _int(settings.get("num_draft_tokens"), 0)
+    if method == "ar":
+        verify = 1
+    elif method in ("eagle", "mtp"):
+        steps = steps or max(1, dt - 1) or 3
+        verify = dt or (steps * topk + 1)
+    else:  # block / tree / ngram: the tokens a verify checks per sequence (DDTree: its node budget)
+        block = draft.draft.block_size if (draft is not None and draft.draft and draft.draft.block_size) else 16
+        verify = _int(settings.get("ddtree_budget"), 0) or dt or block
+    prompt = _int(client.get("prompt_tokens"), 0) or _int(client.get("prompt_len"), 512)
+    out = _int(client.get("output_tokens"), 0) or _int(client.get("output_len"), 128)
+    return CellShape(target=target, draft=draft, method=method, num_steps=steps, verify_tokens=max(1, verify),
+                     tp=_int(settings.get("tp"), 1), concurrency=_int(client.get("concurrency"), 1),
+                     cap=cap if cap and cap > 0 else _int(settings.get("max_running_requests"), 0) or None,
+                     prompt_tokens=prompt, output_tokens=out)

@@ -1,0 +1,137 @@
+"""Fit the step model's constants (predict/model.py::Params) to observations, per calibration class.
+
+Least squares on relative residuals ((model - measured) / measured), linear in the constants:
+  step:  T = a + al*L + am*L_moe + p*b + e*R + d*n_fwd + q*b*[spec]     (model.py::step_features)
+  TTFT:  TTFT = f + g*R_prefill, residuals relative to the request's latency (cells under the cap: no queueing)
+Constants that the data cannot move stay at the prior: every class is pulled (weight `CLASS_PULL`) towards the
+fit over all classes, which is pulled (weight `GLOBAL_PULL`) towards the pure roofline (e = g = 1, the rest 0); each
+pull is scaled by `SCALES` (a typical size of that constant), so it only decides what the observations leave open
+(a class with AR cells only gets its d and q from the other classes). Two levels: the class pooled over the
+models recorded with it (the fallback for a model never recorded), and per target model, pulled towards that. A constant that comes out negative is held at
+0 and the rest refitted (an active set: no overhead is negative). Pure: observations in, constants out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specbench.predict.cells import ClassKey
+from specbench.predict.model import Params, prefill_roofline_s, step_features
+from specbench.predict.observe import Observation
+from specbench.predict.roofline import Ceilings
+
+STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+# typical sizes (the H200 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq
+STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3)
+TTFT_PRIOR = (0.0, 1.0)
+TTFT_SCALES = (1e-2, 1.0)
+# Pull weights, chosen by hand (no store decides them): weak enough that a class with ~10 cells follows its data
+# (tests/test_predict_fit.py recovers known constants within 5 % through them), strong enough that a constant its
+# cells cannot see (an AR-only class's d and q) keeps the level above it.
+GLOBAL_PULL = 0.02
+CLASS_PULL = 0.05
+
+
+@dataclass(frozen=True)
+class ClassFit:
+    key: ClassKey
+    params: Params
+    n_step: int            # step observations
+    n_ttft: int
+    step_rel_rms: float    # RMS of the relative step-time residuals
+    ttft_rel_rms: float
+    stores: tuple[str, ...]
+
+
+def _solve(rows: np.ndarray, y: np.ndarray, prior: Sequence[float], scales: Sequence[float],
+           pull: float) -> np.ndarray:
+    """min |rows @ x - y|^2 + pull^2 |(x - prior) / scales|^2 with x >= 0 (active set)."""
+    k = len(prior)
+    fixed: set[int] = set()
+    x = np.array(prior, dtype=float)
+    for _ in range(k + 1):
+        free = [i for i in range(k) if i not in fixed]
+        a = rows[:, free] if len(rows) else np.zeros((0, len(free)))
+        p = np.diag([pull / scales[i] for i in free])
+        target = np.array([pull / scales[i] * prior[i] for i in free])
+        aa = np.vstack([a, p])
+        bb = np.concatenate([y, target])
+        sol = np.linalg.lstsq(aa, bb, rcond=None)[0]
+        x = np.zeros(k)
+        x[free] = sol
+        neg = [i for i in free if x[i] < 0]
+        if not neg:
+            return x
+        fixed.update(neg)
+    x[x < 0] = 0.0
+    return x
+
+
+def _step_rows(obs: Sequence[Observation], ceil: Ceilings) -> tuple[np.ndarray, np.ndarray]:
+    rows = [np.array(step_features(o.shape, ceil)) / o.step_s for o in obs]
+    return (np.array(rows) if rows else np.zeros((0, len(STEP_PRIOR)))), np.ones(len(rows))
+
+
+def _ttft_obs(obs: Sequence[Observation]) -> list[Observation]:
+    return [o for o in obs if o.ttft_s > 0 and (not o.shape.cap or o.shape.concurrency <= o.shape.cap)]
+
+
+def _ttft_rows(obs: Sequence[Observation], ceil: Ceilings) -> tuple[np.ndarray, np.ndarray]:
+    # weighted by the request's whole latency: a TTFT error costs tok/s in proportion to its share of it
+    rows = [np.array([1.0, prefill_roofline_s(o.shape, ceil)]) / o.e2e_s for o in obs]
+    return (np.array(rows) if rows else np.zeros((0, 2))), np.array([o.ttft_s / o.e2e_s for o in obs])
+
+
+def _rms(rows: np.ndarray, y: np.ndarray, x: np.ndarray) -> float:
+    if not len(rows):
+        return math.nan
+    r = rows @ x - y
+    return float(math.sqrt(float(np.mean(r * r))))
+
+
+def _fit(obs: Sequence[Observation], ceil: Ceilings, step_prior: Sequence[float], ttft_prior: Sequence[float],
+         pull: float) -> tuple[np.ndarray, np.ndarray, float, float, int]:
+    sr, sy = _step_rows(obs, ceil)
+    tobs = _ttft_obs(obs)
+    tr, ty = _ttft_rows(tobs, ceil)
+    xs = _solve(sr, sy, step_prior, STEP_SCALES, pull)
+    xt = _solve(tr, ty, ttft_prior, TTFT_SCALES, pull)
+    return xs, xt, _rms(sr, sy, xs), _rms(tr, ty, xt), len(tobs)
+
+
+def _params(xs: np.ndarray, xt: np.ndarray) -> Params:
+    a, al, am, p, e, d, q = (float(v) for v in xs)
+    return Params(a=a, al=al, am=am, p=p, e=e, d=d, q=q, f=float(xt[0]), g=float(xt[1]))
+
+
+def fit_classes(obs: Sequence[Observation], ceilings: dict[str, Ceilings]) -> tuple[Params, list[ClassFit]]:
+    """The all-classes constants and one fit per class. `ceilings` maps a GPU name to its roofline; observations
+    on a GPU without ceilings are left out."""
+    usable = [o for o in obs if o.key.gpu in ceilings and o.step_s > 0]
+    if not usable:
+        return Params(), []
+    # the global fit: every observation with its own GPU's ceilings (rows are relative, so they mix)
+    sr = np.vstack([_step_rows([o], ceilings[o.key.gpu])[0] for o in usable])
+    tobs = _ttft_obs(usable)
+    tr = np.vstack([_ttft_rows([o], ceilings[o.key.gpu])[0] for o in tobs]) if tobs else np.zeros((0, 2))
+    ty = np.array([o.ttft_s / o.e2e_s for o in tobs])
+    gs = _solve(sr, np.ones(len(sr)), STEP_PRIOR, STEP_SCALES, GLOBAL_PULL)
+    gt = _solve(tr, ty, TTFT_PRIOR, TTFT_SCALES, GLOBAL_PULL)
+    glob = _params(gs, gt)
+    fits: list[ClassFit] = []
+    for pooled in sorted({o.key.pooled() for o in usable}):
+        mine = [o for o in usable if o.key.pooled() == pooled]
+        xs, xt, srms, trms, nt = _fit(mine, ceilings[pooled.gpu], gs.tolist(), gt.tolist(), CLASS_PULL)
+        fits.append(ClassFit(pooled, _params(xs, xt), len(mine), nt, srms, trms,
+                             tuple(sorted({o.store for o in mine}))))
+        # per target model, pulled towards its pooled class
+        for key in sorted({o.key for o in mine if o.key.model}):
+            own = [o for o in mine if o.key == key]
+            ms, mt, mrms, mtrms, mnt = _fit(own, ceilings[key.gpu], xs.tolist(), xt.tolist(), CLASS_PULL)
+            fits.append(ClassFit(key, _params(ms, mt), len(own), mnt, mrms, mtrms,
+                                 tuple(sorted({o.store for o in own}))))
+    return glob, fits

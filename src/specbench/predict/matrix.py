@@ -1,0 +1,123 @@
+"""Predict every cell of a matrix: the dry run's cells (matrix/preflight.py::dry_run, the planner's
+max_running_requests per server) -> predicted tok/s, TPOT, speedup over the AR cell at the same TP, concurrency and
+load, with an interval of +/- 2 x the calibration's relative RMS latency residual (step and TTFT fits combined:
+calibration.py::latency_rms), sqrt(2) x that for a ratio of two predictions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.errors import UserError
+from specbench.predict.calibration import Calibration, ceilings
+from specbench.predict.cells import cell_shape, class_key
+from specbench.predict.model import CellShape, predict_cell
+
+Z = 2.0  # interval half-width in residual RMS (35 of 38 leave-one-out cells fell inside: benchmarks/RESULTS.md)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """One cell's prediction (docs/contracts.md, `specbench predict --json`)."""
+
+    cell: str
+    label: str
+    tp: int
+    concurrency: int
+    batch: int
+    accept_len: float | None
+    tok_s: float | None
+    tpot_ms: float | None
+    ttft_ms: float | None
+    speedup: float | None
+    speedup_lo: float | None
+    speedup_hi: float | None
+    source: str
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        def r(x: float | None, n: int) -> float | None:
+            return None if x is None or not math.isfinite(x) else round(x, n)
+        return {"cell": self.cell, "label": self.label, "tp": self.tp, "concurrency": self.concurrency,
+                "batch": self.batch, "accept_len": r(self.accept_len, 3), "tok_s": r(self.tok_s, 1),
+                "tpot_ms": r(self.tpot_ms, 3), "ttft_ms": r(self.ttft_ms, 1), "speedup": r(self.speedup, 3),
+                "speedup_lo": r(self.speedup_lo, 3), "speedup_hi": r(self.speedup_hi, 3), "source": self.source,
+                "error": self.error}
+
+
+def _accept(row: Mapping[str, Any], accept_len: float | None, measured: Mapping[str, float]) -> float | None:
+    if accept_len is not None:
+        return accept_len
+    if row["label"] in measured:
+        return measured[row["label"]]
+    sim = (row.get("server") or {}).get("simulated_accept_len")
+    return float(sim) if isinstance(sim, (int, float)) and not isinstance(sim, bool) else None
+
+
+def _base_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    c = row.get("client") or {}
+    return ((row.get("server") or {}).get("tp"), c.get("concurrency"), c.get("prompt_tokens"),
+            c.get("output_tokens"), c.get("prompt_len"), c.get("output_len"), c.get("request_rate"), c.get("dataset"))
+
+
+def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any], engine: str, cal: Calibration,
+                 accept_len: float | None = None, measured: Mapping[str, float] | None = None) -> list[Predicted]:
+    """`rows` are matrix/preflight.py::dry_run's; `measured` maps a label to an accept length (--acceptance-from)."""
+    version = str(plan_table.get("engine_version") or "unknown")
+    gpu = str(plan_table.get("gpu") or "unknown")
+    ceil = ceilings(gpu)
+    shapes: list[tuple[Mapping[str, Any], CellShape | None, str | None]] = []
+    for row in rows:
+        try:
+            shapes.append((row, cell_shape(row.get("server") or {}, row.get("client") or {}, plan_table,
+                                           row.get("max_running_requests_planned")), None))
+        except (ValueError, UserError) as exc:
+            shapes.append((row, None, str(exc)))
+    ar_tok: dict[tuple[Any, ...], float] = {}
+    results: dict[str, Predicted] = {}
+    # AR cells first: each speculative cell divides by the AR cell of its TP, concurrency and load
+    for row, shape, err in sorted(shapes, key=lambda s: 0 if (s[1] is not None and s[1].method == "ar") else 1):
+        c = row.get("client") or {}
+        tp = int((row.get("server") or {}).get("tp") or 1)
+        conc = int(c.get("concurrency") or 1)
+        acc = _accept(row, accept_len, measured or {}) if shape is not None and shape.method != "ar" else None
+        if err is None and ceil is None:
+            err = f"GPU {gpu!r} has no roofline ceilings in the catalog (specs/gpu.py::PERF)"
+        if err is None and shape is not None and shape.method != "ar" and acc is None:
+            err = "no accept length: give --accept-len L or --acceptance-from STORE (or simulated_accept_len)"
+        if err is not None or shape is None or ceil is None:
+            results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, 0, acc, None, None, None, None,
+                                             None, None, "", err)
+            continue
+        k, rms, src = cal.lookup(class_key(engine, version, gpu, row.get("command") or (),
+                                           str(plan_table.get("model_config") or "")))
+        p = predict_cell(shape, ceil, k, acc)
+        sp = lo = hi = None
+        if shape.method == "ar":
+            ar_tok[_base_key(row)] = p.tok_s
+            sp = 1.0
+        else:
+            base = ar_tok.get(_base_key(row))
+            if base is None:  # no AR cell in the matrix at this point: predict one
+                ar = CellShape(shape.target, None, "ar", 0, 1, shape.tp, shape.concurrency,
+                               _ar_cap(rows, row) or shape.cap, shape.prompt_tokens, shape.output_tokens)
+                base = predict_cell(ar, ceil, k, None).tok_s
+            sp = p.tok_s / base if base > 0 else None
+            if sp is not None and math.isfinite(rms):
+                w = Z * math.sqrt(2.0) * rms
+                lo, hi = sp * (1 - w), sp * (1 + w)
+        results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, p.batch, acc, p.tok_s, p.tpot_ms,
+                                         p.ttft_ms, sp, lo, hi, src)
+    return [results[row["cell"]] for row in rows]
+
+
+def _ar_cap(rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> int | None:
+    """The planner's cap of an AR server in the same matrix at the same TP, if any."""
+    tp = (row.get("server") or {}).get("tp")
+    for r in rows:
+        if (r.get("server") or {}).get("algorithm", "ar") == "ar" and (r.get("server") or {}).get("tp") == tp:
+            v = r.get("max_running_requests_planned")
+            return int(v) if isinstance(v, int) else None
+    return None

@@ -1,0 +1,155 @@
+"""The step-cost model: one cell's decode / verify / draft step time, TTFT, tok/s, TPOT and speedup over AR.
+
+Per step at the batch that really runs, b = min(concurrency, max_running_requests the planner gives):
+  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1)
+  spec      T = a + al*L + am*L_moe + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + q * b
+with n the verify tokens per sequence (draft tokens; topk 1 chains: num_steps + 1), R the roofline seconds of
+predict/roofline.py, and the draft part by method:
+  EAGLE / EAGLE3 / MTP (NEXTN): num_steps one-token draft forwards + one draft-extend forward over the n verified
+                                positions (n_fwd = num_steps + 1);
+  DFLASH / DDTREE:              one block forward of n tokens (n_fwd = 1);
+  NGRAM:                        nothing (n_fwd = 0).
+with L the target's layers and L_moe its MoE layers; a (s per step), al / am (s per layer / MoE layer: the launch
+floor of a layer's kernels, which a small batch pays whatever its bytes), p (s per sequence), e (roofline multiplier
+= 1 / efficiency), d (s per draft forward) and q (s per sequence of a speculative step) are the calibration's (predict/fit.py), per engine release, GPU, attention backend
+and CUDA graphs. TTFT = f + g * R_prefill(b prompts) (f, g calibrated likewise). A request then takes
+TTFT + (output / accept length) * T (speculative; AR: (output - 1) * T); closed-loop tok/s = b * output / that
+(the relation the H200 stores hold to 0.1 % at c <= 32); speedup = tok/s(spec) / tok/s(AR), the AR cell at the
+same concurrency with its own cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specbench.predict.roofline import Ceilings, drafter_shape, forward_s, mtp_shape, target_shape
+from specbench.specs.model import ModelSpec
+
+# Method families by the algorithm names the engines take (SGLang --speculative-algorithm, vLLM "method").
+EAGLE_LIKE = {"eagle", "eagle3", "standalone", "medusa", "draft_model"}
+MTP_LIKE = {"nextn", "mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "ernie_mtp", "mimo_mtp"}
+BLOCK_LIKE = {"dflash", "ddtree"}
+NONE_LIKE = {"ngram", "suffix"}
+
+
+def method_of(algorithm: str | None) -> str:
+    """ar | eagle | mtp | block | ngram (unknown names raise ValueError)."""
+    a = (algorithm or "ar").lower()
+    if a == "ar":
+        return "ar"
+    for name, group in (("eagle", EAGLE_LIKE), ("mtp", MTP_LIKE), ("block", BLOCK_LIKE), ("ngram", NONE_LIKE)):
+        if a in group:
+            return name
+    raise ValueError(f"no step model for speculative algorithm {algorithm!r}")
+
+
+@dataclass(frozen=True)
+class CellShape:
+    """What a cell runs, engine-neutral: the models, the speculative method and its sizes, the load."""
+
+    target: ModelSpec
+    draft: ModelSpec | None       # a separate drafter (EAGLE/DFLASH); None: none, or the target's own MTP layers
+    method: str                   # method_of(...)
+    num_steps: int                # draft forwards (EAGLE/MTP)
+    verify_tokens: int            # tokens per sequence in the verify forward (1 for AR)
+    tp: int
+    concurrency: int
+    cap: int | None               # max_running_requests (planner or engine); None: no cap known
+    prompt_tokens: int
+    output_tokens: int
+
+    @property
+    def batch(self) -> int:
+        return max(1, min(self.concurrency, self.cap) if self.cap else self.concurrency)
+
+    @property
+    def ctx(self) -> float:
+        """Mean context over a request's decode: the prompt plus half the output."""
+        return self.prompt_tokens + self.output_tokens / 2
+
+    @property
+    def n_fwd(self) -> int:
+        return {"ar": 0, "eagle": self.num_steps + 1, "mtp": self.num_steps + 1, "block": 1, "ngram": 0}[self.method]
+
+
+@dataclass(frozen=True)
+class Params:
+    """One calibration class's constants (predict/fit.py): seconds, or a dimensionless multiplier (e, g)."""
+
+    a: float = 0.0   # s per step
+    al: float = 0.0  # s per target layer per step (kernel launches a layer costs whatever its bytes)
+    am: float = 0.0  # s per MoE layer per step (routing, top-k, the expert kernels' floor)
+    p: float = 0.0   # s per sequence per step
+    e: float = 1.0   # x roofline step time
+    d: float = 0.0   # s per draft forward
+    q: float = 0.0   # s per sequence per speculative step
+    f: float = 0.0   # s of TTFT
+    g: float = 1.0   # x roofline prefill time
+
+    def step_vector(self) -> tuple[float, ...]:
+        return (self.a, self.al, self.am, self.p, self.e, self.d, self.q)
+
+
+ROOFLINE = Params()  # the pure roofline: no overhead, full efficiency
+
+
+def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
+    """The regressors of T = a + al*layers + am*moe_layers + p*b + e*R + d*n_fwd + q*b*[spec] for this cell."""
+    b = c.batch
+    ts = target_shape(c.target, c.tp)
+    layers = float(c.target.num_layers)
+    moe = float(len(c.target.moe.moe_layers)) if c.target.moe else 0.0
+    if c.method == "ar":
+        return (1.0, layers, moe, float(b), forward_s(ts, ceil, b, 1, c.ctx), 0.0, 0.0)
+    r = forward_s(ts, ceil, b, c.verify_tokens, c.ctx)
+    if c.method in ("eagle", "mtp"):
+        ds = drafter_shape(c.draft, c.tp) if c.draft is not None else mtp_shape(c.target, c.tp)
+        r += c.num_steps * forward_s(ds, ceil, b, 1, c.ctx) + forward_s(ds, ceil, b, c.verify_tokens, c.ctx)
+    elif c.method == "block" and c.draft is not None:
+        r += forward_s(drafter_shape(c.draft, c.tp), ceil, b, c.verify_tokens, c.ctx)
+    return (1.0, layers, moe, float(b), r, float(c.n_fwd), float(b))
+
+
+def prefill_roofline_s(c: CellShape, ceil: Ceilings) -> float:
+    """Roofline seconds of prefilling the batch's prompts (and the drafter's pass over them)."""
+    b, n, ctx = c.batch, c.prompt_tokens, c.prompt_tokens / 2
+    r = forward_s(target_shape(c.target, c.tp), ceil, b, n, ctx)
+    if c.method in ("eagle", "block") and c.draft is not None:
+        r += forward_s(drafter_shape(c.draft, c.tp), ceil, b, n, ctx)
+    elif c.method == "mtp":
+        r += forward_s(mtp_shape(c.target, c.tp), ceil, b, n, ctx)
+    return r
+
+
+def step_s(c: CellShape, ceil: Ceilings, k: Params) -> float:
+    x = step_features(c, ceil)
+    return sum(xi * ki for xi, ki in zip(x, k.step_vector()))
+
+
+def ttft_s(c: CellShape, ceil: Ceilings, k: Params) -> float:
+    return k.f + k.g * prefill_roofline_s(c, ceil)
+
+
+@dataclass(frozen=True)
+class CellPrediction:
+    step_ms: float
+    ttft_ms: float
+    tpot_ms: float
+    tok_s: float
+    batch: int
+
+
+def predict_cell(c: CellShape, ceil: Ceilings, k: Params, accept_len: float | None) -> CellPrediction:
+    """One cell's prediction; a speculative cell needs its accept length (tokens per verify step, >= 1)."""
+    t = step_s(c, ceil, k)
+    first = ttft_s(c, ceil, k)
+    if c.method == "ar":
+        decode = max(0, c.output_tokens - 1) * t
+    else:
+        if accept_len is None or accept_len < 1:
+            raise ValueError("a speculative cell needs an accept length >= 1")
+        decode = c.output_tokens / accept_len * t
+    e2e = first + decode
+    tpot = decode / max(1, c.output_tokens - 1)
+    return CellPrediction(step_ms=1e3 * t, ttft_ms=1e3 * first, tpot_ms=1e3 * tpot,
+                          tok_s=c.batch * c.output_tokens / e2e if e2e > 0 else 0.0, batch=c.batch)

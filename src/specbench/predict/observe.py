@@ -1,0 +1,127 @@
+"""What a results store measured, as the step model's observations: one per done cell, from its raw request rows.
+
+Definitions (pooled over a cell's requests and repeats, total over total):
+- step time: AR sum(e2e - ttft) / sum(output - 1); speculative sum(e2e - ttft) / sum(verify steps), with verify
+  steps = SGLang's `spec_verify_ct`, else output / the request's accept length (vLLM);
+- accept length: sum(output) / sum(verify steps) (SGLang's own definition: completion tokens / spec_verify_ct);
+- TTFT: the mean over the requests;
+- tok/s: sum(output) / metrics_json.duration_s (the summed measured time), else b * mean(output) / mean(e2e);
+- speedup: tok/s over that of the AR cell with the same baseline key (load/speedup.py::baseline_key).
+The store's [plan] table comes from its `meta.matrix_text` (the matrix the run read).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.errors import UserError
+from specbench.predict.cells import ClassKey, cell_shape, class_key
+from specbench.predict.model import CellShape
+from specbench.report.load import load_store
+from specbench.report.records import CellRecord, Store
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Observation:
+    store: str
+    cell_id: str
+    label: str
+    key: ClassKey
+    shape: CellShape
+    step_s: float
+    ttft_s: float
+    e2e_s: float                 # mean request latency
+    accept_len: float | None     # None for AR
+    tok_s: float
+    speedup: float | None        # measured, over the AR cell with the same baseline key
+
+
+def plan_table(store: Store) -> dict[str, Any]:
+    text = store.meta.get("matrix_text") or ""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{store.path}: its meta.matrix_text is not a readable matrix ({exc})") from None
+    plan = doc.get("plan")
+    return dict(plan) if isinstance(plan, dict) else {}
+
+
+def _measured(cell: CellRecord) -> tuple[float, float, float, float | None, float] | None:
+    reqs = [r for r in cell.requests if r.ok and r.e2e_s is not None and r.ttft_s is not None and r.output_tokens]
+    if not reqs:
+        return None
+    decode = sum(max(0.0, (r.e2e_s or 0.0) - (r.ttft_s or 0.0)) for r in reqs)
+    out = sum(int(r.output_tokens or 0) for r in reqs)
+    if cell.is_ar:
+        steps: float = sum(max(1, int(r.output_tokens or 0) - 1) for r in reqs)
+        acc = None
+    else:
+        steps = 0.0
+        for r in reqs:
+            if r.spec_verify_ct:
+                steps += r.spec_verify_ct
+            elif r.accept_len and r.accept_len >= 1:
+                steps += int(r.output_tokens or 0) / r.accept_len
+            else:
+                return None
+        acc = out / steps if steps else None
+    if steps <= 0 or decode <= 0 or (acc is not None and acc < 1):  # nothing the step model can read
+        return None
+    ttft = sum(r.ttft_s or 0.0 for r in reqs) / len(reqs)
+    e2e = sum(r.e2e_s or 0.0 for r in reqs) / len(reqs)
+    dur = cell.metric("duration_s")
+    b = cell.concurrency or 1
+    if e2e <= 0:
+        return None
+    tok_s = out / dur if dur and dur > 0 else b * (out / len(reqs)) / e2e
+    return decode / steps, ttft, e2e, acc, tok_s
+
+
+def observations(path: str) -> list[Observation]:
+    """Every done cell of one store that the model can read (others are skipped, silently: failed cells, cells
+    without request rows)."""
+    store = load_store(path)
+    plan = plan_table(store)
+    engine = store.engine or "unknown"
+    version = store.engine_version or str(plan.get("engine_version") or "unknown")
+    gpu = str(plan.get("gpu") or "unknown")
+    measured: dict[str, tuple[CellRecord, tuple[float, float, float, float | None, float]]] = {}
+    for cell in store.cells:
+        if cell.status != "done":
+            continue
+        m = _measured(cell)
+        if m is not None:
+            measured[cell.cell_id] = (cell, m)
+    ar = {c.baseline_key: m[4] for c, m in measured.values() if c.is_ar}
+    out: list[Observation] = []
+    for cell, (step, ttft, e2e, acc, tok_s) in measured.values():
+        srv = store.server(cell.server_id)
+        settings = dict(srv.settings) if srv else dict(cell.server)
+        argv = srv.command if srv else ()
+        cap = (srv.plan or {}).get("max_running_requests") if srv else None
+        try:
+            shape = cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None)
+        except (ValueError, UserError):
+            continue
+        base = ar.get(cell.baseline_key)
+        sp = tok_s / base if (not cell.is_ar and base and base > 0 and math.isfinite(base)) else None
+        key = class_key(engine, version, gpu, argv, str(plan.get("model_config") or ""))
+        out.append(Observation(str(path), cell.cell_id, cell.label, key, shape,
+                               step, ttft, e2e, acc, tok_s, sp))
+    return out
+
+
+def all_observations(paths: Iterable[str]) -> list[Observation]:
+    res: list[Observation] = []
+    for p in paths:
+        res.extend(observations(p))
+    return res

@@ -1,0 +1,109 @@
+"""The report's predicted-vs-measured section: each done cell's tok/s and speedup as the step-cost model
+(specbench/predict/) predicts them from the shipped calibrations, beside what the store measured, and the error.
+
+Speculative cells are predicted with their own measured accept length (acceptance is the model's input, not its
+output). When the shipped calibrations were fitted on these very stores the errors are in-sample; the section says
+which calibration class each cell used. Built once when the report is (build.py), rendered by markdown.py / html.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+from specbench.errors import UserError
+
+
+@dataclass(frozen=True)
+class PredictedRow:
+    store: str
+    label: str
+    tp: int
+    concurrency: int
+    tok_s: float
+    tok_s_predicted: float
+    speedup: float | None
+    speedup_predicted: float | None
+    source: str
+
+    @property
+    def error(self) -> float | None:
+        """(predicted - measured) / measured speedup; for AR cells, of tok/s."""
+        if self.speedup is not None and self.speedup_predicted is not None and self.speedup > 0:
+            return self.speedup_predicted / self.speedup - 1.0
+        if self.speedup is None and self.tok_s > 0:
+            return self.tok_s_predicted / self.tok_s - 1.0
+        return None
+
+
+@dataclass(frozen=True)
+class PredictedSection:
+    rows: tuple[PredictedRow, ...] = ()
+    calibration: str = ""
+    note: str = ""  # why there are no rows
+
+
+def predicted_section(paths: Sequence[str | Path]) -> PredictedSection:
+    """Never raises for a store the model cannot read: the section then says why."""
+    try:
+        from specbench.predict.api import baseline_of, predict_stored
+        from specbench.predict.calibration import shipped
+        from specbench.predict.observe import all_observations
+
+        cal = shipped()
+        obs = all_observations([str(p) for p in paths])
+    except (UserError, ValueError, OSError) as exc:
+        return PredictedSection(note=f"no predictions: {exc}")
+    rows = []
+    for o in obs:
+        try:
+            p = predict_stored(cal, o, baseline_of(o, obs))
+        except (ValueError, ArithmeticError):  # a cell whose numbers the model cannot use: left out
+            continue
+        if p is None:
+            continue
+        rows.append(PredictedRow(Path(o.store).stem, o.label, o.shape.tp, o.shape.concurrency, o.tok_s, p.tok_s,
+                                 o.speedup, p.speedup if o.speedup is not None else None, p.source))
+    note = "" if rows else "no predictions: no done cell on a GPU with roofline ceilings whose [plan] names the model"
+    return PredictedSection(tuple(rows), cal.source, note)
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _cells(r: PredictedRow) -> list[str]:
+    err = r.error
+    return [r.store, r.label, str(r.tp), str(r.concurrency), _f(r.tok_s, ".1f"), _f(r.tok_s_predicted, ".1f"),
+            _f(r.speedup, ".3f"), _f(r.speedup_predicted, ".3f"), "–" if err is None else f"{100 * err:+.1f} %",
+            r.source]
+
+
+HEADER = ["store", "config", "TP", "c", "tok/s", "predicted tok/s", "speedup", "predicted speedup", "error",
+          "constants"]
+INTRO = ("The step-cost model (`specbench predict`) with the calibration {cal}; speculative cells use their measured "
+         "accept length. Error: of the speedup, for AR cells of tok/s. In-sample where that calibration was fitted "
+         "on these stores.")
+
+
+def markdown_lines(s: PredictedSection) -> list[str]:
+    lines = ["## Predicted vs measured", ""]
+    if not s.rows:
+        return lines + [s.note or "No predictions.", ""]
+    lines += [INTRO.format(cal=f"`{s.calibration}`"), ""]
+    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |" for r in s.rows]
+    return lines + [""]
+
+
+def html_lines(s: PredictedSection) -> list[str]:
+    out = ['<h2 id="predicted">Predicted vs measured</h2>']
+    if not s.rows:
+        return out + [f"<p>{escape(s.note or 'No predictions.')}</p>"]
+    out.append(f"<p>{escape(INTRO.format(cal=s.calibration))}</p>")
+    out.append("<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in HEADER) + "</tr>" +
+               "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(r)) + "</tr>" for r in s.rows) +
+               "</table>")
+    return out

@@ -1,0 +1,152 @@
+"""`specbench predict` / `specbench calibrate` as real CLI processes: bad input ends in one line, the --json keys
+are those docs/contracts.md documents, `run --dry-run` carries the prediction, `run --order predicted` orders."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from predict_stores import LLAMA8, local_matrix, write_store
+from specbench.predict.model import Params
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "contracts.md"
+MOE_STORE = ROOT / "tests" / "data" / "h200-moe-sglang-0.5.15.post1" / "h200-moe.db"
+
+
+@pytest.fixture(scope="module")
+def moe(tmp_path_factory) -> Path:
+    """The MoE example matrix with its drafter folder on disk."""
+    return local_matrix(tmp_path_factory.mktemp("moe"))
+
+
+def sb(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specbench", *argv], capture_output=True, text=True, timeout=300,
+                          cwd=cwd)
+
+
+def one_line_error(r: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def documented(heading: str) -> set[str]:
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    keys: set[str] = set()
+    for line in lines[lines.index(heading) + 1:]:
+        m = re.match(r"\| `([^`]+)` \|", line)
+        if m:
+            keys.add(m.group(1))
+        elif keys and not line.startswith("|"):
+            break
+    return keys
+
+
+def test_predict_json_keys_are_the_contract(moe):
+    r = sb("predict", str(moe), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) == {"matrix", "calibration", "cells"}
+    assert "calibrations/h200-sglang-0.5.15.post1.json" in doc["calibration"]
+    cells = doc["cells"]
+    assert len(cells) == 16
+    for c in cells:
+        assert set(c) == documented("## `specbench predict` (and the dry run's `predicted`)")
+    ar = [c for c in cells if c["label"] == "ar"]
+    spec = [c for c in cells if c["label"] != "ar"]
+    assert all(c["speedup"] == 1.0 and c["accept_len"] is None for c in ar)
+    assert all(c["speedup_lo"] < c["speedup"] < c["speedup_hi"] for c in spec)
+    assert {c["accept_len"] for c in spec} == {1.5, 2.5, 3.5}
+    # more accepted tokens per step: faster, at every concurrency
+    by = {(c["label"], c["concurrency"]): c["speedup"] for c in spec}
+    for conc in (1, 4, 16, 32):
+        assert by[("eagle3-sim1.5", conc)] < by[("eagle3-sim2.5", conc)] < by[("eagle3-sim3.5", conc)]
+
+
+def test_accept_len_and_acceptance_from_store_override(moe):
+    fixed = json.loads(sb("predict", str(moe), "--json", "--accept-len", "2").stdout)
+    assert {c["accept_len"] for c in fixed["cells"] if c["label"] != "ar"} == {2.0}
+    measured = json.loads(sb("predict", str(moe), "--json", "--acceptance-from", str(MOE_STORE)).stdout)
+    acc = {c["label"]: c["accept_len"] for c in measured["cells"] if c["label"] != "ar"}
+    for label, want in (("eagle3-sim1.5", 1.5), ("eagle3-sim2.5", 2.5), ("eagle3-sim3.5", 3.5)):
+        assert acc[label] == pytest.approx(want, abs=0.12) and acc[label] != want  # measured, not the setting
+
+
+def test_uncalibrated_gpu_falls_back_to_the_roofline_with_its_optimism(tmp_path):
+    m = local_matrix(tmp_path, replace=(('gpu = "H200"', 'gpu = "H100 80GB"'),))
+    doc = json.loads(sb("predict", str(m), "--json").stdout)
+    src = {c["source"] for c in doc["cells"]}
+    assert len(src) == 1
+    (s,) = src
+    assert s.startswith("roofline only") and "x the measured at c=1" in s
+    assert all(c["speedup_lo"] is None for c in doc["cells"])
+
+
+def test_calibrate_writes_a_file_predict_reads(tmp_path):
+    k = Params(a=5e-4, al=2e-5, p=5e-5, e=1.3, d=3e-4, q=2e-4, f=0.02, g=1.5)
+    store = write_store(tmp_path / "syn.db", LLAMA8, k)
+    out = tmp_path / "cal.json"
+    r = sb("calibrate", str(store), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert set(doc) == documented("### Calibration file")
+    assert doc["format"] == "specbench-calibration" and doc["version"] == 1
+    llama = next(c for c in doc["classes"] if c["key"]["model"] == LLAMA8.model)
+    # one model alone cannot separate the per-step floors from the roofline multiplier (test_predict_fit.py does,
+    # over three models); the fitted constants still reproduce its cells
+    assert llama["n_step"] == 12 and llama["step_rel_rms"] < 0.01
+    m = local_matrix(tmp_path, replace=(("Qwen/Qwen3-30B-A3B", LLAMA8.model),
+                                        ("specforge/qwen3-30B-A3B-eagle3", LLAMA8.draft)))
+    pred = json.loads(sb("predict", str(m), "--json", "--calibration", str(out)).stdout)
+    assert pred["calibration"] == str(out)
+    assert all(LLAMA8.model in c["source"] for c in pred["cells"])
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["predict", "/nonexistent/m.toml"], "no such matrix file"),
+    (["predict", "MOE", "--calibration", "/nonexistent/cal.json"], "cannot read calibration"),
+    (["predict", "MOE", "--accept-len", "0.5"], "--accept-len must be >= 1"),
+    (["predict", "MOE", "--accept-len", "2", "--acceptance-from", str(MOE_STORE)], "not both"),
+    (["predict", "MOE", "--acceptance-from", "/nonexistent/s.db"], "no such results store"),
+    (["calibrate", "/nonexistent/s.db"], "no such results store"),
+])
+def test_one_line_errors(moe, argv, needle):
+    one_line_error(sb(*[str(moe) if a == "MOE" else a for a in argv]), needle)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("{not json", "not JSON"),
+    ('{"format": "other"}', "not a specbench calibration file"),
+    ('{"format": "specbench-calibration", "version": 99}', "calibration version 99"),
+    ('{"format": "specbench-calibration", "version": 1, "classes": [{"key": {}}]}', "classes[0]: malformed"),
+    ('{"format": "specbench-calibration", "version": 1, "classes": [], "global": {"a": "x"}}', "must be numbers"),
+])
+def test_bad_calibration_files(tmp_path, moe, text, needle):
+    f = tmp_path / "cal.json"
+    f.write_text(text, encoding="utf-8")
+    one_line_error(sb("predict", str(moe), "--calibration", str(f)), needle)
+
+
+def test_calibrate_refuses_a_store_without_usable_cells(tmp_path):
+    bad = tmp_path / "not-sqlite.db"
+    bad.write_text("hello", encoding="utf-8")
+    r = sb("calibrate", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    store = write_store(tmp_path / "pro6000.db", LLAMA8, Params(), recorded_gpu="RTX PRO 6000 Blackwell")
+    one_line_error(sb("calibrate", str(store)), "no calibratable cells")
+
+
+def test_dry_run_shows_the_predicted_speedup(moe):
+    r = sb("run", str(moe), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "cell cell-" in ln]
+    assert len(lines) == 16 and all("predicted=" in ln for ln in lines)
+    rows = json.loads(sb("run", str(moe), "--dry-run", "--json").stdout)
+    assert all(set(row["predicted"]) == documented("## `specbench predict` (and the dry run's `predicted`)")
+               for row in rows)

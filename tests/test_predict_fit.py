@@ -1,0 +1,78 @@
+"""The step model's fit recovers the constants that made real SQLite stores (written by matrix/store.py) whose
+cells follow the model exactly; leave-one-out on such stores predicts the left-out configuration."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from predict_stores import LLAMA8, LLAMA70, QWEN_MOE, write_store
+from specbench.predict.api import calibrate, leave_one_out
+from specbench.predict.cells import ClassKey
+from specbench.predict.model import Params
+
+TRUE = Params(a=4e-4, al=3e-5, am=4e-5, p=6e-5, e=1.25, d=3e-4, q=2.5e-4, f=0.02, g=1.4)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    d = tmp_path_factory.mktemp("predict-fit")
+    return [str(write_store(d / f"{t.model.split('/')[1]}.db", t, TRUE)) for t in (LLAMA8, LLAMA70, QWEN_MOE)]
+
+
+def _pooled(cal):
+    key = ClassKey("sglang", "0.5.15.post1", "H200", "triton", True)
+    return next(c for c in cal.classes if c.key == key)
+
+
+def test_fit_recovers_known_constants(stores):
+    fit = _pooled(calibrate(stores))
+    got = fit.params
+    assert fit.n_step == 3 * 3 * 4
+    assert fit.step_rel_rms < 0.005
+    # the prior pulls each constant by at most its scale x 0.05 / sqrt(n): recovered within a few percent
+    for name in ("e", "p", "d", "q", "g"):
+        want = getattr(TRUE, name)
+        assert getattr(got, name) == pytest.approx(want, rel=0.05), name
+    # a and the per-layer floor trade off against each other a little (three layer counts); their sum at 32 layers
+    # (what a Llama-8B step pays) is tight
+    assert got.a + 32 * got.al == pytest.approx(TRUE.a + 32 * TRUE.al, rel=0.03)
+    assert got.am == pytest.approx(TRUE.am, rel=0.15)
+    assert got.f == pytest.approx(TRUE.f, rel=0.1)
+
+
+def test_per_model_classes_and_lookup(stores):
+    cal = calibrate(stores)
+    models = {c.key.model for c in cal.classes}
+    assert models == {"", LLAMA8.model, LLAMA70.model, QWEN_MOE.model}
+    k, rms, src = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H200", "triton", True, LLAMA8.model))
+    assert src.startswith("calibrated:") and LLAMA8.model in src and rms < 0.01
+    # a model never recorded gets the pooled class
+    k2, _, src2 = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H200", "triton", True, "Qwen/Qwen3-8B"))
+    assert "any model" in src2 and k2 == _pooled(cal).params
+    # another backend on the same GPU borrows, named; another GPU falls back to the roofline with its optimism
+    _, _, src3 = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H200", "flashinfer", True))
+    assert src3.startswith("borrowed:")
+    k4, rms4, src4 = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H100 80GB", "triton", True))
+    assert k4 == Params() and math.isnan(rms4) and src4.startswith("roofline only") and "x the measured" in src4
+
+
+def test_roofline_optimism_is_measured(stores):
+    o = calibrate(stores).optimism
+    # the synthetic cells are slower than the roofline by construction (e > 1 and positive overheads)
+    assert o["c1"] > 1.2 and o["cmax"] > 1.0 and o["cmax_concurrency"] == 32
+
+
+def test_leave_one_out_predicts_the_left_out_configuration(stores):
+    rows = leave_one_out(stores)
+    assert len(rows) == 3 * 2 * 4
+    errs = [abs(r.speedup_error) for r in rows if r.speedup_error is not None]
+    assert len(errs) == len(rows) and max(errs) < 0.02
+
+
+def test_the_cap_sets_the_batch_and_keeps_queued_ttft_out(tmp_path):
+    p = write_store(tmp_path / "capped.db", LLAMA8, TRUE, concurrencies=(1, 8, 32), cap=8, accepts=(2.5,))
+    cal = calibrate([str(p)])
+    fit = next(c for c in cal.classes if c.key.model == LLAMA8.model)
+    assert fit.n_step == 6 and fit.n_ttft == 4  # the c = 32 cells run 8 at a time: no TTFT row for them
