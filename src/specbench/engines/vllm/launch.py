@@ -92,23 +92,30 @@ class VllmServer(ServerBase):
 
 def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
     """vLLM runs at most `max_num_seqs` requests at once, fewer when the KV cache holds fewer full-length requests:
-    min(max_num_seqs, floor(Maximum concurrency)) from its log (the doctor's parser; the plan contract's
-    `max_running_requests` is the same rule), else the planner's prediction."""
+    min(max_num_seqs, floor(Maximum concurrency)) (the plan contract's `max_running_requests` is the same rule).
+    max_num_seqs from the log (as logged, else its `non-default args` dump), else the planner's value; the KV bound
+    from the log's `Maximum concurrency for L tokens per request: X`; the planner's prediction when the log has
+    neither."""
     import math
 
     from specbench.engines.server_base import planned_cap
 
+    planned, _ = planned_cap(plan)
     if log_text:
         from specbench.engines.vllm.loglines import LINES
         from specbench.logs.parse import parse_text
 
         f = parse_text(log_text, (LINES,))
-        seqs = f.max_num_seqs if isinstance(f.max_num_seqs, int) and f.max_num_seqs > 0 else None
+        seqs: Any = f.max_num_seqs
+        if not isinstance(seqs, int) or seqs <= 0:
+            dumped = (f.server_args or {}).get("max_num_seqs") if isinstance(f.server_args, dict) else None
+            seqs = dumped if isinstance(dumped, int) and not isinstance(dumped, bool) and dumped > 0 else None
         conc = math.floor(f.max_concurrency) if f.max_concurrency else None
-        got = [v for v in (seqs, conc) if v]
+        got = [(v, n) for v, n in ((seqs, "max_num_seqs"), (conc, "Maximum concurrency")) if v]
+        if seqs is None and planned is not None:  # vLLM's default max_num_seqs is the planner's to know
+            got.append((planned, "the planner's max_running_requests"))
         if got:
-            return min(got), "log: " + " / ".join(n for n, v in (("max_num_seqs", seqs),
-                                                                 ("Maximum concurrency", conc)) if v)
+            return min(v for v, _ in got), "log: " + " / ".join(n for _, n in got)
     return planned_cap(plan)
 
 
