@@ -190,6 +190,9 @@ class TupleRun:
         ctx = CellContext(spec=self.spec, adapter=self.adapter, base_url=self.base_url, argv=self.launch.argv,
                           server_info=self.cell_server["effective"], settings=self.pf.settings, proc=self.proc,
                           plan=self.pf.plan)
+        served = self.adapter.served_models(self.cell_server["effective"])
+        if served and not self.spec.served_model_name and self.adapter.client_mode(self.launch.argv) == "openai":
+            ctx.cache["model"] = served[0]  # read back at boot: no cell asks /v1/models again
         for i, c in enumerate(self.todo):
             if self.dead_reason is not None:  # the server died during an earlier cell
                 log = self.proc.log_text()
