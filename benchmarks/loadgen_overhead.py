@@ -6,6 +6,10 @@ streamed tokens/s, median TTFT and ITL as each client reports them, and specbenc
 established client. Throughput points are closed loop (c=16, 64); latency points (c=1, and a Poisson rate
 both clients sustain) compare TTFT/ITL medians where neither client queues.
 
+specbench counts the output tokens of every response after the run and checks the server's count
+(load/counting.py), as `specbench run` does: `--count ids` (default) from the token ids the stream carries (vLLM with
+`return_token_ids`, which the instant server honours), `--count tokenizer` with the model's tokenizer over the text.
+
 Part 2 (real local engine, when `.venv-vllm` and `.cache/models/tiny-target` exist): `vllm serve` on the
 CPU build (pinned to core 1), both clients at the same concurrency; the engine is the bottleneck, so the
 two clients should agree.
@@ -120,6 +124,7 @@ def point_main(argv: list[str]) -> None:
     p.add_argument("--num", type=int, required=True)
     p.add_argument("--duration", type=float, default=None)
     p.add_argument("--warmup", type=int, default=0)
+    p.add_argument("--count", choices=("ids", "tokenizer"), default="ids")
     a = p.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from specbench.load.client import LoadSpec, run_load
@@ -127,10 +132,18 @@ def point_main(argv: list[str]) -> None:
     from specbench.load.prompts import Prompt
 
     rows = [json.loads(line) for line in Path(a.prompts).read_text().splitlines() if line.strip()]
+    from specbench.load.counting import tokenizer_counter
+    from specbench.load.prompts import ChatTokenizer
+
     prompts = [Prompt(int(r["n_tokens"]), text=r["prompt"]) for r in rows]
+    # as `specbench run` sends them: the output tokens counted by the model's tokenizer after the run (load/counting.py)
+    counter = tokenizer_counter(ChatTokenizer.from_dir(TINY)) if (TINY / "tokenizer.json").is_file() else None
     spec = LoadSpec(a.url, api="completions", model=a.model, output_tokens=a.output_tokens,
                     concurrency=a.concurrency, request_rate=a.rate, num_requests=a.num, duration_s=a.duration,
-                    warmup_requests=a.warmup)
+                    warmup_requests=a.warmup, token_counter=counter,
+                    # ids: as against vLLM (the engine package asks `return_token_ids`; the instant server honours it);
+                    # tokenizer: as against a server that streams text only (SGLang's OpenAI routes)
+                    extra_body={"return_token_ids": True} if a.count == "ids" else {})
     run = run_load(spec, prompts)
     m = aggregate(run.results, run.duration_s, concurrency=a.concurrency, request_rate=a.rate)
     cpu = run.client_cpu_s  # the measured window only (not prompt loading or the after-run parsing)
@@ -140,10 +153,13 @@ def point_main(argv: list[str]) -> None:
                       "cpu_s": cpu, "errors": m["errors"]}))
 
 
+COUNT = ["ids"]  # how specbench's points count the output tokens they received (--count)
+
+
 def run_specbench(url: str, prompts: Path, out_tokens: int, conc: int | None, rate: float | None, num: int,
                   duration: float | None, core: int | None, target: str, warmup: int = 0) -> Point:
     cmd = [*_taskset(core), PY, __file__, "_point", "--url", url, "--prompts", str(prompts),
-           "--output-tokens", str(out_tokens), "--num", str(num), "--warmup", str(warmup)]
+           "--output-tokens", str(out_tokens), "--num", str(num), "--warmup", str(warmup), "--count", COUNT[0]]
     cmd += ["--concurrency", str(conc)] if conc else []
     cmd += ["--rate", str(rate)] if rate else []
     cmd += ["--duration", str(duration)] if duration else []
@@ -385,7 +401,11 @@ def main() -> None:
     ap.add_argument("--aiohttp", action="store_true",
                     help="also time the same hot loop on aiohttp (c=16, instant server), the design alternative")
     ap.add_argument("--json", type=Path, default=None, help="also write the points here")
+    ap.add_argument("--count", choices=("ids", "tokenizer"), default="ids",
+                    help="how specbench counts the output tokens it received (load/counting.py): the token ids the "
+                         "stream carries (as against vLLM: return_token_ids), or the model's tokenizer over the text")
     a = ap.parse_args()
+    COUNT[0] = a.count
 
     client = a.client
     if client == "auto":

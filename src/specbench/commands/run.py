@@ -121,6 +121,13 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
+def _queued(concurrency: Any, effective: Any) -> str:
+    """` (runs N at once: the planner's max_running_requests; the rest queue)` when the cap is below the concurrency."""
+    if isinstance(concurrency, int) and isinstance(effective, int) and effective < concurrency:
+        return f" (runs {effective} at once: the planner's max_running_requests; the rest queue)"
+    return ""
+
+
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.matrix.runner import iter_phases
     from specbench.predict.plan_matrix import predicted_text
@@ -151,7 +158,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
             extra = _workload(c)
             console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
-                          + (f" {extra}" if extra else "") + f"{predicted_text(r)}",
+                          + (f" {extra}" if extra else "") + f"{predicted_text(r)}"
+                          + _queued(c.get("concurrency"), r.get("effective_concurrency_planned")),
                           highlight=False, markup=False)
             if r.get("concurrency_warning"):
                 console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)

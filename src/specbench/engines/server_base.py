@@ -3,13 +3,18 @@
 A server kind subclasses `ServerBase` as a frozen dataclass and overrides the fields that differ (`name`,
 `plan_engine`, `health_paths` ...) and the methods it does differently; the field order stays this one, so
 `Server(version)` builds any of them.
+
+The defaults: no extra request fields for counting tokens, no prefix-cache reset route, the served model names from
+the read-back's `/v1/models` list, and the running cap from the planner's prediction (`max_running_requests` of the
+plan contract: what the engine would end up with).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget
@@ -40,3 +45,28 @@ class ServerBase:
         moves it out of argv (visible to every user in `ps`). By default nothing moves: a server that reads its
         key only from `--api-key` keeps it there (the stored command and the logs are redacted all the same)."""
         return argv, env
+
+    def count_body(self, api: str) -> dict[str, Any]:
+        return {}
+
+    def cache_reset_path(self) -> str | None:
+        return None
+
+    def served_models(self, info: Mapping[str, Any]) -> list[str] | None:
+        models = info.get("models")
+        if not isinstance(models, list):
+            return None
+        return [str(m["id"]) for m in models if isinstance(m, dict) and m.get("id") is not None]
+
+    def running_cap(self, info: Mapping[str, Any], log_text: str,
+                    plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+        return planned_cap(plan)
+
+
+
+def planned_cap(plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+    """The planner's `max_running_requests` (plan contract), the fallback of every engine's running cap."""
+    v = (plan or {}).get("max_running_requests")
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        return v, "planner: max_running_requests"
+    return None, None

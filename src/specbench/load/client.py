@@ -11,6 +11,9 @@ Events that arrive in one read share its timestamp, so their inter-token gaps ar
 client's real time resolution (vllm/benchmarks/lib/endpoint_request_func.py stamps each event of an
 `iter_any()` buffer within microseconds of each other, to the same effect).
 
+After the run the output tokens of every response are counted by the client and checked against the server's count
+(load/counting.py): the throughputs use the verified count, a disagreement is a request error naming both.
+
 Two load shapes: fixed concurrency (N closed-loop workers) and Poisson arrivals at a request rate
 (optionally capped at `concurrency` in flight). Warm-up requests run first and are not counted. A run is
 bounded by `num_requests` and, optionally, `duration_s` (no new request starts after it).
@@ -28,6 +31,7 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from specbench.errors import UserError
+from specbench.load import counting
 from specbench.load.bodies import http_request, request_body
 from specbench.load.prompts import Prompt
 from specbench.load.results import Api, LoadRun, LoadSpec, RequestResult
@@ -43,9 +47,11 @@ __all__ = ["Api", "LoadRun", "LoadSpec", "RequestResult", "arun_load", "finalize
 
 
 async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
-                    on_done: Callable[[RequestResult], None] | None = None) -> LoadRun:
+                    on_done: Callable[[RequestResult], None] | None = None,
+                    between: Callable[[], None] | None = None) -> LoadRun:
     """Run warm-up, then the measured requests. Prompts are used in order (cycled when too few);
-    warm-up takes its prompts from the end of the list."""
+    warm-up takes its prompts from the end of the list. `between` runs after the warm-up, before the first measured
+    request (nothing in flight: the runner resets the prefix cache and reads the counters there)."""
     if not prompts:
         raise UserError("no prompts to send")
     u = urlsplit(spec.base_url)
@@ -60,14 +66,20 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
             wrecs = [Raw(i, 0) for i in range(w)]
             await closed_loop(pool, warm, wrecs, spec.concurrency or 1, None, spec.request_timeout_s, None)
             warmup_errors = [r.error for r in wrecs if r.error]
-        recs = [Raw(i, prompts[i % len(prompts)].n_tokens) for i in range(n)]
+        if between is not None:
+            between()
+        keep = spec.count_tokens and spec.api != "generate"  # /generate: counted from the kept last events
+        recs = [Raw(i, prompts[i % len(prompts)].n_tokens, prompts[i % len(prompts)].output_tokens or spec.output_tokens,
+                    keep) for i in range(n)]
         t_wall = time.time()
         cpu0 = time.process_time()
         t_start = time.perf_counter()
         deadline = t_start + spec.duration_s if spec.duration_s else None
-        hook = None
-        if on_done is not None:
-            def hook(r: Raw) -> None:
+        keeper = _Keeper(KEEP_BODY_BYTES)
+
+        def hook(r: Raw) -> None:
+            keeper(r)
+            if on_done is not None:
                 on_done(finalize(r, spec.api, t_start, spec.include_usage))
         if spec.request_rate is None:
             await closed_loop(pool, measured, recs, spec.concurrency or 1, deadline, spec.request_timeout_s, hook)
@@ -79,13 +91,42 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         t_last = max((r.t_end for r in sent), default=t_start)
     finally:
         pool.close()
-    results = tuple(finalize(r, spec.api, t_start, spec.include_usage) for r in sent)
+    recount = spec.token_counter is not None and spec.api != "generate"
+    bodies = [b"".join(r.body) if r.body is not None else
+              (r.tail if spec.count_tokens and spec.api == "generate" else None) for r in sent]
+    results = tuple(counting.verify([finalize(r, spec.api, t_start, spec.include_usage, body=b,
+                                              ignore_eos=spec.ignore_eos, recount=recount)
+                                     for r, b in zip(sent, bodies)],
+                                    bodies, spec.api, spec.ignore_eos, spec.token_counter))
     return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
                    warmup_errors=tuple(warmup_errors),
                    client_cpu_s=cpu1 - cpu0)
 
 
+# Bodies kept whole for counting after the run (load/counting.py), over all of a run's requests; past it each body is
+# cut, as its request ends, to what the counting reads (its token-id lists, else its text fields): memory stays
+# bounded on long runs of long outputs at the price of one scan per request while the run goes on.
+KEEP_BODY_BYTES = 256 << 20
+
+
+class _Keeper:
+    """Joins an ended request's kept reads into one bytes within the budget, else cuts it (counting.essentials)."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    def __call__(self, rec: Raw) -> None:
+        if rec.body is None:
+            return
+        body = b"".join(rec.body)
+        if len(body) > self.left:
+            body = counting.essentials(body)
+        self.left -= len(body)
+        rec.body = [body]
+
+
 def run_load(spec: LoadSpec, prompts: Sequence[Prompt],
-             on_done: Callable[[RequestResult], None] | None = None) -> LoadRun:
+             on_done: Callable[[RequestResult], None] | None = None,
+             between: Callable[[], None] | None = None) -> LoadRun:
     """Blocking wrapper around `arun_load` (its own event loop)."""
-    return asyncio.run(arun_load(spec, prompts, on_done))
+    return asyncio.run(arun_load(spec, prompts, on_done, between))

@@ -56,11 +56,17 @@ class RequestResult:
     e2e_s: float | None
     itl_s: tuple[float, ...]
     prompt_tokens: int | None  # the server's `usage` / `meta_info` count, else the prompt's own count
-    output_tokens: int  # the server's count when given, else the number of content events
+    output_tokens: int  # the verified count (load/counting.py): the client's where exact, else the server's
     error: str | None = None
     spec_verify_ct: int | None = None  # SGLang meta_info
-    accept_len: float | None = None  # SGLang: completion_tokens / spec_verify_ct
+    accept_len: float | None = None  # SGLang: output tokens / spec_verify_ct
     events: int = 0  # content SSE events received
+    server_output_tokens: int | None = None  # what the server said (`usage` / `meta_info` completion_tokens)
+    counted_tokens: int | None = None  # what the client counted (load/counting.py), None when it could not
+    count_source: str | None = None  # "token_ids" | "tokenizer" | None
+    max_tokens: int | None = None  # the output tokens the request asked for
+    early_stop: bool = False  # asked ignore_eos, ended before max_tokens
+    accept_hist: tuple[int, ...] | None = None  # SGLang meta_info spec_correct_drafts_histogram ([k]: steps with k)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +104,10 @@ class LoadSpec:
     top_k: int | None = None
     sampling_seed: int | None = None  # the request's `seed` (SGLang /generate: `sampling_seed`)
     stop: tuple[str, ...] | None = None
+    # count the output tokens received (load/counting.py): the body is kept for after the run; `token_counter` is the
+    # tokenizer's batch count of texts (None: token ids in the stream, or the server's count within its bounds)
+    count_tokens: bool = True
+    token_counter: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_sampling(self.temperature, self.top_p, self.top_k, self.sampling_seed, self.stop)

@@ -10,17 +10,19 @@ error with its reason, never a shorter measurement."""
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.load import counting
 from specbench.load.results import RequestResult
 from specbench.load.stream import EV, Raw
 
 
-def _payloads(seg: bytes) -> list[bytes]:
-    """The `data:` payloads in a stretch of a (possibly chunk-framed) SSE body, in order."""
+def _payloads(seg: bytes, limit: int = -1) -> list[bytes]:
+    """The `data:` payloads in a stretch of a (possibly chunk-framed) SSE body, in order (the first `limit` only)."""
     out = []
-    for part in seg.split(EV)[1:]:
+    for part in seg.split(EV, limit)[1:limit + 1 if limit >= 0 else None]:
         end = part.find(b"\n")
         out.append((part if end < 0 else part[:end]).strip())
     return out
@@ -68,9 +70,14 @@ class _Tail:
     malformed: int = 0  # kept last events that are not JSON
 
 
-def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False) -> RequestResult:
+def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *, body: bytes | None = None,
+             ignore_eos: bool = False, recount: bool = False) -> RequestResult:
     """One request's record -> its RequestResult (times relative to `t_start`, the start of the measured run).
-    `usage_expected`: the request asked for the usage chunk (chat / completions with include_usage)."""
+    `usage_expected`: the request asked for the usage chunk (chat / completions with include_usage). The server's
+    output-token count is checked (load/counting.py::check) against the token ids in `body` (the kept body, or
+    /generate's last events) when it holds them, else against the content events and the max_tokens asked; the
+    tokenizer's count of a text body follows in counting.verify (`recount`: the check waits for it there when the
+    body holds no ids)."""
     start = rec.t0 - t_start
     e2e = rec.t_end - rec.t0 if rec.t_end else None
     error = _transport_error(rec)
@@ -86,12 +93,32 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False) -
     n_content = max(0, rec.n_ev - k_start - tail.k_end)
     ts = _content_times(rec, k_start, n_content)
     ttft = ts[0] - rec.t0 if ts else None
-    itl = tuple(b - a for a, b in zip(ts, ts[1:]))
-    prompt_tokens, out, verify, accept = _token_counts(rec.prompt_tokens, n_content, tail)
+    itl = tuple(map(operator.sub, ts[1:], ts))
+    prompt_tokens, server, verify, accept, count_error = _token_counts(rec.prompt_tokens, tail)
     if not ts:
-        return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, out, "no content events in the response",
-                             verify, accept, 0)
-    return RequestResult(rec.idx, start, ttft, e2e, itl, prompt_tokens, out, None, verify, accept, n_content)
+        return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, server if server is not None else 0,
+                             "no content events in the response", verify, accept, 0, server,
+                             max_tokens=rec.max_tokens)
+    counted = counting.Counted(None, None)
+    if body is not None:
+        n = counting.ids_count(body, api, n_content if api == "generate" else None)
+        if n is not None:
+            counted = counting.Counted(n, "token_ids")
+    if count_error is not None:
+        out = n_content
+    elif recount and counted.tokens is None:  # counting.verify counts the text and checks then
+        out = server if server is not None else n_content
+    else:
+        out, count_error = counting.check(server, counted, rec.max_tokens, n_content)
+    early = bool(ignore_eos and count_error is None and rec.max_tokens is not None and out < rec.max_tokens
+                 and not (recount and counted.tokens is None))  # deferred: counting.verify flags it
+    if verify:
+        accept = out / verify  # SGLang's own definition, over the verified count
+    hist = (tail.meta or {}).get("spec_correct_drafts_histogram")
+    hist_t = tuple(int(x) for x in hist) if isinstance(hist, list) and all(
+        isinstance(x, int) and not isinstance(x, bool) for x in hist) else None
+    return RequestResult(rec.idx, start, ttft, e2e, itl, prompt_tokens, out, count_error, verify, accept, n_content,
+                         server, counted.tokens, counted.source, rec.max_tokens, early, accept_hist=hist_t)
 
 
 def _incomplete(rec: Raw, api: str, tail: _Tail, usage_expected: bool) -> str | None:
@@ -118,7 +145,7 @@ def _transport_error(rec: Raw) -> str | None:
 def _leading_non_content(head: bytes, api: str) -> int:
     """How many of the first events carry no content (the chat role chunk)."""
     k_start = 0
-    for p in _payloads(head)[:4]:
+    for p in _payloads(head, 4):
         if p == b"[DONE]":
             k_start += 1
             continue
@@ -137,12 +164,12 @@ def _read_tail(tail: bytes, api: str) -> _Tail:
     payloads = _payloads(tail)
     done = bool(payloads) and payloads[-1] == b"[DONE]"
     whole = tail.startswith(EV)  # cut at an event start (else the 4 KiB fallback: its first event may be partial)
-    malformed = sum(1 for i, p in enumerate(payloads) if p != b"[DONE]" and _loads(p) is None and (whole or i))
-    for p in reversed(payloads):
+    objs = [None if p == b"[DONE]" else _loads(p) for p in payloads]  # each kept event parsed once
+    malformed = sum(1 for i, (p, o) in enumerate(zip(payloads, objs)) if p != b"[DONE]" and o is None and (whole or i))
+    for p, obj in zip(reversed(payloads), reversed(objs)):
         if p == b"[DONE]":
             k_end += 1
             continue
-        obj = _loads(p)
         if obj is None:
             break
         if obj.get("error"):  # an error event whose marker a read boundary split (the hot path saw no match)
@@ -168,23 +195,28 @@ def _content_times(rec: Raw, k_start: int, n_content: int) -> list[float]:
     return ts[k_start:k_start + n_content]
 
 
-def _token_counts(prompt_tokens: int | None, n_content: int,
-                  tail: _Tail) -> tuple[int | None, int, int | None, float | None]:
-    """(prompt tokens, output tokens, spec_verify_ct, accept length): the server's counts where it gives them."""
-    out = n_content
+def _token_counts(prompt_tokens: int | None,
+                  tail: _Tail) -> tuple[int | None, int | None, int | None, float | None, str | None]:
+    """(prompt tokens, the server's output-token count, spec_verify_ct, accept length, why the server's count is not a
+    count): the server's counts where it gives them (checked against the client's in load/counting.py)."""
+    server_count = counting.server_count
+    server: int | None = None
+    error: str | None = None
     verify: int | None = None
     accept: float | None = None
     usage, meta = tail.usage, tail.meta
     if usage is not None:
         prompt_tokens = usage.get("prompt_tokens", prompt_tokens)
-        out = int(usage.get("completion_tokens", out))
+        server, error = server_count(usage.get("completion_tokens"))
     if meta is not None:
         prompt_tokens = meta.get("prompt_tokens", prompt_tokens)
-        out = int(meta.get("completion_tokens", out))
+        server, error = server_count(meta.get("completion_tokens"))
         v = meta.get("spec_verify_ct")
         if isinstance(v, int) and v > 0:
             verify = v
-            accept = out / v
+            accept = server / v if server is not None else None
         elif isinstance(meta.get("spec_accept_length"), (int, float)):
             accept = float(meta["spec_accept_length"])
-    return prompt_tokens, out, verify, accept
+    if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool):
+        prompt_tokens = None
+    return prompt_tokens, server, verify, accept, error

@@ -28,11 +28,14 @@ class Raw:
     """What the hot path records about one request; turned into a RequestResult after the run."""
 
     __slots__ = ("idx", "prompt_tokens", "t0", "t_end", "marks", "n_ev", "head", "reads", "reads_ev", "tail",
-                 "status", "error", "error_ev", "err_body", "bad_ev")
+                 "status", "error", "error_ev", "err_body", "bad_ev", "body", "max_tokens")
 
-    def __init__(self, idx: int, prompt_tokens: int) -> None:
+    def __init__(self, idx: int, prompt_tokens: int, max_tokens: int | None = None, keep_body: bool = False) -> None:
         self.idx = idx
         self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens  # the output tokens the request asked for (max_tokens / max_new_tokens)
+        # every body read, by reference (no copy), for counting the received tokens after the run (load/counting.py)
+        self.body: list[bytes] | None = [] if keep_body else None
         self.t0 = self.t_end = 0.0
         self.marks: list[tuple[float, int]] = []
         self.n_ev = 0
@@ -128,6 +131,8 @@ class Conn(asyncio.Protocol):
             self._check_events(rec, data, n)
         if len(rec.head) < HEAD_BYTES:
             rec.head += data[:HEAD_BYTES]
+        if rec.body is not None:
+            rec.body.append(data)
         # keep references to the last reads (no copy) while they hold the last KEEP event starts
         reads = rec.reads
         reads.append((data, n))

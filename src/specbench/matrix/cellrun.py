@@ -3,10 +3,14 @@
 Prompts come from `specbench.load.workload` (the cell's dataset, lengths and category, counted with the model's own
 tokenizer and chat template; each request row keeps its record's category), the sampling from the cell's client
 settings (`load_spec`), the load from
-`specbench.load.client`, per-cell numbers from `specbench.load.metrics` when present. vLLM's speculative
-counters (`/metrics`) are read before and after the cell; the delta gives the mean accept length
-(vLLM's own definition: 1 + accepted / drafts, vllm/v1/spec_decode/metrics.py). SGLang gives it per
-request in `meta_info` (completion_tokens / spec_verify_ct).
+`specbench.load.client`, per-cell numbers from `specbench.load.metrics` when present. The server's counters
+(`/metrics`) are read after the warm-up and after the measured requests (nothing else in flight), and the prefix
+cache is emptied before them where the server offers a route (`hygiene`); the delta gives the mean accept length
+(vLLM's own definition: 1 + accepted / drafts, vllm/v1/spec_decode/metrics.py; SGLang with --enable-metrics: its
+generation tokens / verify calls). SGLang gives it per request in `/generate`'s `meta_info` (completion_tokens /
+spec_verify_ct). Every request's output tokens are counted by the client (load/counting.py); `truth_metrics` adds
+the keys of load/integrity.py (docs/contracts.md "Measurement truth"): counts, early stops (a `partial` cell unless
+`allow_early_stop`), the running cap and effective concurrency, saturation, per-token ITL, one accept length.
 
 `repeats = N` sends the cell's load N times on the same server, the warm-up once before the first (its requests are
 never measured), each repeat with its own prompts (repeat_prompts); the request rows keep their repeat, the metrics
@@ -153,6 +157,7 @@ def request_count(client: Mapping[str, Any]) -> int:
 def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any:
     """The LoadSpec of a cell: its load shape and its sampling (unset keys: temperature 0, ignore_eos on)."""
     from specbench.load.client import LoadSpec
+    from specbench.load.counting import tokenizer_counter
 
     c = cell.client
     rate = c.get("request_rate")
@@ -165,6 +170,7 @@ def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any
                     temperature=float(c["temperature"]) if c.get("temperature") is not None else 0.0,
                     top_p=c.get("top_p"), top_k=c.get("top_k"), sampling_seed=c.get("seed"),
                     ignore_eos=c.get("ignore_eos") is not False, stop=tuple(stop) if stop is not None else None,
+                    extra_body=ctx.adapter.count_body(api), token_counter=tokenizer_counter(_tokenizer(ctx)),
                     api_key=server_auth.current())
 
 
@@ -184,7 +190,8 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
         return CellOutcome("failed", reason=f"cannot prepare the cell: {exc}")
     clamp_d = work.clamp_summary()
     runs, rows, scrapes = _run_repeats(cell, ctx, load, work.prompts, n, reps, on_request)
-    metrics = cell_metrics_repeats(runs, cell, scrapes)
+    metrics = cell_metrics_repeats(runs, cell, scrapes, ctx)
+    metrics.update(dataset_note(cell, work))
     metrics["clamped"] = clamp_d["clamped"]
     warm_errors = [e for r in runs for e in r.warmup_errors]
     if warm_errors:
@@ -199,7 +206,34 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
         first = next((r.error for run in runs for r in run.results if r.error), "no request was sent")
         return CellOutcome("failed", f"no request completed ({metrics['failed']} failed; first error: {first})",
                            metrics, clamp_d, rows)
-    return failed_fraction_verdict(metrics, cell.client, [r for run in runs for r in run.results], clamp_d, rows)
+    outcome = failed_fraction_verdict(metrics, cell.client, [r for run in runs for r in run.results], clamp_d, rows)
+    return early_stop_verdict(outcome, metrics, cell.client)
+
+
+def early_stop_verdict(outcome: CellOutcome, metrics: dict[str, Any], client: Mapping[str, Any]) -> CellOutcome:
+    """A `done` cell whose requests asked ignore_eos and ended before their max_tokens is `partial` (the server
+    stopped early: its throughput is not that of the asked lengths) unless the matrix allows early stops."""
+    early = int(metrics.get("early_stops") or 0)
+    if outcome.status != "done" or not early or client.get("allow_early_stop"):
+        return outcome
+    total = int(metrics.get("completed") or 0)
+    return CellOutcome("partial", f"{early}/{total} requests ended before their max_tokens despite ignore_eos "
+                                  f"({metrics.get('early_stop_example')}); set allow_early_stop = true to accept",
+                       outcome.metrics, outcome.clamp, outcome.requests)
+
+
+def dataset_note(cell: Cell, work: Any) -> dict[str, Any]:
+    """`dataset_cycled`: the cell sends more requests than its prompts hold distinct ones (the dataset cycles, so a
+    prefix cache can serve repeats of a prompt), with the numbers in `dataset_warning`."""
+    sent = request_count(cell.client) * repeats_of(cell.client)
+    import json
+
+    distinct = len({json.dumps([p.text, p.token_ids, p.messages]) for p in work.prompts[:sent]})
+    cycled = distinct < sent
+    return {"dataset_cycled": cycled, "distinct_prompts": distinct,
+            "dataset_warning": (f"{sent} measured requests from {distinct} distinct prompts: the dataset "
+                                f"{cell.client.get('dataset') or 'specbench-mini'!r} cycles (or its records cut to "
+                                "the same text), so a prefix cache can serve repeats") if cycled else None}
 
 
 def failed_fraction_verdict(metrics: dict[str, Any], client: Mapping[str, Any], results: Any,
@@ -245,20 +279,84 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
             break
         mine = repeat_prompts(prompts, n, reps, k)
         spec_k = load if k == 0 else dataclasses.replace(load, warmup_requests=0)
-        before = ctx.adapter.metrics_text(ctx.base_url)
-        run = run_load(spec_k, mine, on_request)
+        scraped: list[str | None] = []
+
+        def between(scraped: list[str | None] = scraped) -> None:  # after the warm-up: counters count the measured
+            hygiene(ctx)
+            scraped.append(ctx.adapter.metrics_text(ctx.base_url))
+
+        run = run_load(spec_k, mine, on_request, between)
+        before = scraped[0] if scraped else None
         after = ctx.adapter.metrics_text(ctx.base_url) if before is not None else None
         runs.append(run)
         scrapes.append((before, after))
         rows += [RequestRow(idx=k * n + r.idx, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
                             ttft_s=r.ttft_s, e2e_s=r.e2e_s, itl=list(r.itl_s), error=r.error,
                             accept_len=r.accept_len, spec_verify_ct=r.spec_verify_ct,
-                            category=mine[r.idx % len(mine)].category, repeat=k if reps > 1 else None)
+                            category=mine[r.idx % len(mine)].category, repeat=k if reps > 1 else None,
+                            server_output_tokens=r.server_output_tokens, counted_tokens=r.counted_tokens,
+                            count_source=r.count_source, early_stop=r.early_stop)
                  for r in run.results]
     return runs, tuple(rows), scrapes
 
 
-def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after: str | None) -> dict[str, Any]:
+def hygiene(ctx: CellContext) -> None:
+    """Before each measured run: empty the server's prefix cache where it offers a route for it
+    (engines/base.py::ServerAdapter.cache_reset_path), so no repeat or cell is served from an earlier one's cache;
+    what happened is kept in ctx.cache["cache_reset"] for the metrics."""
+    from specbench.engines.openai.server import post_path
+
+    path = ctx.adapter.cache_reset_path()
+    if path is None:
+        ctx.cache["cache_reset"] = {"reset": False, "how": "the server offers no prefix-cache reset route"}
+        return
+    ok, how = post_path(ctx.base_url, path)
+    ctx.cache["cache_reset"] = {"reset": ok, "how": how}
+
+
+def truth_metrics(results: Sequence[Any], cell: Cell, ctx: CellContext | None, m: Mapping[str, Any],
+                  counters: tuple[str | None, str | None]) -> dict[str, Any]:
+    """The keys of load/integrity.py: counts, the concurrency that ran, saturation, per-token ITL, the common
+    accept length (docs/contracts.md "Measurement truth")."""
+    from specbench.engines.prometheus import samples
+    from specbench.load import integrity
+
+    info = ctx.server_info if ctx is not None else {}
+    cap = info.get("running_cap") if isinstance(info, dict) else None
+    src = info.get("running_cap_source") if isinstance(info, dict) else None
+    out: dict[str, Any] = {}
+    out.update(integrity.counts(results))
+    out.update(integrity.concurrency(int(cell.client["concurrency"]), cap if isinstance(cap, int) else None, src))
+    out.update(integrity.saturation(results, out["queued"]))
+    out.update(integrity.itl_per_token(results))
+    n = request_count(cell.client)
+    out["waves"] = n / out["effective_concurrency"] if out["effective_concurrency"] else None
+    if ctx is not None and "cache_reset" in ctx.cache:
+        out["prefix_cache_reset"] = ctx.cache["cache_reset"]
+    common, source = None, None
+    if cell.algorithm != "ar":
+        if m.get("accept_length_source") == "vllm_metrics":
+            common, source = m.get("accept_length_mean"), "vllm_metrics"
+        elif (c := integrity.accept_common_sglang(results)) is not None:
+            common, source = c, "sglang_meta_info"
+        elif counters[0] is not None and counters[1] is not None:
+            before, after = samples(counters[0]), samples(counters[1])
+            c = integrity.accept_common_sglang_counters(before, after, sum(1 for r in results if r.ok))
+            if c is not None:
+                common, source = c, "sglang_metrics"
+                if m.get("accept_length_mean") is None:  # SGLang's own definition, as its meta_info would give it
+                    out["accept_length_mean"] = integrity.accept_sglang_counters(before, after)
+                    out["accept_length_source"] = "sglang_metrics"
+        hist = integrity.per_pos_from_histograms(results)
+        if hist is not None and not m.get("acceptance_per_pos"):
+            out["acceptance_per_pos"] = hist
+    out["accept_length_common"] = common
+    out["accept_length_common_source"] = source
+    return out
+
+
+def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after: str | None,
+                 ctx: CellContext | None = None) -> dict[str, Any]:
     """metrics_json (docs/structures.md) by `specbench.load.metrics.aggregate`; speedup is filled after the
     matrix (runner.fill_speedups). An autoregressive cell carries no accept length."""
     from specbench.load.metrics import Slo, aggregate, draft_acceptance, draft_positions, spec_delta
@@ -277,23 +375,65 @@ def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after
         m["accept_lengths"] = []
     else:
         m.update(draft_acceptance(m, draft_positions(cell.server)))
+    truth = truth_metrics(run.results, cell, ctx, m, (metrics_before, metrics_after))
+    m.update(truth)
+    if "accept_length_mean" in truth:  # read from SGLang's counters: its draft acceptance follows
+        m.update(draft_acceptance(m, draft_positions(cell.server)))
     return m
 
 
-def cell_metrics_repeats(runs: Sequence[Any], cell: Cell,
-                         scrapes: Sequence[tuple[str | None, str | None]]) -> dict[str, Any]:
+def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tuple[str | None, str | None]],
+                         ctx: CellContext | None = None) -> dict[str, Any]:
     """One repeat: `cell_metrics` as before. Several: the metrics of all repeats' requests pooled (throughputs over
     the summed measured time, percentiles over every request, vLLM counters from the first scrape to the last),
     plus `spread` (load/spread.py) from each repeat's own metrics."""
+    from specbench.load.integrity import saturation
     from specbench.load.results import LoadRun
     from specbench.load.spread import NOISY_CV_DEFAULT, spread_json
 
+    raw_runs = list(runs)
+    raw = [x for r in runs for x in r.results]
+    trims = [trim_run(r, cell.client) for r in runs]
+    runs = [r for r, _ in trims]
     if len(runs) == 1:
-        return cell_metrics(runs[0], cell, *scrapes[0])
-    per = [cell_metrics(r, cell, b, a) for r, (b, a) in zip(runs, scrapes)]
+        m1 = cell_metrics(runs[0], cell, *scrapes[0], ctx=ctx)
+        if trims[0][1]:  # over-saturation is the whole run's: its trend is read before the ends are trimmed
+            m1.update(saturation(raw, bool(m1.get("queued"))))
+        return {**m1, **trims[0][1]}
+    per = [cell_metrics(r, cell, b, a, ctx=ctx) for r, (b, a) in zip(runs, scrapes)]
     pooled = LoadRun(results=tuple(x for r in runs for x in r.results),
                      duration_s=sum(r.duration_s for r in runs), started_at=runs[0].started_at)
-    m = cell_metrics(pooled, cell, scrapes[0][0], scrapes[-1][1])
+    m = cell_metrics(pooled, cell, scrapes[0][0], scrapes[-1][1], ctx=ctx)
     cv = cell.client.get("noisy_cv")
     m["spread"] = spread_json(per, float(cv) if cv is not None else NOISY_CV_DEFAULT)
+    # each repeat's own trend (their send times restart at 0): the cell is over-saturated when one of them was
+    per_sat = [saturation(r.results, bool(m.get("queued"))) for r in raw_runs]
+    growths = [x["ttft_growth"] for x in per_sat if x["ttft_growth"] is not None]
+    m.update({"ttft_growth": max(growths) if growths else None,
+              "oversaturated": any(x["oversaturated"] for x in per_sat),
+              "saturation_reason": next((x["saturation_reason"] for x in per_sat if x["saturation_reason"]), None)})
+    if any(t for _, t in trims):
+        m["trimmed_requests"] = sum(int(t.get("trimmed_requests") or 0) for _, t in trims)
+        m["trim_window_s"] = [t.get("trim_window_s") for _, t in trims]
     return m
+
+
+def trim_run(run: Any, client: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The run's steady state (`trim_warmup`, `trim_cooldown`: fractions of its wall time D): the requests sent at or
+    after warmup x D and done by (1 - cooldown) x D, over the time from the first kept send to the last kept end;
+    `trimmed_requests` and `trim_window_s` say what was left out. Unset: the run as it was."""
+    import dataclasses
+
+    a, b = float(client.get("trim_warmup") or 0.0), float(client.get("trim_cooldown") or 0.0)
+    if not a and not b:
+        return run, {}
+    d = run.duration_s
+    lo, hi = a * d, (1.0 - b) * d
+    kept = tuple(r for r in run.results
+                 if r.start_s >= lo and (r.e2e_s is None or r.start_s + r.e2e_s <= hi))
+    if not kept:  # nothing in the window: measure the whole run rather than nothing, and say so
+        return run, {"trimmed_requests": 0, "trim_window_s": [lo, hi], "trim_note": "no request inside the window"}
+    first = min(r.start_s for r in kept)
+    last = max(r.start_s + (r.e2e_s or 0.0) for r in kept)
+    out = dataclasses.replace(run, results=kept, duration_s=max(last - first, 1e-9))
+    return out, {"trimmed_requests": len(run.results) - len(kept), "trim_window_s": [lo, hi]}

@@ -25,6 +25,8 @@ class ClientAxes(_Strict):
     concurrency: int | list[int] = 1
     prompt_tokens: int | list[int] = 256
     output_tokens: int | list[int] = 64
+    # measured requests per cell; a matrix that sets neither this nor requests_per_concurrency measures at least 4 per
+    # unit of concurrency (expansion.py DEFAULT_WAVES: several waves at high concurrency)
     num_requests: int | list[int] = 8
     dataset: str | list[str] = "specbench-mini"
     # requests per second (Poisson arrivals); "inf" = all at once, capped by concurrency (closed loop)
@@ -41,6 +43,14 @@ class ClientAxes(_Strict):
     noisy_cv: float | None = None  # a cell whose CV exceeds this is flagged noisy (default 0.05)
     # a cell with more failed requests than this fraction is `partial` (some) or `failed` (all); unset: 0
     max_failed_fraction: float | None = None
+    # a request that asked ignore_eos (the default) and ended before its max_tokens makes its cell `partial`; true
+    # allows such early stops (a cell whose sampling lets the model stop: ignore_eos = false needs no key)
+    allow_early_stop: bool | None = None
+    # steady state only (as GuideLLM's warm-up / cool-down percent): requests sent in the first `trim_warmup` of the
+    # measured run's wall time, or still running in its last `trim_cooldown`, are left out of the cell's metrics
+    # (their rows are kept); fractions, each in [0, 0.45]
+    trim_warmup: float | None = None
+    trim_cooldown: float | None = None
     # workload: "fixed" | "uniform:LO,HI" | "normal:MEAN,STD" | "data" (load/lengths.py); a dataset category;
     # ShareGPT conversations replayed turn by turn (needs prompt_len = "data")
     prompt_len: str | list[str] | None = None
@@ -109,6 +119,13 @@ class ClientAxes(_Strict):
             raise ValueError(f"must be a number in [0, 1], got {v!r}")
         return v
 
+    @field_validator("trim_warmup", "trim_cooldown")
+    @classmethod
+    def _trim(cls, v: float | None) -> float | None:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 0.45):
+            raise ValueError(f"must be a fraction of the run in [0, 0.45], got {v!r}")
+        return v
+
     @field_validator("slo_ttft_ms", "slo_tpot_ms")
     @classmethod
     def _slo(cls, v: float | None) -> float | None:
@@ -123,7 +140,8 @@ class ClientAxes(_Strict):
             raise ValueError(f"must be >= 0, got {v}")
         return v
 
-    @field_validator("temperature", "top_p", "top_k", "seed", "ignore_eos", "multi_turn", mode="before")
+    @field_validator("temperature", "top_p", "top_k", "seed", "ignore_eos", "multi_turn", "allow_early_stop",
+                     mode="before")
     @classmethod
     def _typed(cls, v: Any, info: ValidationInfo) -> Any:
         return client_checks.typed(str(info.field_name), v)

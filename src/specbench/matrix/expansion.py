@@ -259,6 +259,11 @@ def _apply_overrides(spec: MatrixSpec, idx: int,
                 else:
                     settings[k] = v
             client.update(ov.client)
+    # neither the matrix nor a matching override chose how many requests: several waves at high concurrency
+    client[AUTO_REQUESTS] = ("num_requests" not in spec.client.model_fields_set
+                             and not any("num_requests" in ov.client for ov in spec.override
+                                         if _matches(ov.when, settings))
+                             and client.get("requests_per_concurrency") is None)
     notes = []
     if settings["algorithm"] == "ar" and SPEC_V2_ENV in settings["env"]:
         settings["env"] = {k: v for k, v in settings["env"].items() if k != SPEC_V2_ENV}
@@ -297,10 +302,17 @@ def _rate(v: Any) -> float:
     return float(v)
 
 
+# A matrix that sets neither `num_requests` nor `requests_per_concurrency` measures at least DEFAULT_WAVES requests per
+# unit of concurrency (the default 8 requests are less than one wave at c=64: the ramp-up and the drain would be the
+# measurement); the cells this raises carry `requests_per_concurrency` (so their ids are new), the others stay.
+DEFAULT_WAVES = 4
+AUTO_REQUESTS = "_auto_requests"  # the marker _apply_overrides leaves for _cells_of (never in a cell)
+
 # client keys that never enter a cell's identity: how the result is judged, not what is measured
-NOT_IDENTITY = ("noisy_cv",)
+NOT_IDENTITY = ("noisy_cv", "allow_early_stop")
 # fixed client keys a cell carries only when set, so that the ids of matrices without them stay
-DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv", "max_failed_fraction")
+DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv", "max_failed_fraction", "allow_early_stop",
+                      "trim_warmup", "trim_cooldown")
 
 
 def cell_identity(client: dict[str, Any]) -> dict[str, Any]:
@@ -321,13 +333,15 @@ def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
     axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
     axes += [(k, _optional_axis(k, client[k])) for k in OPTIONAL_AXES if client.get(k) is not None]
     fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES and k not in OPTIONAL_AXES
-             and not (k in DROPPED_WHEN_UNSET and v is None)}  # ids of matrices without them stay
+             and not (k in DROPPED_WHEN_UNSET and v is None) and k != AUTO_REQUESTS}  # ids without them stay
     out = []
     server_view = {k: v for k, v in st.settings.items() if k != "notes"}
     for combo in itertools.product(*(vals for _, vals in axes)):
         c = {k: v for (k, _), v in zip(axes, combo)}
         c["request_rate"] = "inf" if math.isinf(_rate(c["request_rate"])) else float(c["request_rate"])
         c.update(fixed)
+        if client.get(AUTO_REQUESTS) and DEFAULT_WAVES * int(c["concurrency"]) > int(c["num_requests"]):
+            c["requests_per_concurrency"] = DEFAULT_WAVES  # only then: the ids of the other cells stay
         cid = stable_id("cell", {"server": sid, "client": cell_identity(c)})
         out.append(
             Cell(

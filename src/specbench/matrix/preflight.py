@@ -141,11 +141,20 @@ def dry_run(spec: MatrixSpec,
             "reason": pf.reason, "fix": pf.fix, "notes": list(pf.notes),
             "command": list(pf.launch.argv), "env": dict(pf.launch.env),
             "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
+            "effective_concurrency_planned": _effective(c.client.get("concurrency"),
+                                                        (pf.plan or {}).get("max_running_requests")),
             "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
                                                 c.client.get("output_tokens")),
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
         })
     return out
+
+
+def _effective(concurrency: Any, cap: Any) -> int | None:
+    """min(concurrency, the planner's max_running_requests): what the cell would run at once (load/integrity.py)."""
+    if not isinstance(concurrency, int):
+        return None
+    return min(concurrency, cap) if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else concurrency
 
 
 # a cell whose arrivals alone are expected to take longer than this is named before anything runs

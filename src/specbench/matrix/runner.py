@@ -177,6 +177,18 @@ def fill_speedups(store: Store) -> None:
     cell of the same baseline key with their log-ratio intervals and decisions, the cell's own intervals), written
     where they changed."""
     rows = [r for r in store.cells() if r.get("status") == "done" and r.get("metrics")]
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        c = r.get("client") or {}
+        return speedups.baseline_key(r.get("tp"), c.get("concurrency"), c)
+
+    # the AR cell's running cap beside each speculative cell's: a c above either cap compares other widths
+    ar_caps = {key(r): r["metrics"].get("running_cap") for r in rows if speedups.is_ar(r.get("algorithm"))}
     for old, new in zip(rows, speedups.fill(rows)):
-        if new["metrics"] != old["metrics"]:
-            store.set_metrics(old["cell_id"], new["metrics"])
+        m = dict(new["metrics"])
+        base_cap = None if speedups.is_ar(old.get("algorithm")) else ar_caps.get(key(old))
+        m["baseline_running_cap"] = base_cap
+        m["cap_differs_from_baseline"] = (base_cap is not None and m.get("running_cap") is not None
+                                          and base_cap != m.get("running_cap"))
+        if m != old["metrics"]:
+            store.set_metrics(old["cell_id"], m)

@@ -159,7 +159,8 @@ class Override(_Strict):
     @classmethod
     def _client(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         allowed = set(CLIENT_AXES) | set(OPTIONAL_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms",
-                                                             "repeats", "noisy_cv", "max_failed_fraction"}
+                                                             "repeats", "noisy_cv", "max_failed_fraction",
+                                                             "allow_early_stop", "trim_warmup", "trim_cooldown"}
         for k in v:
             if k not in allowed:
                 raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed)}")

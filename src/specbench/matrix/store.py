@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS requests(cell_id TEXT, idx INTEGER, prompt_tokens INT
                       accept_len REAL, spec_verify_ct INTEGER,
                       category TEXT,
                       repeat INTEGER,
+                      server_output_tokens INTEGER, counted_tokens INTEGER, count_source TEXT, early_stop INTEGER,
                       PRIMARY KEY (cell_id, idx));
 CREATE TABLE IF NOT EXISTS gpu_samples(cell_id TEXT, t_s REAL, gpu TEXT, name TEXT, memory_used_mib REAL,
                       utilization_pct REAL, power_w REAL);
@@ -57,7 +58,11 @@ CREATE TABLE IF NOT EXISTS gpu_samples(cell_id TEXT, t_s REAL, gpu TEXT, name TE
 # opens it again; report/load.py reads them as None from stores that never had them.
 # `repeat`: which of the cell's `repeats` measured the request (0-based; NULL before repeats existed); `idx` then runs
 # on across the repeats (repeat k's requests are k x the per-repeat count onwards), so (cell_id, idx) stays the key.
-ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"requests": (("category", "TEXT"), ("repeat", "INTEGER"))}
+# `server_output_tokens` (what the server said), `counted_tokens` (what the client counted), `count_source`, `early_stop`
+# (load/counting.py; `output_tokens` is the verified count): NULL in stores older than them.
+ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"requests": (
+    ("category", "TEXT"), ("repeat", "INTEGER"), ("server_output_tokens", "INTEGER"), ("counted_tokens", "INTEGER"),
+    ("count_source", "TEXT"), ("early_stop", "INTEGER"))}
 
 
 
@@ -146,6 +151,10 @@ class RequestRow:
     spec_verify_ct: int | None = None
     category: str | None = None  # the dataset record's category
     repeat: int | None = None  # which repeat of the cell (None: the cell ran once)
+    server_output_tokens: int | None = None  # the server's own count (usage / meta_info)
+    counted_tokens: int | None = None  # the client's count (load/counting.py)
+    count_source: str | None = None  # token_ids | tokenizer | None
+    early_stop: bool | None = None  # asked ignore_eos, ended before max_tokens
 
 
 class Store:
@@ -326,10 +335,12 @@ class Store:
             )
             self.conn.executemany(
                 """INSERT OR REPLACE INTO requests(cell_id, idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json,
-                                                   error, accept_len, spec_verify_ct, category, repeat)
-                   VALUES(?,?,?,?,?,?,?,?,?,?,?,?)""",
+                                                   error, accept_len, spec_verify_ct, category, repeat,
+                                                   server_output_tokens, counted_tokens, count_source, early_stop)
+                   VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                 [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), _t(r.error),
-                  r.accept_len, r.spec_verify_ct, r.category, r.repeat) for r in requests],
+                  r.accept_len, r.spec_verify_ct, r.category, r.repeat, r.server_output_tokens, r.counted_tokens,
+                  r.count_source, None if r.early_stop is None else int(r.early_stop)) for r in requests],
             )
 
     def put_gpu_samples(self, cell_id: str, rows: Iterable[tuple[Any, ...]]) -> None:

@@ -166,6 +166,19 @@ class TupleRun:
             return False
         info = safe_read_back(self.adapter, self.base_url, self.proc.log_text())
         info["ready_s"] = round(ready_s, 3)
+        info["running_cap"], info["running_cap_source"] = safe_cap(self.adapter, info, self.proc.log_text(),
+                                                                   self.pf.plan)
+        wrong = model_mismatch(self.spec, self.launch.argv, self.adapter.served_models(info))
+        if wrong is not None:  # before the first cell: a server of another model is never measured
+            self.server_failed = True
+            log = self.proc.log_text()
+            self.store.update_server(self.sid, status="failed", server_info_json=info, log_text=log,
+                                     diagnosis_json={"status": "started", "failure": {"kind": "wrong_model",
+                                                                                     "message": wrong}},
+                                     ended_at=time.time())
+            self.fail_all(self.todo, f"server {wrong}", log)
+            self.tally.message(f"{self.pf.server.label} tp={self.pf.server.tp}: {wrong}")
+            return False
         self.store.update_server(self.sid, status="ready", server_info_json={**info,
                                                                              "placement": self.place.record()})
         self.cell_server = {**self.cell_server, "effective": info}  # what the engine reports, stored with each cell
@@ -177,6 +190,9 @@ class TupleRun:
         ctx = CellContext(spec=self.spec, adapter=self.adapter, base_url=self.base_url, argv=self.launch.argv,
                           server_info=self.cell_server["effective"], settings=self.pf.settings, proc=self.proc,
                           plan=self.pf.plan)
+        served = self.adapter.served_models(self.cell_server["effective"])
+        if served and not self.spec.served_model_name and self.adapter.client_mode(self.launch.argv) == "openai":
+            ctx.cache["model"] = served[0]  # read back at boot: no cell asks /v1/models again
         for i, c in enumerate(self.todo):
             if self.dead_reason is not None:  # the server died during an earlier cell
                 log = self.proc.log_text()
@@ -261,6 +277,40 @@ class TupleRun:
         if store_error is not None and sys.exc_info()[0] is None:
             raise StoreWriteError(f"the results store could not be written ({store_error}): finished cells are kept, "
                                   "free space (or make the folder writable) and run the matrix again to resume")
+
+
+def safe_cap(adapter: Adapter, info: dict[str, Any], log_text: str,
+             plan: dict[str, Any] | None) -> tuple[int | None, str | None]:
+    """The server's running cap (engines/base.py::ServerAdapter.running_cap); unknown when it cannot be read."""
+    try:
+        return adapter.running_cap(info, log_text, plan)
+    except Exception:  # a record, never a reason to fail the tuple
+        return None, None
+
+
+def expected_model(spec: MatrixSpec, argv: list[str]) -> str | None:
+    """The model the matrix asks for: `served_model_name`, else the launch's `--served-model-name`, else its model
+    (`--model-path X`, `--model X`, `serve X`); None when neither says."""
+    from specbench.matrix.adapters import command_model
+
+    if spec.served_model_name:
+        return spec.served_model_name
+    for i, word in enumerate(argv):
+        head, sep, tail = word.partition("=")
+        if head == "--served-model-name":
+            return tail if sep else (argv[i + 1] if i + 1 < len(argv) else None)
+    return command_model(argv)
+
+
+def model_mismatch(spec: MatrixSpec, argv: list[str], served: list[str] | None) -> str | None:
+    """Why the running server is not the model the matrix names (both names), or None (it is, or nothing says)."""
+    want = expected_model(spec, argv)
+    if want is None or not served:
+        return None
+    if want.rstrip("/") in {s.rstrip("/") for s in served}:
+        return None
+    return (f"serves model {', '.join(repr(s) for s in served)} (/v1/models), but the matrix / launch command names "
+            f"{want!r}; nothing was measured")
 
 
 def safe_read_back(adapter: Adapter, base_url: str, log_text: str) -> dict[str, Any]:

@@ -27,7 +27,12 @@ class Stats:
         self.drafts = self.draft_tokens = self.accepted = self.success = 0
         self.per_pos: list[int] = []  # accepted tokens at draft position 0, 1, ... (vLLM's per-position counter)
 
-    def prometheus(self, model: str) -> bytes:
+    def prometheus(self, model: str, names: str = "vllm") -> bytes:
+        if names == "sglang":  # observability/metrics_collector.py@0.5.15.post1 (with --enable-metrics)
+            lab = f'{{model_name="{model}"}}'
+            return "".join(f"# TYPE {n} counter\n{n}{lab} {float(v)}\n" for n, v in (
+                ("sglang:generation_tokens_total", self.generation_tokens),
+                ("sglang:spec_verify_calls_total", self.drafts))).encode()
         lab = f'{{model_name="{model}",engine="0"}}'
         rows = [
             ("vllm:request_success_total", self.success),
@@ -86,6 +91,26 @@ def steps(n: int, a: int) -> list[int]:
     return [min(a, n - s) for s in range(0, n, a)]
 
 
+def truth_event(api: str, pos: int, k: int, last: bool, model: str, ids: bool, meta: dict[str, Any] | None,
+                full: bool = True) -> bytes:
+    """One event of the ground-truth stream: `k` tokens after `pos` (k = 0: the chat role chunk); token ids when the
+    request asked `return_token_ids` (vLLM) and always on /generate (SGLang's cumulative `output_ids`)."""
+    fin = ("length" if full else "stop") if last else None
+    if api == "generate":
+        return sse({"text": text(0, pos + k), "output_ids": list(range(pos + k)), "meta_info": meta})
+    if api == "chat":
+        delta: dict[str, Any] = {"role": "assistant", "content": ""} if k == 0 else {"content": text(pos, k)}
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
+        obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": model}
+    else:
+        choice = {"index": 0, "text": text(pos, k), "logprobs": None, "finish_reason": fin}
+        obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": model}
+    if ids and k:
+        choice["token_ids"] = list(range(pos, pos + k))
+    obj["choices"] = [choice]
+    return sse(obj)
+
+
 def json_response(status: str, obj: Any, close: bool = False) -> bytes:
     body = json.dumps(obj).encode()
     conn = b"connection: close\r\n" if close else b""
@@ -93,9 +118,9 @@ def json_response(status: str, obj: Any, close: bool = False) -> bytes:
             % (status.encode(), len(body), conn)) + body
 
 
-def stream_events(api: str, n: int, accept_length: int, model: str) -> list[bytes]:
+def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = False) -> list[bytes]:
     """The SSE events of one streamed answer of `n` tokens, `accept_length` a step (`/generate`: prompt_tokens -1,
-    patched in per request)."""
+    patched in per request); `ids`: each choice carries its `token_ids`, as vLLM's with `return_token_ids`."""
     sizes = steps(n, accept_length)
     evs: list[bytes] = []
     pos = 0
@@ -115,10 +140,12 @@ def stream_events(api: str, n: int, accept_length: int, model: str) -> list[byte
             obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": m,
                    "choices": [{"index": 0, "text": text(pos, size), "logprobs": None, "finish_reason": fin}]}
         else:  # generate: cumulative text, meta_info per event (SGLang native)
-            obj = {"text": text(0, pos + size),
+            obj = {"text": text(0, pos + size), "output_ids": list(range(pos + size)),
                    "meta_info": {"id": "0", "finish_reason": {"type": "length", "length": n} if last else None,
                                  "prompt_tokens": -1, "completion_tokens": pos + size, "cached_tokens": 0,
                                  "spec_verify_ct": k + 1 if accept_length > 1 else 0}}
+        if ids and api != "generate":
+            obj["choices"][0]["token_ids"] = list(range(pos, pos + size))
         pos += size
         evs.append(sse(obj))
     return evs

@@ -17,6 +17,10 @@ server: `--malformed-every K` (an event that is not JSON mid-stream), `--truncat
 at the HTTP level without `[DONE]`, after half its events), `--stall-every K` (the stream stops after half its events
 and the connection stays open), `--no-usage` (no usage chunk even when asked). `--api-key KEY` is taken and echoed
 in the startup line, as SGLang prints its server_args (tests check that no copy of it is kept).
+`return_token_ids` in a request (vLLM's field) puts each choice's `token_ids` in the stream, and `/generate` streams
+SGLang's cumulative `output_ids`. Ground truth: `--step-ms` turns on a batch scheduler with a known step time, cap
+(`--max-running`) and per-position acceptance (`--accept-rates`), and the lies `--usage-scale`, `--usage-offset`,
+`--early-eos`, `--models-name`, `--report-cap` (instant_truth.py).
 `--record FILE` appends every POST body it receives to FILE, one `{"path": ..., "body": ...}` JSON line each
 (tests read what the client really sent). What it sends, as bytes: `instant_bodies.py`; the fault modes:
 `instant_faults.py`; this module is the socket side and the command line.
@@ -34,15 +38,19 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.testing import instant_faults
+from specbench.testing import instant_faults, instant_truth
 from specbench.testing.instant_bodies import (  # noqa: F401  (Stats, WORDS re-exported: one import path)
+    DONE,
+    END,
     SSE_HEAD,
     WORDS,
     Stats,
     chunk,
     json_response,
+    sse,
     stream_events,
     stream_tail,
+    truth_event,
     whole_response,
 )
 
@@ -66,6 +74,22 @@ class Options:
     model: str = "instant"
     record: str | None = None
     require_key: str | None = None  # --enforce-api-key: /v1 and /generate answer 401 without `Bearer KEY` (as vLLM)
+    # ground truth (instant_truth.py): a batch scheduler with known step time, cap and acceptance; and its lies
+    step_ms: float = 0.0
+    max_running: int = 1 << 30
+    accept_rates: tuple[float, ...] = ()
+    seed: int = 0
+    metrics: str = "vllm"  # which engine's counters /metrics shows in truth mode: vllm | sglang
+    usage_scale: float = 1.0
+    usage_offset: int = 0
+    early_eos: float | None = None
+    models_name: str | None = None
+    report_cap: int | None = None
+    truth_file: str | None = None
+
+    def lie(self, n: int) -> int | float:
+        v = n * self.usage_scale + self.usage_offset
+        return int(v) if float(v).is_integer() else v
 
     def fault_every(self) -> dict[str, int]:
         """Each fault of `instant_faults.FAULTS` -> every how many requests it happens (0: never)."""
@@ -78,14 +102,17 @@ class Server:
         self.o = opts
         self.stats = Stats()
         self.count = 0
-        self._cache: dict[tuple[str, int], list[bytes]] = {}
+        self._cache: dict[tuple[str, int, bool], list[bytes]] = {}
+        self.sched: instant_truth.Scheduler | None = None
+        if opts.step_ms > 0:
+            self.sched = instant_truth.Scheduler(opts.step_ms / 1000, opts.max_running, opts.accept_rates, opts.seed)
 
     # ---- event bodies, cached per (api, n) ------------------------------------------------
-    def events(self, api: str, n: int) -> list[bytes]:
-        key = (api, n)
+    def events(self, api: str, n: int, ids: bool = False) -> list[bytes]:
+        key = (api, n, ids)
         if key in self._cache:
             return self._cache[key]
-        evs = stream_events(api, n, self.o.accept_length, self.o.model)
+        evs = stream_events(api, n, self.o.accept_length, self.o.model, ids)
         if len(self._cache) < 4096:
             self._cache[key] = evs
         return evs
@@ -163,15 +190,21 @@ class _Proto(asyncio.Protocol):
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             elif path == "/v1/models":
                 self._send(json_response("200 OK", {"object": "list", "data": [
-                    {"id": o.model, "object": "model", "owned_by": "specbench", "max_model_len": 32768}]}))
+                    {"id": o.models_name or o.model, "object": "model", "owned_by": "specbench",
+                     "max_model_len": 32768}]}))
             elif path == "/metrics":
-                body = srv.stats.prometheus(o.model)
+                body = srv.stats.prometheus(o.model, "sglang" if srv.sched is not None and o.metrics == "sglang"
+                                            else "vllm")
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: %d\r\n\r\n"
                            % len(body) + body)
             elif path == "/get_server_info":
-                self._send(json_response("200 OK", {"model_path": o.model, "context_length": 32768,
-                                                     "speculative_num_draft_tokens": o.num_spec_tokens + 1,
-                                                     "instant_server": True}))
+                info: dict[str, Any] = {"model_path": o.model, "context_length": 32768,
+                                        "speculative_num_draft_tokens": o.num_spec_tokens + 1, "instant_server": True}
+                if srv.sched is not None:  # as SGLang 0.5.15.post1's /server_info reports its effective cap
+                    info["dp_size"] = 1
+                    info["internal_states"] = [{"effective_max_running_requests_per_dp":
+                                                o.report_cap if o.report_cap is not None else o.max_running}]
+                self._send(json_response("200 OK", info))
             else:
                 self._send(json_response("404 Not Found", {"detail": "Not Found"}))
             return
@@ -206,11 +239,16 @@ class _Proto(asyncio.Protocol):
         n = max(1, n)
         ptoks = _prompt_tokens(body)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if srv.sched is not None:  # every request through the scheduler, the readiness probe's too
+            self.busy = True
+            asyncio.ensure_future(self._truth(api, n, ptoks, usage, bool(body.get("return_token_ids")),
+                                              bool(body.get("stream"))))
+            return
         if not body.get("stream"):
             self._send(whole_response(api, n, ptoks, o.model, o.accept_length))
             srv.account(n, ptoks)
             return
-        evs = srv.events(api, n)
+        evs = srv.events(api, n, bool(body.get("return_token_ids")))
         if api == "generate":  # prompt_tokens is per request: patch it into the cached events
             evs = [e.replace(b'"prompt_tokens":-1', b'"prompt_tokens":%d' % ptoks) for e in evs]
             evs = [chunk(e[e.find(b"\r\n") + 2:-2]) for e in evs]
@@ -251,6 +289,70 @@ class _Proto(asyncio.Protocol):
             if self.buf:
                 self.data_received(b"")
 
+    async def _truth(self, api: str, n: int, ptoks: int, usage: bool, ids: bool, stream: bool = True) -> None:
+        """One answer through the ground-truth scheduler (instant_truth.py), streamed with the lies asked for, or
+        whole (not streamed: the readiness probe) once its last step is done."""
+        srv, o = self.srv, self.srv.o
+        sched = srv.sched
+        assert sched is not None
+        try:
+            stop_at = max(1, int(n * o.early_eos)) if o.early_eos is not None else n
+            job = sched.submit(stop_at)
+            if not stream:
+                while await job.steps.get():
+                    pass
+                self._send(whole_response(api, stop_at, ptoks, o.model, 1))
+                self._account_truth(ptoks)
+                return
+            self._send(SSE_HEAD)
+            if api == "chat":
+                self._send(truth_event(api, 0, 0, False, o.model, ids, None))
+            pos = 0
+            while True:
+                k = await job.steps.get()
+                if k == 0:
+                    break
+                last = pos + k >= stop_at
+                meta = None
+                if api == "generate":
+                    meta = {"id": "0", "prompt_tokens": ptoks, "completion_tokens": pos + k, "cached_tokens": 0,
+                            "finish_reason": ({"type": "length", "length": n} if stop_at == n else
+                                              {"type": "stop", "matched": 0}) if last else None}
+                    if last:
+                        meta["completion_tokens"] = o.lie(stop_at)
+                        if sched.rates:
+                            meta["spec_verify_ct"] = job.verify_steps
+                            meta["spec_correct_drafts_histogram"] = list(job.accepted_hist)
+                self._send(truth_event(api, pos, k, last, o.model, ids, meta, stop_at == n))
+                pos += k
+            tail = b""
+            if api in ("chat", "completions") and usage and not o.no_usage:
+                tail = sse({"id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion",
+                            "created": 0, "model": o.model, "choices": [],
+                            "usage": {"prompt_tokens": ptoks, "completion_tokens": o.lie(stop_at),
+                                      "total_tokens": ptoks + stop_at}})
+            self._send(tail + DONE + END)
+            self._account_truth(ptoks)
+        finally:
+            self.busy = False
+            if self.buf:
+                self.data_received(b"")
+
+
+    def _account_truth(self, ptoks: int) -> None:
+        """The counters /metrics shows, from what the scheduler did (every request it served), and the truth file."""
+        srv = self.srv
+        sched = srv.sched
+        assert sched is not None
+        st = srv.stats
+        st.success += 1
+        st.prompt_tokens += ptoks
+        st.generation_tokens, st.drafts, st.accepted = sched.generated, sched.verify_steps, sched.accepted
+        st.draft_tokens = sched.verify_steps * len(sched.rates)
+        st.per_pos = list(sched.per_pos)
+        sched.write(srv.o.truth_file)
+
+
 async def serve(host: str, port: int, opts: Options, ready: Any = None) -> None:
     srv = Server(opts)
     loop = asyncio.get_running_loop()
@@ -283,6 +385,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     p.add_argument("--enforce-api-key", action="store_true", help="answer 401 without `Authorization: Bearer KEY`")
     p.add_argument("--model", default="instant")
     p.add_argument("--record", default=None, help="append every POST body received to this file (JSON lines)")
+    t = p.add_argument_group("ground truth (instant_truth.py)")
+    t.add_argument("--step-ms", type=float, default=0.0, help="a batch scheduler whose every step takes this long")
+    t.add_argument("--max-running", type=int, default=1 << 30, help="requests generating at once (the rest wait)")
+    t.add_argument("--accept-rates", default="", help="per draft position acceptance, e.g. 0.8,0.6,0.4")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--metrics", choices=("vllm", "sglang"), default="vllm", help="whose counters /metrics shows")
+    t.add_argument("--usage-scale", type=float, default=1.0, help="lie: reported completion_tokens x F")
+    t.add_argument("--usage-offset", type=int, default=0, help="lie: reported completion_tokens + K")
+    t.add_argument("--early-eos", type=float, default=None, help="lie: stop after F x max_tokens despite ignore_eos")
+    t.add_argument("--models-name", default=None, help="lie: /v1/models names this model instead of --model")
+    t.add_argument("--report-cap", type=int, default=None, help="lie: /server_info reports this cap")
+    t.add_argument("--truth-file", default=None, help="write what the scheduler really did here after each request")
     a = p.parse_args(argv)
     if a.burst < 1 or a.accept_length < 1:
         p.error("--burst and --accept-length must be >= 1")
@@ -290,7 +404,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    default_output=a.default_output, accept_length=a.accept_length, num_spec_tokens=a.num_spec_tokens,
                    fail_every=a.fail_every, close_every=a.close_every, error_event_every=a.error_event_every,
                    malformed_every=a.malformed_every, truncate_every=a.truncate_every, stall_every=a.stall_every,
-                   no_usage=a.no_usage, model=a.model, record=a.record,
+                   no_usage=a.no_usage, model=a.model, record=a.record, step_ms=a.step_ms, max_running=a.max_running,
+                   accept_rates=tuple(float(x) for x in a.accept_rates.split(",") if x.strip()), seed=a.seed,
+                   metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
+                   models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file,
                    require_key=a.api_key if a.enforce_api_key else None)
     if a.api_key is not None:
         print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)

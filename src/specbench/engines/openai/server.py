@@ -3,7 +3,7 @@ completion as the readiness probe. Shared by every engine whose server speaks th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +12,7 @@ import httpx
 from specbench.engines import server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
-from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
+from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, planned_cap
 
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget
@@ -38,11 +38,28 @@ class OpenAIServer(ServerBase):
         return "openai"
 
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
+        out: dict[str, Any] = server_info(base_url) or {}
         models = models_info(base_url)
-        return {"models": models} if models is not None else {}
+        if models is not None:
+            out["models"] = models
+        return out
 
     def metrics_text(self, base_url: str) -> str | None:
         return metrics_text(base_url)
+
+    def running_cap(self, info: Mapping[str, Any], log_text: str,
+                    plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+        """Any engine's reading of what this server reports or logs (an OpenAI server is one of them underneath:
+        each engine package reads its own keys and lines), else the planner's prediction."""
+        from specbench.engines.base import servers
+
+        for kind, factory in sorted(servers().items()):
+            if kind == self.name:
+                continue
+            cap, source = factory(None).running_cap(info, log_text, None)
+            if cap is not None:
+                return cap, source
+        return planned_cap(plan)
 
 
 def models_info(base_url: str) -> list[dict[str, Any]] | None:
@@ -53,6 +70,38 @@ def models_info(base_url: str) -> list[dict[str, Any]] | None:
         return r.json().get("data") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
+
+
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang's (the second deprecated in 0.5.15.post1)
+
+
+def server_info(base_url: str, timeout_s: float = 10.0,
+                paths: Sequence[str] = SERVER_INFO_PATHS) -> dict[str, Any] | None:
+    """`{"source": path, "info": {...}}` from the first of `paths` that answers 200 with a JSON object; else None."""
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
+        for path in paths:
+            try:
+                r = c.get(base_url + path)
+            except httpx.HTTPError:
+                continue
+            if r.status_code == 200:
+                try:
+                    info = r.json()
+                except ValueError:
+                    continue
+                if isinstance(info, dict):
+                    return {"source": path, "info": info}
+    return None
+
+
+def post_path(base_url: str, path: str, timeout_s: float = 30.0) -> tuple[bool, str]:
+    """POST `path` with an empty body: (answered 2xx, the status and the start of the answer)."""
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
+            r = c.post(base_url + path)
+    except httpx.HTTPError as exc:
+        return False, f"{path}: {type(exc).__name__}: {exc}"
+    return 200 <= r.status_code < 300, f"{path}: HTTP {r.status_code} {r.text[:120].strip()}"
 
 
 def metrics_text(base_url: str) -> str | None:

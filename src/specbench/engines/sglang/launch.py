@@ -169,19 +169,9 @@ def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
 
 def read_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
     """The effective server arguments as the running server reports them (`GET /get_server_info`)."""
-    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
-        for path in SERVER_INFO_PATHS:
-            try:
-                r = c.get(base_url + path)
-            except httpx.HTTPError:
-                continue
-            if r.status_code == 200:
-                try:
-                    info = r.json()
-                except ValueError:
-                    continue
-                return {"source": path, "info": info}
-    return None
+    from specbench.engines.openai.server import server_info
+
+    return server_info(base_url, timeout_s, SERVER_INFO_PATHS)
 
 
 @dataclass(frozen=True)
@@ -234,7 +224,54 @@ class SglangServer(ServerBase):
         return [*rest, "--config", str(path)], env
 
     def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
-        return read_server_info(base_url) or {}
+        from specbench.engines.openai.server import models_info
+
+        out = read_server_info(base_url) or {}
+        models = models_info(base_url)
+        if models is not None:
+            out["models"] = models
+        return out
 
     def metrics_text(self, base_url: str) -> str | None:
-        return None  # SGLang reports acceptance per request (meta_info), not as counters
+        """GET /metrics: SGLang serves it with --enable-metrics (`sglang:generation_tokens_total`,
+        `sglang:spec_verify_calls_total`: observability/metrics_collector.py@0.5.15.post1); None without it."""
+        from specbench.engines.openai.server import metrics_text
+
+        return metrics_text(base_url)
+
+    def count_body(self, api: str) -> dict[str, Any]:
+        """The OpenAI routes' text with its special tokens (`skip_special_tokens`, entrypoints/openai/protocol.py
+        @0.5.15.post1), so the tokenizer's count of it sees every generated token; /generate streams output_ids."""
+        return {} if api == "generate" else {"skip_special_tokens": False}
+
+    def cache_reset_path(self) -> str | None:
+        return "/flush_cache"  # entrypoints/http_server.py::flush_cache@0.5.15.post1 (GET or POST)
+
+    def running_cap(self, info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+        return running_cap(info, log_text, plan)
+
+
+def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+    """The running cap: `/server_info` internal_states' `effective_max_running_requests_per_dp` x dp_size
+    (managers/scheduler.py::Scheduler.get_internal_state@0.5.15.post1), else the log's summary line
+    `max_running_requests=N` (the doctor's parser), else the planner's prediction."""
+    from specbench.engines.server_base import planned_cap
+
+    raw = info.get("info") if isinstance(info, dict) else None
+    inner: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    states_raw = inner.get("internal_states")
+    states: list[Any] = states_raw if isinstance(states_raw, list) else []
+    per_dp = [s.get("effective_max_running_requests_per_dp") for s in states if isinstance(s, dict)]
+    caps = [v for v in per_dp if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    if caps:
+        dp_raw = inner.get("dp_size")
+        dp = dp_raw if isinstance(dp_raw, int) and not isinstance(dp_raw, bool) and dp_raw > 0 else 1
+        return caps[0] * dp, "server: internal_states.effective_max_running_requests_per_dp"
+    if log_text:
+        from specbench.engines.sglang.loglines import LINES
+        from specbench.logs.parse import parse_text
+
+        v = parse_text(log_text, (LINES,)).max_running_requests
+        if isinstance(v, int) and v > 0:
+            return v, "log: max_running_requests"
+    return planned_cap(plan)

@@ -76,6 +76,48 @@ class VllmServer(ServerBase):
     def metrics_text(self, base_url: str) -> str | None:
         return metrics_text(base_url)
 
+    def count_body(self, api: str) -> dict[str, Any]:
+        """`return_token_ids`: every streamed choice carries its token ids
+        (vllm/entrypoints/openai/completion/protocol.py::CompletionRequest.return_token_ids@0.32.0; chat too)."""
+        return {"return_token_ids": True}
+
+    def cache_reset_path(self) -> str | None:
+        # vllm/entrypoints/serve/dev/cache/api_router.py::reset_prefix_cache@0.32.0 (POST), mounted only with
+        # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/__init__.py): elsewhere a 404, recorded as not reset
+        return "/reset_prefix_cache"
+
+    def running_cap(self, info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+        return running_cap(info, log_text, plan)
+
+
+def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+    """vLLM runs at most `max_num_seqs` requests at once, fewer when the KV cache holds fewer full-length requests:
+    min(max_num_seqs, floor(Maximum concurrency)) (the plan contract's `max_running_requests` is the same rule).
+    max_num_seqs from the log (as logged, else its `non-default args` dump), else the planner's value; the KV bound
+    from the log's `Maximum concurrency for L tokens per request: X`; the planner's prediction when the log has
+    neither."""
+    import math
+
+    from specbench.engines.server_base import planned_cap
+
+    planned, _ = planned_cap(plan)
+    if log_text:
+        from specbench.engines.vllm.loglines import LINES
+        from specbench.logs.parse import parse_text
+
+        f = parse_text(log_text, (LINES,))
+        seqs: Any = f.max_num_seqs
+        if not isinstance(seqs, int) or seqs <= 0:
+            dumped = (f.server_args or {}).get("max_num_seqs") if isinstance(f.server_args, dict) else None
+            seqs = dumped if isinstance(dumped, int) and not isinstance(dumped, bool) and dumped > 0 else None
+        conc = math.floor(f.max_concurrency) if f.max_concurrency else None
+        got = [(v, n) for v, n in ((seqs, "max_num_seqs"), (conc, "Maximum concurrency")) if v]
+        if seqs is None and planned is not None:  # vLLM's default max_num_seqs is the planner's to know
+            got.append((planned, "the planner's max_running_requests"))
+        if got:
+            return min(v for v, _ in got), "log: " + " / ".join(n for _, n in got)
+    return planned_cap(plan)
+
 
 @dataclass(frozen=True)
 class LocalServer(VllmServer):

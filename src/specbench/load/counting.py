@@ -1,0 +1,192 @@
+"""Count, don't trust: the output tokens a response really carried, counted by the client after the run (off the hot
+path, from the body bytes the hot path kept by reference), checked against the server's own count (`usage.
+completion_tokens` on the OpenAI routes, `meta_info.completion_tokens` on SGLang's `/generate`).
+
+How the client counts, best first (`count_source` of a request row):
+- `token_ids`: the token ids the stream carried. SGLang `/generate` sends `output_ids` in every event, the whole list so
+  far by default and only the new ids with `--incremental-streaming-output`
+  (sglang/srt/managers/tokenizer_manager.py::TokenizerManager._handle_batch_output@0.5.15.post1); vLLM sends
+  `token_ids` in each streamed choice when the request asks `return_token_ids`
+  (vllm/entrypoints/openai/completion/serving.py::OpenAIServingCompletion.completion_stream_generator@0.32.0, the
+  engine package asks for it: engines/base.py::ServerAdapter.count_body). Exact: tolerance 0.
+- `tokenizer`: the model's tokenizer over the text received (completions `text`, chat `content` /
+  `reasoning_content`), special tokens included where the text shows them. Re-tokenizing text need not give back
+  the generated ids (a byte-level BPE merges across token boundaries), so the server's count may differ by
+  `TEXT_ABS` tokens or `TEXT_REL` of the count, whichever is larger.
+- none (no tokenizer, no ids): the server's count, checked only against the content events (each carries >= 1
+  token) and the `max_tokens` asked.
+
+A count that is negative, not a whole number, zero for a response with content, more than the request asked, fewer
+than the content events, or outside the tolerance of the client's count makes the request a failure whose reason
+names both counts; the verified count (the client's where exact, else the server's once it agrees) is what the
+throughputs use. A request that asked `ignore_eos` and ended short of its `max_tokens` is flagged `early_stop`
+(the cell is `partial` unless the matrix allows early stops: `allow_early_stop`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TEXT_ABS = 2  # tokens: re-tokenized text vs the server's count
+TEXT_REL = 0.10  # fraction of the count
+
+_IDS = re.compile(rb'"token_ids":\[([0-9, ]*)\]')  # a literal head: SRE's prefix search (2x an alternation's speed)
+_OUT_IDS = re.compile(rb'"output_ids":\[([0-9, ]*)\]')
+_STR = rb'"([^"\\]*(?:\\.[^"\\]*)*)"'  # a JSON string's body, the unrolled loop (SRE: 2x the alternation)
+_TEXT = {"completions": re.compile(rb'"text":' + _STR), "chat": re.compile(rb'"content":' + _STR)}
+_REASONING = re.compile(rb'"(?:reasoning_content|reasoning)":' + _STR)
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    tokens: int | None
+    source: str | None  # "token_ids" | "tokenizer" | None (not counted)
+
+
+def _n(ids: bytes) -> int:
+    ids = ids.strip()
+    return ids.count(b",") + 1 if ids else 0
+
+
+def ids_count(body: bytes, api: str, events: int | None = None) -> int | None:
+    """Output token ids in a streamed body; None when the stream carries none. C-level work only (one regex scan, a
+    join and a count): it runs once per request after the run (benchmarks/loadgen_overhead.py).
+
+    `/generate` (`events` given: `body` is only the last events the hot path kept, since SGLang's default resends the
+    whole list in every event and a whole body grows as the square of the output): the last event's list when each
+    kept list extends the one before; deltas (`--incremental-streaming-output`) are summed only when every event is
+    in `body` (a single-event answer, or `events` None: the whole body), else None (not countable)."""
+    if api == "generate":
+        if b'"output_ids":[' not in body:
+            return None
+        lists = _OUT_IDS.findall(body)
+        if len(lists) >= 2 and all(b.startswith(a) for a, b in zip(lists, lists[1:])):
+            return _n(lists[-1])
+        if events is None or events <= len(lists):
+            return sum(_n(x) for x in lists) if len(lists) >= 2 or events is None else _n(lists[-1])
+        return None
+    lists = [x for x in _IDS.findall(body) if x]
+    if not lists:
+        return None if b'"token_ids":[' not in body else 0
+    return b",".join(lists).count(b",") + 1 if lists else 0  # every list's ids: its commas + 1
+
+
+_IDS_WHOLE = re.compile(rb'"token_ids":\[[0-9, ]*\]')
+_TEXT_WHOLE = re.compile(rb'"(?:text|content|reasoning_content|reasoning)":"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def essentials(body: bytes) -> bytes:
+    """What ids_count / received_text read of an OpenAI-route body, and nothing else: its token-id lists when it has
+    them, else its text fields (a body cut so still counts the same)."""
+    if b'"token_ids":[' in body:
+        return b"".join(_IDS_WHOLE.findall(body))
+    return b"".join(_TEXT_WHOLE.findall(body))
+
+
+def received_text(body: bytes, api: str) -> str:
+    """The text of an OpenAI-route stream (completions `text`; chat `content`, then `reasoning_content` /
+    `reasoning`), JSON escapes decoded."""
+    if api not in _TEXT:
+        return ""
+    parts = _TEXT[api].findall(body)
+    if api == "chat" and b'"reasoning' in body:  # reasoning models stream their thinking in its own field
+        parts += _REASONING.findall(body)
+    if not parts:
+        return ""
+    try:
+        return "".join(json.loads(b'["' + b'","'.join(parts) + b'"]'))
+    except ValueError:
+        return ""
+
+
+def server_count(value: Any) -> tuple[int | None, str | None]:
+    """The server's completion token count as an int, or the reason it is not one."""
+    if value is None:
+        return None, None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value != int(value):
+        return None, f"server reported completion_tokens={value!r}, not a whole number"
+    return int(value), None
+
+
+def check(server: int | None, counted: Counted, max_tokens: int | None, events: int) -> tuple[int, str | None]:
+    """(verified output tokens, the reason the counts cannot be trusted or None)."""
+    c = counted.tokens
+    if server is not None:
+        if server < 0:
+            return 0, f"server reported completion_tokens={server} (negative); the client counted {_said(counted, events)}"
+        if server == 0 and events > 0:
+            return 0, f"server reported completion_tokens=0 for a response with {events} content events"
+        if max_tokens is not None and server > max_tokens:
+            return server, (f"server reported completion_tokens={server}, more than the max_tokens={max_tokens} "
+                            f"asked; the client counted {_said(counted, events)}")
+        if server < events:
+            return server, (f"server reported completion_tokens={server}, fewer than the {events} content events "
+                            "received (each carries at least one token)")
+    if c is not None:
+        if max_tokens is not None and c > max_tokens + tolerance(counted):
+            return c, f"received {c} output tokens ({counted.source}), more than the max_tokens={max_tokens} asked"
+        if server is not None:
+            tol = tolerance(counted)
+            if abs(server - c) > tol:
+                return c, (f"server reported completion_tokens={server} but the client counted {c} ({counted.source}"
+                           f", tolerance {tol})")
+        if counted.source == "token_ids" or server is None:
+            return c, None
+    return (server if server is not None else events), None
+
+
+def tolerance(counted: Counted) -> int:
+    """How far the server's count may be from the client's: 0 for token ids, else max(TEXT_ABS, TEXT_REL x count)."""
+    if counted.source == "token_ids" or counted.tokens is None:
+        return 0
+    return max(TEXT_ABS, math.ceil(TEXT_REL * counted.tokens))
+
+
+def _said(counted: Counted, events: int) -> str:
+    return f"{counted.tokens} ({counted.source})" if counted.tokens is not None else f"{events} content events"
+
+
+def verify(results: Sequence[Any], bodies: Sequence[bytes | None], api: str, ignore_eos: bool,
+           counter: Callable[[list[str]], list[int]] | None) -> list[Any]:
+    """The requests whose stream carried no token ids (sse.finalize checked the rest) counted again with the
+    tokenizer (`counter`: its batch count of texts; None: no tokenizer), in one batch after the run: each gets its
+    verified `output_tokens`, `counted_tokens`, `count_source`, `early_stop` and, when the counts disagree, its
+    error. `bodies[i]`: the kept body of results[i] (None: not kept)."""
+    if counter is None or api == "generate":
+        return list(results)
+    need = [i for i, (r, body) in enumerate(zip(results, bodies)) if r.ok and body is not None and r.count_source is None]
+    if not need:
+        return list(results)
+    counts = counter([received_text(bodies[i] or b"", api) for i in need])
+    out = list(results)
+    for i, n in zip(need, counts):
+        out[i] = _apply(out[i], Counted(int(n), "tokenizer"), ignore_eos)
+    return out
+
+
+def _apply(r: Any, counted: Counted, ignore_eos: bool) -> Any:
+    out, error = check(r.server_output_tokens, counted, r.max_tokens, r.events)
+    early = bool(ignore_eos and error is None and r.max_tokens is not None and out < r.max_tokens)
+    accept = out / r.spec_verify_ct if r.spec_verify_ct else r.accept_len  # SGLang: verified tokens / verify steps
+    return dataclasses.replace(r, output_tokens=out, counted_tokens=counted.tokens, count_source=counted.source,
+                               early_stop=early, error=error, accept_len=accept)
+
+
+def tokenizer_counter(tokenizer: Any) -> Callable[[list[str]], list[int]] | None:
+    """The batch token count of texts with a `tokenizers.Tokenizer` (a ChatTokenizer's `.tokenizer`); None without
+    one. Special tokens written in the text count as the one token each they are."""
+    tok = getattr(tokenizer, "tokenizer", tokenizer)
+    if tok is None or not hasattr(tok, "encode_batch"):
+        return None
+
+    def count(texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]
+
+    return count

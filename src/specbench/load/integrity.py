@@ -1,0 +1,113 @@
+"""What a cell's numbers rest on, as `metrics_json` keys (pure functions; docs/contracts.md "Measurement truth"):
+the tokens counted (load/counting.py), the concurrency that really ran, whether the server was over-saturated, the
+per-token inter-token latency beside the inter-chunk one, and the one accept length both engines are read as.
+
+Accept length, one definition (`accept_length_common`): tokens per verify step = 1 + accepted drafts / verify steps,
+the bonus token included and the prefill token not (vLLM's "Mean acceptance length",
+vllm/v1/spec_decode/metrics.py::SpecDecodingLogging.log@0.32.0). SGLang's own `completion_tokens / spec_verify_ct`
+(managers/tokenizer_manager.py::TokenizerManager._calculate_spec_decoding_metrics@0.5.15.post1) counts the first
+token, which the prefill produced, as if a verify step had: it reads 1 / steps too high, so it is converted as
+(completion_tokens - 1) / spec_verify_ct per request, (generated tokens - requests) / verify calls from its counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+OVERSATURATED_TTFT_GROWTH = 2.0  # last third's median TTFT over the first third's (in send order)
+MIN_FOR_TREND = 9  # requests: fewer say nothing about a trend
+
+
+def concurrency(concurrency: int | None, cap: int | None, cap_source: str | None) -> dict[str, Any]:
+    """`effective_concurrency` = min(c, cap) (c when the cap is unknown), `running_cap`, its source, `queued`."""
+    eff = concurrency if cap is None or concurrency is None else min(concurrency, cap)
+    return {"effective_concurrency": eff, "running_cap": cap, "running_cap_source": cap_source,
+            "queued": bool(cap is not None and concurrency is not None and concurrency > cap)}
+
+
+def saturation(results: Sequence[Any], queued: bool) -> dict[str, Any]:
+    """`ttft_growth` (median TTFT of the last third of the requests, in send order, over the first third's) and
+    `oversaturated`: the requests queued at the server (c > its cap: the queue never drains while the load lasts) or
+    TTFT grew through the run by more than OVERSATURATED_TTFT_GROWTH (arrivals faster than the server serves)."""
+    ok = sorted((r for r in results if r.ok and r.ttft_s is not None), key=lambda r: r.start_s)
+    growth = None
+    if len(ok) >= MIN_FOR_TREND:
+        k = len(ok) // 3
+        first = float(np.median([r.ttft_s for r in ok[:k]]))
+        last = float(np.median([r.ttft_s for r in ok[-k:]]))
+        growth = last / first if first > 0 else None
+    why = []
+    if queued:
+        why.append("more requests in flight than the server runs at once (they queued)")
+    if growth is not None and growth > OVERSATURATED_TTFT_GROWTH:
+        why.append(f"TTFT grew {growth:.1f}x from the first third of the requests to the last")
+    return {"ttft_growth": growth, "oversaturated": bool(why), "saturation_reason": "; ".join(why) or None}
+
+
+def counts(results: Sequence[Any]) -> dict[str, Any]:
+    """How the output tokens were counted: `count_sources` {token_ids | tokenizer | server: requests},
+    `early_stops` (requests that asked ignore_eos and ended before max_tokens), `server_output_tokens_total`."""
+    ok = [r for r in results if r.ok]
+    sources: dict[str, int] = {}
+    for r in ok:
+        key = r.count_source or "server"
+        sources[key] = sources.get(key, 0) + 1
+    early = [r for r in ok if r.early_stop]
+    return {"count_sources": sources, "early_stops": len(early),
+            "early_stop_example": (f"asked {early[0].max_tokens}, got {early[0].output_tokens}" if early else None),
+            "server_output_tokens_total": sum(r.server_output_tokens or 0 for r in ok
+                                              if r.server_output_tokens is not None)}
+
+
+def itl_per_token(results: Sequence[Any]) -> dict[str, Any]:
+    """`itl_per_token_ms_mean`: decode time per output token after the first, pooled over the requests
+    (sum(E2E - TTFT) / sum(output tokens - 1), token-weighted TPOT); `itl_kind`: the `itl_ms_*` keys are gaps between
+    stream chunks (one verify step of several tokens under speculation), not per token."""
+    ok = [r for r in results if r.ok and r.ttft_s is not None and r.e2e_s is not None and r.output_tokens > 1]
+    tokens = sum(r.output_tokens - 1 for r in ok)
+    t = sum(r.e2e_s - r.ttft_s for r in ok)
+    return {"itl_per_token_ms_mean": 1000.0 * t / tokens if tokens else None, "itl_kind": "inter-chunk"}
+
+
+def accept_common_sglang(results: Sequence[Any]) -> float | None:
+    """SGLang per-request meta_info -> tokens per verify step without the prefill token, pooled."""
+    rs = [r for r in results if r.ok and r.spec_verify_ct]
+    steps = sum(r.spec_verify_ct for r in rs)
+    return (sum(r.output_tokens - 1 for r in rs) / steps) if steps else None
+
+
+def accept_common_sglang_counters(before: Mapping[str, float], after: Mapping[str, float],
+                                  requests: int) -> float | None:
+    """SGLang counters (`sglang:generation_tokens_total`, `sglang:spec_verify_calls_total`, --enable-metrics,
+    observability/metrics_collector.py@0.5.15.post1) -> (generated - requests) / verify calls over the cell."""
+    gen = after.get("sglang:generation_tokens_total", 0.0) - before.get("sglang:generation_tokens_total", 0.0)
+    ver = after.get("sglang:spec_verify_calls_total", 0.0) - before.get("sglang:spec_verify_calls_total", 0.0)
+    if ver <= 0 or gen <= 0:
+        return None
+    return (gen - requests) / ver
+
+
+def accept_sglang_counters(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
+    """SGLang's own definition from its counters: generated tokens / verify calls over the cell (the per-request
+    `completion_tokens / spec_verify_ct` of meta_info, pooled). Not the `sglang:spec_accept_length` gauge: that is
+    the scheduler's last logging window, not the cell."""
+    gen = after.get("sglang:generation_tokens_total", 0.0) - before.get("sglang:generation_tokens_total", 0.0)
+    ver = after.get("sglang:spec_verify_calls_total", 0.0) - before.get("sglang:spec_verify_calls_total", 0.0)
+    return gen / ver if ver > 0 and gen > 0 else None
+
+
+def per_pos_from_histograms(results: Sequence[Any]) -> list[float] | None:
+    """SGLang's per-request `spec_correct_drafts_histogram` ([k]: verify steps that accepted k drafts) pooled ->
+    the share of verify steps that accepted draft position i (vLLM's acceptance_per_pos)."""
+    hists = [h for r in results if r.ok and (h := getattr(r, "accept_hist", None))]
+    if not hists:
+        return None
+    n = max(len(h) for h in hists)
+    total = [sum(h[k] for h in hists if k < len(h)) for k in range(n)]
+    steps = sum(total)
+    if steps <= 0:
+        return None
+    return [sum(total[k] for k in range(i + 1, n)) / steps for i in range(n - 1)]

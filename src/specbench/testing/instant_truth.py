@@ -1,0 +1,140 @@
+"""The instant server's ground-truth mode (`--step-ms`): a batch scheduler whose every number is known, and the lies.
+
+Truth: at most `--max-running` requests generate at once (the rest wait, first come first served); every step takes
+`--step-ms`; a newly admitted request's first step is its prefill and yields 1 token; every later step is one verify
+step that accepts draft position i with probability `--accept-rates[i]` given the ones before it were accepted
+(chain drafting, seeded), and yields the accepted drafts + 1 (the bonus token). So:
+- TPOT of a request alone = step_ms / (tokens per verify step); autoregressive (no rates): TPOT = step_ms;
+- tokens per verify step (the common accept length, docs/contracts.md) = 1 + sum_i prod_{j<=i} r_j;
+- the share of verify steps that accept position i = prod_{j<=i} r_j;
+- the effective concurrency = min(concurrency, max_running); `/server_info` reports the cap as SGLang 0.5.15.post1
+  does (`internal_states[0].effective_max_running_requests_per_dp`).
+Counters: vLLM's spec-decode counters per position and SGLang's `sglang:generation_tokens_total` /
+`sglang:spec_verify_calls_total` (both counting only what the truth says).
+
+Lies (each a flag of instant_server.py): `--usage-scale F` (usage / meta_info completion_tokens x F),
+`--usage-offset K` (+K; a negative K below zero gives a negative count), `--early-eos F` (the stream ends after
+F x max_tokens despite ignore_eos, with a usage that agrees), `--models-name NAME` (/v1/models answers another model
+than `--model`), `--report-cap N` (/server_info reports a cap other than the real one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Job:
+    n: int  # tokens to generate
+    steps: asyncio.Queue[int] = field(default_factory=asyncio.Queue)  # tokens per step; 0 ends the stream
+    done: int = 0
+    started: bool = False
+    verify_steps: int = 0
+    accepted_hist: list[int] = field(default_factory=list)  # [k]: verify steps that accepted k drafts
+
+
+class Scheduler:
+    """One loop: admit waiting jobs up to the cap, sleep one step, advance every running job by its step's tokens."""
+
+    def __init__(self, step_s: float, max_running: int, rates: tuple[float, ...], seed: int = 0) -> None:
+        self.step_s, self.cap, self.rates = step_s, max(1, max_running), rates
+        self.rng = random.Random(seed)
+        self.waiting: list[Job] = []
+        self.running: list[Job] = []
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        # counters (vLLM and SGLang names in instant_bodies.Stats)
+        self.verify_steps = 0
+        self.accepted = 0
+        self.per_pos = [0] * len(rates)
+        self.generated = 0
+        self.max_seen_running = 0
+        self.steps = 0  # every step taken (prefill or verify), and their wall time: the realized step time
+        self.step_time_s = 0.0
+        self.finished: list[tuple[int, int, int]] = []  # per finished request: (tokens, verify steps, accepted)
+
+    def submit(self, n: int) -> Job:
+        job = Job(n, accepted_hist=[0] * (len(self.rates) + 1))
+        self.waiting.append(job)
+        self.wake.set()
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._loop())
+        return job
+
+    def _accept(self) -> int:
+        k = 0
+        for r in self.rates:
+            if self.rng.random() < r:
+                k += 1
+            else:
+                break
+        return k
+
+    async def _loop(self) -> None:
+        while True:
+            if not self.running and not self.waiting:
+                self.wake.clear()
+                await self.wake.wait()
+            while self.waiting and len(self.running) < self.cap:
+                self.running.append(self.waiting.pop(0))
+            self.max_seen_running = max(self.max_seen_running, len(self.running))
+            t0 = time.perf_counter()
+            await asyncio.sleep(self.step_s)
+            self.steps += 1
+            self.step_time_s += time.perf_counter() - t0
+            for job in list(self.running):
+                if not job.started:
+                    job.started = True
+                    k = 1
+                else:
+                    acc = self._accept()
+                    k = min(acc + 1, job.n - job.done)
+                    got = k - 1
+                    job.verify_steps += 1
+                    job.accepted_hist[got] += 1
+                    self.verify_steps += 1
+                    self.accepted += got
+                    for i in range(got):
+                        self.per_pos[i] += 1
+                job.done += k
+                self.generated += k
+                job.steps.put_nowait(k)
+                if job.done >= job.n:
+                    job.steps.put_nowait(0)
+                    self.running.remove(job)
+                    self.finished.append((job.n, job.verify_steps,
+                                          sum(k * c for k, c in enumerate(job.accepted_hist))))
+
+
+    def realized(self) -> dict[str, object]:
+        """What the scheduler really did so far (sleeps overshoot on a busy machine: `mean_step_ms` is the step time
+        the stream was made of, the truth a client's TPOT is compared with)."""
+        return {"steps": self.steps, "mean_step_ms": 1000.0 * self.step_time_s / self.steps if self.steps else None,
+                "verify_steps": self.verify_steps, "accepted": self.accepted, "per_pos": list(self.per_pos),
+                "tokens_per_verify_step": 1.0 + self.accepted / self.verify_steps if self.verify_steps else None,
+                "generated": self.generated, "max_running_seen": self.max_seen_running, "cap": self.cap,
+                "requests": [list(x) for x in self.finished]}
+
+    def write(self, path: str | None) -> None:
+        """The realized truth as JSON at `path` (`--truth-file`), replaced whole (a reader never sees half of it)."""
+        if not path:
+            return
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.realized(), f)
+        os.replace(tmp, path)
+
+
+def tokens_per_step(rates: tuple[float, ...]) -> float:
+    """The truth's common accept length: 1 + sum_i prod_{j<=i} r_j."""
+    return 1.0 + sum(math.prod(rates[:i + 1]) for i in range(len(rates)))
+
+
+def acceptance_per_pos(rates: tuple[float, ...]) -> list[float]:
+    return [math.prod(rates[:i + 1]) for i in range(len(rates))]
