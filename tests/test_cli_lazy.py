@@ -29,7 +29,8 @@ VLLM_PLAN = ["plan", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-mo
 PLAN_MAY_IMPORT = ("typer", "shellingham", "annotated_doc", "rich", "pydantic", "pydantic_core", "annotated_types",
                    "typing_extensions", "typing_inspection", "packaging",
                    "specbench.cli", "specbench.commands.plan", "specbench.plan", "specbench.engines", "specbench.specs",
-                   "specbench.logs", "specbench.contracts", "specbench.planfmt", "specbench.redact", "specbench.errors")
+                   "specbench.logs", "specbench.contracts", "specbench.planfmt", "specbench.redact", "specbench.errors",
+                   "specbench.scoped")
 PLAN_MAY_IMPORT_PACKAGES = ("specbench", "specbench.commands")  # the packages themselves (their __init__ is empty)
 # ... and of the planner's layers not these: the runner's launchers and clients, the Hub client's module
 PLAN_MUST_NOT_IMPORT = ("specbench.engines.vllm.launch", "specbench.engines.vllm.local", "specbench.engines.sglang.launch",
