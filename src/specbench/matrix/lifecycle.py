@@ -213,6 +213,21 @@ def _libc() -> Any:
 _LINE_CAP = 1 << 16  # a "line" without an end (a progress bar redrawn with CR) is written out at this size
 
 
+def _safe_cut(buf: bytes) -> int:
+    """Where to cut a line that has no end yet (`buf` holds at least `_LINE_CAP` bytes): before a space whose next
+    word is no flag's value, so neither a token nor `--api-key VALUE` is split between two pieces redacted apart;
+    the last `_LINE_CAP // 4` bytes always wait for the next read. A buffer twice the cap without such a space is
+    cut as it is (no secret is that long)."""
+    limit = len(buf) - _LINE_CAP // 4
+    pos = buf.rfind(b" ", 0, limit)
+    while pos > 0:
+        word = buf[buf.rfind(b" ", 0, pos) + 1:pos]
+        if not word.startswith(b"-") and not word.endswith(b"="):
+            return pos + 1
+        pos = buf.rfind(b" ", 0, pos)
+    return len(buf) if len(buf) >= 2 * _LINE_CAP else 0
+
+
 def _pump_redacted(pipe: object, log_path: Path) -> None:
     """Copy the engine's output into its log, one line at a time through the redaction rules (redact.py)."""
     import re
@@ -231,7 +246,7 @@ def _pump_redacted(pipe: object, log_path: Path) -> None:
             buf += chunk
             cut = max((m.end() for m in ends.finditer(buf)), default=0)
             if cut == 0 and len(buf) >= _LINE_CAP:
-                cut = len(buf)
+                cut = _safe_cut(buf)
             if cut:
                 log.write(_redact_bytes(buf[:cut]))
                 buf = buf[cut:]
