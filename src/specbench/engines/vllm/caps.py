@@ -63,9 +63,13 @@ def _headroom(m: re.Match[str], f: LogFacts) -> bool:
 
 def _headroom_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
     t = f.total_gpu_memory_gib or 0.0
-    return [{"change": {"--gpu-memory-utilization": round(int((1 - 2.0 / t) * 100) / 100, 2)}, "source": "log",
+    eager = {"change": {"--enforce-eager": None}, "source": "engine", "why": "or capture no graphs"}
+    util = int((1 - 2.0 / t) * 100) / 100 if t > 0 else 0.0
+    if util < 0.05:  # a GPU of about 2 GiB or less: no utilization leaves 2 GiB outside the budget
+        return [{**eager, "why": f"capture no graphs: the {t:.2f} GiB GPU cannot leave 2 GiB outside the budget"}]
+    return [{"change": {"--gpu-memory-utilization": round(util, 2)}, "source": "log",
              "why": f"leave 2 GiB of the {t:.2f} GiB outside the budget for CUDA graphs (V0 captures them there)"},
-            {"change": {"--enforce-eager": None}, "source": "engine", "why": "or capture no graphs"}]
+            eager]
 
 
 WARNINGS = (
