@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from specbench.engines.versions import Release
 from specbench.logs.facts import LogFacts
 from specbench.logs.lineacc import INT, NUM, to_int
 from specbench.logs.warnings import Cap, WarningRule, engine_flags
@@ -45,10 +46,21 @@ def _conc_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]
              "why": f"the KV cache holds {fit:,} tokens, {conc}x of one {tokens:,}-token request"}, more]
 
 
+# vLLM prints the graph-profiling line from 0.21 on, whose CacheConfig default is 0.92 (engines/vllm/gpu.py::default_u)
+_PROFILING_SINCE = Release(0, 21, 0)
+
+
 def _graph_of(m: re.Match[str], f: LogFacts) -> Cap | None:
+    """The asked utilization is the line's own, else the log's, else (neither shows it) the release's default:
+    a cap always names the value it lowered."""
+    from specbench.engines.vllm.gpu import default_u
+
+    why = "CUDA graph memory is now counted inside the budget (profiled before the KV cache is sized)"
     asked = float(m.group(1)) if m.group(1) else f.gpu_memory_utilization
-    return Cap("gpu_memory_utilization", "--gpu-memory-utilization", float(m.group(2)),
-               "CUDA graph memory is now counted inside the budget (profiled before the KV cache is sized)", asked)
+    if asked is None:
+        asked = default_u(_PROFILING_SINCE)
+        why += f"; {asked} asked by default (the log shows no --gpu-memory-utilization)"
+    return Cap("gpu_memory_utilization", "--gpu-memory-utilization", float(m.group(2)), why, asked)
 
 
 def _graph_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
