@@ -38,7 +38,7 @@ class CellRow:
     ar_throughput: float | None  # the AR cell's output_throughput at the same baseline key
     note: str
     log_file: str | None = None  # relative to the report folder, when the cell stored a log
-    # with `repeats`: the 95% intervals (metrics_json.spread; speedup: load/spread.py ratio_ci) and the noisy flag
+    # with `repeats`: the 95% intervals (metrics_json.spread; speedup: the stored speedup_ci95, load/spread.py::ratio)
     repeats: int | None = None
     throughput_ci: tuple[float, float] | None = None
     speedup_ci: tuple[float, float] | None = None
@@ -201,7 +201,7 @@ class CategoryRow:
     """One speculative cell's results on the requests of one dataset category (requests.category).
 
     rate: mean per-request output tokens / E2E s; speedup: that over the AR cell's on the same category at the same
-    baseline key; with repeats, the interval of the ratio of the per-repeat means (load/spread.py ratio_ci)."""
+    baseline key; with repeats, the log-ratio interval of the per-repeat mean rates (load/spread.py::ratio)."""
 
     store: str
     series: str
