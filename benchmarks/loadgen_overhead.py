@@ -124,7 +124,7 @@ def point_main(argv: list[str]) -> None:
     p.add_argument("--num", type=int, required=True)
     p.add_argument("--duration", type=float, default=None)
     p.add_argument("--warmup", type=int, default=0)
-    p.add_argument("--count", choices=("ids", "tokenizer"), default="ids")
+    p.add_argument("--count", choices=("ids", "tokenizer", "none"), default="ids")
     a = p.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from specbench.load.client import LoadSpec, run_load
@@ -140,7 +140,8 @@ def point_main(argv: list[str]) -> None:
     counter = tokenizer_counter(ChatTokenizer.from_dir(TINY)) if (TINY / "tokenizer.json").is_file() else None
     spec = LoadSpec(a.url, api="completions", model=a.model, output_tokens=a.output_tokens,
                     concurrency=a.concurrency, request_rate=a.rate, num_requests=a.num, duration_s=a.duration,
-                    warmup_requests=a.warmup, token_counter=counter,
+                    warmup_requests=a.warmup, token_counter=counter if a.count != "none" else None,
+                    count_tokens=a.count != "none",
                     # ids: as against vLLM (the engine package asks `return_token_ids`; the instant server honours it);
                     # tokenizer: as against a server that streams text only (SGLang's OpenAI routes)
                     extra_body={"return_token_ids": True} if a.count == "ids" else {})

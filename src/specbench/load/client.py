@@ -75,7 +75,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         cpu0 = time.process_time()
         t_start = time.perf_counter()
         deadline = t_start + spec.duration_s if spec.duration_s else None
-        keeper = _Keeper(KEEP_BODY_BYTES)
+        keeper = _Keeper(KEEP_BODY_BYTES, spec.api)
 
         def hook(r: Raw) -> None:
             keeper(r)
@@ -103,22 +103,29 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
                    client_cpu_s=cpu1 - cpu0)
 
 
-# Bodies kept whole for counting after the run (load/counting.py), over all of a run's requests; past it each body is
-# cut, as its request ends, to what the counting reads (its token-id lists, else its text fields): memory stays
-# bounded on long runs of long outputs at the price of one scan per request while the run goes on.
+# Text bodies kept whole for counting with the tokenizer after the run (load/counting.py), over all of a run's
+# requests; past it each body is cut, as its request ends, to its text fields: memory stays bounded on long runs of
+# long outputs at the price of one scan per request while the run goes on.
 KEEP_BODY_BYTES = 256 << 20
 
 
 class _Keeper:
-    """Joins an ended request's kept reads into one bytes within the budget, else cuts it (counting.essentials)."""
+    """As a request ends: a body that carries token ids is counted at once (one C-level scan, counting.ids_count) and
+    let go, so a run keeps no id-carrying body (keeping ~23 KB a request cost more CPU in fresh memory than the scan:
+    benchmarks/RESULTS.md, 2026-12-02); a text body is joined into one bytes within the budget, else cut."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, api: str) -> None:
         self.left = limit
+        self.api = api
 
     def __call__(self, rec: Raw) -> None:
         if rec.body is None:
             return
         body = b"".join(rec.body)
+        n = counting.ids_count(body, self.api) if rec.error is None else None
+        if n is not None:
+            rec.ids, rec.body = n, None
+            return
         if len(body) > self.left:
             body = counting.essentials(body)
         self.left -= len(body)

@@ -74,8 +74,8 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *
              ignore_eos: bool = False, recount: bool = False) -> RequestResult:
     """One request's record -> its RequestResult (times relative to `t_start`, the start of the measured run).
     `usage_expected`: the request asked for the usage chunk (chat / completions with include_usage). The server's
-    output-token count is checked (load/counting.py::check) against the token ids in `body` (the kept body, or
-    /generate's last events) when it holds them, else against the content events and the max_tokens asked; the
+    output-token count is checked (load/counting.py::check) against the token ids counted as the request ended
+    (`rec.ids`) or those in `body` (the kept body, or /generate's last events) when it holds them, else against the content events and the max_tokens asked; the
     tokenizer's count of a text body follows in counting.verify (`recount`: the check waits for it there when the
     body holds no ids)."""
     start = rec.t0 - t_start
@@ -99,8 +99,8 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *
         return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, server if server is not None else 0,
                              "no content events in the response", verify, accept, 0, server,
                              max_tokens=rec.max_tokens)
-    counted = counting.Counted(None, None)
-    if body is not None:
+    counted = counting.Counted(rec.ids, "token_ids") if rec.ids is not None else counting.Counted(None, None)
+    if body is not None and rec.ids is None:
         n = counting.ids_count(body, api, n_content if api == "generate" else None)
         if n is not None:
             counted = counting.Counted(n, "token_ids")

@@ -17,6 +17,7 @@ KEEP = 6  # event starts kept from the end of a response (one or two more than e
 HEAD_BYTES = 4096
 LAST_CHUNK = b"\r\n0\r\n\r\n"
 _JSON_EV = b"\ndata: {"  # how both engines frame an event; anything else is checked by _well_formed
+_DONE_EV = b"\ndata: [DONE]"  # the stream's last event (sse.py: both engines end every stream with it)
 
 
 # an event whose payload starts with neither `{` (a JSON object) nor `[` ([DONE]), after an optional space
@@ -28,7 +29,7 @@ class Raw:
     """What the hot path records about one request; turned into a RequestResult after the run."""
 
     __slots__ = ("idx", "prompt_tokens", "t0", "t_end", "marks", "n_ev", "head", "reads", "reads_ev", "tail",
-                 "status", "error", "error_ev", "err_body", "bad_ev", "body", "max_tokens")
+                 "status", "error", "error_ev", "err_body", "bad_ev", "body", "max_tokens", "ids")
 
     def __init__(self, idx: int, prompt_tokens: int, max_tokens: int | None = None, keep_body: bool = False) -> None:
         self.idx = idx
@@ -36,6 +37,7 @@ class Raw:
         self.max_tokens = max_tokens  # the output tokens the request asked for (max_tokens / max_new_tokens)
         # every body read, by reference (no copy), for counting the received tokens after the run (load/counting.py)
         self.body: list[bytes] | None = [] if keep_body else None
+        self.ids: int | None = None  # the token ids the body carried, counted as the request ended (client._Keeper)
         self.t0 = self.t_end = 0.0
         self.marks: list[tuple[float, int]] = []
         self.n_ev = 0
@@ -145,17 +147,21 @@ class Conn(asyncio.Protocol):
     def _check_events(self, rec: Raw, data: bytes, n: int) -> None:
         """Count malformed event starts completed in this read. Fast path: every event of the read is wholly in it
         and starts `data: {`. Else the stream's last bytes + this read are searched (a match is counted in the read
-        where it ends), and the next read is searched too when this one may end inside an event start."""
-        if n and data.count(_JSON_EV) == n:
-            self.check_next = False
-            return
+        where it ends), and the next read is searched too when this one may end inside an event start. The read
+        that ends the stream takes the fast path too when its one other event is the closing `data: [DONE]`."""
+        if n:
+            good = data.count(_JSON_EV)
+            # the read that ends the stream also holds [DONE]: one scan of its last bytes, not a regex over the read
+            if good == n or (good == n - 1 and data.find(_DONE_EV, max(0, len(data) - 64)) >= 0):
+                self.check_next = False
+                return
         w = self.edge + data
         cut = len(self.edge)
         rec.bad_ev += sum(1 for m in _BAD_EV.finditer(w) if m.end() > cut)
         self.check_next = len(data) < 8 or b"\n" in data[-7:]
 
     def _headers(self, t: float, data: bytes) -> None:
-        buf = self.hbuf + data
+        buf = self.hbuf + data if self.hbuf else data  # no copy of a read that holds the headers and the body
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             self.hbuf = buf
