@@ -86,10 +86,12 @@ def _measured(cell: CellRecord) -> tuple[float, float, float, float | None, floa
     return decode / steps, ttft, e2e, acc, tok_s
 
 
-def observations(path: str) -> list[Observation]:
-    """Every done cell of one store that the model can read (others are skipped, silently: failed cells, cells
+def observations(source: str | Store) -> list[Observation]:
+    """Every done cell of one store (a path, or a store already loaded: `specbench report` passes its own, so a
+    20,000-cell store is read once) that the model can read (others are skipped, silently: failed cells, cells
     without request rows)."""
-    store = load_store(path)
+    store = source if isinstance(source, Store) else load_store(source)
+    path = str(source) if isinstance(source, str) else str(store.path)
     plan = plan_table(store)
     engine = store.engine or "unknown"
     version = store.engine_version or str(plan.get("engine_version") or "unknown")
@@ -120,8 +122,8 @@ def observations(path: str) -> list[Observation]:
     return out
 
 
-def all_observations(paths: Iterable[str]) -> list[Observation]:
+def all_observations(sources: Iterable[str | Store]) -> list[Observation]:
     res: list[Observation] = []
-    for p in paths:
+    for p in sources:
         res.extend(observations(p))
     return res

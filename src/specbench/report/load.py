@@ -177,11 +177,13 @@ class _Rows:
     warnings: list[str]  # absent tables and columns
 
 
-def _redact_cell(r: dict[str, Any], warnings: list[str], seen: dict[str, str] | None = None) -> dict[str, Any]:
+def _redact_cell(r: dict[str, Any], warnings: list[str], seen: dict[str, str] | None = None,
+                 flat_seen: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """A cell row with its secrets masked: text columns as text; metrics_json parsed first and masked as an object
     (redact_obj: by key name, strings as text), which is what its text would give without running the text rules over
     every number of a 20,000-cell store."""
     seen = {} if seen is None else seen  # one text masked once: the cells of a server repeat its server_json
+    flat_seen = {} if flat_seen is None else flat_seen  # one set of metric strings masked once
 
     def text(v: str) -> str:
         if v not in seen:
@@ -195,12 +197,12 @@ def _redact_cell(r: dict[str, Any], warnings: list[str], seen: dict[str, str] | 
         if texts:
             flat = all(isinstance(v, str) for v in texts.values())  # the usual case: a memo by value
             key = "\0".join(f"{k}\1{v}" for k, v in sorted(texts.items())) if flat else None
-            if key is not None and key in seen:
-                masked = json.loads(seen[key])
+            if key is not None and key in flat_seen:
+                masked = flat_seen[key]  # str -> str: shared between cells, never changed in place
             else:
                 masked = redact_obj(texts)
                 if key is not None:
-                    seen[key] = json.dumps(masked)
+                    flat_seen[key] = masked
             m = {**m, **masked}
     out["metrics_json"] = m
     return out
@@ -234,7 +236,8 @@ def _read_rows(path: Path) -> _Rows:
     meta_rows, server_rows = ([{k: redact_text(v) if isinstance(v, str) else v for k, v in r.items()}
                                for r in rows] for rows in (meta_rows, server_rows))
     seen: dict[str, str] = {}
-    cell_rows = [_redact_cell(r, warnings, seen) for r in cell_rows]
+    flat_seen: dict[str, dict[str, Any]] = {}
+    cell_rows = [_redact_cell(r, warnings, seen, flat_seen) for r in cell_rows]
     return _Rows(meta_rows, server_rows, cell_rows, requests, warnings)
 
 

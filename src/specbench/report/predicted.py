@@ -12,8 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbench.errors import UserError
+
+if TYPE_CHECKING:
+    from specbench.report.records import Store
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class PredictedSection:
     note: str = ""  # why there are no rows
 
 
-def predicted_section(paths: Sequence[str | Path]) -> PredictedSection:
+def predicted_section(paths: Sequence[str | Path], loaded: Sequence[Store] | None = None) -> PredictedSection:
     """Never raises for a store the model cannot read: the section then says why."""
     try:
         from specbench.predict.api import baseline_of, predict_stored
@@ -53,7 +57,7 @@ def predicted_section(paths: Sequence[str | Path]) -> PredictedSection:
         from specbench.predict.observe import all_observations
 
         cal = shipped()
-        obs = all_observations([str(p) for p in paths])
+        obs = all_observations(list(loaded) if loaded is not None else [str(p) for p in paths])
     except (UserError, ValueError, OSError) as exc:
         return PredictedSection(note=f"no predictions: {exc}")
     rows = []
