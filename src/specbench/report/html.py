@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from html import escape
 
 from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
@@ -89,8 +90,8 @@ def _bar(m: MemoryRow, scale: float) -> str:
     return f'<div class="bar">{spans}</div>'
 
 
-def _simple_table(header: list[str], rows: list[list[str]], text_cols: set[int], wrap_cols: set[int] = frozenset(),
-                  drop_cols: set[int] = frozenset()) -> str:
+def _simple_table(header: list[str], rows: list[list[str]], text_cols: AbstractSet[int],
+                  wrap_cols: AbstractSet[int] = frozenset(), drop_cols: AbstractSet[int] = frozenset()) -> str:
     """A table of pre-escaped cells; text columns align left, wrap columns may break lines, drop columns vanish."""
     def cls(i: int) -> str:
         return " ".join(c for c, on in (("text", i in text_cols), ("wrap", i in wrap_cols)) if on)

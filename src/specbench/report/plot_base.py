@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import matplotlib
 
@@ -13,6 +14,7 @@ matplotlib.use("Agg")  # no display, before anything imports pyplot
 # labels, titles and legends are plain text: a `$...$` in a matrix label is not mathtext (it crashed the parser)
 matplotlib.rcParams["text.parse_math"] = False
 
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -24,7 +26,8 @@ PANEL_W, PANEL_H = 4.3, 3.4
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5")
 AR_COLOR = "#222222"
-LINESTYLES = ("-", "--", ":", "-.")
+LineStyle = Literal["-", "--", ":", "-."]  # the line styles a series may get (matplotlib's own names)
+LINESTYLES: tuple[LineStyle, ...] = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 MEMORY_COLORS = {"weights": "#4C72B0", "draft": "#8172B3", "Mamba": "#DD8452", "KV": "#55A868", "headroom": "#D9D9D9"}
 
@@ -47,7 +50,7 @@ class Plot:
 @dataclass(frozen=True)
 class Style:
     color: str
-    linestyle: str
+    linestyle: LineStyle
     marker: str
 
 
@@ -130,10 +133,10 @@ def legend_columns(labels: Sequence[str], width_in: float) -> int:
     return max(1, min(len(labels), int(width_in * DPI // entry_px)))
 
 
-def legend(fig: Figure, handles: list[object]) -> None:
+def legend(fig: Figure, handles: Sequence[Artist]) -> None:
     """A legend under the panels, wrapped into rows so that it never runs off the image."""
     if handles:
-        labels = [h.get_label() for h in handles]  # type: ignore[attr-defined]
+        labels = [str(h.get_label()) for h in handles]
         fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(labels, fig.get_figwidth()),
                    frameon=False, fontsize=8)
 

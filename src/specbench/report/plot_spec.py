@@ -59,6 +59,7 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
         grid = [[math.nan] * len(xs) for _ in ys]
         status = [[""] * len(xs) for _ in ys]
         for r in here:
+            assert r.concurrency is not None  # spec keeps only the cells that have one
             i, j = ys.index(r.series), xs.index(r.concurrency)
             status[i][j] = r.status
             if r.speedup is not None:
@@ -218,8 +219,8 @@ def _accept_boxes(ax: object, cells: Sequence[CellRow], accepts: Mapping[str, Se
             median.set_color("#222222")
         if len(with_values) <= MAX_DOT_BOXES:
             # every request as a dot, spread sideways: a box of equal values is otherwise a bare line
-            xs = [k + ((n * 0.618) % 1.0 - 0.5) * 0.3 for k, v in with_values for n in range(len(v))]
-            ax.scatter(xs, [y for _, v in with_values for y in v], s=9, color=color,  # type: ignore[attr-defined]
+            dot_xs = [k + ((n * 0.618) % 1.0 - 0.5) * 0.3 for k, v in with_values for n in range(len(v))]
+            ax.scatter(dot_xs, [y for _, v in with_values for y in v], s=9, color=color,  # type: ignore[attr-defined]
                        edgecolors="#333333", linewidths=0.4, alpha=0.8, zorder=4)
     means = [(k, r.accept_length) for (k, v), r in zip(boxed, cells) if not v]
     if means:
