@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # no display, before anything imports pyplot
 matplotlib.rcParams["text.parse_math"] = False
 
 from matplotlib.artist import Artist  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -80,13 +81,13 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Sequence[tuple[str, object]]) -> Plot:
+def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Sequence[tuple[str, Axes]]) -> Plot:
     """Draw, read each panel's pixel box (the layout is final after draw), save without re-layout."""
     fig.canvas.draw()
     width, height = fig.canvas.get_width_height()
     panels = []
     for panel_title, ax in axes:
-        pos = ax.get_position()  # type: ignore[attr-defined]
+        pos = ax.get_position()
         panels.append(Panel(panel_title, (round(pos.x0 * width), round((1 - pos.y1) * height),
                                           round(pos.x1 * width), round((1 - pos.y0) * height))))
     fig.set_layout_engine("none")  # freeze the positions just measured
@@ -103,15 +104,15 @@ def tp_title(tp: int | None) -> str:
     return f"TP{tp}" if tp is not None else "TP ?"
 
 
-def concurrency_axis(ax: object, values: Sequence[int]) -> None:
+def concurrency_axis(ax: Axes, values: Sequence[int]) -> None:
     vals = sorted(set(values))
     if vals and vals[-1] / max(vals[0], 1) >= 8:
-        ax.set_xscale("log", base=2)  # type: ignore[attr-defined]
+        ax.set_xscale("log", base=2)
     shown = thin_ticks(vals)
-    ax.set_xticks(shown)  # type: ignore[attr-defined]
-    ax.set_xticklabels([str(v) for v in shown])  # type: ignore[attr-defined]
-    ax.minorticks_off()  # type: ignore[attr-defined]
-    ax.set_xlabel("concurrency")  # type: ignore[attr-defined]
+    ax.set_xticks(shown)
+    ax.set_xticklabels([str(v) for v in shown])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrency")
 
 
 MAX_TICKS = 12
