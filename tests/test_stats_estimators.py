@@ -19,6 +19,12 @@ R_QT = [(0.975, 1, 12.7062047361747), (0.975, 2, 4.30265272974946), (0.975, 3, 3
         (0.995, 1, 63.6567411628715), (0.995, 10, 3.16927267261695), (0.95, 7, 1.89457860509001)]
 
 
+# t(0.975, df) for df 1..30: NIST/SEMATECH e-Handbook 1.3.6.7.2, to 4 decimals
+NIST_T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+             2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+             2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423)
+
+
 @pytest.mark.parametrize("p,df,want", R_QT)
 def test_t_quantiles_are_exact(p: float, df: int, want: float) -> None:
     assert sp.t_ppf(p, df) == pytest.approx(want, rel=1e-11)
@@ -29,7 +35,7 @@ def test_t_quantiles_are_exact(p: float, df: int, want: float) -> None:
 def test_t_quantiles_match_the_nist_table_and_take_fractional_df() -> None:
     """NIST/SEMATECH e-Handbook 1.3.6.7.2 (3 decimals) for every whole df 1..30; a fractional Welch df lies between
     its neighbours (no rounding to the table)."""
-    for df, tab in enumerate(sp.T975, start=1):
+    for df, tab in enumerate(NIST_T975, start=1):
         assert sp.t975(df) == pytest.approx(tab, abs=6e-5)
     assert sp.t975(2) > sp.t975(2.5) > sp.t975(3)
     assert sp.t_cdf(sp.t975(2.941), 2.941) == pytest.approx(0.975, abs=1e-12)
@@ -41,9 +47,6 @@ def test_welch_df_published_example() -> None:
     the unequal-variance test there has nu = 136.8750. The relative-variance form (a log ratio) is the same formula
     on se / value."""
     se_a, se_b = 6.41470 / math.sqrt(249), 6.10771 / math.sqrt(79)
-    a = sp.Spread(values=(0.0,) * 249, mean=20.14458, std=6.41470, cv=None, ci95=None)
-    b = sp.Spread(values=(0.0,) * 79, mean=30.48101, std=6.10771, cv=None, ci95=None)
-    assert sp.welch_df(a, b) == pytest.approx(136.8750, abs=0.01)
     rel = sp.welch_df_rel(sp.Estimate(1.0, se_a, 248.0, 249), sp.Estimate(1.0, se_b, 78.0, 79))
     assert rel == pytest.approx(136.8750, abs=0.01)
     # built from relative variances, the df does not depend on the units of either side
@@ -88,8 +91,6 @@ def test_log_ratio_interval_never_goes_below_zero_and_decides() -> None:
     r = sp.ratio(a, b)
     assert r.value == pytest.approx(0.26) and r.ci95 is not None
     assert 0 < r.ci95[0] < r.value < r.ci95[1] and r.decision == "undecided"
-    sym = sp.ratio_ci(sp.spread([5.0, 80.0, 10.0]), sp.spread([90.0, 110.0, 100.0]))[1]
-    assert sym is not None and sym[0] < 0  # what the old interval said
     # the inverse ratio's interval is the reciprocal one: the log interval is symmetric in A and B
     inv = sp.ratio(b, a)
     assert inv.ci95 == pytest.approx((1 / r.ci95[1], 1 / r.ci95[0]))

@@ -1,10 +1,11 @@
-"""Pieces every engine's plan renderer shares: number formatting, reading the plan, the memory table, the warnings,
-the per-TP table and the nearest-fixes list (rich). A renderer reads the plan as a `specbench.contracts.PlanResult`:
+"""Pieces every engine's plan renderer shares: number formatting, reading the plan, the memory table, the verdict,
+the warnings, the ignored flags, the per-TP table and the nearest-fixes list (rich). A renderer reads the plan as a `specbench.contracts.PlanResult`:
 the keys both engines emit as fields, an engine's own keys through `extra`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rich.console import Console
@@ -50,6 +51,31 @@ def print_headline(p: PlanResult, con: Console, *, kind: bool) -> None:
 
 def verdict(p: PlanResult) -> str:
     return "[bold green]STARTS[/]" if p.status == "ok" else "[bold red]FAILS[/]"
+
+
+def print_outcome(p: PlanResult, con: Console, counts: str) -> None:
+    """STARTS / FAILS with the engine's own counts (`counts`, rich markup), the plan's error in red, its reason
+    where it says more than the error, and its warnings."""
+    con.print(f"{verdict(p)}: {counts}")
+    if p.error:
+        con.print(f"[red]{escape(str(p.error))}[/]", highlight=False, soft_wrap=True)
+    if p.reason and p.reason != p.error:
+        con.print(escape(str(p.reason)), highlight=False, soft_wrap=True)
+    print_warnings(p, con)
+
+
+def print_ignored(p: PlanResult, con: Console, said: AbstractSet[str] = frozenset()) -> None:
+    """The flags the plan read and ignored (no effect on memory), less those the renderer already named (`said`)."""
+    ignored = [w for w in p.ignored_flags if w not in said]
+    if ignored:
+        con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(ignored))}[/]", highlight=False)
+
+
+def print_alternatives(p: PlanResult, columns: Sequence[tuple[str, str]], con: Console) -> None:
+    """What else would start: the nearest configuration per TP (`columns`: the engine's row fields), then the
+    nearest fixes of a failing plan."""
+    print_per_tp(p.per_tp or (), columns, con)
+    print_fixes(p, con)
 
 
 def memory_table(title: str) -> Table:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbench.contracts import GIB
 from specbench.errors import UserError
 from specbench.logs.facts import LogFacts
 from specbench.logs.launch_model import model_spec_of
 from specbench.specs import quant as q
 from specbench.specs.weights import weight_bytes
-
-GIB = 2**30
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """Engine-neutral launch-command words: split a pasted command, its leading `VAR=value` words, how many words a flag
-takes (argparse's rule), set or remove one flag in an argv list. The one argv reader both engines and `command.py` use.
+takes (argparse's rule), set or remove one flag in an argv list. The one argv reader both engines and `command.py` use;
+`LaunchArgs`, what every engine's parsed command holds besides its own flags.
 
 Which spellings name the same flag is engine knowledge: callers pass them (`spellings`), this module knows none.
 """
@@ -9,9 +10,30 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from specbench.errors import FlagError
+
+_Args = TypeVar("_Args", bound="LaunchArgs")
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    """What every engine's reading of a launch command holds besides its own flags (engines/<engine>/args.py extends
+    it): the parallel sizes, the leading `VAR=value` words, and what the reading passed over: known flags that do not
+    shape memory (`ignored`), flags the release does not have (`unknown`), every flag as written (`flags_seen`)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    env: tuple[tuple[str, str], ...] = ()
+    ignored: tuple[str, ...] = field(default=(), compare=False)
+    unknown: tuple[str, ...] = field(default=(), compare=False)
+    flags_seen: tuple[str, ...] = field(default=(), compare=False)
+
+    def with_(self: _Args, **kw: Any) -> _Args:
+        return replace(self, **kw)
 
 
 def split_command(cmd: str | Sequence[str]) -> list[str]:

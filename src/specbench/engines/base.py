@@ -42,14 +42,29 @@ class Launch:
 
 
 class ServerAdapter(Protocol):
-    """How the runner drives one kind of server: launch, readiness, read-back."""
+    """How the runner drives one kind of server: launch, readiness, read-back. The attributes are read-only
+    (properties here), so a frozen dataclass (engines/server_base.py::ServerBase) conforms."""
 
-    name: str  # the matrix's `engine = "..."`
-    plan_engine: str | None  # the Engine that plans its launches (None: not planned)
-    health_paths: tuple[str, ...]
-    version: str | None
-    needs_command: bool  # the matrix must give the base launch command
-    tolerate_plan_errors: bool  # a launch the planner cannot model still runs (its preflight says why)
+    @property
+    def name(self) -> str:
+        """The matrix's `engine = "..."`."""
+        ...
+    @property
+    def plan_engine(self) -> str | None:
+        """The Engine that plans its launches (None: not planned)."""
+        ...
+    @property
+    def health_paths(self) -> tuple[str, ...]: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def needs_command(self) -> bool:
+        """The matrix must give the base launch command."""
+        ...
+    @property
+    def tolerate_plan_errors(self) -> bool:
+        """A launch the planner cannot model still runs (its preflight says why)."""
+        ...
 
     def default_plan_version(self) -> str | None: ...
     def local_model_dir(self, target: LaunchTarget) -> str | None: ...

@@ -2,12 +2,13 @@
 written from the engine's own parser by a script under tools/engine/), and argparse's rule for reading a flag:
 an exact option, else a unique prefix of one (`allow_abbrev`, Python's argparse::_parse_optional), else unknown.
 Knows no engine: the engine package passes its folder. `BaseKnob` is the row every engine's flag table (`knobs.py`)
-extends: a plan-shaping argument, its spellings, type, dump key and matrix axis.
+extends: a plan-shaping argument, its spellings, type, dump key and matrix axis; `set_server_axes` sets a tuple's
+server axes by those knobs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -40,6 +41,23 @@ class BaseKnob:
     def key(self) -> str:
         """The knob's name in the engine's argument dump."""
         return self.dump_key or self.field
+
+
+# The matrix's server axes every engine's launch sets (`[server]` tp and the memory axes), in the order they are
+# appended to the launch command; each engine names its flag for them in its knob table (`axis`).
+SERVER_AXES = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
+
+
+def set_server_axes(argv: list[str], settings: Mapping[str, Any], knobs: Iterable[BaseKnob],
+                    set_flag: Callable[[list[str], str, Any], list[str]]) -> list[str]:
+    """argv with a server tuple's SERVER_AXES set through the engine's `set_flag`, each by the canonical flag of the
+    knob whose `axis` it is: `tp` always (an int), the others where the tuple gives them."""
+    flag = {k.axis: k.flag for k in knobs if k.axis in SERVER_AXES}
+    argv = set_flag(argv, flag["tp"], int(settings["tp"]))
+    for axis in SERVER_AXES[1:]:
+        if settings.get(axis) is not None:
+            argv = set_flag(argv, flag[axis], settings[axis])
+    return argv
 
 
 @dataclass(frozen=True)

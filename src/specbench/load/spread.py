@@ -21,8 +21,7 @@ Two families live here:
 t quantiles are exact (`t_ppf`): the Student-t CDF through the regularized incomplete beta function
 (F(t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 for t >= 0; Abramowitz & Stegun 26.7.1, 26.5.8 continued fraction as in
 Numerical Recipes 3rd ed. section 6.4 `betacf`) inverted by Newton steps on the density; tested against
-published quantiles (tests/test_stats_estimators.py). `T975` (NIST/SEMATECH e-Handbook 1.3.6.7.2, to 4 decimals)
-is kept as the table older code and tests read.
+published quantiles (tests/test_stats_estimators.py: R's qt and the NIST/SEMATECH e-Handbook 1.3.6.7.2 table).
 """
 
 from __future__ import annotations
@@ -41,12 +40,6 @@ SPREAD_METRICS = ("output_throughput", "request_throughput", "total_token_throug
 # no longer flag it: they show the CV and the decision of the speedup interval instead.
 NOISY_METRICS = ("output_throughput", "tpot_ms_mean")
 NOISY_CV_DEFAULT = 0.05
-
-Z975 = 1.959963984540054  # the standard normal 0.975 quantile
-T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
-        2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
-        2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423)
-
 
 # ---------------------------------------------------------------- exact Student-t
 
@@ -162,12 +155,6 @@ def t975(df: float) -> float:
     return t_ppf(0.975, float(df))
 
 
-def table_t975(df: float) -> float:
-    """T975 for whole df 1..30 (a fractional Welch df rounds down: the wider interval), the normal beyond."""
-    d = int(math.floor(df))
-    return T975[d - 1] if d <= len(T975) else Z975
-
-
 # ---------------------------------------------------------------- the per-metric spread (metrics_json.spread)
 
 
@@ -242,33 +229,6 @@ def noisy_note(spread_d: Mapping[str, Any]) -> str:
     parts = [f"{k} CV {100 * ms[k]['cv']:.1f}%" for k in spread_d.get("noisy") or () if (ms.get(k) or {}).get("cv")]
     return f"{', '.join(parts)} > {100 * float(spread_d.get('noisy_cv') or NOISY_CV_DEFAULT):.1f}% over " \
            f"{spread_d.get('repeats')} repeats"
-
-
-def welch_df(a: Spread, b: Spread) -> float | None:
-    """Welch-Satterthwaite degrees of freedom of a difference of two independent means (absolute variances).
-    A ratio on the log scale takes `welch_df_rel` instead."""
-    if a.se is None or b.se is None:
-        return None
-    va, vb = a.se ** 2, b.se ** 2
-    den = (va ** 2 / (a.n - 1)) + (vb ** 2 / (b.n - 1))
-    if den == 0:
-        return float(a.n + b.n - 2)
-    return (va + vb) ** 2 / den
-
-
-def ratio_ci(a: Spread, b: Spread) -> tuple[float, tuple[float, float] | None]:
-    """mean_A / mean_B with the symmetric delta-method interval (se(R)^2 = R^2 (se_A^2/mean_A^2 + se_B^2/mean_B^2),
-    Welch df of the absolute variances). Superseded: the report, the CLI and the store use `ratio` (a log-ratio
-    interval, never below 0, with the df of the relative variances); kept for readers of older numbers."""
-    if b.mean <= 0:
-        raise ValueError("the baseline mean must be > 0")
-    r = a.mean / b.mean
-    if a.se is None or b.se is None or a.mean == 0:
-        return r, None
-    se = abs(r) * math.sqrt((a.se / a.mean) ** 2 + (b.se / b.mean) ** 2)
-    df = welch_df(a, b)
-    t = t975(df) if df is not None and df >= 1 else Z975
-    return r, (r - t * se, r + t * se)
 
 
 # ---------------------------------------------------------------- estimates on the log scale

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench.engines import server_auth
 from specbench.errors import UserError
@@ -30,6 +30,10 @@ from specbench.matrix.adapters import Adapter, local_tokenizer_dir, served_model
 from specbench.matrix.lifecycle import ServerProcess
 from specbench.matrix.spec import Cell, MatrixSpec
 from specbench.matrix.store import RequestRow
+
+if TYPE_CHECKING:  # the load package is imported where a cell runs (a dry run never needs it)
+    from specbench.load.prompts import PromptMode
+    from specbench.load.results import Api
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ def _model_name(ctx: CellContext) -> str:
     return str(ctx.cache["model"])
 
 
-def _api_mode(ctx: CellContext) -> tuple[str, str, Any, int]:
+def _api_mode(ctx: CellContext) -> tuple[Api, PromptMode, Any, int]:
     """(api, prompt mode, tokenizer, the shortest prompt the mode can send)."""
     choice = ctx.spec.api
     if choice == "auto":  # SGLang --skip-tokenizer-init: /generate with token ids; else chat when templated
@@ -128,7 +132,7 @@ def workload_seed(cell: Cell) -> int:
     return int(stable_id("wl", ident).split("-")[-1], 16) % 1_000_000_007
 
 
-def build_cell_workload(cell: Cell, ctx: CellContext, pmode: str, tok: Any) -> Any:
+def build_cell_workload(cell: Cell, ctx: CellContext, pmode: PromptMode, tok: Any) -> Any:
     """The cell's prompts (warm-up included) from its dataset, lengths and category (load/workload.py)."""
     from specbench.load.lengths import parse_length
     from specbench.load.prompts import CONTEXT_MARGIN
@@ -141,7 +145,7 @@ def build_cell_workload(cell: Cell, ctx: CellContext, pmode: str, tok: Any) -> A
                       output_len=parse_length(c.get("output_len") or "fixed"), category=c.get("category"),
                       multi_turn=bool(c.get("multi_turn")), seed=workload_seed(cell), base_dir=ctx.spec.matrix_dir)
     n = request_count(c) * repeats_of(c) + int(c.get("warmup_requests") or 0)
-    return build_workload(ws, n=n, tokenizer=tok, mode=pmode, context_len=context_len(ctx),  # type: ignore[arg-type]
+    return build_workload(ws, n=n, tokenizer=tok, mode=pmode, context_len=context_len(ctx),
                           margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt=min_prompt,
                           vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)
 
@@ -154,7 +158,7 @@ def request_count(client: Mapping[str, Any]) -> int:
     return n
 
 
-def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any:
+def load_spec(cell: Cell, ctx: CellContext, api: Api, output_tokens: int) -> Any:
     """The LoadSpec of a cell: its load shape and its sampling (unset keys: temperature 0, ignore_eos on)."""
     from specbench.load.client import LoadSpec
     from specbench.load.counting import tokenizer_counter
@@ -163,7 +167,7 @@ def load_spec(cell: Cell, ctx: CellContext, api: str, output_tokens: int) -> Any
     rate = c.get("request_rate")
     rate_v = None if isinstance(rate, str) or rate is None or math.isinf(float(rate)) else float(rate)
     stop = c.get("stop")
-    return LoadSpec(base_url=ctx.base_url, api=api, model=_model_name(ctx),  # type: ignore[arg-type]
+    return LoadSpec(base_url=ctx.base_url, api=api, model=_model_name(ctx),
                     output_tokens=output_tokens, concurrency=int(c["concurrency"]), request_rate=rate_v,
                     num_requests=request_count(c), warmup_requests=int(c.get("warmup_requests") or 0),
                     request_timeout_s=ctx.spec.timeouts.request_s,

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ConfigDict, ValidationInfo, field_validator
 
 from specbench.matrix import client_checks
-from specbench.matrix.schema_base import _Strict, as_axis
+from specbench.matrix.schema_base import _Strict, as_axis, axis_at_least
 
 DATASETS = frozenset({"specbench-mini", "random"})
 
@@ -68,10 +68,7 @@ class ClientAxes(_Strict):
     @field_validator("concurrency", "prompt_tokens", "output_tokens", "num_requests")
     @classmethod
     def _positive(cls, v: int | list[int]) -> int | list[int]:
-        for n in as_axis(v):
-            if n < 1:
-                raise ValueError(f"must be >= 1, got {n}")
-        return v
+        return axis_at_least(v, 1)
 
     @field_validator("dataset")
     @classmethod
@@ -136,9 +133,7 @@ class ClientAxes(_Strict):
     @field_validator("warmup_requests")
     @classmethod
     def _warm(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError(f"must be >= 0, got {v}")
-        return v
+        return axis_at_least(v, 0)
 
     @field_validator("temperature", "top_p", "top_k", "seed", "ignore_eos", "multi_turn", "allow_early_stop",
                      mode="before")

@@ -22,6 +22,7 @@ from specbench.matrix.schema_base import (  # noqa: F401  (re-exported)
     Scalar,
     _Strict,
     as_axis,
+    axis_at_least,
 )
 
 
@@ -60,9 +61,7 @@ class SpecVariant(_Strict):
             if SPEC_V2_ENV in self.env:
                 raise ValueError(f"{SPEC_V2_ENV} must not be set for an autoregressive variant")
         for name in ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget"):
-            for v in as_axis(getattr(self, name)):
-                if v is not None and v < 1:
-                    raise ValueError(f"`{name}` must be >= 1, got {v}")
+            axis_at_least(getattr(self, name), 1, f"`{name}`")
         for a in as_axis(self.simulated_accept_len):
             if a is not None and (isinstance(a, bool) or not 1.0 <= a < float("inf")):
                 raise ValueError(f"`simulated_accept_len` must be a finite number >= 1, got {a}")
@@ -83,10 +82,7 @@ class ServerAxes(_Strict):
     @field_validator("tp")
     @classmethod
     def _tp(cls, v: int | list[int]) -> int | list[int]:
-        for t in as_axis(v):
-            if t < 1:
-                raise ValueError(f"tp must be >= 1, got {t}")
-        return v
+        return axis_at_least(v, 1, "tp")
 
     @field_validator("mem_fraction_static")
     @classmethod
@@ -99,10 +95,7 @@ class ServerAxes(_Strict):
     @field_validator("max_running_requests", "context_length")
     @classmethod
     def _positive(cls, v: int | list[int] | None) -> int | list[int] | None:
-        for n in as_axis(v):
-            if n is not None and n < 1:
-                raise ValueError(f"must be >= 1, got {n}")
-        return v
+        return axis_at_least(v, 1)
 
     @field_validator("spec")
     @classmethod

@@ -90,3 +90,12 @@ def as_axis(value: Any) -> tuple[Any, ...]:
     if isinstance(value, (list, tuple)):
         return tuple(value)
     return (value,)
+
+
+def axis_at_least(value: Any, low: int, name: str = "") -> Any:
+    """`value` (a value or an axis of them) when each of its values is >= `low` (None: unset, passed); else
+    ValueError "[name ]must be >= low, got v", the words every count's own check says."""
+    for v in as_axis(value):
+        if v is not None and v < low:
+            raise ValueError(f"{name + ' ' if name else ''}must be >= {low}, got {v}")
+    return value

@@ -275,8 +275,8 @@ def resolve_paths(spec: MatrixSpec, text: str, source: str, base_dir: str | Path
         update["tokenizer"] = str(tok)
     variants, far = [], []
     for i, v in enumerate(spec.server.spec):
-        draft = v.draft_model
-        path = _local_path(draft, base, must=False) if isinstance(draft, str) and draft else None
+        draft = v.draft_model or ""
+        path = _local_path(draft, base, must=False) if draft else None
         if path is not None and not path.is_dir() and Path(draft).expanduser().is_absolute():
             far.append(f"server.spec[{i}].draft_model: {path}: not a folder on this machine (kept as written: the "
                        "server must find it where it runs)")

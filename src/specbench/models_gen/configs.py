@@ -7,7 +7,9 @@ Keys are those `transformers` 5.19 (the version in the engine venv) writes for `
 
 from __future__ import annotations
 
-from specbench.models_gen.shapes import TinyModelSpec
+from collections.abc import Mapping
+
+from specbench.models_gen.shapes import DecoderShape, TinyModelSpec
 from specbench.models_gen.tokenizer import special_token_ids
 from specbench.models_gen.weights import INIT_STD
 
@@ -15,11 +17,12 @@ TRANSFORMERS_VERSION = "5.19.0"  # the engine venv's transformers (tools/engine/
 ROPE_THETA = 1_000_000.0  # Qwen3's value
 
 
-def model_config(s: TinyModelSpec, fingerprint: str = "") -> dict[str, object]:
-    """config.json; `fingerprint` is build.fingerprint(...) recorded under `specbench_generated`."""
+def decoder_config(s: DecoderShape, fingerprint: str, own: Mapping[str, object]) -> dict[str, object]:
+    """config.json: the keys every tiny decoder writes alike (its shapes, the shared tokenizer's ids, float32, the
+    transformers version, `specbench_generated` with `fingerprint`: build.fingerprint(...)), then the
+    architecture's `own` keys."""
     ids = special_token_ids()
-    common: dict[str, object] = {
-        "attention_bias": False,
+    return {
         "attention_dropout": 0.0,
         "bos_token_id": ids["bos_token_id"],
         "dtype": "float32",
@@ -35,18 +38,27 @@ def model_config(s: TinyModelSpec, fingerprint: str = "") -> dict[str, object]:
         "num_hidden_layers": s.num_hidden_layers,
         "num_key_value_heads": s.num_key_value_heads,
         "pad_token_id": ids["pad_token_id"],
-        "rms_norm_eps": 1e-6,
-        "rope_theta": ROPE_THETA,
-        "tie_word_embeddings": s.tie_word_embeddings,
         "torch_dtype": "float32",
         "transformers_version": TRANSFORMERS_VERSION,
         "use_cache": True,
         "vocab_size": s.vocab_size,
         "specbench_generated": {"name": s.name, "seed": s.seed, "weights": "random N(0, 0.02^2)",
                                 "fingerprint": fingerprint},
+        **own,
+    }
+
+
+def model_config(s: TinyModelSpec, fingerprint: str = "") -> dict[str, object]:
+    """config.json of a Qwen3 or Qwen3-Next tiny model; `fingerprint` is build.fingerprint(...) recorded under
+    `specbench_generated`."""
+    common = {  # what both Qwen3 architectures add to every decoder's keys
+        "attention_bias": False,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": ROPE_THETA,
+        "tie_word_embeddings": s.tie_word_embeddings,
     }
     if s.arch == "qwen3":
-        return {
+        return decoder_config(s, fingerprint, {
             "architectures": ["Qwen3ForCausalLM"],
             "model_type": "qwen3",
             **common,
@@ -54,9 +66,9 @@ def model_config(s: TinyModelSpec, fingerprint: str = "") -> dict[str, object]:
             "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"},
             "sliding_window": None,
             "use_sliding_window": False,
-        }
+        })
     partial = 0.25  # Qwen3-Next rotates a quarter of each head
-    return {
+    return decoder_config(s, fingerprint, {
         "architectures": ["Qwen3NextForCausalLM"],
         "model_type": "qwen3_next",
         **common,
@@ -77,7 +89,7 @@ def model_config(s: TinyModelSpec, fingerprint: str = "") -> dict[str, object]:
         "rope_parameters": {"partial_rotary_factor": partial, "rope_theta": ROPE_THETA, "rope_type": "default"},
         "router_aux_loss_coef": 0.001,
         "shared_expert_intermediate_size": s.shared_expert_intermediate_size,
-    }
+    })
 
 
 def generation_config() -> dict[str, object]:

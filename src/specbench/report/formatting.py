@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specbench.report.rows import Best, CellRow
@@ -77,24 +77,29 @@ CELL_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _percent(value: float | None, digits: int) -> str:
+    return f"{100 * value:.{digits}f}%" if value is not None else "–"
+
+
+# the CELL_COLUMNS that are not shown as plain numbers, each with its display function
+_CELL_FORMATS: dict[str, Callable[[CellRow], str]] = {
+    "speedup": fmt_speedup,
+    "accept_length": fmt_accept,
+    "output_throughput": fmt_throughput,
+    "draft_rate": lambda row: _percent(row.draft_rate, 0),
+    "tpot_speedup": fmt_latency_speedup,
+    "decision": fmt_decision,
+    "throughput_cv": lambda row: _percent(row.throughput_cv, 1),
+}
+
+
 def cell_values(row: CellRow) -> list[str]:
     """The CELL_COLUMNS of one row as display strings."""
     out = []
     for _, attr in CELL_COLUMNS:
-        if attr == "speedup":
-            out.append(fmt_speedup(row))
-        elif attr == "accept_length":
-            out.append(fmt_accept(row))
-        elif attr == "output_throughput":
-            out.append(fmt_throughput(row))
-        elif attr == "draft_rate":
-            out.append(f"{100 * row.draft_rate:.0f}%" if row.draft_rate is not None else "–")
-        elif attr == "tpot_speedup":
-            out.append(fmt_latency_speedup(row))
-        elif attr == "decision":
-            out.append(fmt_decision(row))
-        elif attr == "throughput_cv":
-            out.append(f"{100 * row.throughput_cv:.1f}%" if row.throughput_cv is not None else "–")
+        shown = _CELL_FORMATS.get(attr)
+        if shown is not None:
+            out.append(shown(row))
         else:
             value = getattr(row, attr)
             out.append(value if isinstance(value, str) else fmt(value))

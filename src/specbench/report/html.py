@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from html import escape
 
 from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
@@ -89,8 +90,8 @@ def _bar(m: MemoryRow, scale: float) -> str:
     return f'<div class="bar">{spans}</div>'
 
 
-def _simple_table(header: list[str], rows: list[list[str]], text_cols: set[int], wrap_cols: set[int] = frozenset(),
-                  drop_cols: set[int] = frozenset()) -> str:
+def _simple_table(header: list[str], rows: list[list[str]], text_cols: AbstractSet[int],
+                  wrap_cols: AbstractSet[int] = frozenset(), drop_cols: AbstractSet[int] = frozenset()) -> str:
     """A table of pre-escaped cells; text columns align left, wrap columns may break lines, drop columns vanish."""
     def cls(i: int) -> str:
         return " ".join(c for c, on in (("text", i in text_cols), ("wrap", i in wrap_cols)) if on)
@@ -125,21 +126,31 @@ def _stores(report: Report) -> list[str]:
         {0, 1, 2, 3, 4, 7})]
 
 
+def _section(anchor: str, title: str, body: list[str], empty: str) -> list[str]:
+    """An <h2> section: its body, or the `empty` paragraph when there is nothing to show."""
+    return [f'<h2 id="{anchor}">{escape(title)}</h2>', *(body or [empty])]
+
+
+def _store_table(report: Report, header: list[str], rows: list[list[str]], text_cols: AbstractSet[int],
+                 wrap_cols: AbstractSet[int] = frozenset()) -> str:
+    """A table whose first column is the store: shown only when the report reads several stores."""
+    return _simple_table(header, rows, text_cols, wrap_cols=wrap_cols, drop_cols=frozenset() if report.multi else {0})
+
+
 def _best(report: Report) -> list[str]:
     from specbench.report.formatting import best_tables
 
     t = report.tables
-    out = ['<h2 id="best">Fastest configuration per workload</h2>']
-    if not t.best:
-        return out + ['<p class="muted">No cell finished with measurements.</p>']
-    if t.sections:
+    out = []
+    if t.best and t.sections:
         out.append(f'<p class="muted">Sections: {escape("; ".join(t.sections))} (one per model and GPU: tables, '
                    'rankings and figures never mix them).</p>')
-    for bt in best_tables(t.best):
+    for bt in best_tables(t.best) if t.best else ():
         out.append(f"<h3>{escape(bt.title)}</h3>")
         out.append(f'<p class="muted">{escape(bt.note)}.</p>')
         out.append(_simple_table(list(bt.header), [[escape(c) for c in r] for r in bt.rows], set(bt.text_cols)))
-    return out
+    return _section("best", "Fastest configuration per workload", out,
+                    '<p class="muted">No cell finished with measurements.</p>')
 
 
 def _figures(report: Report, images: Mapping[str, bytes]) -> list[str]:
@@ -177,37 +188,35 @@ def _phases(report: Report) -> list[str]:
 
 
 def _failures(report: Report) -> list[str]:
-    t = report.tables
-    out = ['<h2 id="failures">Failures</h2>']
-    if not t.failures:
-        return out + ["<p>None.</p>"]
-    out.append(_simple_table(
-        ["store", "what", "id", "config", "TP", "c", "status", "diagnosis", "log"],
+    fails = report.tables.failures
+    body = [_store_table(
+        report, ["store", "what", "id", "config", "TP", "c", "status", "diagnosis", "log"],
         [[escape(f.store), f.kind, f"<code>{escape(f.ident)}</code>", escape(f.series), fmt(f.tp),
           fmt(f.concurrency), _status(f.status), escape(f.diagnosis),
-          f'<a href="{escape(f.log_file)}">{escape(f.log_file)}</a>' if f.log_file else "–"] for f in t.failures],
-        {0, 1, 2, 3, 6, 7, 8}, wrap_cols={7}, drop_cols=set() if report.multi else {0}))
-    return out
+          f'<a href="{escape(f.log_file)}">{escape(f.log_file)}</a>' if f.log_file else "–"] for f in fails],
+        {0, 1, 2, 3, 6, 7, 8}, wrap_cols={7})] if fails else []
+    return _section("failures", "Failures", body, "<p>None.</p>")
 
 
 def _memory(report: Report) -> list[str]:
-    t = report.tables
-    out = ['<h2 id="memory">Memory plan per server tuple</h2>']
-    if not t.memory:
-        return out + ['<p class="muted">No server in the store has a memory plan.</p>']
-    scale = max((m.total or sum(v for _, v in m.parts)) for m in t.memory) or 0.0
+    memory = report.tables.memory
+    return _section("memory", "Memory plan per server tuple", _memory_body(report) if memory else [],
+                    '<p class="muted">No server in the store has a memory plan.</p>')
+
+
+def _memory_body(report: Report) -> list[str]:
+    memory = report.tables.memory
+    scale = max((m.total or sum(v for _, v in m.parts)) for m in memory) or 0.0
     legend = "".join(f'<span style="background:{c}"></span>{escape(n)}' for n, c in MEMORY_COLORS.items())
-    out.append(f'<p class="legend muted">GiB per GPU from the planner (servers.plan_json):{legend}</p>')
-    out.append(_simple_table(
-        ["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom", "GPU total",
-         "KV tokens", "max running", "mem frac", "split"],
+    return [f'<p class="legend muted">GiB per GPU from the planner (servers.plan_json):{legend}</p>', _store_table(
+        report, ["store", "server", "config", "TP", "plan", "weights", "draft", "Mamba", "KV", "headroom",
+                 "GPU total", "KV tokens", "max running", "mem frac", "split"],
         [[escape(m.store), f"<code>{escape(m.server_id)}</code>", escape(m.series), fmt(m.tp),
           f'<span class="fails">{escape(m.plan_text)}</span>' if m.plan_status == "fails"
           else escape(m.plan_text), fmt(m.weights, 2), fmt(m.draft, 2), fmt(m.mamba, 2), fmt(m.kv, 2),
           fmt(m.headroom, 2), fmt(m.total, 2), fmt(m.kv_tokens), fmt(m.max_running_requests),
-          fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in t.memory],
-        {0, 1, 2, 4, 14}, drop_cols=set() if report.multi else {0}))
-    return out
+          fmt(m.mem_fraction_static, 2), _bar(m, scale)] for m in memory],
+        {0, 1, 2, 4, 14})]
 
 
 def _warnings(report: Report) -> list[str]:

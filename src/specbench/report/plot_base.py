@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import matplotlib
 
@@ -15,6 +16,8 @@ matplotlib.rcParams["text.parse_math"] = False
 
 import numpy as np  # noqa: E402
 from matplotlib import image as mimage  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -26,7 +29,8 @@ PANEL_W, PANEL_H = 4.3, 3.4
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5")
 AR_COLOR = "#222222"
-LINESTYLES = ("-", "--", ":", "-.")
+LineStyle = Literal["-", "--", ":", "-."]  # the line styles a series may get (matplotlib's own names)
+LINESTYLES: tuple[LineStyle, ...] = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 MEMORY_COLORS = {"weights": "#4C72B0", "draft": "#8172B3", "Mamba": "#DD8452", "KV": "#55A868", "headroom": "#D9D9D9"}
 
@@ -49,7 +53,7 @@ class Plot:
 @dataclass(frozen=True)
 class Style:
     color: str
-    linestyle: str
+    linestyle: LineStyle
     marker: str
 
 
@@ -79,20 +83,20 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Sequence[tuple[str, object]]) -> Plot:
+def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Sequence[tuple[str, Axes]]) -> Plot:
     """Draw, read each panel's pixel box (the layout is final after draw), save without re-layout."""
     fig.canvas.draw()
     width, height = fig.canvas.get_width_height()
     panels = []
     for panel_title, ax in axes:
-        pos = ax.get_position()  # type: ignore[attr-defined]
+        pos = ax.get_position()
         panels.append(Panel(panel_title, (round(pos.x0 * width), round((1 - pos.y1) * height),
                                           round(pos.x1 * width), round((1 - pos.y0) * height))))
     fig.set_layout_engine("none")  # freeze the positions just measured
     out = path / name
     # the pixels just drawn, written as they are: savefig would lay out and draw the whole figure once more (a third
     # of a 20,000-cell report's time went to that second draw: benchmarks/report_scale.py)
-    mimage.imsave(out, np.asarray(fig.canvas.buffer_rgba()), format="png", dpi=DPI)  # type: ignore[attr-defined]
+    mimage.imsave(out, np.asarray(fig.canvas.buffer_rgba()), format="png", dpi=DPI)
     return Plot(name=name, path=out, title=title, caption=caption, panels=tuple(panels))
 
 
@@ -104,15 +108,15 @@ def tp_title(tp: int | None) -> str:
     return f"TP{tp}" if tp is not None else "TP ?"
 
 
-def concurrency_axis(ax: object, values: Sequence[int]) -> None:
+def concurrency_axis(ax: Axes, values: Sequence[int]) -> None:
     vals = sorted(set(values))
     if vals and vals[-1] / max(vals[0], 1) >= 8:
-        ax.set_xscale("log", base=2)  # type: ignore[attr-defined]
+        ax.set_xscale("log", base=2)
     shown = thin_ticks(vals)
-    ax.set_xticks(shown)  # type: ignore[attr-defined]
-    ax.set_xticklabels([str(v) for v in shown])  # type: ignore[attr-defined]
-    ax.minorticks_off()  # type: ignore[attr-defined]
-    ax.set_xlabel("concurrency")  # type: ignore[attr-defined]
+    ax.set_xticks(shown)
+    ax.set_xticklabels([str(v) for v in shown])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrency")
 
 
 MAX_TICKS = 12
@@ -134,10 +138,10 @@ def legend_columns(labels: Sequence[str], width_in: float) -> int:
     return max(1, min(len(labels), int(width_in * DPI // entry_px)))
 
 
-def legend(fig: Figure, handles: list[object]) -> None:
+def legend(fig: Figure, handles: Sequence[Artist]) -> None:
     """A legend under the panels, wrapped into rows so that it never runs off the image."""
     if handles:
-        labels = [h.get_label() for h in handles]  # type: ignore[attr-defined]
+        labels = [str(h.get_label()) for h in handles]
         fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(labels, fig.get_figwidth()),
                    frameon=False, fontsize=8)
 

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -55,8 +56,11 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 
 
 def pareto_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
-    pts = [(r, per_user(r), per_gpu(r)) for r in rows if r.status == DONE]
-    pts = [(r, x, y) for r, x, y in pts if x is not None and y is not None]
+    pts: list[tuple[CellRow, float, float]] = []  # the done cells that have both coordinates
+    for r in rows:
+        x, y = (per_user(r), per_gpu(r)) if r.status == DONE else (None, None)
+        if x is not None and y is not None:
+            pts.append((r, x, y))
     if not pts:
         return None
     st = styles(rows, stores)
@@ -93,7 +97,7 @@ def pareto_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> P
     if len(stores) > 1:  # colour = configuration, filled / open = store
         configs = sorted({r.config for r, _, _ in pts}, key=label_key)
         colour = {r.config: st[r.series].color for r, _, _ in pts}
-        handles: list[object] = [Patch(color=colour[c], label=c) for c in configs]
+        handles: list[Artist] = [Patch(color=colour[c], label=c) for c in configs]
         handles += [Patch(facecolor="white" if i % 2 else "#555555", edgecolor="#555555",
                           label=f"{name} ({'open' if i % 2 else 'filled'})") for i, name in enumerate(stores)]
     else:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import matplotlib
 from matplotlib import colors as mcolors
+from matplotlib.axes import Axes
 
 from specbench.report.plot_base import (
     Plot,
@@ -59,6 +60,7 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
         grid = [[math.nan] * len(xs) for _ in ys]
         status = [[""] * len(xs) for _ in ys]
         for r in here:
+            assert r.concurrency is not None  # spec keeps only the cells that have one
             i, j = ys.index(r.series), xs.index(r.concurrency)
             status[i][j] = r.status
             if r.speedup is not None:
@@ -195,7 +197,7 @@ def accept_pos_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) 
                 "and after each cell); SGLang's meta_info has no per-position counts." + left_out, drawn)
 
 
-def _accept_boxes(ax: object, cells: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], color: str) -> bool:
+def _accept_boxes(ax: Axes, cells: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], color: str) -> bool:
     """One box of per-request accept lengths per cell (a diamond at the cell mean without them), drawn in one call
     per panel, every request as a dot while the panel has at most MAX_DOT_BOXES boxes; True if any diamond was
     drawn."""
@@ -206,10 +208,10 @@ def _accept_boxes(ax: object, cells: Sequence[CellRow], accepts: Mapping[str, Se
 
         qs = [np.percentile(v, (25, 50, 75)) for _, v in with_values]
         xs = [k for k, _ in with_values]
-        ax.fill_between(xs, [q[0] for q in qs], [q[2] for q in qs], color=color, alpha=0.3, linewidth=0)  # type: ignore[attr-defined]
-        ax.plot(xs, [q[1] for q in qs], color=color, linewidth=1.4)  # type: ignore[attr-defined]
+        ax.fill_between(xs, [q[0] for q in qs], [q[2] for q in qs], color=color, alpha=0.3, linewidth=0)
+        ax.plot(xs, [q[1] for q in qs], color=color, linewidth=1.4)
     elif with_values:
-        box = ax.boxplot([v for _, v in with_values], positions=[k for k, _ in with_values], widths=0.6,  # type: ignore[attr-defined]
+        box = ax.boxplot([v for _, v in with_values], positions=[k for k, _ in with_values], widths=0.6,
                          patch_artist=True, showfliers=False)
         for patch in box["boxes"]:
             patch.set_facecolor(color)
@@ -218,12 +220,13 @@ def _accept_boxes(ax: object, cells: Sequence[CellRow], accepts: Mapping[str, Se
             median.set_color("#222222")
         if len(with_values) <= MAX_DOT_BOXES:
             # every request as a dot, spread sideways: a box of equal values is otherwise a bare line
-            xs = [k + ((n * 0.618) % 1.0 - 0.5) * 0.3 for k, v in with_values for n in range(len(v))]
-            ax.scatter(xs, [y for _, v in with_values for y in v], s=9, color=color,  # type: ignore[attr-defined]
+            dot_xs = [k + ((n * 0.618) % 1.0 - 0.5) * 0.3 for k, v in with_values for n in range(len(v))]
+            ax.scatter(dot_xs, [y for _, v in with_values for y in v], s=9, color=color,
                        edgecolors="#333333", linewidths=0.4, alpha=0.8, zorder=4)
-    means = [(k, r.accept_length) for (k, v), r in zip(boxed, cells) if not v]
+    # a cell without per-request values: its mean as a diamond (no mean: NaN, which draws nothing, as None did)
+    means = [(k, math.nan if r.accept_length is None else r.accept_length) for (k, v), r in zip(boxed, cells) if not v]
     if means:
-        ax.plot([k for k, _ in means], [m for _, m in means], marker="D", markersize=8, color=color,  # type: ignore[attr-defined]
+        ax.plot([k for k, _ in means], [m for _, m in means], marker="D", markersize=8, color=color,
                 linestyle="none")
     return bool(means)
 

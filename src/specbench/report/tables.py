@@ -234,17 +234,17 @@ def failures_and_logs(stores: Sequence[Store], ents: Sequence[Entry] | None = No
                     log_file=server_log.get(s.server_id)))
         series = {c.cell_id: all_series.get((store.label, c.cell_id), c.label) for c in store.cells}
         for c in store.cells:
-            rel = None
+            cell_log: str | None = None
             if c.log_text:
-                rel = _log_rel(store, c.cell_id, multi)
-                logs.append(LogFile(rel, c.log_text))
+                cell_log = _log_rel(store, c.cell_id, multi)
+                logs.append(LogFile(cell_log, c.log_text))
             if c.status in FAILED_STATES:
                 failures.append(Failure(
                     store=store.label, kind="cell", ident=c.cell_id,
                     series=f"{store.label}: {series[c.cell_id]}" if multi else series[c.cell_id],
                     tp=c.tp, concurrency=c.concurrency,
                     status=c.status, diagnosis=one_line(c.diagnosis, c.reason),
-                    log_file=rel or server_log.get(c.server_id or "")))
+                    log_file=cell_log or server_log.get(c.server_id or "")))
     return tuple(failures), tuple(logs)
 
 
@@ -274,7 +274,8 @@ def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
 def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
     """GPU memory per device in GiB: plan_json `gpu_total_gib` (engines/sglang/plan.py SglangPlan.gpu_total_gib),
     else plan_json `budget.total_gib` (engines/vllm/plan.py), else `gpu_mem_gib` in the plan or server settings."""
-    budget = plan.get("budget") if isinstance(plan.get("budget"), Mapping) else {}
+    raw_budget = plan.get("budget")
+    budget: Mapping[str, Any] = raw_budget if isinstance(raw_budget, Mapping) else {}
     for src in (plan, budget, server.settings):
         total = _num(src, "gpu_total_gib") or _num(src, "gpu_mem_gib") or _num(src, "total_gib")
         if total:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from specbench.engines.base import ServerAdapter
 
 
-def _server(version: str | None) -> Any:
+def _server(version: str | None) -> ServerAdapter:
     from specbench.engines.openai.server import OpenAIServer
 
     return OpenAIServer(version)

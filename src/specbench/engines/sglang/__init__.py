@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from specbench.engines.base import EngineModules
+from specbench.engines.base import EngineModules, ServerAdapter
 from specbench.engines.server_base import SPEC_V2_ENV  # noqa: F401  (SGLang's own switch, defined once there)
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class SglangEngine(EngineModules):
             return []
 
 
-def _server(version: str | None) -> Any:
+def _server(version: str | None) -> ServerAdapter:
     from specbench.engines.sglang.launch import SglangServer
 
     return SglangServer(version)

@@ -9,20 +9,17 @@ so; flags the release does not have are collected in `unknown` (the engine would
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.engines.argv import leading_env
+from specbench.engines.argv import LaunchArgs, leading_env
 from specbench.engines.sglang.knobs import BY_FLAG, Knob, release_flags
 from specbench.errors import FlagError
 
 
 @dataclass(frozen=True)
-class SglangArgs:
+class SglangArgs(LaunchArgs):
     model_path: str | None = None
-    tp: int = 1
-    dp: int = 1
-    pp: int = 1
     ep: int = 1
     enable_dp_attention: bool = False
     mem_fraction_static: float | None = None
@@ -63,14 +60,7 @@ class SglangArgs:
     language_only: bool = False
     skip_tokenizer_init: bool = False
     enable_torch_compile: bool = False
-    env: tuple[tuple[str, str], ...] = ()
-    ignored: tuple[str, ...] = field(default=(), compare=False)
-    unknown: tuple[str, ...] = field(default=(), compare=False)
     release: str | None = field(default=None, compare=False)  # the release whose flag list read the command
-    flags_seen: tuple[str, ...] = field(default=(), compare=False)
-
-    def with_(self, **kw: Any) -> SglangArgs:
-        return replace(self, **kw)
 
     @property
     def spec_algorithm(self) -> str | None:

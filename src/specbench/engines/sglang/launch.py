@@ -22,6 +22,7 @@ import httpx
 from specbench.engines import argv as argv_words
 from specbench.engines import server_auth
 from specbench.engines.base import Launch
+from specbench.engines.cli_flags import set_server_axes
 from specbench.engines.server_base import ServerBase
 from specbench.engines.sglang import SPEC_V2_ENV, knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
@@ -80,13 +81,7 @@ def respell(argv: Sequence[str], version: str | None) -> list[str]:
 def build_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int,
                version: str | None = None) -> list[str]:
     """The launch argv for one server tuple: base command + the axes' flags; never a shell string."""
-    argv = respell(base, version)
-    argv = set_flag(argv, "--tp-size", int(settings["tp"]))
-    for key, flag in (("mem_fraction_static", "--mem-fraction-static"),
-                      ("max_running_requests", "--max-running-requests"),
-                      ("context_length", "--context-length")):
-        if settings.get(key) is not None:
-            argv = set_flag(argv, flag, settings[key])
+    argv = set_server_axes(respell(base, version), settings, knobs.KNOBS, set_flag)
     algo = str(settings.get("algorithm") or "ar")
     if algo.lower() != "ar":
         argv = set_flag(argv, "--speculative-algorithm", algo.upper())

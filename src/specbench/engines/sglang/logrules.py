@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.contracts import GIB
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.formulas import mamba_ratio, mamba_state, resolve_spec
 from specbench.engines.sglang.fromlog import args_from_dump
@@ -20,7 +21,6 @@ from specbench.logs.launch_model import facts_model_source, model_source, model_
 from specbench.specs.resolve import load_model_spec
 
 MIB = 2**20
-GIB = 2**30
 
 
 def spec_algorithm(args: dict[str, Any]) -> str | None:

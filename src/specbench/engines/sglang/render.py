@@ -7,15 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from specbench.contracts import PlanResult, SglangTpRow
-from specbench.planfmt import (
-    fmt,
-    memory_table,
-    print_fixes,
-    print_headline,
-    print_per_tp,
-    print_warnings,
-    verdict,
-)
+from specbench.planfmt import fmt, memory_table, print_alternatives, print_headline, print_ignored, print_outcome
 
 
 def render_plan(p: PlanResult, con: Console) -> None:
@@ -55,14 +47,8 @@ def render_plan(p: PlanResult, con: Console) -> None:
         con.print("[dim]as the engine would log it:[/]")
         for line in p.log_lines:
             con.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True)
-    con.print(f"{verdict(p)}: max_running_requests={p.max_running_requests}, KV tokens={fmt(p.kv_tokens)}")
-    if p.error:
-        con.print(f"[red]{escape(str(p.error))}[/]", highlight=False, soft_wrap=True)
-    con.print(escape(str(p.reason)), highlight=False, soft_wrap=True)
-    print_warnings(p, con)
+    print_outcome(p, con, f"max_running_requests={p.max_running_requests}, KV tokens={fmt(p.kv_tokens)}")
     for n in x.get("notes") or []:
         con.print(f"[dim]note: {escape(str(n))}[/]", highlight=False, soft_wrap=True)
-    if p.ignored_flags:
-        con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(p.ignored_flags))}[/]", highlight=False)
-    print_per_tp(p.per_tp or (), SglangTpRow.COLUMNS, con)  # SglangTpRow: from_json picks the row type by engine
-    print_fixes(p, con)
+    print_ignored(p, con)
+    print_alternatives(p, SglangTpRow.COLUMNS, con)  # SglangTpRow: from_json picks the row type by engine

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from specbench.engines.base import EngineModules
+from specbench.engines.base import EngineModules, ServerAdapter
 
 if TYPE_CHECKING:
     from specbench.contracts import PlanOptions
@@ -81,13 +81,13 @@ class VllmEngine(EngineModules):
         return round(total - W, 3)
 
 
-def _server(version: str | None) -> Any:
+def _server(version: str | None) -> ServerAdapter:
     from specbench.engines.vllm.launch import VllmServer
 
     return VllmServer(version)
 
 
-def _local(version: str | None) -> Any:
+def _local(version: str | None) -> ServerAdapter:
     from specbench.engines.vllm.launch import LocalServer
 
     return LocalServer(version)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.engines.argv import leading_env, values_after
+from specbench.engines.argv import LaunchArgs, leading_env, values_after
 from specbench.engines.cli_flags import FlagList
 from specbench.engines.vllm.knobs import BY_FLAG, KNOBS, Knob, release_flags
 from specbench.engines.vllm.values import (
@@ -39,11 +39,8 @@ from specbench.errors import FlagError
 
 
 @dataclass(frozen=True)
-class VllmArgs:
+class VllmArgs(LaunchArgs):
     model: str | None = None
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
     gpu_memory_utilization: float | None = None
     kv_cache_memory_bytes: int | None = None
     max_model_len: int | None = None          # -1 = auto-fit
@@ -76,13 +73,6 @@ class VllmArgs:
     disable_hybrid_kv_cache_manager: bool = False
     language_model_only: bool = False
     enable_expert_parallel: bool = False
-    env: tuple[tuple[str, str], ...] = ()
-    ignored: tuple[str, ...] = field(default=(), compare=False)
-    unknown: tuple[str, ...] = field(default=(), compare=False)  # flags `vllm serve` of the release does not have
-    flags_seen: tuple[str, ...] = field(default=(), compare=False)
-
-    def with_(self, **kw: Any) -> VllmArgs:
-        return replace(self, **kw)
 
     def env_value(self, name: str) -> str | None:
         for k, v in self.env:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from specbench.engines import prometheus, server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
+from specbench.engines.cli_flags import set_server_axes
 from specbench.engines.openai.server import metrics_text, models_info, openai_probe
 from specbench.engines.server_base import (
     SPEC_V2_ENV,  # never inherited by a vLLM server
@@ -178,13 +179,7 @@ def _with_nondefault_args(out: dict[str, Any], log_text: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- vLLM argv
 
 def vllm_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int, local: bool) -> list[str]:
-    argv = list(base)
-    argv = _set_vllm(argv, "--tensor-parallel-size", int(settings["tp"]))
-    for key, flag in (("mem_fraction_static", "--gpu-memory-utilization"),
-                      ("max_running_requests", "--max-num-seqs"),
-                      ("context_length", "--max-model-len")):
-        if settings.get(key) is not None:
-            argv = _set_vllm(argv, flag, settings[key])
+    argv = set_server_axes(list(base), settings, knobs.KNOBS, _set_vllm)
     algo = str(settings.get("algorithm") or "ar")
     if algo.lower() != "ar":
         cfg: dict[str, Any] = {"method": algo}

@@ -7,15 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from specbench.contracts import PlanResult, VllmTpRow
-from specbench.planfmt import (
-    fmt,
-    memory_table,
-    print_fixes,
-    print_headline,
-    print_per_tp,
-    print_warnings,
-    verdict,
-)
+from specbench.planfmt import fmt, memory_table, print_alternatives, print_headline, print_ignored, print_outcome
 
 
 def render_plan(p: PlanResult, con: Console) -> None:
@@ -28,20 +20,11 @@ def render_plan(p: PlanResult, con: Console) -> None:
     con.print(t)
     for line in p.log_lines:
         con.print(f"  [dim]{escape(str(line))}[/]", highlight=False, soft_wrap=True)
-    con.print(f"{verdict(p)}: KV tokens={fmt(p.kv_tokens)}, max concurrency={fmt(x.get('max_concurrency'))}, "
-              f"max_running_requests={p.max_running_requests}")
-    if p.error:
-        con.print(f"[red]{escape(p.error)}[/]", highlight=False, soft_wrap=True)
-    if p.reason and p.reason != p.error:
-        con.print(escape(str(p.reason)), highlight=False, soft_wrap=True)
-    print_warnings(p, con)
+    print_outcome(p, con, f"KV tokens={fmt(p.kv_tokens)}, max concurrency={fmt(x.get('max_concurrency'))}, "
+                          f"max_running_requests={p.max_running_requests}")
     not_modelled = [str(line) for line in x.get("not_modelled") or ()]
     for line in not_modelled:  # real flags whose memory effect the rules leave out: said, never passed as harmless
         con.print(f"[yellow]not modelled:[/] {escape(line)}", highlight=False, soft_wrap=True)
-    said = {line.split(": ", 1)[0] for line in not_modelled}
-    ignored = [w for w in p.ignored_flags if w not in said]
-    if ignored:
-        con.print(f"[dim]ignored (no effect on memory): {escape(' '.join(ignored))}[/]", highlight=False)
+    print_ignored(p, con, said={line.split(": ", 1)[0] for line in not_modelled})
     columns = VllmTpRow.CPU_COLUMNS if x.get("device") == "cpu" else VllmTpRow.COLUMNS
-    print_per_tp(p.per_tp or (), columns, con)  # VllmTpRow: from_json picks the row type by engine
-    print_fixes(p, con)
+    print_alternatives(p, columns, con)  # VllmTpRow: from_json picks the row type by engine
