@@ -96,7 +96,9 @@ def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Seq
     out = path / name
     # the pixels just drawn, written as they are: savefig would lay out and draw the whole figure once more (a third
     # of a 20,000-cell report's time went to that second draw: benchmarks/report_scale.py)
-    mimage.imsave(out, np.asarray(fig.canvas.buffer_rgba()), format="png", dpi=DPI)
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)  # new_figure's canvas
+    mimage.imsave(out, np.asarray(canvas.buffer_rgba()), format="png", dpi=DPI)
     return Plot(name=name, path=out, title=title, caption=caption, panels=tuple(panels))
 
 
