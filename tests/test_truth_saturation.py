@@ -13,22 +13,25 @@ arrival rate keeps fewer than CAP in flight (nothing waited at the server)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
 
 from proc_helpers import free_port
-from run_helpers import _matrix_head, cli, make_tokenizer, rows
+from run_helpers import _matrix_head, cli_tty, make_tokenizer, rows
 from specbench.testing.instant_truth import step_model
 
 STEP_MS, PER_MS, CAP = 5.0, 1.0, 8
 OUT = 16
+AXES = "data=specbench-mini"  # the workload axis every cell sets (the default dataset), kept in the labels
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[tuple[int, object], dict], dict]:
     """Each cell's metrics by (concurrency, request_rate), and what the closed-loop server really did over its four
-    cells (`closed`: c = 1, 4, 16, 64, 2 requests per unit of concurrency, at least 8; `paced`: c = 16 at 10/s)."""
+    cells (`closed`: c = 1, 4, 16, 64, 2 requests per unit of concurrency, at least 8; `paced`: c = 16 at 10/s,
+    temperature 0.7). The run's terminal output goes to RUN_TEXT."""
     d = tmp_path_factory.mktemp("saturation")
     tok = make_tokenizer(d / "tok")
     cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", str(STEP_MS),
@@ -53,14 +56,18 @@ warmup_requests = 0
 
 [[override]]
 when = {{ spec = "paced" }}
-client = {{ concurrency = 16, request_rate = 10.0 }}
+client = {{ concurrency = 16, request_rate = 10.0, temperature = 0.7 }}
 """)
     store = d / "r.sqlite"
-    r = cli("run", str(m), "--store", str(store), "--no-progress")
-    assert r.returncode == 0, r.stderr
+    r, shown = cli_tty("run", str(m), "--store", str(store))  # the progress display on, as on a terminal
+    assert r.returncode == 0, shown
     cells = {(c["concurrency"], c.get("request_rate", "inf")): x for c, x in
              ((json.loads(c), json.loads(x)) for c, x in rows(store, "SELECT client_json, metrics_json FROM cells"))}
+    RUN_TEXT.update(progress=shown, summary=r.stdout)
     return cells, json.loads((d / "closed.json").read_text())
+
+
+RUN_TEXT: dict[str, str] = {}  # what the run showed: its progress display (stderr on a terminal) and summary
 
 
 def _realized_step(truth: dict, n: int) -> float:
@@ -108,3 +115,20 @@ def test_oversaturation_fires_only_where_requests_waited(run: tuple[dict, dict])
     assert slow["peak_in_flight"] < CAP
     assert not slow["oversaturated"], slow["saturation_reason"]
     assert cells[(64, "inf")]["peak_in_flight"] == 64
+
+
+def test_progress_and_summary_say_the_concurrency_that_ran(run: tuple[dict, dict]) -> None:
+    """Once the server is up its cap is known (8): a cell above it is labelled with what really runs, on its bar, on
+    its finished line (with its throughput) and in the summary; one at or below it and the workload axes as before."""
+    shown, summary = RUN_TEXT["progress"], RUN_TEXT["summary"]
+    for c in (16, 64):
+        assert f"closed tp=1 c={c} (runs {CAP}: cap) 24+{OUT} {AXES}" in shown, shown[-3000:]
+        assert re.search(rf"cell done: closed tp=1 c={c} \(runs {CAP}: cap\) 24\+{OUT} {AXES} · [0-9.]+ tok/s, "
+                         "over-saturated", shown), shown[-3000:]
+        assert re.search(rf"\b{c} \(runs {CAP}: cap\)", summary), summary
+    for c in (1, 4):
+        assert re.search(rf"cell done: closed tp=1 c={c} 24\+{OUT} {AXES} · [0-9.]+ tok/s\s", shown), shown[-3000:]
+    assert "c=1 (runs" not in shown and "c=4 (runs" not in shown
+    # the paced cell: queued by its concurrency (the label says so) but never over-saturated; its axes kept
+    assert re.search(rf"cell done: paced tp=1 c=16 \(runs {CAP}: cap\) 24\+{OUT} {AXES} temp=0.7 · [0-9.]+ tok/s\s",
+                     shown), shown[-3000:]

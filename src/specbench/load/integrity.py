@@ -28,6 +28,14 @@ def concurrency(concurrency: int | None, cap: int | None, cap_source: str | None
             "queued": bool(cap is not None and concurrency is not None and concurrency > cap)}
 
 
+def concurrency_text(concurrency: Any, cap: Any, source: str | None = None) -> str:
+    """The concurrency asked, with the one that really runs when a known running cap is below it: '64 (runs 47:
+    cap)', or 'planner cap' when the cap is the planner's prediction (`source` 'planner...'); '16' otherwise."""
+    if isinstance(concurrency, int) and isinstance(cap, int) and not isinstance(cap, bool) and cap < concurrency:
+        return f"{concurrency} (runs {cap}: {'planner cap' if (source or '').startswith('planner') else 'cap'})"
+    return str(concurrency)
+
+
 def peak_in_flight(results: Sequence[Any]) -> int | None:
     """The most requests the client had in flight at once (each from its send, `start_s`, to its end, `start_s` +
     `e2e_s`; a request without an end is left out); None without any. The server never held more than this."""
