@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
 
 from proc_helpers import free_port
 from run_helpers import _matrix_head, cli_tty, make_tokenizer, rows
-from specbench.testing.instant_truth import step_model
+from specbench.testing.instant_truth import SATURATION, saturation_matrix, step_model
 
-STEP_MS, PER_MS, CAP = 5.0, 1.0, 8
-OUT = 16
+STEP_MS, PER_MS, CAP, OUT = (SATURATION[k] for k in ("step_ms", "per_running_ms", "cap", "output_tokens"))
 AXES = "data=specbench-mini"  # the workload axis every cell sets (the default dataset), kept in the labels
 
 
@@ -34,30 +32,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[tuple[int, objec
     temperature 0.7). The run's terminal output goes to RUN_TEXT."""
     d = tmp_path_factory.mktemp("saturation")
     tok = make_tokenizer(d / "tok")
-    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", str(STEP_MS),
-           "--step-ms-per-running", str(PER_MS), "--max-running", str(CAP)]
+    cmd, body = saturation_matrix(str(d))
     m = d / "m.toml"
-    m.write_text(_matrix_head("saturation", cmd, free_port(), tok, ready_s=30, stop_s=5) + f"""
-[[server.spec]]
-label = "closed"
-flags = {{ "--truth-file" = "{d / 'closed.json'}" }}
-
-[[server.spec]]
-label = "paced"
-flags = {{ "--truth-file" = "{d / 'paced.json'}" }}
-
-[client]
-concurrency = [1, 4, 16, 64]
-prompt_tokens = 24
-output_tokens = {OUT}
-num_requests = 8
-requests_per_concurrency = 2
-warmup_requests = 0
-
-[[override]]
-when = {{ spec = "paced" }}
-client = {{ concurrency = 16, request_rate = 10.0, temperature = 0.7 }}
-""")
+    m.write_text(_matrix_head("saturation", cmd, free_port(), tok, ready_s=30, stop_s=5) + body)
     store = d / "r.sqlite"
     r, shown = cli_tty("run", str(m), "--store", str(store))  # the progress display on, as on a terminal
     assert r.returncode == 0, shown

@@ -153,6 +153,36 @@ def step_model(step_ms: float, per_running_ms: float, concurrency: int, cap: int
     return {"running": float(n), "tpot_ms": step, "output_tokens_per_s": 1000.0 * n / step}
 
 
+SATURATION = {"step_ms": 5.0, "per_running_ms": 1.0, "cap": 8, "output_tokens": 16}  # the saturation matrix's truth
+
+
+def saturation_matrix(truth_dir: str) -> tuple[list[str], str]:
+    """The saturation run (tests/test_truth_saturation.py, benchmarks/ground_truth.py): the instant server's command
+    with SATURATION's batch-dependent step and cap, and the matrix body after its head: `closed` (closed loop at
+    c = 1, 4, 16, 64; 2 requests per unit of concurrency, at least 8) and `paced` (c = 16 at 10 requests/s,
+    temperature 0.7), each server writing its realized truth to `truth_dir`/<label>.json."""
+    import sys
+
+    t = SATURATION
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", str(t["step_ms"]),
+           "--step-ms-per-running", str(t["per_running_ms"]), "--max-running", str(t["cap"])]
+    specs = "".join(f'\n[[server.spec]]\nlabel = "{label}"\nflags = {{ "--truth-file" = '
+                    f'{json.dumps(os.path.join(truth_dir, label + ".json"))} }}\n' for label in ("closed", "paced"))
+    return cmd, specs + f"""
+[client]
+concurrency = [1, 4, 16, 64]
+prompt_tokens = 24
+output_tokens = {t["output_tokens"]}
+num_requests = 8
+requests_per_concurrency = 2
+warmup_requests = 0
+
+[[override]]
+when = {{ spec = "paced" }}
+client = {{ concurrency = 16, request_rate = 10.0, temperature = 0.7 }}
+"""
+
+
 def tokens_per_step(rates: tuple[float, ...]) -> float:
     """The truth's common accept length: 1 + sum_i prod_{j<=i} r_j."""
     return 1.0 + sum(math.prod(rates[:i + 1]) for i in range(len(rates)))
