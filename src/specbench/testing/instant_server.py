@@ -18,8 +18,9 @@ at the HTTP level without `[DONE]`, after half its events), `--stall-every K` (t
 and the connection stays open), `--no-usage` (no usage chunk even when asked). `--api-key KEY` is taken and echoed
 in the startup line, as SGLang prints its server_args (tests check that no copy of it is kept).
 `return_token_ids` in a request (vLLM's field) puts each choice's `token_ids` in the stream, and `/generate` streams
-SGLang's cumulative `output_ids`. Ground truth: `--step-ms` turns on a batch scheduler with a known step time, cap
-(`--max-running`) and per-position acceptance (`--accept-rates`), and the lies `--usage-scale`, `--usage-offset`,
+SGLang's cumulative `output_ids`. Ground truth: `--step-ms` turns on a batch scheduler with a known step time (plus
+`--step-ms-per-running` per request running in the step: throughput saturates), cap (`--max-running`) and per-position
+acceptance (`--accept-rates`), and the lies `--usage-scale`, `--usage-offset`,
 `--early-eos`, `--models-name`, `--report-cap` (instant_truth.py).
 `--record FILE` appends every POST body it receives to FILE, one `{"path": ..., "body": ...}` JSON line each
 (tests read what the client really sent). What it sends, as bytes: `instant_bodies.py`; the fault modes:

@@ -1,10 +1,11 @@
 """The instant server's ground-truth mode (`--step-ms`): a batch scheduler whose every number is known, and the lies.
 
 Truth: at most `--max-running` requests generate at once (the rest wait, first come first served); every step takes
-`--step-ms` + `--step-ms-per-running` x the requests running in it (0 by default: a fixed step; above 0 a batch costs
-more the wider it is, so throughput = n / step(n) saturates towards 1000 / per-running tokens/s); a newly admitted request's first step is its prefill and yields 1 token; every later step is one verify
-step that accepts draft position i with probability `--accept-rates[i]` given the ones before it were accepted
-(chain drafting, seeded), and yields the accepted drafts + 1 (the bonus token). So:
+`--step-ms` + `--step-ms-per-running` x the requests running in it (0 by default: a fixed step; above 0 a batch
+costs more the wider it is, so throughput = n / step(n) saturates towards 1000 / per-running tokens/s); a newly
+admitted request's first step is its prefill and yields 1 token; every later step is one verify step that accepts
+draft position i with probability `--accept-rates[i]` given the ones before it were accepted (chain drafting,
+seeded), and yields the accepted drafts + 1 (the bonus token). So:
 - TPOT of a request alone = step_ms / (tokens per verify step); autoregressive (no rates): TPOT = step_ms;
 - with n requests running (closed loop at concurrency c: n = min(c, cap)), autoregressive: TPOT = step(n) =
   step_ms + per_running x n, output throughput = n / step(n) (`step_model`);
@@ -125,7 +126,8 @@ class Scheduler:
 
     def realized(self) -> dict[str, object]:
         """What the scheduler really did so far (sleeps overshoot on a busy machine: `mean_step_ms` is the step time
-        the stream was made of, the truth a client's TPOT is compared with)."""
+        the stream was made of, the truth a client's TPOT is compared with; `step_ms_by_running` the same per batch
+        width, {running: [steps, mean ms]}; `mean_running` the batch width averaged over the steps)."""
         return {"steps": self.steps, "mean_step_ms": 1000.0 * self.step_time_s / self.steps if self.steps else None,
                 "verify_steps": self.verify_steps, "accepted": self.accepted, "per_pos": list(self.per_pos),
                 "tokens_per_verify_step": 1.0 + self.accepted / self.verify_steps if self.verify_steps else None,
