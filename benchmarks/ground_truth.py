@@ -6,7 +6,7 @@ before (chain drafting, seeded), the prefill step yields 1 token. So TPOT (AR, a
 step = 1 + sum_i prod_{j<=i} r_j; decode time per token = STEP_MS / that; effective concurrency = min(c, CAP).
 The tests (tests/test_truth_*.py) assert the same with stated tolerances; this prints the numbers.
 
-    .venv/bin/python benchmarks/ground_truth.py            # ~1 min; markdown on stdout
+    .venv/bin/python benchmarks/ground_truth.py            # ~1.5 min; markdown on stdout
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from specbench.testing.instant_truth import acceptance_per_pos, tokens_per_step  # noqa: E402
+from specbench.testing.instant_truth import (  # noqa: E402
+    SATURATION,
+    acceptance_per_pos,
+    saturation_matrix,
+    step_model,
+    tokens_per_step,
+)
 
 STEP_MS, CAP, RATES = 10.0, 2, (0.8, 0.6, 0.4)
 LIES = {"honest": {}, "usage x10": {"--usage-scale": 10}, "usage x1/4": {"--usage-scale": 0.25},
@@ -59,6 +65,30 @@ def _run(matrix: Path) -> list[dict[str, Any]]:
                     "SELECT label, client_json, status, reason, metrics_json FROM cells ORDER BY rowid")]
     finally:
         con.close()
+
+
+def saturation(work: Path, tok: Path) -> None:
+    """The batch-dependent step (instant_truth.SATURATION): per concurrency the model's step and throughput, the
+    step the server really took at that width, and what the store says (TPOT, throughput, the flags)."""
+    cmd, body = saturation_matrix(str(work))
+    m = work / "saturation.toml"
+    m.write_text(_head("saturation", cmd, tok) + body)
+    cells = _run(m)
+    truth = json.loads((work / "closed.json").read_text())["step_ms_by_running"]
+    t = SATURATION
+    print(f"\n# saturation: step = {t['step_ms']} + {t['per_running_ms']} x running ms, cap {t['cap']}, "
+          f"{t['output_tokens']} output tokens, AR\n")
+    print("| cell | running | step ms: model / realized | TPOT ms stored | tok/s: model / n over realized step | "
+          "tok/s stored | queued | peak in flight | oversaturated |\n|---|---|---|---|---|---|---|---|---|")
+    for c in cells:
+        conc, rate, x = c["client"]["concurrency"], c["client"].get("request_rate", "inf"), c["m"]
+        want = step_model(t["step_ms"], t["per_running_ms"], conc, int(t["cap"]))
+        n = int(want["running"])
+        real = truth.get(str(n), [0, None])[1] if c["label"] == "closed" else None
+        model = (f"{want['tpot_ms']:.1f} / {real:.2f}" if real else "-")
+        thr = (f"{want['output_tokens_per_s']:.0f} / {1000 * n / real:.0f}" if real else "-")
+        print(f"| {c['label']} c={conc} rate={rate} | {n if real else '-'} | {model} | {x['tpot_ms_mean']:.2f} | {thr} | "
+              f"{x['output_throughput']:.0f} | {x['queued']} | {x['peak_in_flight']} | {x['oversaturated']} |")
 
 
 def main() -> None:
@@ -123,6 +153,7 @@ def main() -> None:
     print("\n| lying server | cell status | reason (start) |\n|---|---|---|")
     for c in _run(lies):
         print(f"| {c['label']} | {c['status']} | {(c['reason'] or '').split(' [')[0][:150]} |")
+    saturation(work, tok)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,40 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> 
                           timeout=timeout, cwd=ROOT, env=env)
 
 
+def cli_tty(*args: str, timeout: float = 180) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The CLI with its stderr on a pseudo-terminal, so its progress display is on as a user sees it (250 columns):
+    the result (stdout captured; its stderr None) and what the terminal showed, the ANSI control codes removed."""
+    import os
+    import pty
+    import re
+    import threading
+
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                b = os.read(master, 65536)
+            except OSError:  # the other end closed (EIO): the CLI exited
+                return
+            if not b:
+                return
+            chunks.append(b)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        r = subprocess.run([sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=slave,
+                           text=True, timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "250"})
+    finally:
+        os.close(slave)
+        reader.join(10)
+        os.close(master)
+    shown = b"".join(chunks).decode(errors="replace")
+    return r, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r", "", shown)
+
+
 def rows(store: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     conn = sqlite3.connect(store, timeout=30)
     try:

@@ -166,3 +166,26 @@ def test_pure_mamba_models_plan_where_the_release_serves_them():
     assert new["max_mamba_cache_size"] > 0
     old = _plan(L + "tiiuae/falcon-mamba-7b", engine_version="0.5.15.post1")
     assert old["status"] == "fails" and "FalconMambaForCausalLM has no SGlang implementation" in old["error"]
+
+
+def test_dry_run_text_says_the_concurrency_that_would_run():
+    """The text dry run (a real CLI): a cell above its server's planned cap says what runs, `concurrency=8 (runs 4:
+    planner cap)`; one at or below it the concurrency alone; the JSON row's `effective_concurrency_planned` agrees."""
+    import json
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    args = [sys.executable, "-m", "specbench", "run", "--dry-run", str(root / "examples" / "qwen36-27b-dflash-ddtree.toml")]
+    text = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=root).stdout
+    rows = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120, cwd=root).stdout)
+    capped = 0
+    for r in rows:
+        c, eff = r["client"]["concurrency"], r["effective_concurrency_planned"]
+        line = re.search(rf"cell {r['cell']}: concurrency=(\S+(?: \(runs \d+: planner cap\))?) prompt", text)
+        assert line, r["cell"]
+        assert line.group(1) == (f"{c} (runs {eff}: planner cap)" if eff < c else str(c)), line.group(0)
+        capped += eff < c
+    assert 0 < capped < len(rows)

@@ -175,6 +175,7 @@ def test_report_and_export_show_one_speedup_with_repeats(runs: dict[str, Path]) 
     value its interval is centred on), and `export` prints the same number: no second definition in the report."""
     from specbench.report.load import load_store
     from specbench.report.repeats import ar_cells, speedup_interval
+    from specbench.report.sections import ar_key
     from specbench.report.tables import phase_tables
 
     store = load_store(runs["rep"])
@@ -187,7 +188,7 @@ def test_report_and_export_show_one_speedup_with_repeats(runs: dict[str, Path]) 
     assert len(spec_rows) == 2
     for row in spec_rows:
         cell = next(c for c in store.cells if c.cell_id == row.cell_id)
-        centre, _ci = speedup_interval(cell, ars[(store.label, *cell.baseline_key)])
+        centre, _ci = speedup_interval(cell, ars[ar_key(store, cell)])
         assert row.speedup == pytest.approx(centre, abs=1e-4)
         got = exported[row.cell_id]
         assert got["speedup_vs_ar"] == row.speedup and got["speedup_source"] == "store"

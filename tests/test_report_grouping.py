@@ -9,6 +9,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from proc_helpers import free_port
 from run_helpers import cli, instant_matrix, make_tokenizer
 from specbench.report.build import report_paths
@@ -136,3 +138,58 @@ def test_dry_run_and_run_summary_show_the_workload_axes(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     cells = [ln for ln in r.stdout.splitlines() if "cell " in ln and "concurrency=" in ln]
     assert cells and all("cat=code" in ln and "temp=0.7" in ln for ln in cells)
+
+
+def test_sections_follow_each_servers_model_over_real_runs(tmp_path: Path) -> None:
+    """Two stores of real runs against the instant server: `mixed`, one matrix whose servers launch two models
+    (`--model alpha` / `--model beta`, an AR and a speculative server each), and `plain`, whose server names no model
+    (no meta `model` either: it answers /v1/models as `instant`). Model beta's servers are slower (4 ms between
+    events), so a speculative cell compared with the other model's AR cell would show. The report has a section per model, never a
+    "model ?" one; no fastest point mixes them, and each speculative cell is compared with its own model's AR cell,
+    in the report and in the store (runner.py::fill_speedups)."""
+    import sys
+
+    from run_helpers import _matrix_head, rows
+
+    tok = make_tokenizer(tmp_path / "tok")
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1", "--itl-ms", "1"]
+    client = "\n[client]\nconcurrency = 2\nprompt_tokens = 20\noutput_tokens = 8\nnum_requests = 4\n"
+    specs = "".join(f'\n[[server.spec]]\nlabel = "{label}"\nalgorithm = "{algo}"\nflags = {{ {flags} }}\n'
+                    for label, algo, flags in (("ar", "ar", '"--model" = "alpha"'),
+                                               ("spec3", "draft_model", '"--model" = "alpha", "--accept-length" = 3'),
+                                               ("ar-beta", "ar", '"--model" = "beta", "--itl-ms" = 4'),
+                                               ("spec2-beta", "draft_model",
+                                                '"--model" = "beta", "--itl-ms" = 4, "--accept-length" = 2')))
+    stores = []
+    for name, body in (("mixed", specs), ("plain", '\n[[server.spec]]\nlabel = "ar"\n'
+                                                   '\n[[server.spec]]\nlabel = "spec3"\nalgorithm = "draft_model"\n'
+                                                   'flags = { "--accept-length" = 3 }\n')):
+        m = tmp_path / f"{name}.toml"
+        m.write_text(_matrix_head(name, cmd, free_port(), tok, ready_s=30, stop_s=5) + body + client)
+        store = tmp_path / f"{name}.sqlite"
+        r = cli("run", str(m), "--store", str(store), "--no-progress")
+        assert r.returncode == 0, r.stderr
+        assert {s for (s,) in rows(store, "SELECT status FROM cells")} == {"done"}
+        stores.append(store)
+    w = report_paths(stores, tmp_path / "rep")
+    t = w.report.tables
+    assert set(t.sections) == {"alpha · GPU ?", "beta · GPU ?", "instant · GPU ?"}
+    by_label = {(r.store, r.label): r for p in t.phases for r in p.rows}
+    for (store, label), r in by_label.items():
+        model = {"ar": "alpha", "spec3": "alpha", "ar-beta": "beta", "spec2-beta": "beta"}[label] \
+            if store == "mixed" else "instant"
+        assert r.section == f"{model} · GPU ?", (store, label, r.section)
+    for b in t.best:  # a fastest point ranks the cells of one section only
+        ranked = [r for r in by_label.values() if r.section == b.section and r.concurrency == b.concurrency]
+        assert {r.section for r in ranked} == {b.section}
+    assert len(t.best) == 3
+    beta, ar_beta = by_label[("mixed", "spec2-beta")], by_label[("mixed", "ar-beta")]
+    alpha, ar_alpha = by_label[("mixed", "spec3")], by_label[("mixed", "ar")]
+    assert beta.ar_throughput == ar_beta.output_throughput and alpha.ar_throughput == ar_alpha.output_throughput
+    stored = {label: json.loads(mj) for label, mj in rows(stores[0], "SELECT label, metrics_json FROM cells")}
+    assert stored["spec2-beta"]["speedup"] == pytest.approx(
+        stored["spec2-beta"]["output_throughput"] / stored["ar-beta"]["output_throughput"], rel=1e-3)
+    assert stored["spec3"]["speedup"] == pytest.approx(
+        stored["spec3"]["output_throughput"] / stored["ar"]["output_throughput"], rel=1e-3)
+    md = w.markdown.read_text()
+    assert "model ?" not in md and md.count("## Fastest configuration per workload (closed loop)") == 3

@@ -42,7 +42,8 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
         cl = c.get("client") or {}
         rows.append({
             "cell": c["cell_id"], "phase": c["phase"], "tp": c["tp"], "label": c["label"],
-            "concurrency": cl.get("concurrency"), "prompt_tokens": (c.get("clamp") or {}).get("prompt_tokens",
+            "concurrency": cl.get("concurrency"), "running_cap": m.get("running_cap"),
+            "effective_concurrency": m.get("effective_concurrency"), "prompt_tokens": (c.get("clamp") or {}).get("prompt_tokens",
                                                                                            cl.get("prompt_tokens")),
             "output_tokens": (c.get("clamp") or {}).get("output_tokens", cl.get("output_tokens")),
             "status": c["status"], "attempts": c["attempts"],
@@ -72,6 +73,13 @@ def _workload(client: dict[str, Any], with_rate: bool = False) -> str:
     if with_rate:
         return workload_text(client, skip=("num_requests", "prompt_tokens", "output_tokens"))
     return extras_text(client)
+
+
+def _c(r: dict[str, Any]) -> str:
+    """A summary row's concurrency, with the one that ran when the server's cap was below it."""
+    from specbench.load.integrity import concurrency_text
+
+    return concurrency_text(r["concurrency"], r.get("running_cap"))
 
 
 def _pair(a: Any, b: Any, digits: int) -> str:
@@ -110,7 +118,7 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         style = {"done": "green", "partial": "red", "failed": "red", "skipped": "yellow"}.get(status, "")
         cv = r.get("output_throughput_cv")
         t.add_row(
-            _fmt(r["tp"]), r["label"], _fmt(r["concurrency"]),
+            _fmt(r["tp"]), r["label"], _c(r),
             f"{r['prompt_tokens']}+{r['output_tokens']}" + (f" {r['workload']}" if r.get("workload") else ""),
             f"[{style}]{status}[/]" if style else status,
             _fmt(r["output_throughput"]) + _ci(r.get("output_throughput_ci95"), 1),
@@ -121,14 +129,8 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
-def _queued(concurrency: Any, effective: Any) -> str:
-    """` (runs N at once: the planner's max_running_requests; the rest queue)` when the cap is below the concurrency."""
-    if isinstance(concurrency, int) and isinstance(effective, int) and effective < concurrency:
-        return f" (runs {effective} at once: the planner's max_running_requests; the rest queue)"
-    return ""
-
-
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
+    from specbench.load.integrity import concurrency_text
     from specbench.matrix.runner import iter_phases
     from specbench.predict.plan_matrix import predicted_text
 
@@ -156,10 +158,11 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                               highlight=False, markup=False, soft_wrap=True)
             c = r["client"]
             extra = _workload(c)
-            console.print(f"           cell {r['cell']}: concurrency={c['concurrency']} prompt={c['prompt_tokens']}"
+            console.print(f"           cell {r['cell']}: concurrency="
+                          f"{concurrency_text(c['concurrency'], r.get('effective_concurrency_planned'), 'planner')}"
+                          f" prompt={c['prompt_tokens']}"
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
-                          + (f" {extra}" if extra else "") + f"{predicted_text(r)}"
-                          + _queued(c.get("concurrency"), r.get("effective_concurrency_planned")),
+                          + (f" {extra}" if extra else "") + f"{predicted_text(r)}",
                           highlight=False, markup=False)
             if r.get("concurrency_warning"):
                 console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
@@ -295,11 +298,11 @@ def register(app: typer.Typer) -> None:
             console.print(summary_table(rows, f"{spec.name}: {store_path}"))
             for r in rows:
                 if r.get("stream_warning"):
-                    console.print(f"  note: {r['label']} tp={r['tp']} c={r['concurrency']}: {r['stream_warning']}",
+                    console.print(f"  note: {r['label']} tp={r['tp']} c={_c(r)}: {r['stream_warning']}",
                                   highlight=False, markup=False)
                 if r["status"] in ("failed", "partial", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]
-                    console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={r['concurrency']}: "
+                    console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={_c(r)}: "
                                   f"{first[:300]}", highlight=False, markup=False)
             console.print(f"ran {report.ran} cells ({report.done} done, {report.partial} partial, {report.failed} failed), "
                           f"{report.skipped} skipped by the planner, {report.kept} kept from earlier runs; "

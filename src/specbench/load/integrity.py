@@ -28,10 +28,33 @@ def concurrency(concurrency: int | None, cap: int | None, cap_source: str | None
             "queued": bool(cap is not None and concurrency is not None and concurrency > cap)}
 
 
-def saturation(results: Sequence[Any], queued: bool) -> dict[str, Any]:
-    """`ttft_growth` (median TTFT of the last third of the requests, in send order, over the first third's) and
-    `oversaturated`: the requests queued at the server (c > its cap: the queue never drains while the load lasts) or
-    TTFT grew through the run by more than OVERSATURATED_TTFT_GROWTH (arrivals faster than the server serves)."""
+def concurrency_text(concurrency: Any, cap: Any, source: str | None = None) -> str:
+    """The concurrency asked, with the one that really runs when a known running cap is below it: '64 (runs 47:
+    cap)', or 'planner cap' when the cap is the planner's prediction (`source` 'planner...'); '16' otherwise."""
+    if isinstance(concurrency, int) and isinstance(cap, int) and not isinstance(cap, bool) and cap < concurrency:
+        return f"{concurrency} (runs {cap}: {'planner cap' if (source or '').startswith('planner') else 'cap'})"
+    return str(concurrency)
+
+
+def peak_in_flight(results: Sequence[Any]) -> int | None:
+    """The most requests the client had in flight at once (each from its send, `start_s`, to its end, `start_s` +
+    `e2e_s`; a request without an end is left out); None without any. The server never held more than this."""
+    edges = sorted([(r.start_s, 1) for r in results if r.e2e_s is not None]
+                   + [(r.start_s + r.e2e_s, -1) for r in results if r.e2e_s is not None])  # an end sorts first
+    if not edges:
+        return None
+    peak = now = 0
+    for _, d in edges:
+        now += d
+        peak = max(peak, now)
+    return peak
+
+
+def saturation(results: Sequence[Any], queued: bool, cap: int | None = None) -> dict[str, Any]:
+    """`ttft_growth` (median TTFT of the last third of the requests, in send order, over the first third's),
+    `peak_in_flight` and `oversaturated`: the requests queued at the server (c > its cap and more than `cap` were
+    really in flight at once: a paced run whose arrivals never filled the cap queued nothing) or TTFT grew through
+    the run by more than OVERSATURATED_TTFT_GROWTH (arrivals faster than the server serves)."""
     ok = sorted((r for r in results if r.ok and r.ttft_s is not None), key=lambda r: r.start_s)
     growth = None
     if len(ok) >= MIN_FOR_TREND:
@@ -39,12 +62,14 @@ def saturation(results: Sequence[Any], queued: bool) -> dict[str, Any]:
         first = float(np.median([r.ttft_s for r in ok[:k]]))
         last = float(np.median([r.ttft_s for r in ok[-k:]]))
         growth = last / first if first > 0 else None
+    peak = peak_in_flight(results)
     why = []
-    if queued:
+    if queued and (cap is None or peak is None or peak > cap):
         why.append("more requests in flight than the server runs at once (they queued)")
     if growth is not None and growth > OVERSATURATED_TTFT_GROWTH:
         why.append(f"TTFT grew {growth:.1f}x from the first third of the requests to the last")
-    return {"ttft_growth": growth, "oversaturated": bool(why), "saturation_reason": "; ".join(why) or None}
+    return {"ttft_growth": growth, "peak_in_flight": peak, "oversaturated": bool(why),
+            "saturation_reason": "; ".join(why) or None}
 
 
 def counts(results: Sequence[Any]) -> dict[str, Any]:

@@ -200,14 +200,14 @@ def derived(metrics: Mapping[str, Any], ar: Mapping[str, Any] | None, client: Ma
 
 
 def fill(cells: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """`derived` for cells given as {"tp", "concurrency"?, "algorithm", "label"?, "status"?, "metrics", "client"?}:
-    each done cell's metrics with the derived keys set (cells that are not done come back unchanged). The AR cell
-    of a key is the done AR cell with a positive throughput."""
+    """`derived` for cells given as {"tp", "concurrency"?, "algorithm", "label"?, "status"?, "metrics", "client"?,
+    "model"?}: each done cell's metrics with the derived keys set (cells that are not done come back unchanged). The
+    AR cell of a key is the done AR cell with a positive throughput, of the same `model` when the cells name one."""
     out = [dict(c) for c in cells]
 
     def key(c: Mapping[str, Any]) -> Key:
         cl = c.get("client") or {}
-        return baseline_key(c.get("tp"), c.get("concurrency", cl.get("concurrency")), cl)
+        return (c.get("model"), *baseline_key(c.get("tp"), c.get("concurrency", cl.get("concurrency")), cl))
 
     def done(c: Mapping[str, Any]) -> bool:
         return c.get("status", "done") == "done" and bool(c.get("metrics"))

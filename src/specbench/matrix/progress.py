@@ -1,6 +1,7 @@
 """rich progress bars for a matrix run: one bar for the cells, one per slot (GPU group) for the requests of the
 cell running there, named by its GPUs in a packed run (`gpu 0,1: ddtree-b8 tp=2 c=4 256+64 cat=code temp=0.7`: the workload axes of
-load/axes.py the cell sets)."""
+load/axes.py the cell sets). A cell whose concurrency is above the server's running cap (read once the server is up,
+tuple_run.py) says what really runs: `c=64 (runs 47: cap)`; each finished cell logs one line with that label."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class Progress:
         self._p: RichProgress | None = None
         self._cells: Any = None
         self._reqs: dict[str | None, Any] = {}
+        self._labels: dict[str | None, str] = {}  # slot -> the label of the cell running there
         self.total = total
 
     def __enter__(self) -> Progress:
@@ -51,24 +53,35 @@ class Progress:
             where = f" · {slot}" if slot else ""
             self._p.console.log(f"phase {phase} · tp={tp} · {label} · {verdict}{where}")
 
-    def cell_started(self, cell: Any, slot: str | None = None) -> None:
+    def cell_started(self, cell: Any, slot: str | None = None, cap: int | None = None,
+                     cap_source: str | None = None) -> None:
+        """`cap`: the server's running cap (None: unknown), its source (`planner...`: predicted)."""
         if self._p is not None:
-            from specbench.load.axes import extras_text
-
-            c = cell.client
-            where = f"{slot}: " if slot else ""
-            extra = extras_text(c)
-            self._p.update(self._req_task(slot), total=request_count(c), completed=0, visible=True,
-                           description=f"{where}{cell.label} tp={cell.tp} c={c['concurrency']} "
-                                       f"{c['prompt_tokens']}+{c['output_tokens']}"
-                                       + (f" {extra}" if extra else ""))
+            label = f"{slot}: " if slot else ""
+            self._labels[slot] = label + cell_label(cell, cap, cap_source)
+            self._p.update(self._req_task(slot), total=request_count(cell.client), completed=0, visible=True,
+                           description=self._labels[slot])
 
     def request_done(self, result: Any, slot: str | None = None) -> None:
         if self._p is not None:
             self._p.advance(self._req_task(slot))
 
-    def cell_finished(self, status: str, slot: str | None = None) -> None:
+    def cell_finished(self, status: str, slot: str | None = None, note: str | None = None) -> None:
+        """One line per finished cell: its status, its label (the concurrency that ran) and `note` (its throughput)."""
         if self._p is not None:
             self._p.advance(self._cells)
-            if status != "done":
-                self._p.console.log(f"cell {status}" + (f" on {slot}" if slot else ""))
+            label = self._labels.pop(slot, None)
+            what = label if label is not None else (f"on {slot}" if slot else "")
+            self._p.console.log(f"cell {status}" + (f": {what}" if what else "") + (f" · {note}" if note else ""))
+
+
+def cell_label(cell: Any, cap: int | None = None, cap_source: str | None = None) -> str:
+    """'ddtree-b8 tp=2 c=64 (runs 47: cap) 256+64 cat=code temp=0.7': the cell, the concurrency that really runs
+    when the cap is below the one asked (load/integrity.py::concurrency_text), its workload axes (load/axes.py)."""
+    from specbench.load.axes import extras_text
+    from specbench.load.integrity import concurrency_text
+
+    c = cell.client
+    extra = extras_text(c)
+    return (f"{cell.label} tp={cell.tp} c={concurrency_text(c['concurrency'], cap, cap_source)} "
+            f"{c['prompt_tokens']}+{c['output_tokens']}" + (f" {extra}" if extra else ""))

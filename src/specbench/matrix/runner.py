@@ -176,11 +176,17 @@ def fill_speedups(store: Store) -> None:
     """Every done cell's derived keys (load/speedup.py::fill: pooled-throughput and latency speedups over the AR
     cell of the same baseline key with their log-ratio intervals and decisions, the cell's own intervals), written
     where they changed."""
-    rows = [r for r in store.cells() if r.get("status") == "done" and r.get("metrics")]
+    from specbench.matrix.adapters import command_model
+
+    # each cell with the model its server was launched with: a speculative cell of one model is never compared with
+    # the AR cell of another (a matrix whose specs launch different models)
+    models = {s["server_id"]: command_model(s.get("command") or []) for s in store.servers()}
+    rows = [{**r, "model": models.get(r.get("server_id"))} for r in store.cells()
+            if r.get("status") == "done" and r.get("metrics")]
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         c = r.get("client") or {}
-        return speedups.baseline_key(r.get("tp"), c.get("concurrency"), c)
+        return (r.get("model"), *speedups.baseline_key(r.get("tp"), c.get("concurrency"), c))
 
     # the AR cell's running cap beside each speculative cell's: a c above either cap compares other widths
     ar_caps = {key(r): r["metrics"].get("running_cap") for r in rows if speedups.is_ar(r.get("algorithm"))}

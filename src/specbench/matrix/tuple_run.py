@@ -200,7 +200,9 @@ class TupleRun:
                 return
             self.store.start_cell(c.cell_id, server_json=self.cell_server)
             self.tally.count("ran")
-            self.progress.cell_started(c, self.place.name)
+            info = self.cell_server["effective"]
+            self.progress.cell_started(c, self.place.name, cap=info.get("running_cap"),
+                                       cap_source=info.get("running_cap_source"))
             try:
                 outcome = self.measure(c, ctx)
             except KeyboardInterrupt:  # stays `running`: the next run re-runs it
@@ -255,7 +257,7 @@ class TupleRun:
                 self.server_failed = True
                 self.dead_reason = f"server exited (status {self.proc.returncode()}) during cell {c.cell_id}"
                 self.store.update_server(self.sid, status="failed", log_text=log, diagnosis_json=diag)
-        self.progress.cell_finished(outcome.status, self.place.name)
+        self.progress.cell_finished(outcome.status, self.place.name, note=finished_note(outcome.metrics))
 
     def stop(self) -> None:
         t = self.spec.timeouts
@@ -277,6 +279,13 @@ class TupleRun:
         if store_error is not None and sys.exc_info()[0] is None:
             raise StoreWriteError(f"the results store could not be written ({store_error}): finished cells are kept, "
                                   "free space (or make the folder writable) and run the matrix again to resume")
+
+
+def finished_note(metrics: dict[str, Any] | None) -> str | None:
+    """'522 tok/s, over-saturated': a finished cell's throughput for its progress line."""
+    if not metrics or not isinstance(metrics.get("output_throughput"), (int, float)):
+        return None
+    return f"{metrics['output_throughput']:.1f} tok/s" + (", over-saturated" if metrics.get("oversaturated") else "")
 
 
 def safe_cap(adapter: Adapter, info: dict[str, Any], log_text: str,

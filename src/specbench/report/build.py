@@ -24,7 +24,7 @@ from specbench.report.markdown import render_markdown
 from specbench.report.model import Report, build_report
 from specbench.report.plots import Plot, all_plots
 from specbench.report.predicted import predicted_section
-from specbench.report.sections import sections
+from specbench.report.sections import sections, server_sections
 from specbench.report.tables import Tables, build_tables
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
@@ -128,12 +128,13 @@ def _plots(stores: Sequence[Store], tables: Tables, out: Path) -> list[Plot]:
     if not tables.sections:
         return list(all_plots(rows, accepts, tables.memory, [s.label for s in stores], out))
     of = sections(stores)
+    by_server = server_sections(stores)
     plots: list[Plot] = []
     for i, sec in enumerate(tables.sections, start=1):
         sub = f"section-{i}"
-        labels = [s.label for s in stores if of[s.label] == sec]
+        labels = [s.label for s in stores if any(of[(s.label, c.cell_id)] == sec for c in s.cells)]
         made = all_plots([r for r in rows if r.section == sec], accepts,
-                         [m for m in tables.memory if m.store in labels], labels, out / sub)
+                         [m for m in tables.memory if by_server.get((m.store, m.server_id)) == sec], labels, out / sub)
         plots += [replace(p, name=f"{sub}/{p.name}", title=f"{sec}: {p.title}") for p in made]
     return plots
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.report.load import Store
+from specbench.report.sections import ar_key
 from specbench.report.tables import ar_throughputs, speedup_of
 
 FORMATS = ("csv", "json", "jsonl")
@@ -36,7 +37,7 @@ def records(stores: Sequence[Store]) -> list[dict[str, Any]]:
     for store in stores:
         for c in store.cells:
             speedup, source, _ = speedup_of(store, c, ar)
-            d = derived_of(c, ars.get((store.label, *c.baseline_key))) if c.status == "done" else {}
+            d = derived_of(c, ars.get(ar_key(store, c))) if c.status == "done" else {}
             rec: dict[str, Any] = {
                 "store": store.label, "cell_id": c.cell_id, "server_id": c.server_id, "phase": c.phase, "tp": c.tp,
                 "algorithm": c.algorithm, "label": c.label, "concurrency": c.concurrency, "status": c.status,

@@ -22,13 +22,14 @@ from specbench.load.metrics import accept_length_mean
 from specbench.report.compare import Entry, entries
 from specbench.report.load import CellRecord, RequestRecord, Store, label_key, natural_key
 from specbench.report.rows import DONE, CategoryRow
+from specbench.report.sections import ar_key
 
 ArCells = Mapping[tuple[Any, ...], CellRecord]
 
 
 def ar_cells(stores: Sequence[Store]) -> dict[tuple[Any, ...], CellRecord]:
-    """(store label, *baseline_key) -> the done AR cell there."""
-    return {(s.label, *c.baseline_key): c for s in stores for c in s.cells if c.is_ar and c.status == DONE}
+    """sections.py::ar_key (store label, model, *baseline_key) -> the done AR cell there."""
+    return {ar_key(s, c): c for s in stores for c in s.cells if c.is_ar and c.status == DONE}
 
 
 def metric_spread(cell: CellRecord, key: str) -> sp.Spread | None:
@@ -67,7 +68,7 @@ def row_extras(store: Store, cell: CellRecord, ars: ArCells) -> dict[str, Any]:
     """The CellRow fields of rows.py that come from repeats, the derived speedups, simulation and the speculative
     metrics."""
     sd = cell.spread
-    d = derived_of(cell, ars.get((store.label, *cell.baseline_key)))
+    d = derived_of(cell, ars.get(ar_key(store, cell)))
     out: dict[str, Any] = {
         "repeats": sd.get("repeats") if isinstance(sd.get("repeats"), int) else None,
         "throughput_ci": _pair(d.get("output_throughput_ci95")),
@@ -129,7 +130,7 @@ def category_rows(stores: Sequence[Store], ents: Sequence[Entry] | None = None) 
         c = e.cell
         if c.is_ar or c.status != DONE or not any(q.category for q in c.requests):
             continue
-        ar = ars.get((e.store.label, *c.baseline_key))
+        ar = ars.get(ar_key(e.store, c))
         for cat in sorted({q.category or "–" for q in c.requests}):
             mine = _by(c.requests, cat)
             base = _by(ar.requests, cat) if ar is not None else []

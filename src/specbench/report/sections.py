@@ -1,59 +1,97 @@
-"""Sections of a report over several stores: one per model and GPU, so that no table, ranking or Pareto front
-compares different models or GPUs. A store's model is report/model.py::store_model (meta `model`, else the
-launch command's model); its GPU is meta `gpu`, else the GPU name telemetry read (meta `gpu_name`,
-matrix/telemetry.py), else the planner's GPU (`servers.plan_json.gpu`), else "GPU ?"."""
+"""Sections of a report: one per model and GPU, so that no table, ranking or Pareto front compares different models
+or GPUs. A section belongs to each cell, not to its store: a cell's model is the one its server was launched with
+(`server_model`: the launch command's `--model-path` / `--model` value or the word after `serve`), else the store's
+meta `model`, else the model the server answered for (`server_json.effective`: the ids of /v1/models), else
+"model ?"; its GPU is meta `gpu`, else the GPU name telemetry read (meta `gpu_name`,
+matrix/telemetry.py), else its server's planner GPU (`servers.plan_json.gpu`), else any server's, else "GPU ?"."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from specbench.matrix.adapters import command_model
 from specbench.report.load import Store
+from specbench.report.records import CellRecord, ServerRecord
 
-MODEL_FLAGS = ("--model-path", "--model")  # SGLang launch_server / vLLM serve (vLLM also takes it positionally)
+
+def server_model(server: ServerRecord | None) -> str | None:
+    """The model a server was launched with: its `--model-path` / `--model` value, or the word after `serve`
+    (matrix/adapters.py::command_model)."""
+    return command_model(server.command) if server is not None else None
 
 
 def store_model(store: Store) -> str | None:
-    """meta `model`, else the model the first server was launched with (its `--model-path` / `--model` value, or
-    the word after `serve`)."""
+    """The store's model as its header shows it: meta `model`, else the model the first server naming one was
+    launched with."""
     if store.meta.get("model"):
         return store.meta["model"]
-    for s in store.servers:
-        argv = list(s.command)
-        for i, a in enumerate(argv[:-1]):
-            if a in MODEL_FLAGS or (a == "serve" and not argv[i + 1].startswith("-")):
-                return argv[i + 1]
-            for flag in MODEL_FLAGS:
-                if a.startswith(flag + "="):
-                    return a.split("=", 1)[1]
-    return None
+    return next((m for s in store.servers if (m := server_model(s))), None)
 
 
-def store_gpu(store: Store) -> str:
-    for key in ("gpu", "gpu_name"):
-        if store.meta.get(key):
-            return str(store.meta[key])
-    for s in store.servers:
-        g = s.plan.get("gpu") if isinstance(s.plan, Mapping) else None
-        if isinstance(g, str) and g:
-            return g
-    return "GPU ?"
+def _answered_model(store: Store, cell: CellRecord) -> str | None:
+    """The model the server answered for at boot: the first of its engine's `served_models` of server_json.effective
+    (engines/base.py::ServerAdapter.served_models: the ids of /v1/models)."""
+    from specbench.engines.base import server_adapter
+    from specbench.errors import UserError
+
+    eff = cell.server.get("effective") if isinstance(cell.server, Mapping) else None
+    if not isinstance(eff, Mapping):
+        return None
+    try:
+        served = server_adapter(store.engine or "openai", None).served_models(eff)
+    except UserError:  # an engine this specbench does not know
+        return None
+    return served[0] if served else None
 
 
-def store_section(store: Store) -> str:
-    """'<model> · <GPU>'."""
-    return f"{store_model(store) or 'model ?'} · {store_gpu(store)}"
+def cell_model(store: Store, cell: CellRecord) -> str | None:
+    """The model of a cell's section: its server's launch model, else meta `model`, else the model it answered for."""
+    return server_model(store.server(cell.server_id)) or store.meta.get("model") or _answered_model(store, cell)
 
 
-def sections(stores: Sequence[Store]) -> dict[str, str]:
-    """store label -> its section name."""
-    return {s.label: store_section(s) for s in stores}
+def ar_key(store: Store, cell: CellRecord) -> tuple[object, ...]:
+    """The key a cell meets its AR baseline by: the store, the cell's model (a speculative cell of one model is never
+    compared with another model's AR cell, runner.py::fill_speedups the same), then CellRecord.baseline_key."""
+    return (store.label, cell_model(store, cell), *cell.baseline_key)
+
+
+def _plan_gpu(server: ServerRecord | None) -> str | None:
+    g = server.plan.get("gpu") if server is not None and isinstance(server.plan, Mapping) else None
+    return g if isinstance(g, str) and g else None
+
+
+def _section(store: Store, server: ServerRecord | None, cell: CellRecord | None = None) -> str:
+    """'<model> · <GPU>' of a server (and of a cell of it: the model it answered for as the last resort)."""
+    model = cell_model(store, cell) if cell is not None else (server_model(server) or store.meta.get("model"))
+    gpu = (next((str(store.meta[k]) for k in ("gpu", "gpu_name") if store.meta.get(k)), None) or _plan_gpu(server)
+           or next((g for s in store.servers if (g := _plan_gpu(s))), None) or "GPU ?")
+    return f"{model or 'model ?'} · {gpu}"
+
+
+def cell_section(store: Store, cell: CellRecord) -> str:
+    """'<model> · <GPU>' of one cell: its server's."""
+    return _section(store, store.server(cell.server_id), cell)
+
+
+def sections(stores: Sequence[Store]) -> dict[tuple[str, str], str]:
+    """(store label, cell id) -> its section name."""
+    return {(s.label, c.cell_id): cell_section(s, c) for s in stores for c in s.cells}
+
+
+def server_sections(stores: Sequence[Store]) -> dict[tuple[str, str], str]:
+    """(store label, server id) -> its section: its first cell's, else the server's own."""
+    out: dict[tuple[str, str], str] = {}
+    for s in stores:
+        for srv in s.servers:
+            first = next((c for c in s.cells if c.server_id == srv.server_id), None)
+            out[(s.label, srv.server_id)] = cell_section(s, first) if first is not None else _section(s, srv)
+    return out
 
 
 def section_order(stores: Sequence[Store]) -> tuple[str, ...]:
-    """The section names in the order their first store was given."""
+    """The section names in the order their first cell was given (stores in order, cells in store order)."""
     out: list[str] = []
-    for s in stores:
-        name = store_section(s)
+    for name in sections(stores).values():
         if name not in out:
             out.append(name)
     return tuple(out)

@@ -39,7 +39,7 @@ from specbench.report.rows import (
     Summary,
     Tables,
 )
-from specbench.report.sections import section_order, sections
+from specbench.report.sections import ar_key, section_order, sections
 
 # re-exported: the renderers and the plots import these names from here
 __all__ = ["CELL_COLUMNS", "DONE", "CellRow", "MemoryRow", "Tables", "ar_throughputs", "best_per_point", "build_tables",
@@ -53,14 +53,15 @@ ArIndex = Mapping[tuple[Any, ...], float]
 
 
 def ar_throughputs(stores: Sequence[Store]) -> dict[tuple[Any, ...], float]:
-    """(store label, *CellRecord.baseline_key) -> output_throughput of the done AR cell there (load/speedup.py)."""
-    return speedups.ar_index(((store.label, *cell.baseline_key), cell.is_ar and cell.status == DONE,
+    """sections.py::ar_key (store label, model, *CellRecord.baseline_key) -> output_throughput of the done AR cell
+    there (load/speedup.py)."""
+    return speedups.ar_index((ar_key(store, cell), cell.is_ar and cell.status == DONE,
                               cell.metric("output_throughput")) for store in stores for cell in store.cells)
 
 
 def speedup_of(store: Store, cell: CellRecord, ar: ArIndex) -> tuple[float | None, str, float | None]:
     """Speedup over AR at the same TP, concurrency and workload; where it came from; the AR throughput."""
-    base = ar.get((store.label, *cell.baseline_key))
+    base = ar.get(ar_key(store, cell))
     if cell.is_ar:
         return None, "baseline", base
     stored = cell.metric("speedup")
@@ -164,7 +165,7 @@ def phase_tables(stores: Sequence[Store], ents: Sequence[Entry] | None = None) -
     named = len(order) > 1
     groups: dict[tuple[str, int | None, int | None], list[CellRow]] = {}
     for e in (entries(stores) if ents is None else ents):
-        sec = of[e.store.label] if named else ""
+        sec = of[(e.store.label, e.cell.cell_id)] if named else ""
         groups.setdefault((sec, e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1, ars, sec))
     tables = []
     for (sec, phase, tp), rows in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][1] or 0,

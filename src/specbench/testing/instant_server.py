@@ -18,8 +18,9 @@ at the HTTP level without `[DONE]`, after half its events), `--stall-every K` (t
 and the connection stays open), `--no-usage` (no usage chunk even when asked). `--api-key KEY` is taken and echoed
 in the startup line, as SGLang prints its server_args (tests check that no copy of it is kept).
 `return_token_ids` in a request (vLLM's field) puts each choice's `token_ids` in the stream, and `/generate` streams
-SGLang's cumulative `output_ids`. Ground truth: `--step-ms` turns on a batch scheduler with a known step time, cap
-(`--max-running`) and per-position acceptance (`--accept-rates`), and the lies `--usage-scale`, `--usage-offset`,
+SGLang's cumulative `output_ids`. Ground truth: `--step-ms` turns on a batch scheduler with a known step time (plus
+`--step-ms-per-running` per request running in the step: throughput saturates), cap (`--max-running`) and per-position
+acceptance (`--accept-rates`), and the lies `--usage-scale`, `--usage-offset`,
 `--early-eos`, `--models-name`, `--report-cap` (instant_truth.py).
 `--record FILE` appends every POST body it receives to FILE, one `{"path": ..., "body": ...}` JSON line each
 (tests read what the client really sent). What it sends, as bytes: `instant_bodies.py`; the fault modes:
@@ -76,6 +77,7 @@ class Options:
     require_key: str | None = None  # --enforce-api-key: /v1 and /generate answer 401 without `Bearer KEY` (as vLLM)
     # ground truth (instant_truth.py): a batch scheduler with known step time, cap and acceptance; and its lies
     step_ms: float = 0.0
+    step_ms_per_running: float = 0.0  # + this per request running in the step (a batch-dependent step time)
     max_running: int = 1 << 30
     accept_rates: tuple[float, ...] = ()
     seed: int = 0
@@ -105,7 +107,8 @@ class Server:
         self._cache: dict[tuple[str, int, bool], list[bytes]] = {}
         self.sched: instant_truth.Scheduler | None = None
         if opts.step_ms > 0:
-            self.sched = instant_truth.Scheduler(opts.step_ms / 1000, opts.max_running, opts.accept_rates, opts.seed)
+            self.sched = instant_truth.Scheduler(opts.step_ms / 1000, opts.max_running, opts.accept_rates, opts.seed,
+                                                 opts.step_ms_per_running / 1000)
 
     # ---- event bodies, cached per (api, n) ------------------------------------------------
     def events(self, api: str, n: int, ids: bool = False) -> list[bytes]:
@@ -387,6 +390,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     p.add_argument("--record", default=None, help="append every POST body received to this file (JSON lines)")
     t = p.add_argument_group("ground truth (instant_truth.py)")
     t.add_argument("--step-ms", type=float, default=0.0, help="a batch scheduler whose every step takes this long")
+    t.add_argument("--step-ms-per-running", type=float, default=0.0,
+                   help="each step takes this much longer per request running in it (throughput saturates)")
     t.add_argument("--max-running", type=int, default=1 << 30, help="requests generating at once (the rest wait)")
     t.add_argument("--accept-rates", default="", help="per draft position acceptance, e.g. 0.8,0.6,0.4")
     t.add_argument("--seed", type=int, default=0)
@@ -405,6 +410,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    fail_every=a.fail_every, close_every=a.close_every, error_event_every=a.error_event_every,
                    malformed_every=a.malformed_every, truncate_every=a.truncate_every, stall_every=a.stall_every,
                    no_usage=a.no_usage, model=a.model, record=a.record, step_ms=a.step_ms, max_running=a.max_running,
+                   step_ms_per_running=a.step_ms_per_running,
                    accept_rates=tuple(float(x) for x in a.accept_rates.split(",") if x.strip()), seed=a.seed,
                    metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
                    models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file,

@@ -1,10 +1,14 @@
 """The instant server's ground-truth mode (`--step-ms`): a batch scheduler whose every number is known, and the lies.
 
 Truth: at most `--max-running` requests generate at once (the rest wait, first come first served); every step takes
-`--step-ms`; a newly admitted request's first step is its prefill and yields 1 token; every later step is one verify
-step that accepts draft position i with probability `--accept-rates[i]` given the ones before it were accepted
-(chain drafting, seeded), and yields the accepted drafts + 1 (the bonus token). So:
+`--step-ms` + `--step-ms-per-running` x the requests running in it (0 by default: a fixed step; above 0 a batch
+costs more the wider it is, so throughput = n / step(n) saturates towards 1000 / per-running tokens/s); a newly
+admitted request's first step is its prefill and yields 1 token; every later step is one verify step that accepts
+draft position i with probability `--accept-rates[i]` given the ones before it were accepted (chain drafting,
+seeded), and yields the accepted drafts + 1 (the bonus token). So:
 - TPOT of a request alone = step_ms / (tokens per verify step); autoregressive (no rates): TPOT = step_ms;
+- with n requests running (closed loop at concurrency c: n = min(c, cap)), autoregressive: TPOT = step(n) =
+  step_ms + per_running x n, output throughput = n / step(n) (`step_model`);
 - tokens per verify step (the common accept length, docs/contracts.md) = 1 + sum_i prod_{j<=i} r_j;
 - the share of verify steps that accept position i = prod_{j<=i} r_j;
 - the effective concurrency = min(concurrency, max_running); `/server_info` reports the cap as SGLang 0.5.15.post1
@@ -42,8 +46,9 @@ class Job:
 class Scheduler:
     """One loop: admit waiting jobs up to the cap, sleep one step, advance every running job by its step's tokens."""
 
-    def __init__(self, step_s: float, max_running: int, rates: tuple[float, ...], seed: int = 0) -> None:
-        self.step_s, self.cap, self.rates = step_s, max(1, max_running), rates
+    def __init__(self, step_s: float, max_running: int, rates: tuple[float, ...], seed: int = 0,
+                 per_running_s: float = 0.0) -> None:
+        self.step_s, self.cap, self.rates, self.per_running_s = step_s, max(1, max_running), rates, per_running_s
         self.rng = random.Random(seed)
         self.waiting: list[Job] = []
         self.running: list[Job] = []
@@ -57,6 +62,8 @@ class Scheduler:
         self.max_seen_running = 0
         self.steps = 0  # every step taken (prefill or verify), and their wall time: the realized step time
         self.step_time_s = 0.0
+        self.running_sum = 0  # requests running, summed over the steps (its mean: the batch width that ran)
+        self.by_width: dict[int, list[float]] = {}  # requests running -> [steps, their wall time in s]
         self.finished: list[tuple[int, int, int]] = []  # per finished request: (tokens, verify steps, accepted)
 
     def submit(self, n: int) -> Job:
@@ -85,9 +92,14 @@ class Scheduler:
                 self.running.append(self.waiting.pop(0))
             self.max_seen_running = max(self.max_seen_running, len(self.running))
             t0 = time.perf_counter()
-            await asyncio.sleep(self.step_s)
+            await asyncio.sleep(self.step_s + self.per_running_s * len(self.running))
+            took = time.perf_counter() - t0
             self.steps += 1
-            self.step_time_s += time.perf_counter() - t0
+            self.running_sum += len(self.running)
+            self.step_time_s += took
+            w = self.by_width.setdefault(len(self.running), [0, 0.0])
+            w[0] += 1
+            w[1] += took
             for job in list(self.running):
                 if not job.started:
                     job.started = True
@@ -114,11 +126,14 @@ class Scheduler:
 
     def realized(self) -> dict[str, object]:
         """What the scheduler really did so far (sleeps overshoot on a busy machine: `mean_step_ms` is the step time
-        the stream was made of, the truth a client's TPOT is compared with)."""
+        the stream was made of, the truth a client's TPOT is compared with; `step_ms_by_running` the same per batch
+        width, {running: [steps, mean ms]}; `mean_running` the batch width averaged over the steps)."""
         return {"steps": self.steps, "mean_step_ms": 1000.0 * self.step_time_s / self.steps if self.steps else None,
                 "verify_steps": self.verify_steps, "accepted": self.accepted, "per_pos": list(self.per_pos),
                 "tokens_per_verify_step": 1.0 + self.accepted / self.verify_steps if self.verify_steps else None,
                 "generated": self.generated, "max_running_seen": self.max_seen_running, "cap": self.cap,
+                "mean_running": self.running_sum / self.steps if self.steps else None,
+                "step_ms_by_running": {str(n): [int(k), 1000.0 * t / k] for n, (k, t) in sorted(self.by_width.items())},
                 "requests": [list(x) for x in self.finished]}
 
     def write(self, path: str | None) -> None:
@@ -129,6 +144,45 @@ class Scheduler:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(self.realized(), f)
         os.replace(tmp, path)
+
+
+def step_model(step_ms: float, per_running_ms: float, concurrency: int, cap: int) -> dict[str, float]:
+    """The autoregressive truth of a closed loop at `concurrency` on a cap: n = min(c, cap) running, each step
+    step(n) = step_ms + per_running_ms x n long and 1 token per running request: TPOT = step(n) ms, output
+    throughput = 1000 x n / step(n) tokens/s."""
+    n = min(concurrency, cap)
+    step = step_ms + per_running_ms * n
+    return {"running": float(n), "tpot_ms": step, "output_tokens_per_s": 1000.0 * n / step}
+
+
+SATURATION = {"step_ms": 5.0, "per_running_ms": 1.0, "cap": 8, "output_tokens": 16}  # the saturation matrix's truth
+
+
+def saturation_matrix(truth_dir: str) -> tuple[list[str], str]:
+    """The saturation run (tests/test_truth_saturation.py, benchmarks/ground_truth.py): the instant server's command
+    with SATURATION's batch-dependent step and cap, and the matrix body after its head: `closed` (closed loop at
+    c = 1, 4, 16, 64; 2 requests per unit of concurrency, at least 8) and `paced` (c = 16 at 10 requests/s,
+    temperature 0.7), each server writing its realized truth to `truth_dir`/<label>.json."""
+    import sys
+
+    t = SATURATION
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", str(t["step_ms"]),
+           "--step-ms-per-running", str(t["per_running_ms"]), "--max-running", str(t["cap"])]
+    specs = "".join(f'\n[[server.spec]]\nlabel = "{label}"\nflags = {{ "--truth-file" = '
+                    f'{json.dumps(os.path.join(truth_dir, label + ".json"))} }}\n' for label in ("closed", "paced"))
+    return cmd, specs + f"""
+[client]
+concurrency = [1, 4, 16, 64]
+prompt_tokens = 24
+output_tokens = {t["output_tokens"]}
+num_requests = 8
+requests_per_concurrency = 2
+warmup_requests = 0
+
+[[override]]
+when = {{ spec = "paced" }}
+client = {{ concurrency = 16, request_rate = 10.0, temperature = 0.7 }}
+"""
 
 
 def tokens_per_step(rates: tuple[float, ...]) -> float:
