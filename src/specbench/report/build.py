@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -93,17 +95,17 @@ def _clear_previous(out: Path) -> None:
 
 def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Written:
     tables = build_tables(stores)
-    plots = _plots(stores, tables, out)
-
-    logs = []
-    folders: set[Path] = set()  # each folder made once: 20,000 cell logs asked mkdir 20,000 times
-    for log in tables.logs:
-        path = out / log.relpath
-        if path.parent not in folders:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            folders.add(path.parent)
-        path.write_text(log.text, encoding="utf-8")
-        logs.append(path)
+    # the logs are written by a thread while the figures draw: 20,000 cell logs are 20,000 file creations, time in
+    # the kernel (the GIL let go) that overlaps the drawing on a second core
+    stop = threading.Event()  # set when the drawing fails or is interrupted: the writer stops at its next file
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-logs") as pool:
+        written_logs = pool.submit(_write_logs, tables, out, stop)
+        try:
+            plots = _plots(stores, tables, out)
+        except BaseException:
+            stop.set()
+            raise
+        logs = written_logs.result()  # an OSError raised there is raised here (write_report: one line)
 
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
     report = build_report(stores, tables, plots, stamp)
@@ -118,6 +120,21 @@ def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Writ
                                 encoding="utf-8")
     return Written(out_dir=out, markdown=md, html=html, pngs=tuple(p.path for p in plots), logs=tuple(logs),
                    report=report)
+
+
+def _write_logs(tables: Tables, out: Path, stop: threading.Event) -> list[Path]:
+    logs = []
+    folders: set[Path] = set()  # each folder made once: 20,000 cell logs asked mkdir 20,000 times
+    for log in tables.logs:
+        if stop.is_set():
+            break
+        path = out / log.relpath
+        if path.parent not in folders:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            folders.add(path.parent)
+        path.write_text(log.text, encoding="utf-8")
+        logs.append(path)
+    return logs
 
 
 def _plots(stores: Sequence[Store], tables: Tables, out: Path) -> list[Plot]:
