@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
 def _forget_caught_keyboard_interrupt() -> None:
     """Keep the exit status this process chose after a Ctrl-C / SIGHUP / SIGTERM it handled (130, or 0).
 
-    CPython (3.8 to 3.12 at least, Python/pythonrun.c::run_eval_code_obj) marks a KeyboardInterrupt that leaves a
+    CPython (seen on 3.11.7; Python/pythonrun.c::run_eval_code_obj, 3.12 alike) marks a KeyboardInterrupt that leaves a
     *string* exec/eval as unhandled even when a caller catches it, and under `python -m specbench` Py_RunMain then
     ends the process with SIGINT (status -2, no traceback) instead of our sys.exit. The string execs are
     dataclasses' generated methods, run while a module is imported lazily mid-run (an engine's launch module, say):
