@@ -22,6 +22,7 @@ import json
 import re
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -306,11 +307,18 @@ def p_log_case(draw: st.DrawFn) -> Case:
         swapped = re.sub(rb"\b0\.(\d+)\.(\d+)\b", lambda m: b"0.%d.%d" % (int(m.group(1)) + 1, int(m.group(2))),
                          data, count=3)
         path.write_bytes(swapped)
-    text = path.read_bytes()
+    return Case("p-logs", ["doctor", "--json", str(path)], f"{kind} {src.name}",
+                oracle=log_oracle(kind, data, path.read_bytes(), expect))
+
+
+def log_oracle(kind: str, data: bytes, text: bytes, expect: tuple[Any, Any] | None) -> Callable[[Result], str | None]:
+    """The check of one changed log (`text`, made from the corpus log `data` by `kind`): a transform that keeps
+    every line keeps the diagnosis (`expect`), and a log left with no ready line nor late start-up step is never
+    called started."""
     src_ready = any(w.encode().lower() in data.lower() for w in READY + LATE)
     ready = not src_ready or any(w.encode().lower() in (gzip.decompress(text) if kind == "gzip" else text).lower()
-                for w in READY + LATE)  # the doctor's "started" (logs/doctor.py::_status), as strategies.py reads it;
-    # a clean log the doctor already calls started without such a line is the doctor's own reading, not this cut's
+                for w in READY + LATE)  # the doctor's "started" (doctor/doctor.py::_status), as strategies.py reads
+    # it; a clean log the doctor already calls started without such a line is the doctor's own reading, not this cut's
 
     def oracle(res: Result) -> str | None:
         j = _json_status(res)
@@ -322,7 +330,7 @@ def p_log_case(draw: st.DrawFn) -> Case:
             return "a log without a ready line reported as started"
         return None
 
-    return Case("p-logs", ["doctor", "--json", str(path)], f"{kind} {src.name}", oracle=oracle)
+    return oracle
 
 
 # ------------------------------------------------------------------------------------------------ stores

@@ -213,9 +213,13 @@ def matrix_case(draw: st.DrawFn) -> Case:
 
 
 # ------------------------------------------------------------------------------------------------ logs
+# what makes the doctor's "started" without a ready line (doctor/doctor.py::_status): serving records, a failure, a
+# cap, or one of the engines' last start-up steps (engines/*/loglines.py::LATE_BOOT: vLLM's KV cache size, "# GPU
+# blocks: N" (V0), "Maximum concurrency", graph capture; SGLang's cuda graph capture, "Tree cache initialized"). The
+# doctor then says the log ends before the engine said it serves (facts.ready false).
 LATE = ("#running-req", "gen throughput", "accept len", "cuda graph", "kv cache", "capturing", "avg prompt throughput",
-        "max_total_num_tokens", "num_gpu_blocks", "maximum concurrency", "Running:", "KV tokens", "token slots",
-        "ValueError", "Error", "exceeds", "capped")
+        "max_total_num_tokens", "num_gpu_blocks", "gpu blocks: ", "maximum concurrency", "tree cache initialized",
+        "Running:", "KV tokens", "token slots", "ValueError", "Error", "exceeds", "capped")
 READY = ("The server is fired up", "Uvicorn running on", "Application startup complete", "Starting vLLM API server",
          "init engine (profile, create kv cache, warmup model) took")
 
