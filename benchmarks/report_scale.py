@@ -1,9 +1,10 @@
 """`specbench report` on a 20,000-cell store: wall time and peak RSS, this checkout side by side with an older one.
 
-    python benchmarks/report_scale.py [--cells-per-tp 5000] [--old-ref f125733] [--keep DIR]
+    python benchmarks/report_scale.py [--concurrencies 100] [--old-ref f125733] [--keep DIR] [--done-logs]
 
 Builds a synthetic store (specbench/testing/synthetic.py: 4 TP sizes x 50 configurations x 100 concurrencies = 20,000
-cells, 16 requests each, runner-derived keys filled as `specbench run` leaves them), then runs `specbench report` on
+cells, 16 requests each, runner-derived keys filled as `specbench run` leaves them; done cells carry no log, as
+`specbench run` stores none for them; `--done-logs` gives each one, and the report then writes 20,000 log files), then runs `specbench report` on
 it in a fresh process per code path and reports seconds and the child's peak resident memory (getrusage
 ru_maxrss). `--old-ref` takes the sources of that git revision (`git archive`) for the side-by-side run. Target
 (issue 23): under 10 s and 500 MiB. Not a test: the figures go to benchmarks/RESULTS.md.
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build(path: Path, concurrencies: int) -> Path:
+def build(path: Path, concurrencies: int, done_logs: bool = False) -> Path:
     sys.path.insert(0, str(ROOT / "src"))
     from specbench.matrix.runner import fill_speedups
     from specbench.matrix.store import Store
@@ -31,7 +32,7 @@ def build(path: Path, concurrencies: int) -> Path:
 
     labels = ("ar", *(f"ddtree-b{i}" for i in range(1, 50)))
     write_store(path, tps=(1, 2, 4, 8), labels=labels, concurrencies=tuple(range(1, concurrencies + 1)),
-                failing_server=None, failing_cell=None)
+                failing_server=None, failing_cell=None, done_logs=done_logs)
     with Store(path) as st:
         fill_speedups(st)  # what a finished `specbench run` leaves in the store
     return path
@@ -72,14 +73,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrencies", type=int, default=100, help="concurrencies per configuration (100: 20,000 cells)")
     ap.add_argument("--old-ref", default=None, help="git revision to run side by side (e.g. f125733)")
+    ap.add_argument("--done-logs", action="store_true",
+                    help="give every done cell a log (specbench run keeps logs of failed/partial cells only): the "
+                         "report then writes 20,000 log files, kernel time on a slow file system")
     ap.add_argument("--keep", type=Path, default=None, help="folder for the store and the reports (default: a temp dir)")
     a = ap.parse_args()
     work = a.keep or Path(tempfile.mkdtemp(prefix="report-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    store = work / "scale.db"
+    store = work / ("scale-logs.db" if a.done_logs else "scale.db")
     if not store.exists():
         t0 = time.perf_counter()
-        build(store, a.concurrencies)
+        build(store, a.concurrencies, a.done_logs)
         print(f"built {store} in {time.perf_counter() - t0:.1f} s ({store.stat().st_size / 2**20:.0f} MiB)")
     paths = [("this checkout", ROOT / "src")]
     if a.old_ref:

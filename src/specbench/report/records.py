@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,21 @@ class Store:
         return self.meta.get("engine_version") or self.meta.get("version")
 
     def server(self, server_id: str | None) -> ServerRecord | None:
-        return next((s for s in self.servers if s.server_id == server_id), None)
+        return self._server_by_id.get(server_id)
+
+    @cached_property
+    def _server_by_id(self) -> dict[str | None, ServerRecord]:
+        """server_id -> its record (the first of a repeated id), built once: a 20,000-cell report asks per cell."""
+        out: dict[str | None, ServerRecord] = {}
+        for s in self.servers:
+            out.setdefault(s.server_id, s)
+        return out
+
+    @cached_property
+    def memo(self) -> dict[object, object]:
+        """Values derived from this store once and asked per cell (report/sections.py: each server's model, the
+        fallback GPU); the store itself never changes."""
+        return {}
 
 
 

@@ -46,13 +46,28 @@ def _answered_model(store: Store, cell: CellRecord) -> str | None:
 
 def cell_model(store: Store, cell: CellRecord) -> str | None:
     """The model of a cell's section: its server's launch model, else meta `model`, else the model it answered for."""
-    return server_model(store.server(cell.server_id)) or store.meta.get("model") or _answered_model(store, cell)
+    return _launch_model(store, cell.server_id) or store.meta.get("model") or _answered_model(store, cell)
+
+
+def _launch_model(store: Store, server_id: str | None) -> str | None:
+    """server_model of a store's server, read from its command once per server (Store.memo)."""
+    key = ("launch_model", server_id)
+    if key not in store.memo:
+        store.memo[key] = server_model(store.server(server_id))
+    return store.memo[key]  # type: ignore[return-value]
 
 
 def ar_key(store: Store, cell: CellRecord) -> tuple[object, ...]:
     """The key a cell meets its AR baseline by: the store, the cell's model (a speculative cell of one model is never
     compared with another model's AR cell, runner.py::fill_speedups the same), then CellRecord.baseline_key."""
     return (store.label, cell_model(store, cell), *cell.baseline_key)
+
+
+def _any_plan_gpu(store: Store) -> str | None:
+    """The first server's planner GPU, looked for once per store (Store.memo)."""
+    if "any_plan_gpu" not in store.memo:
+        store.memo["any_plan_gpu"] = next((g for s in store.servers if (g := _plan_gpu(s))), None)
+    return store.memo["any_plan_gpu"]  # type: ignore[return-value]
 
 
 def _plan_gpu(server: ServerRecord | None) -> str | None:
@@ -64,7 +79,7 @@ def _section(store: Store, server: ServerRecord | None, cell: CellRecord | None 
     """'<model> · <GPU>' of a server (and of a cell of it: the model it answered for as the last resort)."""
     model = cell_model(store, cell) if cell is not None else (server_model(server) or store.meta.get("model"))
     gpu = (next((str(store.meta[k]) for k in ("gpu", "gpu_name") if store.meta.get(k)), None) or _plan_gpu(server)
-           or next((g for s in store.servers if (g := _plan_gpu(s))), None) or "GPU ?")
+           or _any_plan_gpu(store) or "GPU ?")
     return f"{model or 'model ?'} · {gpu}"
 
 

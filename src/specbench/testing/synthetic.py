@@ -168,8 +168,10 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
                 failing_server: tuple[int, str] | None = (1, "ddtree-b16"),
                 failing_cell: tuple[int, str, int] | None = (4, "dflash", 8),
                 pending_from: tuple[int, str] | None = None, engine: str = "sglang",
-                engine_version: str = "0.5.23", throughput_scale: float = 1.0) -> Path:
-    """Write a synthetic store. `pending_from=(tp, label)` leaves that server and all after it pending."""
+                engine_version: str = "0.5.23", throughput_scale: float = 1.0, done_logs: bool = True) -> Path:
+    """Write a synthetic store. `pending_from=(tp, label)` leaves that server and all after it pending.
+    `done_logs=False`: done cells without a log, as `specbench run` leaves them (matrix/tuple_run.py::record keeps a
+    log for failed and partial cells only)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
@@ -198,6 +200,8 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
                 state = ("pending" if pending else "server_failed" if server_fails
                          else "failed" if failing_cell == (tp, label, conc) else "done")
                 row = _cell_outcome(cid, sid, tp, label, conc, rng, n_req, state, throughput_scale)
+                if state == "done" and not done_logs:
+                    row["log"] = None
                 _insert_cell(con, cid, sid, phase, tp, label, settings, client, row, t)
                 t += 31
     con.commit()
