@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -97,15 +95,8 @@ def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Writ
     tables = build_tables(stores)
     # the logs are written by a thread while the figures draw: 20,000 cell logs are 20,000 file creations, time in
     # the kernel (the GIL let go) that overlaps the drawing on a second core
-    stop = threading.Event()  # set when the drawing fails or is interrupted: the writer stops at its next file
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-logs") as pool:
-        written_logs = pool.submit(_write_logs, tables, out, stop)
-        try:
-            plots = _plots(stores, tables, out)
-        except BaseException:
-            stop.set()
-            raise
-        logs = written_logs.result()  # an OSError raised there is raised here (write_report: one line)
+    plots = _plots(stores, tables, out)  # on two cores where it is safe (report/twocores.py)
+    logs = _write_logs(tables, out)
 
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
     report = build_report(stores, tables, plots, stamp)
@@ -122,12 +113,10 @@ def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Writ
                    report=report)
 
 
-def _write_logs(tables: Tables, out: Path, stop: threading.Event) -> list[Path]:
+def _write_logs(tables: Tables, out: Path) -> list[Path]:
     logs = []
     folders: set[Path] = set()  # each folder made once: 20,000 cell logs asked mkdir 20,000 times
     for log in tables.logs:
-        if stop.is_set():
-            break
         path = out / log.relpath
         if path.parent not in folders:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ and re-exports their public names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from specbench.report.plot_base import (  # noqa: F401  (re-exported)
@@ -55,15 +55,21 @@ from specbench.report.plot_memory import memory_plot
 from specbench.report.plot_pareto import pareto_front, pareto_plot, per_gpu, per_user  # noqa: F401  (re-exported)
 from specbench.report.plot_spec import accept_plot, accept_pos_plot, speedup_heatmap
 from specbench.report.tables import CellRow, MemoryRow
+from specbench.report.twocores import run_jobs
 
 
 def all_plots(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], memory: Sequence[MemoryRow],
               stores: Sequence[str], path: Path) -> tuple[Plot, ...]:
     """Every figure that has data, in report order."""
     path.mkdir(parents=True, exist_ok=True)
-    made = (throughput_plot(rows, stores, path), tpot_plot(rows, stores, path), speedup_heatmap(rows, path),
-            speedup_plot(rows, stores, path), ttft_plot(rows, stores, path), e2e_plot(rows, stores, path),
-            goodput_plot(rows, stores, path), pareto_plot(rows, stores, path),
-            accept_plot(rows, accepts, stores, path), accept_pos_plot(rows, stores, path), memory_plot(memory, path),
-            *gpu_plots(rows, stores, path))
+    jobs: list[Callable[[], Plot | None | list[Plot | None]]] = [
+        lambda: throughput_plot(rows, stores, path), lambda: tpot_plot(rows, stores, path),
+        lambda: speedup_heatmap(rows, path), lambda: speedup_plot(rows, stores, path),
+        lambda: ttft_plot(rows, stores, path), lambda: e2e_plot(rows, stores, path),
+        lambda: goodput_plot(rows, stores, path), lambda: pareto_plot(rows, stores, path),
+        lambda: accept_plot(rows, accepts, stores, path), lambda: accept_pos_plot(rows, stores, path),
+        lambda: memory_plot(memory, path), lambda: gpu_plots(rows, stores, path)]
+    made: list[Plot | None] = []
+    for got in run_jobs(jobs):  # two cores where it is safe (report/twocores.py)
+        made.extend(got if isinstance(got, list) else [got])
     return tuple(p for p in made if p is not None)
