@@ -22,7 +22,7 @@ from specbench.errors import UserError
 from specbench.predict.cells import ClassKey, cell_shape, class_key
 from specbench.predict.model import CellShape
 from specbench.report.load import load_store
-from specbench.report.records import CellRecord, Store
+from specbench.report.records import CellRecord, LoadedStore
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,7 +45,7 @@ class Observation:
     speedup: float | None        # measured, over the AR cell with the same baseline key
 
 
-def plan_table(store: Store) -> dict[str, Any]:
+def plan_table(store: LoadedStore) -> dict[str, Any]:
     text = store.meta.get("matrix_text") or ""
     try:
         doc = tomllib.loads(text)
@@ -86,11 +86,11 @@ def _measured(cell: CellRecord) -> tuple[float, float, float, float | None, floa
     return decode / steps, ttft, e2e, acc, tok_s
 
 
-def observations(source: str | Store) -> list[Observation]:
+def observations(source: str | LoadedStore) -> list[Observation]:
     """Every done cell of one store (a path, or a store already loaded: `specbench report` passes its own, so a
     20,000-cell store is read once) that the model can read (others are skipped, silently: failed cells, cells
     without request rows)."""
-    store = source if isinstance(source, Store) else load_store(source)
+    store = source if isinstance(source, LoadedStore) else load_store(source)
     path = str(source) if isinstance(source, str) else str(store.path)
     plan = plan_table(store)
     engine = store.engine or "unknown"
@@ -122,7 +122,7 @@ def observations(source: str | Store) -> list[Observation]:
     return out
 
 
-def all_observations(sources: Iterable[str | Store]) -> list[Observation]:
+def all_observations(sources: Iterable[str | LoadedStore]) -> list[Observation]:
     res: list[Observation] = []
     for p in sources:
         res.extend(observations(p))

@@ -19,7 +19,7 @@ from pathlib import Path
 from specbench.errors import UserError
 from specbench.report.compare import load_stores
 from specbench.report.html import render_html
-from specbench.report.load import Store
+from specbench.report.load import LoadedStore
 from specbench.report.markdown import render_markdown
 from specbench.report.model import Report, build_report
 from specbench.report.plots import Plot, all_plots
@@ -48,7 +48,7 @@ def default_out(store_path: str | Path) -> Path:
     return Path(store_path).resolve().parent / "report"
 
 
-def write_report(stores: Sequence[Store], out_dir: str | Path, now: datetime | None = None) -> Written:
+def write_report(stores: Sequence[LoadedStore], out_dir: str | Path, now: datetime | None = None) -> Written:
     """Render every part of the report for already-loaded stores into out_dir (created; old PNGs/logs replaced)."""
     out = Path(out_dir)
     try:
@@ -91,7 +91,7 @@ def _clear_previous(out: Path) -> None:
     manifest.unlink()
 
 
-def _write_all(stores: Sequence[Store], out: Path, now: datetime | None) -> Written:
+def _write_all(stores: Sequence[LoadedStore], out: Path, now: datetime | None) -> Written:
     tables = build_tables(stores)
     # the logs are written by a thread while the figures draw: 20,000 cell logs are 20,000 file creations, time in
     # the kernel (the GIL let go) that overlaps the drawing on a second core
@@ -126,7 +126,7 @@ def _write_logs(tables: Tables, out: Path) -> list[Path]:
     return logs
 
 
-def _plots(stores: Sequence[Store], tables: Tables, out: Path) -> list[Plot]:
+def _plots(stores: Sequence[LoadedStore], tables: Tables, out: Path) -> list[Plot]:
     """Every figure; with several sections (model · GPU, report/sections.py) one set per section in `section-N/`,
     titled by its section, so that no figure (the Pareto front above all) mixes models or GPUs."""
     rows = [r for phase in tables.phases for r in phase.rows]

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.load.axes import CLIENT_KEYS, value_text, workload_text
-from specbench.report.load import CellRecord, Store, load_store
+from specbench.report.load import CellRecord, LoadedStore, load_store
 
 
 @dataclass(frozen=True)
 class Entry:
     """A cell with the store it came from and its series name in this report."""
 
-    store: Store
+    store: LoadedStore
     cell: CellRecord
     series: str
     workload: str = ""
@@ -40,14 +40,14 @@ def unique_labels(paths: Sequence[Path]) -> list[str]:
     return out
 
 
-def load_stores(paths: Sequence[str | Path]) -> tuple[Store, ...]:
+def load_stores(paths: Sequence[str | Path]) -> tuple[LoadedStore, ...]:
     """Read every store (UserError on the first unreadable one), each with a unique label."""
     resolved = [Path(p) for p in paths]
     labels = unique_labels(resolved)
     return tuple(load_store(p, label) for p, label in zip(resolved, labels))
 
 
-def describe(store: Store) -> str:
+def describe(store: LoadedStore) -> str:
     """'<label> (<engine> <version>)' from the store's meta table, as far as it says."""
     extra = " ".join(x for x in (store.engine, store.engine_version) if x)
     return f"{store.label} ({extra})" if extra else store.label
@@ -61,7 +61,7 @@ SERVER_KEYS = (("mem_fraction_static", "mem"), ("max_running_requests", "mrr"), 
 _value = value_text  # the one rendering of a setting's value (load/axes.py)
 
 
-def varying_keys(stores: Sequence[Store]) -> tuple[tuple[str, str, str], ...]:
+def varying_keys(stores: Sequence[LoadedStore]) -> tuple[tuple[str, str, str], ...]:
     """(where, key, short) of the settings that differ between cells of the same store, TP and label:
     those must appear in the series name or two different lines would merge."""
     groups: dict[tuple[str, int | None, str], list[CellRecord]] = {}
@@ -79,7 +79,7 @@ def varying_keys(stores: Sequence[Store]) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def series_name(store: Store, cell: CellRecord, multi: bool,
+def series_name(store: LoadedStore, cell: CellRecord, multi: bool,
                 varying: Sequence[tuple[str, str, str]] = ()) -> str:
     """'<label>' or '<store>: <label>', plus ' [k=v ...]' for the settings that vary within a label."""
     name = f"{store.label}: {cell.label}" if multi else cell.label
@@ -97,7 +97,7 @@ def workload_label(cell: CellRecord) -> str:
     return workload_text(cell.client)
 
 
-def entries(stores: Sequence[Store]) -> tuple[Entry, ...]:
+def entries(stores: Sequence[LoadedStore]) -> tuple[Entry, ...]:
     multi = len(stores) > 1
     varying = varying_keys(stores)
     return tuple(Entry(store=s, cell=c, series=series_name(s, c, multi, varying), workload=workload_name(c, varying),

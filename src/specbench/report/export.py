@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.report.load import Store
+from specbench.report.load import LoadedStore
 from specbench.report.sections import ar_key
 from specbench.report.tables import ar_throughputs, speedup_of
 
@@ -28,7 +28,7 @@ BASE_COLUMNS = ("store", "cell_id", "server_id", "phase", "tp", "algorithm", "la
                 "speedup_decision", "tpot_speedup_vs_ar", "e2e_speedup_vs_ar", "speedup_lead", "decision")
 
 
-def records(stores: Sequence[Store]) -> list[dict[str, Any]]:
+def records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
     from specbench.report.repeats import ar_cells, derived_of
 
     ar = ar_throughputs(stores)
@@ -92,7 +92,7 @@ def _csv_text(value: Any) -> str:
     return str(value)
 
 
-def to_csv(stores: Sequence[Store]) -> str:
+def to_csv(stores: Sequence[LoadedStore]) -> str:
     recs = records(stores)
     cols = columns(recs)
     buf = io.StringIO()
@@ -103,7 +103,7 @@ def to_csv(stores: Sequence[Store]) -> str:
     return buf.getvalue()
 
 
-def to_json(stores: Sequence[Store]) -> str:
+def to_json(stores: Sequence[LoadedStore]) -> str:
     return json.dumps(records(stores), indent=1, default=str) + "\n"
 
 
@@ -112,9 +112,9 @@ REQUEST_KEYS = ("store", "cell_id", "label", "algorithm", "tp", "concurrency", "
                 "spec_verify_ct")
 
 
-def request_records(stores: Sequence[Store]) -> list[dict[str, Any]]:
+def request_records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
     """Every request of every store, with its cell's identity (the inter-token gaps read from the file again: the
-    loaded Store leaves them out)."""
+    loaded LoadedStore leaves them out)."""
     from specbench.report.load import _open
 
     out = []
@@ -141,11 +141,11 @@ def request_records(stores: Sequence[Store]) -> list[dict[str, Any]]:
     return out
 
 
-def to_jsonl(stores: Sequence[Store]) -> str:
+def to_jsonl(stores: Sequence[LoadedStore]) -> str:
     return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in request_records(stores))
 
 
-def export(stores: Sequence[Store], fmt: str) -> str:
+def export(stores: Sequence[LoadedStore], fmt: str) -> str:
     fmt = fmt.lower()
     if fmt == "csv":
         return to_csv(stores)

@@ -1,7 +1,7 @@
 """Read a results store (SQLite, schema in docs/structures.md) into frozen records (`records.py`).
 
 Read-only and tolerant: a store written by an older or interrupted `specbench run` may lack tables,
-columns or metric keys; those read as None / empty and are listed in `Store.warnings`. Only a path
+columns or metric keys; those read as None / empty and are listed in `LoadedStore.warnings`. Only a path
 that is not a file or not SQLite at all is a user error.
 """
 
@@ -20,9 +20,9 @@ from specbench.matrix import store as store_schema
 from specbench.redact import redact_obj, redact_text
 from specbench.report.records import (  # noqa: F401  (re-exported: one import path)
     CellRecord,
+    LoadedStore,
     RequestRecord,
     ServerRecord,
-    Store,
     cell_sort_key,
     label_key,
     natural_key,
@@ -321,7 +321,7 @@ def _cell_record(r: dict[str, Any], warnings: list[str],
     )
 
 
-def load_store(path: str | Path, label: str | None = None) -> Store:
+def load_store(path: str | Path, label: str | None = None) -> LoadedStore:
     """Read one store. Raises UserError when the file is missing or not SQLite."""
     path = Path(path)
     rows = _read_rows(path)
@@ -331,7 +331,7 @@ def load_store(path: str | Path, label: str | None = None) -> Store:
     reqs = rows.requests
     cells = [_cell_record(r, warnings, reqs) for r in rows.cells if r["cell_id"] is not None]
     cells.sort(key=cell_sort_key)
-    return Store(
+    return LoadedStore(
         path=path,
         label=label or path.stem,
         meta=meta,

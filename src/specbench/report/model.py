@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.report.compare import describe
-from specbench.report.load import Store
+from specbench.report.load import LoadedStore
 from specbench.report.plots import Plot
 from specbench.report.predicted import PredictedSection
 from specbench.report.sections import store_model  # noqa: F401  (re-exported)
@@ -44,14 +44,14 @@ META_SHOWN = ("name", "engine", "engine_version", "host", "gpu", "model", "matri
               "synthetic")
 
 
-def store_info(store: Store) -> StoreInfo:
+def store_info(store: LoadedStore) -> StoreInfo:
     meta = tuple((k, v if len(v) <= 120 else v[:117] + "...") for k, v in store.meta.items() if k in META_SHOWN and v)
     return StoreInfo(label=store.label, path=str(store.path.resolve()), description=describe(store), engine=store.engine,
                      engine_version=store.engine_version, model=store_model(store), n_cells=len(store.cells), n_servers=len(store.servers),
                      meta=meta)
 
 
-def build_report(stores: Sequence[Store], tables: Tables, plots: Sequence[Plot], generated_at: str) -> Report:
+def build_report(stores: Sequence[LoadedStore], tables: Tables, plots: Sequence[Plot], generated_at: str) -> Report:
     title = ("specbench report: " + stores[0].label) if len(stores) == 1 else \
         f"specbench comparison: {' vs '.join(s.label for s in stores)}"
     return Report(title=title, generated_at=generated_at, stores=tuple(store_info(s) for s in stores),

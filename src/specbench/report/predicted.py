@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.report.records import Store
+    from specbench.report.records import LoadedStore
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class PredictedSection:
     note: str = ""  # why there are no rows
 
 
-def predicted_section(paths: Sequence[str | Path], loaded: Sequence[Store] | None = None) -> PredictedSection:
+def predicted_section(paths: Sequence[str | Path], loaded: Sequence[LoadedStore] | None = None) -> PredictedSection:
     """Never raises for a store the model cannot read: the section then says why."""
     try:
         from specbench.predict.api import baseline_of, predict_stored

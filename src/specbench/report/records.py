@@ -136,7 +136,7 @@ class CellRecord:
 
 
 @dataclass(frozen=True)
-class Store:
+class LoadedStore:
     """A whole results store, read once."""
 
     path: Path

@@ -20,14 +20,14 @@ from specbench.load import speedup as speedups
 from specbench.load import spread as sp
 from specbench.load.metrics import accept_length_mean
 from specbench.report.compare import Entry, entries
-from specbench.report.load import CellRecord, RequestRecord, Store, label_key, natural_key
+from specbench.report.load import CellRecord, LoadedStore, RequestRecord, label_key, natural_key
 from specbench.report.rows import DONE, CategoryRow
 from specbench.report.sections import ar_key
 
 ArCells = Mapping[tuple[Any, ...], CellRecord]
 
 
-def ar_cells(stores: Sequence[Store]) -> dict[tuple[Any, ...], CellRecord]:
+def ar_cells(stores: Sequence[LoadedStore]) -> dict[tuple[Any, ...], CellRecord]:
     """sections.py::ar_key (store label, model, *baseline_key) -> the done AR cell there."""
     return {ar_key(s, c): c for s in stores for c in s.cells if c.is_ar and c.status == DONE}
 
@@ -64,7 +64,7 @@ def _f(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def row_extras(store: Store, cell: CellRecord, ars: ArCells) -> dict[str, Any]:
+def row_extras(store: LoadedStore, cell: CellRecord, ars: ArCells) -> dict[str, Any]:
     """The CellRow fields of rows.py that come from repeats, the derived speedups, simulation and the speculative
     metrics."""
     sd = cell.spread
@@ -122,7 +122,7 @@ def _per_repeat(reqs: Sequence[RequestRecord]) -> list[float]:
     return [r for k in reps if (r := _rate([q for q in reqs if q.repeat == k])) is not None]
 
 
-def category_rows(stores: Sequence[Store], ents: Sequence[Entry] | None = None) -> tuple[CategoryRow, ...]:
+def category_rows(stores: Sequence[LoadedStore], ents: Sequence[Entry] | None = None) -> tuple[CategoryRow, ...]:
     """One row per done speculative cell and category of its requests (none when no request has a category)."""
     ars = ar_cells(stores)
     out = []

@@ -93,7 +93,7 @@ class PhaseTable:
 
 
 @dataclass(frozen=True)
-class Failure:
+class FailedRun:
     """A failed or skipped cell, or a failed server, with a one-line diagnosis and its log file."""
 
     store: str
@@ -222,7 +222,7 @@ class Tables:
     summary: Summary
     phases: tuple[PhaseTable, ...]
     best: tuple[Best, ...]
-    failures: tuple[Failure, ...]
+    failures: tuple[FailedRun, ...]
     memory: tuple[MemoryRow, ...]
     logs: tuple[LogFile, ...]
     warnings: tuple[str, ...]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from specbench.matrix.adapters import command_model
-from specbench.report.load import Store
+from specbench.report.load import LoadedStore
 from specbench.report.records import CellRecord, ServerRecord
 
 
@@ -20,7 +20,7 @@ def server_model(server: ServerRecord | None) -> str | None:
     return command_model(server.command) if server is not None else None
 
 
-def store_model(store: Store) -> str | None:
+def store_model(store: LoadedStore) -> str | None:
     """The store's model as its header shows it: meta `model`, else the model the first server naming one was
     launched with."""
     if store.meta.get("model"):
@@ -28,7 +28,7 @@ def store_model(store: Store) -> str | None:
     return next((m for s in store.servers if (m := server_model(s))), None)
 
 
-def _answered_model(store: Store, cell: CellRecord) -> str | None:
+def _answered_model(store: LoadedStore, cell: CellRecord) -> str | None:
     """The model the server answered for at boot: the first of its engine's `served_models` of server_json.effective
     (engines/base.py::ServerAdapter.served_models: the ids of /v1/models)."""
     from specbench.engines.base import server_adapter
@@ -44,27 +44,27 @@ def _answered_model(store: Store, cell: CellRecord) -> str | None:
     return served[0] if served else None
 
 
-def cell_model(store: Store, cell: CellRecord) -> str | None:
+def cell_model(store: LoadedStore, cell: CellRecord) -> str | None:
     """The model of a cell's section: its server's launch model, else meta `model`, else the model it answered for."""
     return _launch_model(store, cell.server_id) or store.meta.get("model") or _answered_model(store, cell)
 
 
-def _launch_model(store: Store, server_id: str | None) -> str | None:
-    """server_model of a store's server, read from its command once per server (Store.memo)."""
+def _launch_model(store: LoadedStore, server_id: str | None) -> str | None:
+    """server_model of a store's server, read from its command once per server (LoadedStore.memo)."""
     key = ("launch_model", server_id)
     if key not in store.memo:
         store.memo[key] = server_model(store.server(server_id))
     return store.memo[key]  # type: ignore[return-value]
 
 
-def ar_key(store: Store, cell: CellRecord) -> tuple[object, ...]:
+def ar_key(store: LoadedStore, cell: CellRecord) -> tuple[object, ...]:
     """The key a cell meets its AR baseline by: the store, the cell's model (a speculative cell of one model is never
     compared with another model's AR cell, runner.py::fill_speedups the same), then CellRecord.baseline_key."""
     return (store.label, cell_model(store, cell), *cell.baseline_key)
 
 
-def _any_plan_gpu(store: Store) -> str | None:
-    """The first server's planner GPU, looked for once per store (Store.memo)."""
+def _any_plan_gpu(store: LoadedStore) -> str | None:
+    """The first server's planner GPU, looked for once per store (LoadedStore.memo)."""
     if "any_plan_gpu" not in store.memo:
         store.memo["any_plan_gpu"] = next((g for s in store.servers if (g := _plan_gpu(s))), None)
     return store.memo["any_plan_gpu"]  # type: ignore[return-value]
@@ -75,7 +75,7 @@ def _plan_gpu(server: ServerRecord | None) -> str | None:
     return g if isinstance(g, str) and g else None
 
 
-def _section(store: Store, server: ServerRecord | None, cell: CellRecord | None = None) -> str:
+def _section(store: LoadedStore, server: ServerRecord | None, cell: CellRecord | None = None) -> str:
     """'<model> · <GPU>' of a server (and of a cell of it: the model it answered for as the last resort)."""
     model = cell_model(store, cell) if cell is not None else (server_model(server) or store.meta.get("model"))
     gpu = (next((str(store.meta[k]) for k in ("gpu", "gpu_name") if store.meta.get(k)), None) or _plan_gpu(server)
@@ -83,17 +83,17 @@ def _section(store: Store, server: ServerRecord | None, cell: CellRecord | None 
     return f"{model or 'model ?'} · {gpu}"
 
 
-def cell_section(store: Store, cell: CellRecord) -> str:
+def cell_section(store: LoadedStore, cell: CellRecord) -> str:
     """'<model> · <GPU>' of one cell: its server's."""
     return _section(store, store.server(cell.server_id), cell)
 
 
-def sections(stores: Sequence[Store]) -> dict[tuple[str, str], str]:
+def sections(stores: Sequence[LoadedStore]) -> dict[tuple[str, str], str]:
     """(store label, cell id) -> its section name."""
     return {(s.label, c.cell_id): cell_section(s, c) for s in stores for c in s.cells}
 
 
-def server_sections(stores: Sequence[Store]) -> dict[tuple[str, str], str]:
+def server_sections(stores: Sequence[LoadedStore]) -> dict[tuple[str, str], str]:
     """(store label, server id) -> its section: its first cell's, else the server's own."""
     out: dict[tuple[str, str], str] = {}
     for s in stores:
@@ -103,7 +103,7 @@ def server_sections(stores: Sequence[Store]) -> dict[tuple[str, str], str]:
     return out
 
 
-def section_order(stores: Sequence[Store]) -> tuple[str, ...]:
+def section_order(stores: Sequence[LoadedStore]) -> tuple[str, ...]:
     """The section names in the order their first cell was given (stores in order, cells in store order)."""
     out: list[str] = []
     for name in sections(stores).values():

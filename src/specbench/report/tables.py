@@ -26,13 +26,13 @@ from specbench.load import speedup as speedups
 from specbench.report import repeats
 from specbench.report.compare import Entry, entries, workload_label
 from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
-from specbench.report.load import CellRecord, ServerRecord, Store, label_key, natural_key
+from specbench.report.load import CellRecord, LoadedStore, ServerRecord, label_key, natural_key
 from specbench.report.rows import (
     DONE,
     FAILED_STATES,
     Best,
     CellRow,
-    Failure,
+    FailedRun,
     LogFile,
     MemoryRow,
     PhaseTable,
@@ -52,14 +52,14 @@ __all__ = ["CELL_COLUMNS", "DONE", "CellRow", "MemoryRow", "Tables", "ar_through
 ArIndex = Mapping[tuple[Any, ...], float]
 
 
-def ar_throughputs(stores: Sequence[Store]) -> dict[tuple[Any, ...], float]:
+def ar_throughputs(stores: Sequence[LoadedStore]) -> dict[tuple[Any, ...], float]:
     """sections.py::ar_key (store label, model, *CellRecord.baseline_key) -> output_throughput of the done AR cell
     there (load/speedup.py)."""
     return speedups.ar_index((ar_key(store, cell), cell.is_ar and cell.status == DONE,
                               cell.metric("output_throughput")) for store in stores for cell in store.cells)
 
 
-def speedup_of(store: Store, cell: CellRecord, ar: ArIndex) -> tuple[float | None, str, float | None]:
+def speedup_of(store: LoadedStore, cell: CellRecord, ar: ArIndex) -> tuple[float | None, str, float | None]:
     """Speedup over AR at the same TP, concurrency and workload; where it came from; the AR throughput."""
     base = ar.get(ar_key(store, cell))
     if cell.is_ar:
@@ -116,7 +116,7 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "unnamed"
 
 
-def _log_rel(store: Store, ident: str, multi: bool, prefix: str = "") -> str:
+def _log_rel(store: LoadedStore, ident: str, multi: bool, prefix: str = "") -> str:
     name = safe_name(f"{store.label}__{prefix}{ident}" if multi else f"{prefix}{ident}")
     return f"logs/{name}.log"
 
@@ -155,7 +155,7 @@ def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None,
     )
 
 
-def phase_tables(stores: Sequence[Store], ents: Sequence[Entry] | None = None) -> tuple[PhaseTable, ...]:
+def phase_tables(stores: Sequence[LoadedStore], ents: Sequence[Entry] | None = None) -> tuple[PhaseTable, ...]:
     """One table per (section, phase, TP), every cell of every store of the section, AR first then labels in natural
     order; sections (report/sections.py: model · GPU) in the order their stores were given."""
     ar = ar_throughputs(stores)
@@ -212,11 +212,11 @@ def best_per_point(phases: Sequence[PhaseTable]) -> tuple[Best, ...]:
     return tuple(out)
 
 
-def failures_and_logs(stores: Sequence[Store], ents: Sequence[Entry] | None = None
-                      ) -> tuple[tuple[Failure, ...], tuple[LogFile, ...]]:
+def failures_and_logs(stores: Sequence[LoadedStore], ents: Sequence[Entry] | None = None
+                      ) -> tuple[tuple[FailedRun, ...], tuple[LogFile, ...]]:
     """Failed servers and failed/skipped cells; every stored log is written whole (not only the failures')."""
     multi = len(stores) > 1
-    failures: list[Failure] = []
+    failures: list[FailedRun] = []
     logs: list[LogFile] = []
     all_series = {(e.store.label, e.cell.cell_id): e.series for e in (entries(stores) if ents is None else ents)}
     for store in stores:
@@ -228,7 +228,7 @@ def failures_and_logs(stores: Sequence[Store], ents: Sequence[Entry] | None = No
                 logs.append(LogFile(rel, s.log_text))
                 server_log[s.server_id] = rel
             if s.status == "failed":
-                failures.append(Failure(
+                failures.append(FailedRun(
                     store=store.label, kind="server", ident=s.server_id,
                     series=_server_series(store, s, multi, labels),
                     tp=s.tp, concurrency=None, status="failed", diagnosis=one_line(s.diagnosis),
@@ -240,7 +240,7 @@ def failures_and_logs(stores: Sequence[Store], ents: Sequence[Entry] | None = No
                 cell_log = _log_rel(store, c.cell_id, multi)
                 logs.append(LogFile(cell_log, c.log_text))
             if c.status in FAILED_STATES:
-                failures.append(Failure(
+                failures.append(FailedRun(
                     store=store.label, kind="cell", ident=c.cell_id,
                     series=f"{store.label}: {series[c.cell_id]}" if multi else series[c.cell_id],
                     tp=c.tp, concurrency=c.concurrency,
@@ -249,7 +249,7 @@ def failures_and_logs(stores: Sequence[Store], ents: Sequence[Entry] | None = No
     return tuple(failures), tuple(logs)
 
 
-def _server_labels(store: Store) -> dict[str | None, set[str]]:
+def _server_labels(store: LoadedStore) -> dict[str | None, set[str]]:
     """server_id -> the labels of its cells (one pass over the cells)."""
     out: dict[str | None, set[str]] = {}
     for c in store.cells:
@@ -257,7 +257,7 @@ def _server_labels(store: Store) -> dict[str | None, set[str]]:
     return out
 
 
-def _server_series(store: Store, server: ServerRecord, multi: bool,
+def _server_series(store: LoadedStore, server: ServerRecord, multi: bool,
                    by_server: Mapping[str | None, set[str]] | None = None) -> str:
     labels = sorted((by_server if by_server is not None else _server_labels(store)).get(server.server_id, ()),
                     key=label_key)
@@ -284,7 +284,7 @@ def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
     return None
 
 
-def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
+def memory_rows(stores: Sequence[LoadedStore]) -> tuple[MemoryRow, ...]:
     multi = len(stores) > 1
     rows = []
     for store in stores:
@@ -322,7 +322,7 @@ def memory_rows(stores: Sequence[Store]) -> tuple[MemoryRow, ...]:
     return tuple(rows)
 
 
-def summarize(stores: Sequence[Store]) -> Summary:
+def summarize(stores: Sequence[LoadedStore]) -> Summary:
     """Empty, all-failed, partial or complete, in one sentence."""
     cells = [c for s in stores for c in s.cells]
     counts = Counter(c.status for c in cells)
@@ -342,7 +342,7 @@ def summarize(stores: Sequence[Store]) -> Summary:
     return Summary("complete", f"Complete: all {n} cells done.", dict(counts), n)
 
 
-def build_tables(stores: Sequence[Store]) -> Tables:
+def build_tables(stores: Sequence[LoadedStore]) -> Tables:
     ents = entries(stores)  # once: the series names of every cell (compare.py)
     phases = phase_tables(stores, ents)
     failures, logs = failures_and_logs(stores, ents)
