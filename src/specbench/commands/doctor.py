@@ -46,15 +46,14 @@ def doctor_cmd(
     no_fixes: bool = typer.Option(False, "--no-fixes", help="skip the planner"),
 ) -> None:
     from specbench.doctor.diff import diff
-    from specbench.doctor.doctor import diagnose_file
+    from specbench.doctor.doctor import DoctorOptions, diagnose_file
 
-    kw: dict[str, Any] = {"claimed_quant": claimed_quant, "engine_version": engine_version, "gpu": gpu,
-                          "model_config": model_config, "draft_config": draft_config,
-                          "with_fixes": not no_fixes}
+    opts = DoctorOptions(claimed_quant=claimed_quant, engine_version=engine_version, gpu=gpu,
+                         model_config=model_config, draft_config=draft_config, with_fixes=not no_fixes)
     if diff_mode:
         if len(logs) != 2:
             raise UserError(f"--diff takes exactly two logs (working, failing), got {len(logs)}")
-        result = diff(diagnose_file(logs[0], **kw), diagnose_file(logs[1], **kw))
+        result = diff(diagnose_file(logs[0], opts), diagnose_file(logs[1], opts))
         if as_json:
             typer.echo(json.dumps(redact_obj(result.to_json()), indent=2, default=str))
         else:
@@ -64,7 +63,7 @@ def doctor_cmd(
         return
     if len(logs) != 1:
         raise UserError(f"doctor takes one log (or two with --diff), got {len(logs)}")
-    d = diagnose_file(logs[0], **kw)
+    d = diagnose_file(logs[0], opts)
     if as_json:
         typer.echo(json.dumps(redact_obj(d.to_json()), indent=2, default=str))  # a log's echoed keys masked
     else:

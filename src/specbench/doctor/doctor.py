@@ -374,5 +374,20 @@ def _plan_vs_log(plan: dict[str, Any], facts: LogFacts) -> list[str]:
     return out
 
 
-def diagnose_file(path: str | Path, **kw: Any) -> Diagnosis:
-    return diagnose_text(read_log(path), **kw)
+@dataclass(frozen=True)
+class DoctorOptions:
+    """What `specbench doctor` is told besides the log (its command-line options, typed)."""
+
+    claimed_quant: str | None = None
+    engine_version: str | None = None
+    gpu: str | None = None
+    model_config: str | None = None
+    draft_config: str | None = None
+    with_fixes: bool = True
+
+
+def diagnose_file(path: str | Path, options: DoctorOptions | None = None, *, with_fixes: bool = True) -> Diagnosis:
+    """diagnose_text of a log file (`with_fixes` alone when no options are given)."""
+    o = options if options is not None else DoctorOptions(with_fixes=with_fixes)
+    return diagnose_text(read_log(path), claimed_quant=o.claimed_quant, engine_version=o.engine_version, gpu=o.gpu,
+                         model_config=o.model_config, draft_config=o.draft_config, with_fixes=o.with_fixes)
