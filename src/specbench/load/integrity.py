@@ -136,3 +136,80 @@ def per_pos_from_histograms(results: Sequence[Any]) -> list[float] | None:
     if steps <= 0:
         return None
     return [sum(total[k] for k in range(i + 1, n)) / steps for i in range(n - 1)]
+
+
+CAP_SLACK = 1  # requests: a client reads a first token and an end a network hop late, so one more may overlap
+
+
+def observed_running(results: Sequence[Any]) -> int | None:
+    """The most requests the client saw generating at once: each from its first token (`start_s` + `ttft_s`) to
+    its end (`start_s` + `e2e_s`), successful requests only. The server ran at least this many at once (a request
+    it has admitted but not yet prefilled shows no token yet), so it is a lower bound of the running count."""
+    ok = [r for r in results if r.ok and r.ttft_s is not None and r.e2e_s is not None]
+    edges = sorted([(r.start_s + r.ttft_s, 1) for r in ok] + [(r.start_s + r.e2e_s, -1) for r in ok])
+    if not edges:
+        return None
+    peak = now = 0
+    for _, d in edges:  # an end sorts before a start at the same instant
+        now += d
+        peak = max(peak, now)
+    return peak
+
+
+def cap_check(results: Sequence[Any], cap: int | None, source: str | None, peak: int | None) -> dict[str, Any]:
+    """What was seen against the running cap the server (or the log, or the planner) says: `observed_concurrency`
+    (observed_running) and `cap_check`:
+    - "exceeded": more requests generated at once than the cap allows (+ CAP_SLACK): the cap is wrong, a failure
+      of the cell (`cap_check_reason` names both numbers);
+    - "not_reached": the client held at least `cap` requests in flight but never saw that many generate at once
+      (the KV pool, or the prefill, held the rest back: effective concurrency is the observed one, a note);
+    - "agrees"; None when the cap or the timings are unknown."""
+    seen = observed_running(results)
+    out: dict[str, Any] = {"observed_concurrency": seen, "cap_check": None, "cap_check_reason": None}
+    if cap is None or seen is None:
+        return out
+    said = f"{cap} ({source})" if source else str(cap)
+    if seen > cap + CAP_SLACK:
+        out.update(cap_check="exceeded", cap_check_reason=f"the running cap is {said} but the client saw {seen} "
+                                                          f"requests generating at once: the reported cap is wrong")
+    elif peak is not None and peak >= cap and seen < cap:
+        out.update(cap_check="not_reached", cap_check_reason=f"{peak} requests were in flight against a running cap "
+                                                             f"of {said}, but at most {seen} generated at once")
+    else:
+        out["cap_check"] = "agrees"
+    return out
+
+
+ACCEPT_SLACK = 1e-6  # relative: counters are integers, sums of floats from /metrics
+
+
+def spec_counter_problem(m: Mapping[str, Any], draft_positions: int | None) -> str | None:
+    """Why a speculative cell's acceptance numbers cannot be true, or None: a counter that went down during the
+    cell (the server restarted, or the counters are not cumulative), more accepted than drafted tokens, per-position
+    counts that do not add up to the accepted total or grow with the position (position i+1 is accepted only after
+    position i), an accept length (tokens per verify step) below 1 or above the draft positions + 1, or more
+    accepted draft tokens than the client received. `m`: the cell's metrics (load/metrics.py::aggregate keys)."""
+    sc = m.get("spec_counters") or {}
+    if sc:
+        drafts, drafted, accepted = (float(sc.get(k) or 0.0) for k in ("drafts", "draft_tokens", "accepted"))
+        per_pos = [float(x) for x in sc.get("accepted_per_pos") or []]
+        if min([drafts, drafted, accepted, *per_pos]) < 0:
+            return "a spec-decode counter went down during the cell (the server restarted, or it does not count up)"
+        if accepted > drafted * (1 + ACCEPT_SLACK):
+            return f"{accepted:g} draft tokens accepted of {drafted:g} drafted"
+        if per_pos and abs(sum(per_pos) - accepted) > max(1.0, ACCEPT_SLACK * accepted):
+            return f"accepted per position sum to {sum(per_pos):g}, the accepted total is {accepted:g}"
+        if any(b > a * (1 + ACCEPT_SLACK) + 0.5 for a, b in zip(per_pos, per_pos[1:])):
+            return f"more tokens accepted at a later draft position than an earlier one ({per_pos})"
+        out_tokens = float(m.get("total_output_tokens") or 0)
+        if out_tokens and accepted > out_tokens:
+            return f"{accepted:g} draft tokens accepted but the client received {out_tokens:g} output tokens"
+    # the engine's own accept length may count the prefill token (SGLang: + 1 / steps, at most + 1): one more allowed
+    for key, extra in (("accept_length_mean", 1), ("accept_length_common", 0)):
+        v = m.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            top = draft_positions + 1 + extra if draft_positions else None
+            if v < 1 - ACCEPT_SLACK or (top is not None and v > top * (1 + ACCEPT_SLACK)):
+                bound = f"between 1 and {top}" if top is not None else "at least 1"
+                return f"{key} = {v:.3f} tokens per verify step, which must be {bound}"
+    return None

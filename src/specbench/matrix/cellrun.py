@@ -211,7 +211,31 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
         return CellOutcome("failed", f"no request completed ({metrics['failed']} failed; first error: {first})",
                            metrics, clamp_d, rows)
     outcome = failed_fraction_verdict(metrics, cell.client, [r for run in runs for r in run.results], clamp_d, rows)
-    return early_stop_verdict(outcome, metrics, cell.client)
+    return truth_verdict(early_stop_verdict(outcome, metrics, cell.client), metrics, cell)
+
+
+def truth_verdict(outcome: CellOutcome, metrics: dict[str, Any], cell: Cell) -> CellOutcome:
+    """A `done` cell whose server said something the client saw to be false is `partial`, with the reason: a running
+    cap exceeded by what ran at once (load/integrity.py::cap_check), speculative-decoding counters that cannot be
+    true (integrity.spec_counter_problem: the acceptance keys are then cleared, never stored as measured)."""
+    from specbench.load.integrity import spec_counter_problem
+    from specbench.load.metrics import draft_positions
+
+    why = []
+    if metrics.get("cap_check") == "exceeded":
+        why.append(str(metrics.get("cap_check_reason")))
+    if cell.algorithm != "ar":
+        problem = spec_counter_problem(metrics, draft_positions(cell.server))
+        if problem is not None:
+            metrics["acceptance_error"] = problem
+            for key in ("accept_length_mean", "accept_length_common", "draft_acceptance_rate"):
+                metrics[key] = None
+            metrics["accept_lengths"] = []
+            metrics.pop("acceptance_per_pos", None)
+            why.append(f"the server's speculative-decoding numbers cannot be true: {problem}; acceptance not stored")
+    if outcome.status != "done" or not why:
+        return outcome
+    return CellOutcome("partial", "; ".join(why), outcome.metrics, outcome.clamp, outcome.requests)
 
 
 def early_stop_verdict(outcome: CellOutcome, metrics: dict[str, Any], client: Mapping[str, Any]) -> CellOutcome:
@@ -332,6 +356,7 @@ def truth_metrics(results: Sequence[Any], cell: Cell, ctx: CellContext | None, m
     out.update(integrity.counts(results))
     out.update(integrity.concurrency(int(cell.client["concurrency"]), cap if isinstance(cap, int) else None, src))
     out.update(integrity.saturation(results, out["queued"], out["running_cap"]))
+    out.update(integrity.cap_check(results, out["running_cap"], out["running_cap_source"], out["peak_in_flight"]))
     out.update(integrity.itl_per_token(results))
     n = request_count(cell.client)
     out["waves"] = n / out["effective_concurrency"] if out["effective_concurrency"] else None
@@ -391,7 +416,7 @@ def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tupl
     """One repeat: `cell_metrics` as before. Several: the metrics of all repeats' requests pooled (throughputs over
     the summed measured time, percentiles over every request, vLLM counters from the first scrape to the last),
     plus `spread` (load/spread.py) from each repeat's own metrics."""
-    from specbench.load.integrity import saturation
+    from specbench.load.integrity import cap_check, saturation
     from specbench.load.results import LoadRun
     from specbench.load.spread import NOISY_CV_DEFAULT, spread_json
 
@@ -417,6 +442,13 @@ def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tupl
     m.update({"ttft_growth": max(growths) if growths else None, "peak_in_flight": max(peaks) if peaks else None,
               "oversaturated": any(x["oversaturated"] for x in per_sat),
               "saturation_reason": next((x["saturation_reason"] for x in per_sat if x["saturation_reason"]), None)})
+    # what ran at once, per repeat too (the pooled send times overlap repeats that never ran together)
+    checks = [cap_check(r.results, m.get("running_cap"), m.get("running_cap_source"), x["peak_in_flight"])
+              for r, x in zip(raw_runs, per_sat)]
+    seen = [c for c in checks if c["observed_concurrency"] is not None]
+    if seen:
+        order = {"exceeded": 0, "not_reached": 1, "agrees": 2, None: 3}
+        m.update(min(seen, key=lambda c: (order[c["cap_check"]], -c["observed_concurrency"])))
     if any(t for _, t in trims):
         m["trimmed_requests"] = sum(int(t.get("trimmed_requests") or 0) for _, t in trims)
         m["trim_window_s"] = [t.get("trim_window_s") for _, t in trims]

@@ -87,6 +87,7 @@ class Options:
     early_eos: float | None = None
     models_name: str | None = None
     report_cap: int | None = None
+    accepted_scale: float = 1.0  # lie: /metrics shows the accepted draft tokens (total and per position) x this
     truth_file: str | None = None
 
     def lie(self, n: int) -> int | float:
@@ -350,9 +351,11 @@ class _Proto(asyncio.Protocol):
         st = srv.stats
         st.success += 1
         st.prompt_tokens += ptoks
-        st.generation_tokens, st.drafts, st.accepted = sched.generated, sched.verify_steps, sched.accepted
+        lie = srv.o.accepted_scale
+        st.generation_tokens, st.drafts = sched.generated, sched.verify_steps
+        st.accepted = round(sched.accepted * lie)
         st.draft_tokens = sched.verify_steps * len(sched.rates)
-        st.per_pos = list(sched.per_pos)
+        st.per_pos = [round(x * lie) for x in sched.per_pos]
         sched.write(srv.o.truth_file)
 
 
@@ -401,6 +404,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     t.add_argument("--early-eos", type=float, default=None, help="lie: stop after F x max_tokens despite ignore_eos")
     t.add_argument("--models-name", default=None, help="lie: /v1/models names this model instead of --model")
     t.add_argument("--report-cap", type=int, default=None, help="lie: /server_info reports this cap")
+    t.add_argument("--accepted-scale", type=float, default=1.0,
+                   help="lie: /metrics shows the accepted draft tokens x F (vLLM counters)")
     t.add_argument("--truth-file", default=None, help="write what the scheduler really did here after each request")
     a = p.parse_args(argv)
     if a.burst < 1 or a.accept_length < 1:
@@ -414,6 +419,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    accept_rates=tuple(float(x) for x in a.accept_rates.split(",") if x.strip()), seed=a.seed,
                    metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
                    models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file,
+                   accepted_scale=a.accepted_scale,
                    require_key=a.api_key if a.enforce_api_key else None)
     if a.api_key is not None:
         print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)

@@ -19,7 +19,8 @@ Counters: vLLM's spec-decode counters per position and SGLang's `sglang:generati
 Lies (each a flag of instant_server.py): `--usage-scale F` (usage / meta_info completion_tokens x F),
 `--usage-offset K` (+K; a negative K below zero gives a negative count), `--early-eos F` (the stream ends after
 F x max_tokens despite ignore_eos, with a usage that agrees), `--models-name NAME` (/v1/models answers another model
-than `--model`), `--report-cap N` (/server_info reports a cap other than the real one).
+than `--model`), `--report-cap N` (/server_info reports a cap other than the real one), `--accepted-scale F` (the
+accepted draft tokens on /metrics x F: more accepted than drafted above 1/acceptance).
 """
 
 from __future__ import annotations
