@@ -78,12 +78,12 @@ def test_incident_reproduced_on_a_real_engine_is_diffed():
     """The incident on a real SGLang 0.5.12.post1 H200 boot (mem fraction 0.507 to land on K = 2): the diff names
     max_running_requests 4 -> 8 and checks the reservation against the two logs' own pool sizes."""
     from specbench.doctor.diff import diff
-    from specbench.doctor.doctor import diagnose_file
+    from specbench.doctor.doctor import DoctorOptions, diagnose_file
 
     ok, bad = V0512 / "q36_27b_mrr4_mf507_df16_eb05.log", V0512 / "q36_27b_mrr8_mf507_df16_eb05.log"
     _need(ok, bad)
-    kw = dict(with_fixes=False, model_config="Qwen/Qwen3.6-27B")  # the log's model path is a device-local folder
-    left, right = diagnose_file(ok, **kw), diagnose_file(bad, **kw)
+    opts = DoctorOptions(with_fixes=False, model_config="Qwen/Qwen3.6-27B")  # the log's model path is device-local
+    left, right = diagnose_file(ok, opts), diagnose_file(bad, opts)
     assert left.status == "started" and left.failure is None  # the recorder's SIGTERM stop is not a failure
     assert right.status == "failed" and right.failure is not None
     assert right.failure.message == "AssertionError: max_running_request is zero"
