@@ -18,7 +18,8 @@ import specbench.cli  # noqa: F401 - installs the plain coercion
 
 PLAN = ["--", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "1"]
 VALUES = ["1", "-1", "0", "007", " 5 ", "1_000", "1__0", "_1", "1.5", "-0.0", ".5", "5.", "+3", "1e3", "1E-3", "1e400",
-          "nan", "NaN", "inf", "-inf", "Infinity", "0x10", "abc", "", " ", "1,5", "１２", "٣", "五", "true", "no"]
+          "nan", "NaN", "inf", "-inf", "Infinity", "0x10", "abc", "", " ", "1,5", "１２", "٣", "五", "true", "no",
+          "--5", "-", "\t5\n", "1_000.5_5", "1e1_0", "0_0", "1_", "infinityx", "nan(1)", "1j", "-nan", "+inf"]
 
 
 def _probe_command():

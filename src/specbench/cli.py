@@ -107,7 +107,7 @@ def _install_plain_coercion() -> None:
                         return float(value)
                     except ValueError:
                         pass  # typer's own error below
-                elif kind is int and value.lstrip("-").isdigit():
+                elif kind is int and value.removeprefix("-").isdigit():
                     return int(value)
             elif kind is bool and isinstance(value, bool):
                 return value
