@@ -45,7 +45,9 @@ def _agree(config):
 def test_every_bundled_config_is_judged_alike(path):
     config = json.loads(path.read_text())
     assert _agree(config) is None  # the bundled configs are valid
-    assert cf._plain_level(config, cf.CONFIG_FIELDS)  # ... and the plain check knows it (pydantic stays unloaded)
+    # ... and the plain check knows it at both levels (pydantic stays unloaded)
+    assert cf._plain_level(config, cf.CONFIG_FIELDS)
+    assert not isinstance(config.get("text_config"), dict) or cf._plain_level(config["text_config"], cf.CONFIG_FIELDS)
 
 
 # values of every JSON shape and the edges of the ranges: each replaces one field in turn
@@ -86,7 +88,8 @@ def test_one_wrong_field_is_judged_alike(base):
 
 @pytest.mark.parametrize("config", [{"x\ud800": 1}, {1: 2}, {"text_config": {"k\ud800": 1}}, {"text_config": {2: 1}},
                                     {"quantization_config": {3: "fp8"}}, {"quantization_config": []},
-                                    {"architectures": ("A",)}, {"num_hidden_layers": 2, "unknown": object()}])
+                                    {"architectures": ("A",)}, {"num_hidden_layers": 2, "unknown": object()},
+                                    {"model_dump": 1, "__dict__": 2, "": 3}, {"text_config": {"model_config": {}}}])
 def test_unusual_keys_and_containers_are_judged_alike(config):
     _agree(config)
 
