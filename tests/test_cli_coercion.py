@@ -1,6 +1,6 @@
 """cli.py's plain coercion of str/int/float/bool options gives what typer's own pydantic adapter gives.
 
-The same values go through both runtime params of real typer options (an int, a float, a str, a bool flag): the
+The same values go through both runtime params of real typer options (int, float, str, bool, list[str]): the
 converted value, or the error message, must match; then the real CLI turns a bad number into one error line.
 """
 
@@ -21,6 +21,8 @@ VALUES = ["1", "-1", "0", "007", " 5 ", "1_000", "1__0", "_1", "1.5", "-0.0", ".
           "nan", "NaN", "inf", "-inf", "Infinity", "0x10", "abc", "", " ", "1,5", "１２", "٣", "五", "true", "no",
           "--5", "-", "\t5\n", "1_000.5_5", "1e1_0", "0_0", "1_", "infinityx", "nan(1)", "1j", "-nan", "+inf"]
 
+LISTS = [(), ("a",), ("a", "b b", "１２"), ["x"], ("1", 2), (b"x",), ("1.5", "nan")]
+
 
 def _probe_command():
     probe = typer.Typer(add_completion=False)
@@ -28,7 +30,8 @@ def _probe_command():
     @probe.command()
     def cmd(i: int | None = typer.Option(None, "--i"), f: float | None = typer.Option(None, "--f"),
             s: str | None = typer.Option(None, "--s"), b: bool = typer.Option(False, "--b"),
-            r: float | None = typer.Option(None, "--r", min=0)) -> None:
+            r: float | None = typer.Option(None, "--r", min=0), names: list[str] | None = typer.Option(None, "--n"),
+            nums: list[float] | None = typer.Option(None, "--x")) -> None:
         pass
 
     return get_command(probe)
@@ -52,10 +55,10 @@ def test_the_plain_coercion_agrees_with_typers_adapter():
         ref = _coercion.build_runtime_param(param.type_descriptor)
         if type(used).__name__ == "_PlainRuntimeParam":
             plain_kinds.add(param.name)
-        for value in [*VALUES, True, False, None]:
+        for value in [*VALUES, *LISTS, True, False, None]:
             assert _outcome(used, value, param, ctx) == _outcome(ref, value, param, ctx), (param.name, value)
     # the plain path serves the plain annotations; a ranged option keeps typer's own
-    assert plain_kinds == {"i", "f", "s", "b"}
+    assert plain_kinds == {"i", "f", "s", "b", "names"}
 
 
 def _cli(*args):

@@ -140,3 +140,12 @@ def test_help_loads_no_command_implementation(tmp_path):
     assert code == 0
     assert _heavy(modules) == []
     assert not any(m.startswith(("specbench.plan", "specbench.engines", "specbench.logs", "specbench.doctor")) for m in modules)
+
+
+def test_doctor_coerces_its_options_without_pydantic(tmp_path):
+    # its LOG argument is a list[str], served by cli.py's plain coercion like plan's str/float options
+    log = os.path.join(os.path.dirname(__file__), "data", "logs", "journal-incident-restart.log")
+    code, modules = _modules_after(tmp_path, ["doctor", log, "--json"])
+    assert code == 0
+    assert "specbench.commands.doctor" in modules
+    assert not [m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core") or m == "typer._adapters"]

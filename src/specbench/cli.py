@@ -79,9 +79,12 @@ class LazyGroup(TyperGroup):
         self.commands = lazy
 
 
+_PLAIN = (str, int, float, bool, list[str])  # the annotations _install_plain_coercion serves
+
+
 def _install_plain_coercion() -> None:
-    """Coerce the value of an option annotated plain `str` / `int` / `float` / `bool` (no parser, min/max or file)
-    without pydantic: typer 0.29 builds a pydantic TypeAdapter for every option it processes
+    """Coerce the value of an option annotated plain `str` / `int` / `float` / `bool` / `list[str]` (no parser,
+    min/max or file) without pydantic: typer 0.29 builds a pydantic TypeAdapter for every option it processes
     (typer/core.py::_TyperParameter.get_runtime_param@0.29.2 -> typer/_coercion.py::build_runtime_param), and
     importing pydantic and building them was a third of what `specbench plan` executed.
 
@@ -99,9 +102,11 @@ def _install_plain_coercion() -> None:
     class _PlainRuntimeParam(base):  # type: ignore[misc, valid-type]  # a frozen dataclass: inherits its __init__
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             kind = self.annotation
+            if type(value) is str and kind is str:
+                return value
+            if kind == list[str] and isinstance(value, (list, tuple)) and all(type(x) is str for x in value):
+                return list(value)
             if isinstance(value, str) and value.isascii():
-                if kind is str:
-                    return value
                 if kind is float:
                     try:
                         return float(value)
@@ -116,7 +121,7 @@ def _install_plain_coercion() -> None:
     def get_runtime_param(self: Any) -> Any:
         desc = getattr(self, "type_descriptor", None)
         info = getattr(desc, "parameter_info", None)
-        if (getattr(self, "_runtime_param", 0) is None and getattr(desc, "annotation", None) in (str, int, float, bool)
+        if (getattr(self, "_runtime_param", 0) is None and getattr(desc, "annotation", None) in _PLAIN
                 and getattr(desc, "file_annotation", 0) is None and getattr(info, "parser", 0) is None
                 and getattr(info, "min", 0) is None and getattr(info, "max", 0) is None):
             self._runtime_param = _PlainRuntimeParam(parameter_info=info, annotation=desc.annotation)  # type: ignore[union-attr]
