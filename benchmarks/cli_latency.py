@@ -11,6 +11,13 @@ Bytecode: by default each tree gets its own PYTHONPYCACHEPREFIX in a temporary f
 (untimed) runs, as for an installed package; `--no-pyc` compiles every module on every run instead
 (PYTHONDONTWRITEBYTECODE=1, what a checkout without __pycache__ costs).
 
+Wall time on this shared 2-core machine moves with the other sessions' load; the instruction count of one run
+does not, and is what a change is judged by (benchmarks/RESULTS.md "specbench plan under 250 ms"):
+
+    export PYTHONPYCACHEPREFIX=/tmp/pyc; unset PYTHONDONTWRITEBYTECODE   # one plain run first, to cache bytecode
+    PYTHONPATH=src valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out -q .venv/bin/python -m specbench \
+        plan -- python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 1 >/dev/null; grep -m1 summary /tmp/cg.out
+
 Run: .venv/bin/python benchmarks/cli_latency.py [--runs 20] [--baseline f125733] [--no-pyc]
 Standard library only; no timing assertion anywhere (tests check behaviour, this prints numbers).
 """

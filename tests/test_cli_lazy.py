@@ -18,23 +18,29 @@ from specbench.cli import COMMANDS
 
 ALL = ["plan", "doctor", "run", "report", "export", "models", "predict", "calibrate"]
 PLAN = ["plan", "--", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "1"]
-# Never on the plan path. (pydantic is not listed: typer itself imports it to coerce option values.)
+# Never on the plan path. pydantic neither: a valid config.json is checked without it (specs/config_fields.py) and
+# plain str/float options are coerced without typer's pydantic adapters (cli.py::_install_plain_coercion).
 HEAVY = ("matplotlib", "numpy", "httpx", "httpx2", "aiohttp", "jinja2", "tokenizers", "safetensors", "huggingface_hub",
+         "pydantic", "pydantic_core", "typer._adapters",
          "specbench.report", "specbench.matrix", "specbench.models_gen", "specbench.load")
 
 VLLM_PLAN = ["plan", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "32768"]
 # What a plan may import besides the standard library and what the interpreter loads before any code runs
-# (site hooks): the CLI framework (typer with rich, which typer uses to coerce option values with pydantic) and
-# packaging (engine versions); of specbench the planner's layers only (README "Where things are").
-PLAN_MAY_IMPORT = ("typer", "shellingham", "annotated_doc", "rich", "pydantic", "pydantic_core", "annotated_types",
-                   "typing_extensions", "typing_inspection", "packaging",
+# (site hooks): the CLI framework (typer; rich renders the text plan) and packaging (engine versions); of specbench
+# the planner's layers only (README "Where things are").
+PLAN_MAY_IMPORT = ("typer", "shellingham", "annotated_doc", "rich", "packaging",
                    "specbench.cli", "specbench.commands.plan", "specbench.plan", "specbench.engines", "specbench.specs",
                    "specbench.logs", "specbench.contracts", "specbench.planfmt", "specbench.redact", "specbench.errors",
                    "specbench.scoped")
 PLAN_MAY_IMPORT_PACKAGES = ("specbench", "specbench.commands")  # the packages themselves (their __init__ is empty)
 # ... and of the planner's layers not these: the runner's launchers and clients, the Hub client's module
 PLAN_MUST_NOT_IMPORT = ("specbench.engines.vllm.launch", "specbench.engines.vllm.local", "specbench.engines.sglang.launch",
-                        "specbench.engines.openai.server", "specbench.engines.prometheus", "huggingface_hub")
+                        "specbench.engines.openai.server", "specbench.engines.prometheus", "huggingface_hub",
+                        "typer._adapters")
+# ... and of the standard library not these, which nothing of a plan needs: importlib.resources' readers (and
+# zipfile through them; specs/resolve.py::bundled_dir reads its folder), rich's emoji table (commands/plan.py
+# prints with emoji=False)
+PLAN_MUST_NOT_IMPORT_STD = ("importlib.resources", "importlib.readers", "zipfile", "rich._emoji_codes")
 
 PROBE = textwrap.dedent("""
     import json, sys
@@ -77,8 +83,9 @@ def _not_allowed(modules: list[str]) -> list[str]:
     def under(m: str, roots: tuple[str, ...]) -> bool:
         return any(m == r or m.startswith(r + ".") for r in roots)
 
-    return [m for m in modules if m not in start and m.split(".")[0] not in std and m not in PLAN_MAY_IMPORT_PACKAGES
-            and (not under(m, PLAN_MAY_IMPORT) or under(m, PLAN_MUST_NOT_IMPORT))]
+    return [m for m in modules if m not in start and (under(m, PLAN_MUST_NOT_IMPORT_STD) or (
+            m.split(".")[0] not in std and m not in PLAN_MAY_IMPORT_PACKAGES
+            and (not under(m, PLAN_MAY_IMPORT) or under(m, PLAN_MUST_NOT_IMPORT))))]
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -133,3 +140,12 @@ def test_help_loads_no_command_implementation(tmp_path):
     assert code == 0
     assert _heavy(modules) == []
     assert not any(m.startswith(("specbench.plan", "specbench.engines", "specbench.logs", "specbench.doctor")) for m in modules)
+
+
+def test_doctor_coerces_its_options_without_pydantic(tmp_path):
+    # its LOG argument is a list[str], served by cli.py's plain coercion like plan's str/float options
+    log = os.path.join(os.path.dirname(__file__), "data", "logs", "journal-incident-restart.log")
+    code, modules = _modules_after(tmp_path, ["doctor", log, "--json"])
+    assert code == 0
+    assert "specbench.commands.doctor" in modules
+    assert not [m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core") or m == "typer._adapters"]

@@ -79,6 +79,59 @@ class LazyGroup(TyperGroup):
         self.commands = lazy
 
 
+_PLAIN = (str, int, float, bool, list[str])  # the annotations _install_plain_coercion serves
+
+
+def _install_plain_coercion() -> None:
+    """Coerce the value of an option annotated plain `str` / `int` / `float` / `bool` / `list[str]` (no parser,
+    min/max or file) without pydantic: typer 0.29 builds a pydantic TypeAdapter for every option it processes
+    (typer/core.py::_TyperParameter.get_runtime_param@0.29.2 -> typer/_coercion.py::build_runtime_param), and
+    importing pydantic and building them was a third of what `specbench plan` executed.
+
+    The plain path converts as the adapter does for the common value (a str that `float()`/`int()` reads; NaN and
+    inf pass through: the commands check them) and hands anything else to typer's own runtime param, so an error
+    is typer's own message. Without these private names (another typer release) typer's path is kept as is."""
+    try:
+        from typer import _coercion, core
+
+        param_cls, base, build = core._TyperParameter, _coercion.RuntimeParam, _coercion.build_runtime_param
+        original = param_cls.get_runtime_param
+    except (ImportError, AttributeError):
+        return
+
+    class _PlainRuntimeParam(base):  # type: ignore[misc, valid-type]  # a frozen dataclass: inherits its __init__
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            kind = self.annotation
+            if type(value) is str and kind is str:
+                return value
+            if kind == list[str] and isinstance(value, (list, tuple)) and all(type(x) is str for x in value):
+                return list(value)
+            if isinstance(value, str) and value.isascii():
+                if kind is float:
+                    try:
+                        return float(value)
+                    except ValueError:
+                        pass  # typer's own error below
+                elif kind is int and value.removeprefix("-").isdigit():
+                    return int(value)
+            elif kind is bool and isinstance(value, bool):
+                return value
+            return build(param.type_descriptor)._coerce_value(value, param=param, ctx=ctx)
+
+    def get_runtime_param(self: Any) -> Any:
+        desc = getattr(self, "type_descriptor", None)
+        info = getattr(desc, "parameter_info", None)
+        if (getattr(self, "_runtime_param", 0) is None and getattr(desc, "annotation", None) in _PLAIN
+                and getattr(desc, "file_annotation", 0) is None and getattr(info, "parser", 0) is None
+                and getattr(info, "min", 0) is None and getattr(info, "max", 0) is None):
+            self._runtime_param = _PlainRuntimeParam(parameter_info=info, annotation=desc.annotation)  # type: ignore[union-attr]
+        return original(self)  # typer's: returns the runtime param cached above, or builds its own
+
+    param_cls.get_runtime_param = get_runtime_param  # type: ignore[method-assign]
+
+
+_install_plain_coercion()
+
 app = typer.Typer(
     name="specbench",
     cls=LazyGroup,

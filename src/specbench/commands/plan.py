@@ -87,7 +87,9 @@ def plan_cmd(
     else:
         from rich.console import Console
 
-        render_plan(result, Console())
+        # no `:name:` emoji codes: the plan prints what the user typed (paths, model ids, flags) and rich would turn a
+        # `:fire:` in them into a glyph; its emoji table is also a fifth of rich's import cost
+        render_plan(result, Console(emoji=False))
     raise typer.Exit(0)
 
 

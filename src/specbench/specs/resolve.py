@@ -17,7 +17,6 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from specbench.errors import ConfigError, UserError
@@ -52,7 +51,12 @@ class ModelOrigin:
 
 
 def bundled_dir() -> Path:
-    return Path(str(resources.files("specbench") / "data" / "configs"))
+    # the package's own folder, as engines/*/registry.py reads theirs (importlib.resources would import zipfile
+    # and its readers on every plan, for a path that was a plain folder here anyway)
+    return _PACKAGE / "data" / "configs"
+
+
+_PACKAGE = Path(__file__).parent.parent
 
 
 @functools.lru_cache(maxsize=1)

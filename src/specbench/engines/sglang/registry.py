@@ -11,6 +11,7 @@ release whose own list was read, is refused (`ReleaseList.refuses`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from specbench.engines import versions
@@ -36,6 +37,7 @@ class ReleaseList:
         return name not in self.names and (self.exact or name not in self.later)
 
 
+@cache  # package data, read once a process: the start checks ask it for every candidate of the fixes search
 def _read(kind: str, release: str | None) -> ReleaseList:
     folder = _HERE / kind
     fl = flag_list(folder, release)
