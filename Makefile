@@ -56,9 +56,10 @@ BUSY_TESTS := tests/test_matrix_lifecycle.py tests/test_orphans.py tests/test_pr
 test-busy: venv
 	$(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "not engine" $(BUSY_TESTS)
 
-# What runs on a fresh clone without the engine or the tiny models (`engine` and `models` tests left out).
+# The quick loop on a fresh clone: no engine, no tiny models, no whole `specbench run` (the `slow` tests of
+# tests/conftest.py::SLOW_MODULES); `make test` runs everything.
 test-fast: venv browser
-	$(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models" -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models and not slow" -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: venv engine models
 	bash examples/incident.sh

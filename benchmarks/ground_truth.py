@@ -34,7 +34,9 @@ from specbench.testing.instant_truth import (  # noqa: E402
 STEP_MS, CAP, RATES = 10.0, 2, (0.8, 0.6, 0.4)
 LIES = {"honest": {}, "usage x10": {"--usage-scale": 10}, "usage x1/4": {"--usage-scale": 0.25},
         "usage negative": {"--usage-scale": -1}, "usage +3": {"--usage-offset": 3}, "early EOS at 1/4": {"--early-eos": 0.25},
-        "wrong /v1/models": {"--models-name": "another-model"}}
+        "wrong /v1/models": {"--models-name": "another-model"},
+        "cap said 1 runs 4": {"--max-running": 4, "--report-cap": 1},
+        "accepted x3 on metrics": {"--accept-rates": "0.8,0.6,0.4", "--accepted-scale": 3}}
 
 
 def _port() -> int:
@@ -145,7 +147,9 @@ def main() -> None:
     lies = work / "lies.toml"
     lie_cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", "2", "--model", "instant"]
     lies.write_text(_head("lies", lie_cmd, tok, "completions") + "".join(_variant(k, v) for k, v in LIES.items())
-                    + "\n[client]\nconcurrency = 2\nprompt_tokens = 24\noutput_tokens = 16\nnum_requests = 4\n")
+                    + "\n[client]\nconcurrency = 2\nprompt_tokens = 24\noutput_tokens = 16\nnum_requests = 4\n"
+                    + '\n[[override]]\nwhen = { spec = "cap said 1 runs 4" }\n'
+                    + "client = { concurrency = 4, num_requests = 8 }\n")
     print(f"# ground truth: step {STEP_MS} ms, cap {CAP}, acceptance per position {RATES}\n")
     print("| quantity | truth | stored |\n|---|---|---|")
     for q, t, s in rows:

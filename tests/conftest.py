@@ -125,10 +125,25 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[ENGINE_TESTS_FILE] = str(folder / "nodeids")  # the workers inherit it
 
 
+# Modules whose tests each run a whole `specbench run` (servers started, cells measured, stores written) or a
+# process-level fault: seconds each, most of `make test-fast`'s time (pytest --durations=80 at load 2.3 on
+# 2026-12-02: the 40 slowest tests were 2-38 s each, all in these). `make test` runs them; `make test-fast`
+# (`-m "not slow"`) leaves them out.
+SLOW_MODULES = frozenset({
+    "test_run_datasets.py", "test_run_disk_full.py", "test_run_faults.py", "test_run_instant.py",
+    "test_run_measurement_faults.py", "test_run_packed.py", "test_run_ray.py", "test_truth_caps.py",
+    "test_truth_concurrency.py", "test_truth_counting.py", "test_truth_counts.py", "test_truth_lies_cap_counters.py",
+    "test_truth_saturation.py", "test_secrets_every_writer.py", "test_secrets_safe_files.py", "test_repeats.py",
+    "test_report_grouping.py", "test_logs_bounded.py",
+})
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     engine = [item.nodeid for item in items if item.get_closest_marker("engine")]
     for item in items:
+        if item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("engine"):
             item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
     worker = getattr(config, "workerinput", {}).get("workerid")
