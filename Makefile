@@ -39,7 +39,7 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Two workers (pytest-xdist): every `engine` test runs on one of them, one boot at a time, the rest on the other
+# Two workers (pytest-xdist): every `engine` test runs on one of them, one boot at a time, the other tests by module on both
 # (tests/conftest.py, tests/engine_boot.py). The summary line "engine boots this session: N" counts the boots.
 PYTEST_WORKERS ?= 2
 test: venv lint engine models browser
