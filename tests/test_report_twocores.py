@@ -12,7 +12,7 @@ import pytest
 
 from specbench.report import twocores
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork and 2 CPUs")
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or twocores._usable_cpus() < 2, reason="needs fork and 2 CPUs")
 
 
 def _pid_job(i: int):

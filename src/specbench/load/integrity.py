@@ -39,8 +39,13 @@ def concurrency_text(concurrency: Any, cap: Any, source: str | None = None) -> s
 def peak_in_flight(results: Sequence[Any]) -> int | None:
     """The most requests the client had in flight at once (each from its send, `start_s`, to its end, `start_s` +
     `e2e_s`; a request without an end is left out); None without any. The server never held more than this."""
-    edges = sorted([(r.start_s, 1) for r in results if r.e2e_s is not None]
-                   + [(r.start_s + r.e2e_s, -1) for r in results if r.e2e_s is not None])  # an end sorts first
+    return most_at_once([(r.start_s, r.start_s + r.e2e_s) for r in results if r.e2e_s is not None])
+
+
+def most_at_once(spans: Sequence[tuple[float, float]]) -> int | None:
+    """The most (start, end) spans open at one instant (an end and a start at the same instant do not overlap);
+    None without any."""
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])  # an end sorts first
     if not edges:
         return None
     peak = now = 0
@@ -145,15 +150,8 @@ def observed_running(results: Sequence[Any]) -> int | None:
     """The most requests the client saw generating at once: each from its first token (`start_s` + `ttft_s`) to
     its end (`start_s` + `e2e_s`), successful requests only. The server ran at least this many at once (a request
     it has admitted but not yet prefilled shows no token yet), so it is a lower bound of the running count."""
-    ok = [r for r in results if r.ok and r.ttft_s is not None and r.e2e_s is not None]
-    edges = sorted([(r.start_s + r.ttft_s, 1) for r in ok] + [(r.start_s + r.e2e_s, -1) for r in ok])
-    if not edges:
-        return None
-    peak = now = 0
-    for _, d in edges:  # an end sorts before a start at the same instant
-        now += d
-        peak = max(peak, now)
-    return peak
+    return most_at_once([(r.start_s + r.ttft_s, r.start_s + r.e2e_s) for r in results
+                         if r.ok and r.ttft_s is not None and r.e2e_s is not None])
 
 
 def cap_check(results: Sequence[Any], cap: int | None, source: str | None, peak: int | None) -> dict[str, Any]:

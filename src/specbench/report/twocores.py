@@ -29,7 +29,7 @@ class ChildFailed(RuntimeError):
 
 def run_jobs(jobs: Sequence[Callable[[], T]]) -> list[T]:
     """Every job's result, in order; two cores when it is safe (module docstring)."""
-    if len(jobs) < 2 or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
+    if len(jobs) < 2 or not hasattr(os, "fork") or _usable_cpus() < 2 or threading.active_count() > 1:
         return [job() for job in jobs]
     theirs = list(range(1, len(jobs), 2))
     read_fd, write_fd = os.pipe()
@@ -47,6 +47,14 @@ def run_jobs(jobs: Sequence[Callable[[], T]]) -> list[T]:
         raise
     _, status = os.waitpid(pid, 0)
     return _merge(jobs, mine, theirs, payload, status)
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (a taskset or container limit), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _child(jobs: Sequence[Callable[[], Any]], theirs: list[int], write_fd: int) -> None:
