@@ -47,6 +47,15 @@ def test_an_oserror_in_the_child_is_the_same_oserror_here(tmp_path: Path):
     assert info.value.errno == errno.ENOSPC and info.value.strerror == "No space left on device"
 
 
+def test_a_user_error_in_the_child_is_the_same_user_error_here():
+    from specbench.errors import UserError
+
+    def mistake():
+        raise UserError("store.db: not a results store")
+    with pytest.raises(UserError, match="not a results store"):
+        twocores.run_jobs([lambda: 1, mistake])
+
+
 def test_another_exception_in_the_child_names_its_type():
     def bad():
         raise ValueError("no data for this figure")

@@ -7,7 +7,7 @@ instead of copying them. Serial where forking is not safe or useful: one job, on
 thread alive (a forked child keeps only the calling thread; locks held by the others would never be released).
 
 Faults: an OSError in the child (disk full, a read-only folder) is raised here as the same OSError, so the report's
-one-line error names it; any other exception in the child is raised here with its type and message; an exception
+one-line error names it, and a UserError as the same UserError; any other exception in the child is raised here with its type and message; an exception
 or Ctrl-C here ends the child (SIGTERM) and reaps it before it propagates.
 """
 
@@ -19,6 +19,8 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from specbench.errors import UserError
 
 T = TypeVar("T")
 
@@ -63,6 +65,8 @@ def _child(jobs: Sequence[Callable[[], Any]], theirs: list[int], write_fd: int) 
         out: tuple[Any, ...] = ("ok", [jobs[i]() for i in theirs])
     except OSError as exc:
         out, code = ("oserror", exc.errno, exc.strerror or str(exc), exc.filename), 1
+    except UserError as exc:  # a user's mistake stays the one line it is in this process
+        out, code = ("usererror", str(exc)), 1
     except BaseException as exc:  # noqa: BLE001  (sent to the parent, which raises it)
         out, code = ("error", type(exc).__name__, str(exc)), 1
     try:
@@ -90,6 +94,8 @@ def _merge(jobs: Sequence[Callable[[], T]], mine: dict[int, T], theirs: list[int
         raise ChildFailed(f"the figure process ended without its results (wait status {status})")
     if out[0] == "oserror":
         raise OSError(out[1], out[2], out[3])
+    if out[0] == "usererror":
+        raise UserError(out[1])
     if out[0] == "error":
         raise ChildFailed(f"{out[1]}: {out[2]}")
     results: dict[int, T] = {**mine, **dict(zip(theirs, out[1]))}
