@@ -38,8 +38,13 @@ def test_argv_for_plain_and_draft_launch() -> None:
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec == {"method": "draft_model", "model": "/m/tiny-draft", "num_speculative_tokens": 4}
     assert "--enforce-eager" in argv and argv[-2:] == ["--seed", "7"]
-    plain = vl.build_argv(vl.LocalServerConfig(model="m", port=1, enforce_eager=False), "vllm")
+    assert argv[argv.index("--distributed-executor-backend") + 1] == "uni"  # one worker: inside the engine-core process
+    assert vl.env_overrides(cfg)["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # vLLM keeps `uni` on CPU only so
+    plain = vl.build_argv(vl.LocalServerConfig(model="m", port=1, enforce_eager=False, one_process=False), "vllm")
     assert plain == ["vllm", "serve", "m", "--served-model-name", "m", "--host", "127.0.0.1", "--port", "1"]
+    tp2 = vl.LocalServerConfig(model="m", port=1, extra_args=("--tensor-parallel-size", "2"))
+    assert "--distributed-executor-backend" not in vl.build_argv(tp2, "vllm")  # two workers: vLLM's own executor
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in vl.env_overrides(tp2)
 
 
 def test_self_draft_uses_the_target() -> None:

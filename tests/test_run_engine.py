@@ -195,8 +195,8 @@ engine = "local"
 model = "tiny-target"
 port = {port}
 [timeouts]
-ready_s = 10           # vLLM CPU needs 20-40 s to boot
-stop_s = 10
+ready_s = 5            # vLLM CPU needs 20-40 s to boot (28 s to /health idle, 2 cores, one process)
+stop_s = 5
 [client]
 concurrency = 1
 """)
@@ -205,7 +205,7 @@ concurrency = 1
                         "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     (status, reason, log_text), = _rows(store, "SELECT status, reason, log_text FROM cells")
-    assert status == "failed" and "not ready after 10 s" in reason
+    assert status == "failed" and "not ready after 5 s" in reason
     assert log_text == Path(_rows(store, "SELECT log_path FROM servers")[0][0]).read_text()  # all of it
     needle = f"--port\0{port}".encode()
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and needle in _cmdline(p)]

@@ -123,6 +123,12 @@ class LocalServerConfig:
     kv_cache_space_gib: int | None = DEFAULT_KV_CACHE_SPACE_GIB  # VLLM_CPU_KVCACHE_SPACE; None: leave unset
     omp_threads: int | None = None  # OMP_NUM_THREADS; None: vLLM decides (it reserves 1 core for the frontend)
     enforce_eager: bool = True  # measured: boots in ~25-45 s eager vs ~42 s+ on a first torch.compile
+    # one worker runs inside the engine-core process (`--distributed-executor-backend uni` with
+    # VLLM_ENABLE_V1_MULTIPROCESSING=0: platforms/cpu.py::CpuPlatform.check_and_update_config@0.32.0 keeps `uni`
+    # only then), so a boot imports vLLM twice, not three times: measured 44 s -> 28 s to /health on an idle
+    # 2-core machine (benchmarks/RESULTS.md, 2026-12-02). Only for one worker (tensor-parallel size 1); vLLM then
+    # skips its OpenMP thread binding (the CPU platform binds threads in the multiprocessing worker only).
+    one_process: bool = True
     dtype: str | None = None  # --dtype; None: "auto" (vLLM CPU downcasts float32 checkpoints to bfloat16)
     speculative: DraftModelSpec | None = None
     extra_args: tuple[str, ...] = ()
@@ -171,8 +177,17 @@ def build_argv(cfg: LocalServerConfig, vllm_exe: str | Path) -> list[str]:
         argv.append("--enforce-eager")
     if cfg.speculative is not None:
         argv += ["--speculative-config", cfg.speculative.to_json()]
-    argv += list(cfg.extra_args)
-    return argv
+    if _one_process(cfg):
+        argv += ["--distributed-executor-backend", "uni"]
+    return argv + list(cfg.extra_args)
+
+
+def _one_process(cfg: LocalServerConfig) -> bool:
+    """The worker runs in the engine-core process: asked for, one worker, and no executor chosen by the caller."""
+    words = [w.split("=", 1)[0] for w in cfg.extra_args]
+    chosen = {"--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
+              "--distributed-executor-backend"}
+    return cfg.one_process and not chosen.intersection(words) and "VLLM_ENABLE_V1_MULTIPROCESSING" not in cfg.extra_env
 
 
 def env_overrides(cfg: LocalServerConfig) -> dict[str, str]:
@@ -182,6 +197,8 @@ def env_overrides(cfg: LocalServerConfig) -> dict[str, str]:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.kv_cache_space_gib)
     if cfg.omp_threads is not None:
         env["OMP_NUM_THREADS"] = str(cfg.omp_threads)
+    if _one_process(cfg):
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     env.update(cfg.extra_env)
     return env
 
