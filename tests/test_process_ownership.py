@@ -233,3 +233,37 @@ def test_the_mark_is_in_the_engines_environment_and_nowhere_in_its_store(tmp_pat
     rec = active_record(proc.pid, proc.argv, "srv")
     proc.stop(grace_s=1)
     assert proc.mark not in json.dumps(rec)
+
+
+def test_a_child_that_retitles_itself_like_an_engine_still_carries_the_mark(tmp_path: Path) -> None:
+    """vLLM's EngineCore and SGLang's scheduler rename themselves with `setproctitle`, which by default writes the
+    title over the environment block: the mark must survive it, or a runner's death leaves that process running."""
+    pytest.importorskip("setproctitle")  # a dev dependency (pyproject), as in the engines' own venvs
+    from specbench.matrix.identity import marked_pids
+    from specbench.matrix.lifecycle import ServerProcess
+
+    title = "VLLM::EngineCore" + "-" * 300  # longer than the command line: setproctitle's default reuses environ
+    child = f"import setproctitle, time; setproctitle.setproctitle({title!r}); print('titled', flush=True); time.sleep(120)"
+    server = tmp_path / "server.py"
+    server.write_text(textwrap.dedent(f"""
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", {child!r}])
+        time.sleep(120)
+    """))
+    proc = ServerProcess([sys.executable, str(server)], dict(os.environ), tmp_path / "server.log").start()
+    try:
+        wait(lambda: "titled" in proc.log_text(), 60, "the child to retitle itself")
+        retitled = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(b"VLLM::Engine")]
+        assert retitled, "setproctitle changed no command line"
+        assert proc.mark is not None
+        assert {int(p.name) for p in retitled} <= set(marked_pids(proc.mark))  # found by the mark, as the watchdog does
+    finally:
+        proc.stop(grace_s=5)
+    _wait_gone([int(p.name) for p in retitled])
+
+
+def _cmdline(p: Path) -> bytes:
+    try:
+        return p.joinpath("cmdline").read_bytes()
+    except OSError:
+        return b""

