@@ -10,11 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contracts import BudgetRow, DiagnosisSummary, Fix, PlanResult, SglangTpRow, StartupWarning, VllmTpRow
+from specbench.contracts import (
+    BudgetRow,
+    DiagnosisSummary,
+    EnginePlan,
+    Fix,
+    PlanResult,
+    SglangTpRow,
+    StartupWarning,
+    VllmTpRow,
+)
 from specbench.doctor.diff import diff
 from specbench.doctor.doctor import diagnose_file
+from specbench.engines.command import read_command
 from specbench.logs.facts import LogFacts
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import PlanOptions, plan_command, plan_result
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "contracts.md"
@@ -104,6 +114,23 @@ def test_plan_round_trips_key_for_key(plans, name):
         Fix.from_json(f) for f in d["fixes"])
     assert all(isinstance(r, SglangTpRow if p.engine == "sglang" else VllmTpRow) for r in p.per_tp or ())
     assert set(p.extra).isdisjoint(PlanResult.shared_keys())
+
+
+@pytest.mark.parametrize("name", ["sglang_incident", "vllm_cpu_fails"])
+def test_engines_return_the_typed_plan_and_its_json_keeps_their_order(name):
+    cmd, opts = PLANS[name]
+    words = read_command(cmd, None)
+    planned = words.engine.plan(words.argv, PlanOptions(**opts))
+    assert isinstance(planned, EnginePlan) and isinstance(planned.result, PlanResult)
+    emitted = list(planned.result.key_order)
+    assert list(planned.result.to_json())[:len(emitted)] == emitted  # as the engine wrote them
+    assert planned.concurrency is not None and planned.concurrency.engine in ("SGLang", "vLLM")
+    full = plan_result(cmd, PlanOptions(**opts))
+    keys = list(full.to_json())
+    assert keys[:len(emitted)] == emitted and keys == list(plan_command(cmd, PlanOptions(**opts)))
+    assert {"model_source", "concurrency_summary", "engine_cap"} <= set(keys[len(emitted):])  # added by the planner
+    later = full.updated({"from_log": {"log": "x"}, "kv_tokens": 1})
+    assert list(later.to_json()) == [*keys, "from_log"] and later.kv_tokens == 1  # a set key keeps its place
 
 
 def test_the_plans_cover_failures_error_rows_and_fixes(plans):

@@ -1,18 +1,17 @@
 """The JSON contracts as types: what `specbench plan --json` and `specbench doctor --json` emit (docs/contracts.md).
 
-The planners and the doctor build plain dicts (the JSON on the wire); these frozen dataclasses read them back
-(`from_json`) and write them again (`to_json`) key for key and value for value, so a consumer reads typed fields
-instead of `d.get("...")`. Only the keys every engine emits are fields; an engine's own keys stay in `extra`
-(a read-only mapping, in the order the engine emitted them). Pure, no I/O, no heavy imports.
-
-Key order is not part of the contract: `to_json` writes the typed fields first (in the order of docs/contracts.md),
-then `extra`.
+An engine's planner assembles its keys and hands back a `PlanResult` (`Engine.plan -> EnginePlan`); the doctor
+returns a `Diagnosis` (doctor/doctor.py) that holds it; the JSON is written from them at the edge (`to_json`) key for
+key and value for value, and read back by `from_json`, so a consumer reads typed fields instead of `d.get("...")`.
+Only the keys every engine emits are fields; an engine's own keys stay in `extra` (a read-only mapping). A plan
+keeps the order its keys were emitted in (`key_order`), so `plan --json` prints them as the engine wrote them.
+Pure, no I/O, no heavy imports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -34,6 +33,15 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _in_order(out: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    """`out` with the keys `order` names first, in that order (the order they were emitted in), then the rest."""
+    if not order:
+        return out
+    ordered = {k: out[k] for k in order if k in out}
+    ordered.update(out)
+    return ordered
+
+
 # ------------------------------------------------------------------------------------------------ plan: fixes
 
 
@@ -47,17 +55,19 @@ class FixResult:
     kv_tokens: int | None
     max_running_requests: int | None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)  # as emitted (PlanResult.key_order)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> FixResult:
-        typed = {f.name for f in fields(cls)} - {"extra"}
+        typed = {f.name for f in fields(cls)} - {"extra", "key_order"}
         return cls(status=d["status"], error=d["error"], kv_tokens=d["kv_tokens"],
                    max_running_requests=d["max_running_requests"],
-                   extra=_frozen({k: v for k, v in d.items() if k not in typed}))
+                   extra=_frozen({k: v for k, v in d.items() if k not in typed}), key_order=tuple(d))
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "error": self.error, "kv_tokens": self.kv_tokens,
-                "max_running_requests": self.max_running_requests, **self.extra}
+        out = {"status": self.status, "error": self.error, "kv_tokens": self.kv_tokens,
+               "max_running_requests": self.max_running_requests, **self.extra}
+        return _in_order(out, self.key_order)
 
 
 @dataclass(frozen=True)
@@ -223,10 +233,12 @@ class PlanResult:
     # a model planned on a bundled stand-in config (specs/standin.py): which, what was assumed, what makes it exact
     model_stand_in: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # the order the keys were emitted in (`to_json` writes them so; keys it does not name follow); not a key
+    key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def shared_keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name != "extra")
+        return tuple(f.name for f in fields(cls) if f.name not in ("extra", "key_order"))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> PlanResult:
@@ -246,12 +258,19 @@ class PlanResult:
             kw["per_tp"] = tuple(row.from_json(r) for r in d["per_tp"])
         else:
             kw["per_tp"] = None
-        return cls(**kw, extra=_frozen({k: v for k, v in d.items() if k not in keys}))
+        return cls(**kw, extra=_frozen({k: v for k, v in d.items() if k not in keys}), key_order=tuple(d))
 
     def to_json(self) -> dict[str, Any]:
         out = {k: _plain(getattr(self, k)) for k in self.shared_keys() if not (k == "per_tp" and self.per_tp is None)}
         out.update(self.extra)
-        return out
+        return _in_order(out, self.key_order)
+
+    def updated(self, changes: Mapping[str, Any]) -> PlanResult:
+        """The plan with these keys set, typed fields or engine keys alike (their JSON form); a key not yet emitted
+        goes after the emitted ones, in the order given."""
+        new = PlanResult.from_json({**self.to_json(), **changes})
+        order = self.key_order + tuple(k for k in changes if k not in self.key_order) if self.key_order else ()
+        return replace(new, key_order=order)
 
 
 # ------------------------------------------------------------------------------------------------ doctor
@@ -405,8 +424,25 @@ class LaunchTarget:
     served_model_name: str | None = None
 
 
-# The key under which an engine's plan hands the planner what it needs to state concurrency (plan/api.py pops it;
-# never in the JSON): {"engine": its name, "cap": its own cap on running requests, "context": the asked context,
-# "fits": requests of c tokens its KV memory holds (a function; None when no pool was sized), "asked": the asked
-# cap or None, "kv_tokens": the KV tokens}. Engines sit below the planner (pyproject's import layers).
-CONCURRENCY_INPUTS = "_concurrency_inputs"
+# ------------------------------------------------------------------------------------------------ engine -> planner
+
+
+@dataclass(frozen=True)
+class ConcurrencyInputs:
+    """What an engine's plan hands the planner to state concurrency (plan/api.py, plan/concurrency.py word it; never
+    in the JSON). Engines sit below the planner (pyproject's import layers)."""
+
+    engine: str  # the engine's name in words ("SGLang", "vLLM")
+    cap: int | None  # its own cap on running requests; None when the plan fails
+    context: int  # the asked context (tokens)
+    fits: Callable[[int], int] | None  # requests of c tokens its KV memory holds; None when no pool was sized
+    asked: int | None  # the asked cap, or None
+    kv_tokens: int
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """What `Engine.plan` returns: the plan (the JSON contract as a type) and the numbers the planner words."""
+
+    result: PlanResult
+    concurrency: ConcurrencyInputs | None = None

@@ -4,7 +4,7 @@ the keys both engines emit as fields, an engine's own keys through `extra`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -21,11 +21,6 @@ def fmt(x: Any, nd: int = 2) -> str:
     if isinstance(x, float):
         return f"{x:.{nd}f}"
     return f"{x:,}" if isinstance(x, int) else str(x)
-
-
-def as_plan(r: PlanResult | Mapping[str, Any]) -> PlanResult:
-    """The plan as typed fields, whether the caller passes the contract dict or a PlanResult."""
-    return r if isinstance(r, PlanResult) else PlanResult.from_json(r)
 
 
 def print_fixes(p: PlanResult, con: Console) -> None:

@@ -14,6 +14,8 @@ from specbench.errors import UserError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from specbench.contracts import PlanResult
+
 # The planner, the engines and rich are imported inside the command: `specbench --help` and the other commands
 # do not pay for them.
 
@@ -60,7 +62,7 @@ def plan_cmd(
     if not argv and not from_log:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")
-    from specbench.plan.api import PlanOptions, env_gpu_default, plan_command_full
+    from specbench.plan.api import PlanOptions, env_gpu_default, plan_result
 
     opts = PlanOptions(model_config=model_config, draft_config=draft_config, gpu=gpu or (None if gpu_mem_gib else env_gpu_default()),
                        gpu_mem_gib=gpu_mem_gib, engine=engine, engine_version=engine_version,
@@ -76,14 +78,14 @@ def plan_cmd(
                  if v is not None}
         whatif = what_if(from_log, argv, opts, given)
         argv, opts = whatif.argv, whatif.opts
-    result, _rows = plan_command_full(argv, opts)
+    result = plan_result(argv, opts)
     if whatif is not None:
-        result["from_log"] = whatif.record
+        result = result.updated({"from_log": whatif.record})
     if as_json:
         from specbench.redact import learn, redact_obj
 
         learn(argv)  # the command's --api-key etc. are masked wherever the result echoes them (ignored_flags...)
-        typer.echo(json.dumps(redact_obj(result), indent=2, default=str))
+        typer.echo(json.dumps(redact_obj(result.to_json()), indent=2, default=str))  # the JSON, at the edge
     else:
         from rich.console import Console
 
@@ -125,17 +127,17 @@ def _checked_version(text: str | None) -> str | None:
     return text.strip()
 
 
-def render_plan(r: dict, con: Console) -> None:
+def render_plan(r: PlanResult, con: Console) -> None:
     """The plan in the words of the engine that made it."""
     from specbench.engines.base import engine
 
-    engine(r.get("engine")).render_plan(r, con)
-    for key in ("concurrency_summary", "model_stand_in"):  # said the same way for every engine
-        if r.get(key):
-            con.print(("stand-in: " if key == "model_stand_in" else "") + str(r[key]), markup=False, highlight=False)
-    src = r.get("model_source")
-    if src:
-        draft = r.get("draft_model_source")
-        con.print(f"model config: {src}" + (f"; draft: {draft}" if draft else ""), style="dim", markup=False)
-    for note in r.get("model_notes") or ():
+    engine(r.engine).render_plan(r, con)
+    for label, said in (("", r.concurrency_summary), ("stand-in: ", r.model_stand_in)):  # the same for every engine
+        if said:
+            con.print(label + str(said), markup=False, highlight=False)
+    if r.model_source:
+        draft = r.draft_model_source
+        con.print(f"model config: {r.model_source}" + (f"; draft: {draft}" if draft else ""), style="dim",
+                  markup=False)
+    for note in r.model_notes:
         con.print(f"note: {note}", style="dim", markup=False, highlight=False)

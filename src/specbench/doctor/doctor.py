@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specbench.contracts import BudgetRow
+from specbench.contracts import BudgetRow, PlanResult
 from specbench.doctor import reading
 from specbench.doctor.checks import claimed_quant, weight_check
 from specbench.doctor.explain import failure_sentences, started_sentences
@@ -24,7 +24,7 @@ from specbench.logs.launch_model import facts_model_source, model_source
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.reader import read_log_bounded
 from specbench.logs.warnings import Cap, LogWarning
-from specbench.plan.api import PlanOptions, env_gpu_default, plan_command
+from specbench.plan.api import PlanOptions, env_gpu_default, plan_result
 from specbench.specs.gpu import find_gpu
 
 
@@ -37,7 +37,7 @@ class Diagnosis:
     budget: tuple[BudgetRow, ...] = ()
     fixes: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = ()
-    plan: dict[str, Any] | None = None  # the planner's own result for the logged launch, when available
+    plan: PlanResult | None = None  # the planner's own result for the logged launch, when available
     extra: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[LogWarning, ...] = ()
 
@@ -57,7 +57,7 @@ class Diagnosis:
             "engine_version": self.facts.engine_version,
             "budget": [r.to_dict() for r in self.budget],
             "notes": list(self.notes),
-            "plan": self.plan,
+            "plan": self.plan.to_json() if self.plan is not None else None,
             "warnings": [w.to_dict() for w in self.warnings],
             "capped": self.capped,
         }
@@ -116,7 +116,7 @@ def infer_version(facts: LogFacts) -> str | None:
 
 
 def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None = None,
-                   draft_config: str | None = None, text: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+                   draft_config: str | None = None, text: str | None = None) -> tuple[PlanResult | None, str | None]:
     """Call the planner with the log's measured numbers; (result, None) or (None, why not)."""
     if not facts.server_args:
         return None, "no argument dump in the log, so no launch to re-plan"
@@ -134,7 +134,7 @@ def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None 
         fixes=True,
     )
     try:
-        return plan_command(plan_argv(facts, text), opts), None
+        return plan_result(plan_argv(facts, text), opts), None
     except UserError as exc:
         return None, f"the planner cannot plan this launch: {exc}"
     except Exception as exc:  # noqa: BLE001 - a planner bug must not hide the diagnosis; it is named, not swallowed
@@ -304,18 +304,18 @@ def _run_notes(facts: LogFacts, failure: Failure | None, parsed: _Parsed) -> lis
 
 def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[LogWarning, ...], with_fixes: bool,
            engine_version: str | None, gpu: str | None, draft_config: str | None,
-           text: str) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...], list[str]]:
+           text: str) -> tuple[PlanResult | None, tuple[dict[str, Any], ...], list[str]]:
     """(the planner's result, the fixes, notes). A failure's own numbers give the first fixes (the engine's
     `failure_fixes`, the host's); the planner's nearest configurations follow; with neither, the engine's model-free
     `log_fixes`. A healthy start gets none: the planner's nearby configurations serve less than it already does."""
     notes: list[str] = []
-    plan: dict[str, Any] | None = None
+    plan: PlanResult | None = None
     planned: list[dict[str, Any]] = []
     why: str | None = None
     if with_fixes and facts.engine is not None:
         plan, why = planner_result(facts, engine_version, gpu, draft_config, text)
         if plan is not None:
-            planned = list(plan.get("fixes") or ())
+            planned = [f.to_json() for f in plan.fixes]
             notes += _plan_vs_log(plan, facts)
     src = facts_model_source(facts)
     path = facts.server_args.get("model_path") or facts.server_args.get("model")
@@ -361,16 +361,16 @@ def _log_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
     return engine(facts.engine).log_fixes(facts, kind) if facts.engine is not None else []
 
 
-def _plan_vs_log(plan: dict[str, Any], facts: LogFacts) -> list[str]:
+def _plan_vs_log(plan: PlanResult, facts: LogFacts) -> list[str]:
     """Calibration: where the planner's prediction for the logged launch differs from what the log measured."""
     out = []
     for key in ("kv_tokens", "max_mamba_cache_size", "max_running_requests"):
-        want, got = plan.get(key), getattr(facts, key)
+        want, got = getattr(plan, key), getattr(facts, key)
         if not isinstance(want, (int, float)) or not isinstance(got, (int, float)) or want == got:
             continue
         if key == "kv_tokens" and abs(want - got) <= 0.01 * max(abs(got), 1):
             continue  # within 1 %: the planner's model of resident memory, not a different rule
-        out.append(f"Planner ({plan.get('engine_version')}) predicts {key}={want}, the log has {got}.")
+        out.append(f"Planner ({plan.engine_version}) predicts {key}={want}, the log has {got}.")
     return out
 
 

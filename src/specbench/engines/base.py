@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from specbench.contracts import BudgetRow, LaunchTarget, PlanOptions
+    from specbench.contracts import BudgetRow, EnginePlan, LaunchTarget, PlanOptions, PlanResult
     from specbench.logs.candidates import Candidate, PoolChange
     from specbench.logs.facts import LogFacts
     from specbench.logs.failures import Failure
@@ -101,8 +101,8 @@ class Engine(Protocol):
         """How surely argv launches this engine: 0 not at all, 1 by its flags, 2 by its entry point."""
         ...
 
-    def plan(self, argv: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[Any]]: ...
-    def render_plan(self, result: Mapping[str, Any], con: Console) -> None: ...
+    def plan(self, argv: list[str], opts: PlanOptions) -> EnginePlan: ...
+    def render_plan(self, result: PlanResult, con: Console) -> None: ...
     def fix_axis(self, key: str) -> str | None:
         """The matrix axis a planner fix's changed argument sets (None: set it as a plain flag)."""
         ...
@@ -200,11 +200,9 @@ class EngineModules:
     def _call(self, module: str, function: str, *args: Any) -> Any:
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)(*args)
 
-    def render_plan(self, result: Mapping[str, Any], con: Console) -> None:
-        """The plan as a person reads it: the engine's `render.render_plan` reads it as a typed `PlanResult`."""
-        from specbench.planfmt import as_plan
-
-        self._call("render", "render_plan", as_plan(result), con)
+    def render_plan(self, result: PlanResult, con: Console) -> None:
+        """The plan as a person reads it, in the words of the engine's `render.render_plan`."""
+        self._call("render", "render_plan", result, con)
 
     def fix_axis(self, key: str) -> str | None:
         """The matrix axis a fix of this engine's argument sets (its knobs.py)."""

@@ -1,4 +1,5 @@
-"""The planner's one entry point: a pasted launch command + options -> the JSON contract (a dict).
+"""The planner's one entry point: a pasted launch command + options -> the plan (`PlanResult`; `plan_command`:
+its JSON contract, a dict).
 
 Used by `specbench plan`, `specbench doctor` (fixes from measured values), the runner's preflight and the
 benchmarks. The command is read as a shell would run it (`specbench.engines.command.read_command`: docker, env,
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
+from specbench.contracts import EnginePlan, PlanOptions, PlanResult
 from specbench.engines.command import read_command, revisions_of
 from specbench.plan.concurrency import KEYS as CONCURRENCY_KEYS
 from specbench.plan.concurrency import concurrency, overcommit_warning
@@ -19,11 +20,13 @@ from specbench.specs.gpu import DEFAULT_GPU
 
 
 def plan_command(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> dict[str, Any]:
-    return plan_command_full(argv, opts)[0]
+    """The plan as the JSON contract (`plan --json`, the runner's store, the doctor's `plan` key)."""
+    return plan_result(argv, opts).to_json()
 
 
-def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> tuple[dict[str, Any], list[Any]]:
-    """Plan and (if opts.fixes) the per-TP table. Returns (contract dict, rows)."""
+def plan_result(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> PlanResult:
+    """The plan of a launch command: the engine's `PlanResult`, with where its configs came from and the
+    concurrency said one way for every engine."""
     from specbench.specs.resolve import quantization_flag, revisions
 
     cmd = read_command(argv, opts.engine)
@@ -31,12 +34,12 @@ def plan_command_full(argv: list[str] | str, opts: PlanOptions = PlanOptions()) 
     if opts.revision:
         revs["model"] = opts.revision
     with revisions(revs), quantization_flag(_quantization_of(cmd.argv)):
-        out, rows = cmd.engine.plan(cmd.argv, opts)
-        out.update(origin_keys(out, opts, cmd.notes))
-    out.update(_concurrency_keys(out))
+        planned = cmd.engine.plan(cmd.argv, opts)
+        added = origin_keys(planned.result, opts, cmd.notes)
+    added.update(_concurrency_keys(planned))
     for key in CONCURRENCY_KEYS:  # an engine whose rules do not state them yet says null (docs/contracts.md)
-        out.setdefault(key, None)
-    return out, rows
+        added.setdefault(key, None)
+    return planned.result.updated(added)
 
 
 def _quantization_of(argv: list[str]) -> str | None:
@@ -49,34 +52,35 @@ def _quantization_of(argv: list[str]) -> str | None:
     return None
 
 
-def _concurrency_keys(out: dict[str, Any]) -> dict[str, Any]:
-    """The concurrency keys from what the engine passed under CONCURRENCY_INPUTS (contracts.py; engines sit below
-    the planner, so they hand over the numbers and plan/concurrency.py words them), and the over-commit warning."""
-    given = out.pop(CONCURRENCY_INPUTS, None)
-    if not given:
+def _concurrency_keys(planned: EnginePlan) -> dict[str, Any]:
+    """The concurrency keys from the numbers the engine handed over (contracts.py::ConcurrencyInputs; engines sit
+    below the planner, so they hand over the numbers and plan/concurrency.py words them), and the over-commit
+    warning."""
+    given = planned.concurrency
+    if given is None:
         return {}
-    c = concurrency(given["cap"], given["context"], given["fits"])
+    c = concurrency(given.cap, given.context, given.fits)
     keys = c.keys()
-    warning = overcommit_warning(given.get("asked"), c, given.get("kv_tokens") or 0, given["engine"])
+    warning = overcommit_warning(given.asked, c, given.kv_tokens or 0, given.engine)
     if warning:
-        keys["warnings"] = [*(out.get("warnings") or []), warning]
+        keys["warnings"] = [*planned.result.warnings, warning]
     return keys
 
 
-def origin_keys(out: dict[str, Any], opts: PlanOptions, command_notes: tuple[str, ...]) -> dict[str, Any]:
+def origin_keys(plan: PlanResult, opts: PlanOptions, command_notes: tuple[str, ...]) -> dict[str, Any]:
     """`model_source`, `draft_model_source`, `model_notes`: where the configs were found and what that means for
     the weights (docs/contracts.md, plan keys)."""
     from specbench.specs.header_weights import ESTIMATE_ERROR, WEIGHTS_SOURCE
     from specbench.specs.resolve import origin_for
 
     notes = list(command_notes)
-    target = origin_for(opts.model_config or out.get("model"), "model")
-    draft_name = out.get("draft_model")
+    target = origin_for(opts.model_config or plan.model, "model")
+    draft_name = plan.draft_model
     draft = origin_for(opts.draft_config or draft_name, "draft") if draft_name else None
     for o in (target, draft):
         if o is not None:
             notes += [n for n in o.notes if n not in notes]
-    w_src = out.get("weights_source") or (out.get("budget") or {}).get("weights_source") or ""
+    w_src = plan.extra.get("weights_source") or (plan.extra.get("budget") or {}).get("weights_source") or ""
     if w_src != WEIGHTS_SOURCE and not str(w_src).startswith("measured"):
         notes.append(ESTIMATE_ERROR)
     return {"model_stand_in": target.stand_in if target else None,

@@ -12,7 +12,7 @@ from specbench.engines.base import EngineModules, ServerAdapter
 from specbench.engines.server_base import SPEC_V2_ENV  # noqa: F401  (SGLang's own switch, defined once there)
 
 if TYPE_CHECKING:
-    from specbench.contracts import PlanOptions
+    from specbench.contracts import EnginePlan, PlanOptions
     from specbench.logs.facts import LogFacts
 
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")
@@ -39,7 +39,7 @@ class SglangEngine(EngineModules):
         words = ([entrypoint] if entrypoint else []) + list(args)
         return words if self.recognise(words) else None
 
-    def plan(self, argv: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[Any]]:
+    def plan(self, argv: list[str], opts: PlanOptions) -> EnginePlan:
         from specbench.engines.sglang.api import plan_sglang_command
 
         return plan_sglang_command(argv, opts)

@@ -1,11 +1,12 @@
-"""`specbench plan` for SGLang: a pasted launch command -> the plan contract (docs/contracts.md) and the per-TP rows."""
+"""`specbench plan` for SGLang: a pasted launch command -> the plan contract (docs/contracts.md) as a `PlanResult`,
+with the numbers the planner words into the concurrency keys."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from specbench.contracts import CONCURRENCY_INPUTS, PlanOptions
+from specbench.contracts import ConcurrencyInputs, EnginePlan, PlanOptions, PlanResult
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import SglangArgs, parse_sglang_argv
@@ -19,7 +20,7 @@ from specbench.specs.gpu import gpu_for
 from specbench.specs.resolve import load_spec_for
 
 
-def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[TpRow]]:
+def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     args = parse_sglang_argv(args_list, opts.engine_version)
     if not args.model_path and not opts.model_config:
         raise UserError("the launch command has no --model-path (or pass --model-config PATH)")
@@ -46,7 +47,6 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
     out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
                                    plan.draft_weights_gib))
     out["reason"] = explain(plan)
-    out.update(_concurrency(plan))
     if unmodelled:
         out["warnings"] = [unmodelled, *(out.get("warnings") or [])]
     if drafter_note:
@@ -67,7 +67,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> tuple[dict[s
                          for r in rows]
     else:
         out["fixes"] = []
-    return out, rows
+    return EnginePlan(PlanResult.from_json(out), _concurrency(plan))
 
 
 def _load_draft(opts: PlanOptions, path: str | None, target: str | None, algo: str) -> tuple[Any, str | None]:
@@ -107,16 +107,16 @@ def _without_unmodelled_spec(args: SglangArgs, version: str) -> tuple[SglangArgs
         "draft KV or speculative buffers), so the real boot needs more memory than this plan shows")
 
 
-def _concurrency(p) -> dict[str, Any]:
+def _concurrency(p) -> ConcurrencyInputs:
     """Requests at once at the asked and a typical context: each holds its tokens in the full-attention KV pool
     (`kv_tokens`, the scheduler's admission budget: managers/schedule_policy.py::PrefillAdder@0.5.15.post1), capped
     by max_running_requests (the Mamba slots are already inside that cap); the warning when the asked
     max_running_requests cannot all hold the context at once."""
     ok = p.status == "ok" and p.kv_tokens > 0
     # handed to the planner, which words them (plan/api.py; engines sit below plan/concurrency.py)
-    return {CONCURRENCY_INPUTS: {"engine": "SGLang", "cap": p.max_running_requests if ok else None,
-                                 "context": p.context_len, "fits": (lambda ctx: p.kv_tokens // ctx) if ok else None,
-                                 "asked": p.requested_max_running_requests, "kv_tokens": p.kv_tokens}}
+    return ConcurrencyInputs("SGLang", p.max_running_requests if ok else None, p.context_len,
+                             (lambda ctx: p.kv_tokens // ctx) if ok else None, p.requested_max_running_requests,
+                             p.kv_tokens)
 
 
 def explain(p) -> str:

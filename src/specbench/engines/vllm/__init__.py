@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specbench.engines.base import EngineModules, ServerAdapter
 
 if TYPE_CHECKING:
-    from specbench.contracts import PlanOptions
+    from specbench.contracts import EnginePlan, PlanOptions
     from specbench.logs.facts import LogFacts
 
 _IMAGE = re.compile(r"(^|/)vllm(-openai[\w.-]*)?(:|$)")  # vllm/vllm-openai[-cpu|-rocm]:<tag>, rocm/vllm:<tag>
@@ -49,10 +49,10 @@ class VllmEngine(EngineModules):
             return list(args)
         return ["vllm", "serve", *args]
 
-    def plan(self, argv: list[str], opts: PlanOptions) -> tuple[dict[str, Any], list[Any]]:
+    def plan(self, argv: list[str], opts: PlanOptions) -> EnginePlan:
         from specbench.engines.vllm.plan import plan_vllm_command
 
-        return plan_vllm_command(argv, opts), []
+        return plan_vllm_command(argv, opts)
 
     def log_plan_argv(self, facts: LogFacts, text: str | None) -> list[str]:
         """The engine's own dump with its env (the CPU KV space ...), so a CPU log is planned on the CPU rules."""

@@ -1,9 +1,9 @@
 """`specbench plan` for vLLM: a pasted `vllm serve ...` command -> the plan contract (docs/contracts.md).
 
-Dispatched from `specbench.plan.api.plan_command_full` as `plan_vllm_command(argv, opts)`. One plan
+Dispatched from `specbench.plan.api.plan_result` as `plan_vllm_command(argv, opts)`. One plan
 (`plan_once`) runs its stages in order, each a small function returning a frozen value: the setup the engine
 resolves (`_start`), the max-model-length check, the KV budget K (`_cpu_budget` / `_gpu_budget`), then the pool
-(`_pool_plan`; the V0 engine's own pool `_v0_plan`). `plan_vllm_command` assembles the contract from it
+(`_pool_plan`; the V0 engine's own pool `_v0_plan`). `plan_vllm_command` assembles the contract (a `PlanResult`) from it
 (contract.py), and the nearest working configurations re-plan through `plan_once` (fixes.py).
 
 Device: the CPU rule set (cpu.py) when the command says CPU (`VLLM_CPU_KVCACHE_SPACE=..` or
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.contracts import CONCURRENCY_INPUTS, GIB
+from specbench.contracts import GIB, ConcurrencyInputs, EnginePlan, PlanResult
 from specbench.engines import versions
 from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
@@ -348,14 +348,14 @@ def _draft_bytes(m: ModelSpec, draft: ModelSpec | None, args: VllmArgs, setup: S
 # ------------------------------------------------------------------------------------------ entry point
 
 
-def _concurrency(args: VllmArgs, p: VllmPlan) -> dict[str, Any]:
+def _concurrency(args: VllmArgs, p: VllmPlan) -> ConcurrencyInputs:
     """What the planner needs to state concurrency (plan/concurrency.py): the engine's own cap (max_num_seqs,
     SchedulerConfig), the asked context (max_model_len), how many requests of c tokens the pool holds (`fits`: the
     blocks of the pool over one request's charge), the asked --max-num-seqs and the KV tokens for the over-commit
     warning. None values when the plan fails."""
     ok = p.status == "ok" and p.fits is not None
-    return {"engine": "vLLM", "cap": p.setup.max_num_seqs if ok else None, "context": p.max_model_len,
-            "fits": p.fits if ok else None, "asked": args.max_num_seqs, "kv_tokens": p.kv_tokens or 0}
+    return ConcurrencyInputs("vLLM", p.setup.max_num_seqs if ok else None, p.max_model_len, p.fits if ok else None,
+                             args.max_num_seqs, p.kv_tokens or 0)
 
 
 def detect_device(args: VllmArgs, gpu_opt: str | None) -> str:
@@ -405,9 +405,9 @@ def context_for(args: VllmArgs, opts) -> Context:
                    getattr(opts, "avail_before_load_gib", None), version_warning=newer, total_source=total_source)
 
 
-def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
-    """The contract dict for a vLLM launch command (see module docstring), read as `--engine-version`'s release
-    reads it: its unknown flags are reported, not planned."""
+def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
+    """The plan of a vLLM launch command (see module docstring), read as `--engine-version`'s release reads it: its
+    unknown flags are reported, not planned."""
     args = parse_vllm_argv(list(argv), getattr(opts, "engine_version", None))
     m, draft = load_models(args, opts)
     ctx = context_for(args, opts)
@@ -425,7 +425,6 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
     if warning:
         out["warnings"] = [*(out.get("warnings") or []), warning]
     out["reason"] = explain(p, ctx)
-    out[CONCURRENCY_INPUTS] = _concurrency(args, p)  # worded by the planner (plan/api.py, plan/concurrency.py)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
                       if ctx.device == "cpu" else None)
@@ -440,4 +439,4 @@ def plan_vllm_command(argv: list[str], opts) -> dict[str, Any]:
         out["per_tp"] = table
     else:
         out["fixes"] = []
-    return out
+    return EnginePlan(PlanResult.from_json(out), _concurrency(args, p))  # the planner words the concurrency
