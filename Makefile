@@ -4,6 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 ENGINE_VENV := .venv-vllm
 MODELS := .cache/models
+# The tests start hundreds of `python -m specbench` processes: their bytecode is cached (in __pycache__, ignored by
+# git) also where the machine sets PYTHONDONTWRITEBYTECODE, which compiled every module of every process again
+# (measured: 15 % less CPU for tests/test_run_instant.py + test_run_packed.py, benchmarks/RESULTS.md). Not
+# PYTHONPYCACHEPREFIX: the engine's venv would then ignore its own compiled files and compile all of vLLM again.
+PYC := env -u PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast test-busy lint engine models clean bench browser venv
 
@@ -43,7 +48,7 @@ lint: venv
 # (tests/conftest.py, tests/engine_boot.py). The summary line "engine boots this session: N" counts the boots.
 PYTEST_WORKERS ?= 2
 test: venv lint engine models browser
-	SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider \
+	$(PYC) SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider \
 		-n $(PYTEST_WORKERS) --dist loadgroup
 	$(MAKE) test-busy
 
@@ -54,12 +59,12 @@ BUSY_TESTS := tests/test_matrix_lifecycle.py tests/test_orphans.py tests/test_pr
 	tests/test_run_instant.py::test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time \
 	tests/test_run_instant.py::test_sigkill_of_the_runner_loses_no_finished_cell_and_reruns_none
 test-busy: venv
-	$(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "not engine" $(BUSY_TESTS)
+	$(PYC) $(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "not engine" $(BUSY_TESTS)
 
 # The quick loop on a fresh clone: no engine, no tiny models, no whole `specbench run` (the `slow` tests of
 # tests/conftest.py::SLOW_MODULES); `make test` runs everything.
 test-fast: venv browser
-	$(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models and not slow" -n $(PYTEST_WORKERS) --dist loadgroup
+	$(PYC) $(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models and not slow" -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: venv engine models
 	bash examples/incident.sh

@@ -26,8 +26,9 @@ def test_disk_full_mid_run_is_one_line_and_loses_no_finished_cell(tmp_path: Path
         pytest.skip("no user+mount namespaces here to make a small filesystem")
     tok = make_tokenizer(tmp_path / "tok")
     m = standin_matrix(tmp_path / "m.toml", free_port(), tok, tp="[1]", specs=0, concurrency="[1, 2, 4]",
-                       num_requests=6, itl_ms=25)
-    m.write_text(m.read_text().replace("output_tokens = 16", "output_tokens = 120"))  # ~3 s per request: time to fill
+                       num_requests=4, itl_ms=25)
+    # ~1.5 s per request: the next cell is still in flight when the disk fills (the fill takes milliseconds)
+    m.write_text(m.read_text().replace("output_tokens = 16", "output_tokens = 60"))
     small = tmp_path / "small"
     small.mkdir()
     store = small / "r.sqlite"
