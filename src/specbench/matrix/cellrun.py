@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specbench.engines import server_auth
@@ -211,31 +211,30 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
         return CellOutcome("failed", f"no request completed ({metrics['failed']} failed; first error: {first})",
                            metrics, clamp_d, rows)
     outcome = failed_fraction_verdict(metrics, cell.client, [r for run in runs for r in run.results], clamp_d, rows)
-    return truth_verdict(early_stop_verdict(outcome, metrics, cell.client), metrics, cell)
+    return truth_verdict(early_stop_verdict(outcome, metrics, cell.client), cell)
 
 
-def truth_verdict(outcome: CellOutcome, metrics: dict[str, Any], cell: Cell) -> CellOutcome:
+def truth_verdict(outcome: CellOutcome, cell: Cell) -> CellOutcome:
     """A `done` cell whose server said something the client saw to be false is `partial`, with the reason: a running
     cap exceeded by what ran at once (load/integrity.py::cap_check), speculative-decoding counters that cannot be
-    true (integrity.spec_counter_problem: the acceptance keys are then cleared, never stored as measured)."""
+    true (integrity.spec_counter_problem: the acceptance keys are then cleared, never stored as measured). Returns
+    a new outcome; the metrics it was given are left as they were."""
     from specbench.load.integrity import spec_counter_problem
     from specbench.load.metrics import draft_positions
 
+    metrics = dict(outcome.metrics or {})
     why = []
     if metrics.get("cap_check") == "exceeded":
         why.append(str(metrics.get("cap_check_reason")))
-    if cell.algorithm != "ar":
-        problem = spec_counter_problem(metrics, draft_positions(cell.server))
-        if problem is not None:
-            metrics["acceptance_error"] = problem
-            for key in ("accept_length_mean", "accept_length_common", "draft_acceptance_rate"):
-                metrics[key] = None
-            metrics["accept_lengths"] = []
-            metrics.pop("acceptance_per_pos", None)
-            why.append(f"the server's speculative-decoding numbers cannot be true: {problem}; acceptance not stored")
+    problem = spec_counter_problem(metrics, draft_positions(cell.server)) if cell.algorithm != "ar" else None
+    if problem is not None:
+        metrics.update(acceptance_error=problem, accept_length_mean=None, accept_length_common=None,
+                       draft_acceptance_rate=None, accept_lengths=[])
+        metrics.pop("acceptance_per_pos", None)
+        why.append(f"the server's speculative-decoding numbers cannot be true: {problem}; acceptance not stored")
     if outcome.status != "done" or not why:
-        return outcome
-    return CellOutcome("partial", "; ".join(why), outcome.metrics, outcome.clamp, outcome.requests)
+        return replace(outcome, metrics=metrics if outcome.metrics is not None else None)
+    return replace(outcome, status="partial", reason="; ".join(why), metrics=metrics)
 
 
 def early_stop_verdict(outcome: CellOutcome, metrics: dict[str, Any], client: Mapping[str, Any]) -> CellOutcome:
