@@ -47,12 +47,13 @@ lint: venv
 # Two workers (pytest-xdist): every `engine` test runs on one of them, one boot at a time, the other tests by module on both
 # (tests/conftest.py, tests/engine_boot.py). The summary line "engine boots this session: N" counts the boots.
 PYTEST_WORKERS ?= 2
+# The busy pass's tests run there only (tests/conftest.py::BUSY_PASS_ENV), not twice.
 test: venv lint engine models browser
-	$(PYC) SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) $(BIN)/pytest -q -p no:cacheprovider \
-		-n $(PYTEST_WORKERS) --dist loadgroup
+	$(PYC) SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) SPECBENCH_RUN_IN_BUSY_PASS="$(BUSY_TESTS)" \
+		$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
 	$(MAKE) test-busy
 
-# The signal and lifecycle tests again with every core busy (one Python busy loop per core, tools/ci/busy.py): they
+# The signal and lifecycle tests with every core busy (one Python busy loop per core, tools/ci/busy.py): they
 # wait for events, never for durations, so a loaded machine must not fail them (#23).
 BUSY_TESTS := tests/test_matrix_lifecycle.py tests/test_orphans.py tests/test_process_ownership.py \
 	tests/test_interrupt_exit_status.py tests/test_run_faults.py \
