@@ -20,15 +20,9 @@ from specbench.logs.failures import Failure
 
 
 def started_headline(f: LogFacts) -> str:
-    parts = []
-    if f.kv_tokens is not None:
-        parts.append(f"{f.kv_tokens:,} KV tokens")
-    if f.max_mamba_cache_size is not None:
-        parts.append(f"{f.max_mamba_cache_size} Mamba slots")
-    if f.max_running_requests is not None:
-        parts.append(f"up to {f.max_running_requests} running requests")
-    if f.context_len is not None:
-        parts.append(f"context {f.context_len:,}")
+    said = ((f.kv_tokens, "{:,} KV tokens"), (f.max_mamba_cache_size, "{} Mamba slots"),
+            (f.max_running_requests, "up to {} running requests"), (f.context_len, "context {:,}"))
+    parts = [text.format(value) for value, text in said if value is not None]
     if not (f.ready or f.accept_lengths or f.gen_throughputs or f.running_requests):
         # got past the pools (graph capture, the tree cache) but never said it serves: a log cut at the end of start-up
         return ("Got past the memory pools" + (" (" + ", ".join(parts) + ")" if parts else "")
