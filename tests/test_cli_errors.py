@@ -21,3 +21,21 @@ def test_one_line_error(argv, needle):
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+CTRL_C_IN_PLAN = """
+import signal, sys
+import specbench.plan.api as api
+from specbench.cli import main
+api.plan_result = lambda *a, **k: signal.raise_signal(signal.SIGINT)  # a real SIGINT while the command works
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("flag", [[], ["--json"]])
+def test_ctrl_c_in_a_command_says_interrupted_and_exits_130(flag):
+    """typer turns a KeyboardInterrupt inside a command into a silent exit 130; the user reads one line."""
+    r = subprocess.run([sys.executable, "-c", CTRL_C_IN_PLAN, "plan", *flag, "--", "vllm", "serve", "Qwen/Qwen3-8B"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip() == "specbench: interrupted" and r.stdout == ""

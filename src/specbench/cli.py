@@ -164,8 +164,18 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("specbench: interrupted", file=sys.stderr)
         sys.exit(130)
+    except SystemExit as exc:
+        if _ctrl_c_in_typer(exc):  # typer (0.29.2) turns a Ctrl-C in a command into a silent Exit(130)
+            print("specbench: interrupted", file=sys.stderr)
+        raise
     finally:
         _forget_caught_keyboard_interrupt()
+
+
+def _ctrl_c_in_typer(exc: SystemExit) -> bool:
+    """The exit is typer's answer to a KeyboardInterrupt (typer/core.py::_main: `raise Exit(130) from e`), not a
+    command's own Exit(130) after it said what it kept (`run`)."""
+    return exc.code == 130 and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt)
 
 
 def _forget_caught_keyboard_interrupt() -> None:
