@@ -45,6 +45,8 @@ def test_argv_for_plain_and_draft_launch() -> None:
     tp2 = vl.LocalServerConfig(model="m", port=1, extra_args=("--tensor-parallel-size", "2"))
     assert "--distributed-executor-backend" not in vl.build_argv(tp2, "vllm")  # two workers: vLLM's own executor
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in vl.env_overrides(tp2)
+    underscored = vl.LocalServerConfig(model="m", port=1, extra_args=("--tensor_parallel_size=2",))  # vLLM's spelling
+    assert "--distributed-executor-backend" not in vl.build_argv(underscored, "vllm")
 
 
 def test_self_draft_uses_the_target() -> None:

@@ -182,12 +182,18 @@ def build_argv(cfg: LocalServerConfig, vllm_exe: str | Path) -> list[str]:
     return argv + list(cfg.extra_args)
 
 
+# flags that ask for more than one worker or name the executor: vLLM's own choice then stands
+_WORKERS_FLAGS = frozenset({"--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
+                            "--data-parallel-size", "-dp", "--distributed-executor-backend"})
+
+
 def _one_process(cfg: LocalServerConfig) -> bool:
-    """The worker runs in the engine-core process: asked for, one worker, and no executor chosen by the caller."""
-    words = [w.split("=", 1)[0] for w in cfg.extra_args]
-    chosen = {"--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
-              "--distributed-executor-backend"}
-    return cfg.one_process and not chosen.intersection(words) and "VLLM_ENABLE_V1_MULTIPROCESSING" not in cfg.extra_env
+    """The worker runs in the engine-core process: asked for, one worker, and no executor chosen by the caller. The
+    extra flags are read as vLLM spells them (`--tensor_parallel_size=2` is `--tensor-parallel-size`)."""
+    from specbench.engines.vllm.args import flexible_words
+
+    flags = {w.split("=", 1)[0] for w in flexible_words(list(cfg.extra_args))}
+    return cfg.one_process and not flags & _WORKERS_FLAGS and "VLLM_ENABLE_V1_MULTIPROCESSING" not in cfg.extra_env
 
 
 def env_overrides(cfg: LocalServerConfig) -> dict[str, str]:
