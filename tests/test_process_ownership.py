@@ -242,7 +242,9 @@ def test_a_child_that_retitles_itself_like_an_engine_still_carries_the_mark(tmp_
     from specbench.matrix.identity import marked_pids
     from specbench.matrix.lifecycle import ServerProcess
 
-    title = "VLLM::EngineCore" + "-" * 300  # longer than the command line: setproctitle's default reuses environ
+    # as vLLM names its engine core, made unique to this test (a real EngineCore may run beside it), and longer than
+    # the command line: setproctitle's default then reuses the environment block
+    title = f"VLLM::EngineCore-{tmp_path.name}-" + "-" * 300
     child = f"import setproctitle, time; setproctitle.setproctitle({title!r}); print('titled', flush=True); time.sleep(120)"
     server = tmp_path / "server.py"
     server.write_text(textwrap.dedent(f"""
@@ -253,7 +255,8 @@ def test_a_child_that_retitles_itself_like_an_engine_still_carries_the_mark(tmp_
     proc = ServerProcess([sys.executable, str(server)], dict(os.environ), tmp_path / "server.log").start()
     try:
         wait(lambda: "titled" in proc.log_text(), 60, "the child to retitle itself")
-        retitled = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(b"VLLM::Engine")]
+        mine = title[:60].encode()  # setproctitle cuts the title to the command line's length under SPT_NOENV
+        retitled = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(mine)]
         assert retitled, "setproctitle changed no command line"
         assert proc.mark is not None
         assert {int(p.name) for p in retitled} <= set(marked_pids(proc.mark))  # found by the mark, as the watchdog does
