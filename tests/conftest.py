@@ -154,10 +154,10 @@ def _in_busy_pass(item: pytest.Item, named: list[str]) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     named = os.environ.get(BUSY_PASS_ENV, "").split()
     if named:
-        later = [item for item in items if _in_busy_pass(item, named)]
+        later = {id(item) for item in items if _in_busy_pass(item, named)}
         if later:
-            config.hook.pytest_deselected(items=later)
-            items[:] = [item for item in items if not _in_busy_pass(item, named)]
+            config.hook.pytest_deselected(items=[item for item in items if id(item) in later])
+            items[:] = [item for item in items if id(item) not in later]
     engine = [item.nodeid for item in items if item.get_closest_marker("engine")]
     for item in items:
         if item.path.name in SLOW_MODULES:
