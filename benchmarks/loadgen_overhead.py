@@ -127,9 +127,10 @@ def point_main(argv: list[str]) -> None:
     p.add_argument("--count", choices=("ids", "tokenizer", "none"), default="ids")
     a = p.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
-    from specbench.load.client import LoadSpec, run_load
+    from specbench.load.client import run_load
     from specbench.load.metrics import aggregate
     from specbench.load.prompts import Prompt
+    from specbench.load.results import LoadSpec
 
     rows = [json.loads(line) for line in Path(a.prompts).read_text().splitlines() if line.strip()]
     from specbench.load.counting import tokenizer_counter

@@ -12,8 +12,9 @@ import sys
 import threading
 import time
 
-from specbench.load.client import LoadSpec, run_load
+from specbench.load.client import run_load
 from specbench.load.prompts import build_prompts
+from specbench.load.results import LoadSpec
 
 N_SERVERS, N_REQ, C = 4, 400, 8
 def load(port, out=None):

@@ -11,10 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from specbench.engines.prometheus import spec_delta
 from specbench.errors import UserError
-from specbench.load.client import LoadSpec, run_load
-from specbench.load.metrics import aggregate, spec_delta
+from specbench.load.client import run_load
+from specbench.load.metrics import aggregate
 from specbench.load.prompts import Prompt
+from specbench.load.results import LoadSpec
 
 TEXT = [Prompt(40, text=f"prompt number {i} " + "word " * 30) for i in range(64)]
 CHAT = [Prompt(40, messages=({"role": "user", "content": f"question {i} " + "word " * 30},)) for i in range(64)]
@@ -125,7 +127,7 @@ def test_error_event_in_stream() -> None:
 
 def test_poisson_schedule() -> None:
     """The arrival schedule itself (pure, seeded): no wall clock involved, so it cannot flake on a busy machine."""
-    from specbench.load.client import poisson_offsets
+    from specbench.load.schedule import poisson_offsets
 
     offsets = poisson_offsets(80, 100.0, seed=5)
     gaps = [b - a for a, b in zip(offsets, offsets[1:])]
@@ -205,7 +207,7 @@ def _vllm_chat_stream(n_content: int = 7, tokens: int = 24) -> bytes:
 
 def _feed(parts: list[bytes], api: str = "chat"):  # type: ignore[no-untyped-def]
     """Drive the client's protocol with these reads, as asyncio would deliver them."""
-    from specbench.load import client as cl
+    from specbench.load import sse, stream
 
     class _Transport:
         def write(self, b: bytes) -> None: ...
@@ -214,14 +216,14 @@ def _feed(parts: list[bytes], api: str = "chat"):  # type: ignore[no-untyped-def
         def is_closing(self) -> bool:
             return False
 
-    conn = cl._Conn()
+    conn = stream.Conn()
     conn.transport = _Transport()  # type: ignore[assignment]
-    rec = cl._Raw(0, 97)
-    conn.rec, conn.state = rec, cl._HEAD
+    rec = stream.Raw(0, 97)
+    conn.rec, conn.state = rec, stream.HEAD
     for p in parts:
         conn.data_received(p)
     assert conn.rec is None, "response not recognised as finished"
-    return cl.finalize(rec, api, rec.t0)
+    return sse.finalize(rec, api, rec.t0)
 
 
 def test_stream_parsing_survives_any_split_into_reads() -> None:

@@ -14,9 +14,11 @@ import httpx
 import pytest
 
 from engine_boot import SELF_DRAFT_TOKENS, Server
-from specbench.load.client import LoadSpec, run_load
-from specbench.load.metrics import aggregate, spec_delta
+from specbench.engines.prometheus import spec_delta
+from specbench.load.client import run_load
+from specbench.load.metrics import aggregate
 from specbench.load.prompts import CONTEXT_MARGIN, ChatTokenizer, build_prompts, clamp_lengths
+from specbench.load.results import LoadSpec
 
 pytestmark = pytest.mark.engine
 MAX_LEN = 2048

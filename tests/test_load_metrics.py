@@ -6,15 +6,10 @@ import math
 
 import pytest
 
+from specbench.engines.prometheus import SpecCounters, spec_delta
 from specbench.engines.prometheus import samples as parse_prometheus
-from specbench.load.client import RequestResult
-from specbench.load.metrics import (
-    Slo,
-    SpecCounters,
-    aggregate,
-    spec_delta,
-    summary_ms,
-)
+from specbench.load.metrics import Slo, aggregate, summary_ms
+from specbench.load.results import RequestResult
 from specbench.load.speedup import speedup, with_speedup
 
 
@@ -135,8 +130,8 @@ def test_stream_delivery_flags_a_burst_stream():
     """64 tokens arriving in one socket read per request (what a CPU-starved vLLM frontend did to the demo's AR
     cell: TTFT = E2E, TPOT 0) is flagged; one token per arrival, or a verify step's tokens per arrival at the
     accept length, is not."""
-    from specbench.load.client import RequestResult
     from specbench.load.metrics import stream_delivery
+    from specbench.load.results import RequestResult
 
     def req(tokens: int, gap: float, events: int | None = None) -> RequestResult:
         n = events or tokens

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from specbench.errors import UserError
-from specbench.load.client import LoadSpec, run_load
+from specbench.load.client import run_load
 from specbench.load.prompts import Prompt
+from specbench.load.results import LoadSpec
 from specbench.matrix.spec import expand, load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]

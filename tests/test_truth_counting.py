@@ -78,6 +78,7 @@ def test_bodies_cut_past_the_memory_budget_count_the_same(tok, monkeypatch: pyte
 
     from specbench.load import client
     from specbench.load.prompts import Prompt
+    from specbench.load.results import LoadSpec
 
     proc = subprocess.Popen([sys.executable, "-m", "specbench.testing.instant_server", "--port", "0", "--burst", "4",
                              "--accept-length", "3"], stdout=subprocess.PIPE, text=True)
@@ -86,7 +87,7 @@ def test_bodies_cut_past_the_memory_budget_count_the_same(tok, monkeypatch: pyte
         for budget in (client.KEEP_BODY_BYTES, 0):
             monkeypatch.setattr(client, "KEEP_BODY_BYTES", budget)
             for extra, source in (({"return_token_ids": True}, "token_ids"), ({}, "tokenizer")):
-                spec = client.LoadSpec(f"http://127.0.0.1:{port}", model="instant", output_tokens=40, concurrency=3,
+                spec = LoadSpec(f"http://127.0.0.1:{port}", model="instant", output_tokens=40, concurrency=3,
                                        num_requests=6, extra_body=extra, token_counter=counting.tokenizer_counter(tok))
                 run = client.run_load(spec, [Prompt(4, text="hello there")])
                 assert all(r.ok for r in run.results), [r.error for r in run.results]

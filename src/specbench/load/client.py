@@ -20,7 +20,7 @@ bounded by `num_requests` and, optionally, `duration_s` (no new request starts a
 
 The parts: `results.py` (LoadSpec, RequestResult, LoadRun), `bodies.py` (what each API mode sends), `stream.py`
 (the hot path), `schedule.py` (the load shapes), `sse.py` (the events parsed after the run). This module runs
-them and re-exports their public names.
+them: `run_load` / `arun_load`; each other name is imported from the module that defines it.
 """
 
 from __future__ import annotations
@@ -34,16 +34,10 @@ from specbench.errors import UserError
 from specbench.load import counting
 from specbench.load.bodies import http_request, request_body
 from specbench.load.prompts import Prompt
-from specbench.load.results import Api, LoadRun, LoadSpec, RequestResult
-from specbench.load.schedule import closed_loop, poisson, poisson_offsets
+from specbench.load.results import LoadRun, LoadSpec, RequestResult
+from specbench.load.schedule import closed_loop, poisson
 from specbench.load.sse import finalize
-from specbench.load.stream import HEAD, Conn, Pool, Raw
-
-# the hot path's names as this module spelled them before the split (tests drive the protocol through them)
-_Raw, _Conn, _Pool, _HEAD = Raw, Conn, Pool, HEAD
-
-__all__ = ["Api", "LoadRun", "LoadSpec", "RequestResult", "arun_load", "finalize", "poisson_offsets", "request_body",
-           "run_load"]
+from specbench.load.stream import Pool, Raw
 
 
 async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],

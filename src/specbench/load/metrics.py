@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from specbench.engines.prometheus import SpecCounters, spec_delta  # noqa: F401 - the cell's counters (re-exported)
-from specbench.load.client import RequestResult
+from specbench.engines.prometheus import SpecCounters
+from specbench.load.results import RequestResult
 
 PERCENTILES = (50, 90, 99)
 

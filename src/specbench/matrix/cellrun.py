@@ -160,8 +160,8 @@ def request_count(client: Mapping[str, Any]) -> int:
 
 def load_spec(cell: Cell, ctx: CellContext, api: Api, output_tokens: int) -> Any:
     """The LoadSpec of a cell: its load shape and its sampling (unset keys: temperature 0, ignore_eos on)."""
-    from specbench.load.client import LoadSpec
     from specbench.load.counting import tokenizer_counter
+    from specbench.load.results import LoadSpec
 
     c = cell.client
     rate = c.get("request_rate")
@@ -387,7 +387,8 @@ def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after
                  ctx: CellContext | None = None) -> dict[str, Any]:
     """metrics_json (docs/structures.md) by `specbench.load.metrics.aggregate`; speedup is filled after the
     matrix (runner.fill_speedups). An autoregressive cell carries no accept length."""
-    from specbench.load.metrics import Slo, aggregate, draft_acceptance, draft_positions, spec_delta
+    from specbench.engines.prometheus import spec_delta
+    from specbench.load.metrics import Slo, aggregate, draft_acceptance, draft_positions
 
     c = cell.client
     rate = c.get("request_rate")
