@@ -13,7 +13,7 @@ from specbench.errors import UserError
 from specbench.matrix.store import SCHEMA
 from specbench.report.compare import load_stores, unique_labels
 from specbench.report.load import load_store
-from specbench.report.plots import pareto_front
+from specbench.report.plot_pareto import pareto_front
 from specbench.report.tables import build_tables, one_line, safe_name, summarize
 from specbench.testing.synthetic import write_store
 

@@ -1,7 +1,7 @@
 """`specbench report` / `specbench export`: results store(s) -> tables, PNG plots, Markdown, HTML, CSV/JSON.
 
 Flow (I/O only in load.py, build.py and the figures' save in plot_base.py):
-    load.py      store (SQLite, read-only, tolerant) -> frozen LoadedStore / CellRecord / ServerRecord
+    load.py      store (SQLite, read-only, tolerant) -> frozen LoadedStore / CellRecord / ServerRecord (records.py)
     compare.py   several stores -> series names ("<store>: <label> [varying settings]")
     tables.py    rows per phase/TP, fastest per point, failures + logs, memory plan rows, summary
                  (row types in rows.py, display strings in formatting.py)

@@ -19,13 +19,15 @@ from pathlib import Path
 from specbench.errors import UserError
 from specbench.report.compare import load_stores
 from specbench.report.html import render_html
-from specbench.report.load import LoadedStore
 from specbench.report.markdown import render_markdown
 from specbench.report.model import Report, build_report
-from specbench.report.plots import Plot, all_plots
+from specbench.report.plot_base import Plot
+from specbench.report.plots import all_plots
 from specbench.report.predicted import predicted_section
+from specbench.report.records import LoadedStore
+from specbench.report.rows import Tables
 from specbench.report.sections import sections, server_sections
-from specbench.report.tables import Tables, build_tables
+from specbench.report.tables import build_tables
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
              "pareto.png", "accept_length.png", "accept_pos.png", "memory.png", "gpu_memory.png", "gpu_util.png",

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.load.axes import CLIENT_KEYS, value_text, workload_text
-from specbench.report.load import CellRecord, LoadedStore, load_store
+from specbench.report.load import load_store
+from specbench.report.records import CellRecord, LoadedStore
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.report.load import LoadedStore
+from specbench.report.records import LoadedStore
 from specbench.report.sections import ar_key
 from specbench.report.tables import ar_throughputs, speedup_of
 

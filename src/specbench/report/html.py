@@ -13,7 +13,7 @@ from html import escape
 
 from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
 from specbench.report.model import Report
-from specbench.report.plots import MEMORY_COLORS
+from specbench.report.plot_base import MEMORY_COLORS
 from specbench.report.predicted import html_lines as predicted_html
 from specbench.report.rows import CellRow, MemoryRow
 

@@ -18,15 +18,7 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.matrix import store as store_schema
 from specbench.redact import redact_obj, redact_text
-from specbench.report.records import (  # noqa: F401  (re-exported: one import path)
-    CellRecord,
-    LoadedStore,
-    RequestRecord,
-    ServerRecord,
-    cell_sort_key,
-    label_key,
-    natural_key,
-)
+from specbench.report.records import CellRecord, LoadedStore, RequestRecord, ServerRecord, cell_sort_key, natural_key
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

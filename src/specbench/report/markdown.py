@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import html
 
-from specbench.report.formatting import DECISION_NOTE, SIMULATED_NOTE, best_tables
+from specbench.report.formatting import CELL_COLUMNS, DECISION_NOTE, SIMULATED_NOTE, best_tables, cell_values, fmt
 from specbench.report.model import Report
 from specbench.report.predicted import markdown_lines as predicted_md
 from specbench.report.repeats import fmt_ci
-from specbench.report.tables import CELL_COLUMNS, MemoryRow, cell_values, fmt
+from specbench.report.rows import MemoryRow
 
 BAR_WIDTH = 40
 BAR_CHARS = {"weights": "█", "draft": "▓", "Mamba": "▒", "KV": "░", "headroom": "·"}

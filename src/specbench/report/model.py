@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.report.compare import describe
-from specbench.report.load import LoadedStore
-from specbench.report.plots import Plot
+from specbench.report.plot_base import Plot
 from specbench.report.predicted import PredictedSection
-from specbench.report.sections import store_model  # noqa: F401  (re-exported)
-from specbench.report.tables import Tables
+from specbench.report.records import LoadedStore
+from specbench.report.rows import Tables
+from specbench.report.sections import store_model
 
 
 @dataclass(frozen=True)

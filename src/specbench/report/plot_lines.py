@@ -24,7 +24,7 @@ from specbench.report.plot_base import (
     tps_of,
     workload_subtitle,
 )
-from specbench.report.tables import DONE, CellRow
+from specbench.report.rows import DONE, CellRow
 
 
 def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, name: str, title: str, caption: str,

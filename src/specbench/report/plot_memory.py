@@ -15,7 +15,7 @@ from specbench.report.plot_base import (
     save,
     tp_title,
 )
-from specbench.report.tables import MemoryRow
+from specbench.report.rows import MemoryRow
 
 MAX_TUPLES = 48  # bars per figure: beyond, the figure is a wall of labels (the table has them all)
 

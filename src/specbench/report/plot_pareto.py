@@ -10,7 +10,6 @@ from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from specbench.report.load import label_key
 from specbench.report.plot_base import (
     MARKERS,
     Plot,
@@ -21,7 +20,8 @@ from specbench.report.plot_base import (
     tp_title,
     tps_of,
 )
-from specbench.report.tables import DONE, CellRow
+from specbench.report.records import label_key
+from specbench.report.rows import DONE, CellRow
 
 
 def per_user(r: CellRow) -> float | None:

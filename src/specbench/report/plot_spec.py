@@ -28,7 +28,7 @@ MAX_HEAT_COLS = 24  # concurrencies per panel that still get their number writte
 MAX_FIG_IN = 30.0  # the widest figure (inches): beyond, cells get narrower instead of the image wider
 MAX_ACCEPT_CONFIGS = 8  # columns of the accept-length figure and panels of the per-position one
 from specbench.report.plot_base import workload_subtitle
-from specbench.report.tables import DONE, CellRow
+from specbench.report.rows import DONE, CellRow
 
 
 def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:

@@ -4,7 +4,7 @@ Each function draws one figure from table rows and returns a `Plot`: the file, a
 pixel box of every panel (so tests and the HTML can point at panels). A figure with nothing to draw
 is not written; the function returns None.
 
-Quantities (all from `cells.metrics_json` via tables.CellRow):
+Quantities (all from `cells.metrics_json` via rows.CellRow):
 - output throughput: `output_throughput` (tok/s);
 - TPOT: `tpot_ms_p50` (line) and `tpot_ms_p99` (band top);
 - speedup: tables.speedup_of (stored `speedup`, else output_throughput / AR's at the same baseline key);
@@ -17,8 +17,8 @@ Quantities (all from `cells.metrics_json` via tables.CellRow):
 - error bars (with repeats): the 95% intervals of report/repeats.py (throughput and speedup).
 
 The figures by family: `plot_lines.py` (throughput, TPOT), `plot_spec.py` (speedup heat map, accept length),
-`plot_pareto.py`, `plot_memory.py`; what they share is in `plot_base.py`. This module lists them in report order
-and re-exports their public names.
+`plot_pareto.py`, `plot_memory.py`; what they share (`Plot`, the styles) is in `plot_base.py`. This module lists them
+in report order; each other name is imported from the module that defines it.
 """
 
 from __future__ import annotations
@@ -26,22 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from specbench.report.plot_base import (  # noqa: F401  (re-exported)
-    AR_COLOR,
-    DPI,
-    LINESTYLES,
-    MARKERS,
-    MEMORY_COLORS,
-    PALETTE,
-    PANEL_H,
-    PANEL_W,
-    Panel,
-    Plot,
-    Style,
-    legend_columns,
-    series_order,
-    styles,
-)
+from specbench.report.plot_base import Plot
 from specbench.report.plot_lines import (
     e2e_plot,
     goodput_plot,
@@ -52,9 +37,9 @@ from specbench.report.plot_lines import (
     ttft_plot,
 )
 from specbench.report.plot_memory import memory_plot
-from specbench.report.plot_pareto import pareto_front, pareto_plot, per_gpu, per_user  # noqa: F401  (re-exported)
+from specbench.report.plot_pareto import pareto_plot
 from specbench.report.plot_spec import accept_plot, accept_pos_plot, speedup_heatmap
-from specbench.report.tables import CellRow, MemoryRow
+from specbench.report.rows import CellRow, MemoryRow
 from specbench.report.twocores import run_jobs
 
 

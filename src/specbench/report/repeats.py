@@ -20,7 +20,7 @@ from specbench.load import speedup as speedups
 from specbench.load import spread as sp
 from specbench.load.metrics import accept_length_mean
 from specbench.report.compare import Entry, entries
-from specbench.report.load import CellRecord, LoadedStore, RequestRecord, label_key, natural_key
+from specbench.report.records import CellRecord, LoadedStore, RequestRecord, label_key, natural_key
 from specbench.report.rows import DONE, CategoryRow
 from specbench.report.sections import ar_key
 

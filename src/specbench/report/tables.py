@@ -10,8 +10,8 @@ Every number comes from the store (docs/structures.md):
   `k_size_gib` + `v_size_gib`, or vLLM's `kv_pool_gib`), headroom = GPU total (`gpu_total_gib`, or vLLM's
   `budget.total_gib`) - those parts.
 
-The row types live in rows.py and the display strings in formatting.py; the ones the renderers and the plots import
-from here are re-exported.
+The row types live in rows.py and the display strings in formatting.py; the renderers and the plots import them from
+there.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from typing import Any
 from specbench.load import speedup as speedups
 from specbench.report import repeats
 from specbench.report.compare import Entry, entries, workload_label
-from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
-from specbench.report.load import CellRecord, LoadedStore, ServerRecord, label_key, natural_key
+from specbench.report.records import CellRecord, LoadedStore, ServerRecord, label_key, natural_key
 from specbench.report.rows import (
     DONE,
     FAILED_STATES,
@@ -41,10 +40,8 @@ from specbench.report.rows import (
 )
 from specbench.report.sections import ar_key, section_order, sections
 
-# re-exported: the renderers and the plots import these names from here
-__all__ = ["CELL_COLUMNS", "DONE", "CellRow", "MemoryRow", "Tables", "ar_throughputs", "best_per_point", "build_tables",
-           "cell_values", "failures_and_logs", "fmt", "memory_rows", "one_line", "phase_tables", "safe_name", "speedup_of",
-           "summarize"]
+__all__ = ["ar_throughputs", "best_per_point", "build_tables", "failures_and_logs", "memory_rows", "one_line", "phase_tables",
+           "safe_name", "speedup_of", "summarize"]
 
 # ---------------------------------------------------------------- speedup
 
