@@ -101,7 +101,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def local_models_or_skip() -> Path:
     """The tiny local models (`make models`): skip without them, except under CI, where `make test` builds them."""
-    from specbench.matrix.adapters import models_dir as local_models
+    from specbench.engines.vllm.launch import models_dir as local_models
 
     folder = local_models()
     if not (folder / "tiny-target" / "config.json").is_file():

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from proc_helpers import free_port
+from specbench.engines.openai.server import openai_probe
 from specbench.matrix import lifecycle
-from specbench.matrix.adapters import openai_probe
 
 
 def _proc(tmp_path: Path, code: str | None = None, argv: list[str] | None = None) -> lifecycle.ServerProcess:

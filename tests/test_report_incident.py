@@ -20,7 +20,7 @@ def incident_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not MATRIX.is_file():
         pytest.skip(f"{MATRIX} not in this checkout")
     from specbench.matrix.adapters import adapter_for
-    from specbench.matrix.runner import preflight
+    from specbench.matrix.preflight import preflight
     from specbench.matrix.spec import expand, load_matrix
     from specbench.matrix.store import Store
 

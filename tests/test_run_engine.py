@@ -24,7 +24,7 @@ import pytest
 
 from engine_boot import engine_venv_or_skip
 from proc_helpers import free_port, pid_alive
-from specbench.matrix.adapters import models_dir
+from specbench.engines.vllm.launch import models_dir
 from specbench.matrix.identity import group_pids
 
 ROOT = Path(__file__).resolve().parents[1]

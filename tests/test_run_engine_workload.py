@@ -14,7 +14,7 @@ import pytest
 
 from engine_boot import engine_venv_or_skip
 from proc_helpers import free_port
-from specbench.matrix.adapters import models_dir
+from specbench.engines.vllm.launch import models_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.engine

@@ -8,7 +8,7 @@ import pytest
 from specbench.errors import UserError
 from specbench.matrix import spec as S
 from specbench.matrix.adapters import adapter_for
-from specbench.matrix.runner import _apply_fix, plan_argv
+from specbench.matrix.preflight import _apply_fix, plan_argv
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "examples", "demo-tiny.toml")  # tiny-target
 

@@ -131,7 +131,7 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
 
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.load.integrity import concurrency_text
-    from specbench.matrix.runner import iter_phases
+    from specbench.matrix.preflight import iter_phases
     from specbench.predict.plan_matrix import predicted_text
 
     seen: set[str] = set()
@@ -259,7 +259,8 @@ def register(app: typer.Typer) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
 
-        from specbench.matrix.runner import RunOptions, default_store_path, dry_run, run_matrix
+        from specbench.matrix.preflight import dry_run
+        from specbench.matrix.runner import RunOptions, default_store_path, run_matrix
         from specbench.matrix.spec import expand, load_matrix
 
         spec, text = load_matrix(matrix)

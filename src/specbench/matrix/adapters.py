@@ -6,14 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from specbench.engines.base import Launch, ServerAdapter, server_adapter
-from specbench.engines.openai.server import openai_probe, served_model
-from specbench.engines.vllm.launch import models_dir, resolve_local_model
+from specbench.engines.base import ServerAdapter, server_adapter
 from specbench.matrix.spec import MatrixSpec
 
 Adapter = ServerAdapter
-__all__ = ["Adapter", "Launch", "adapter_for", "command_model", "local_tokenizer_dir", "models_dir", "openai_probe",
-           "resolve_local_model", "served_model"]
+__all__ = ["Adapter", "adapter_for", "command_model", "local_tokenizer_dir"]
 
 
 def adapter_for(spec: MatrixSpec) -> ServerAdapter:

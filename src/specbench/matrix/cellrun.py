@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specbench.engines import server_auth
+from specbench.engines.openai.server import served_model
 from specbench.errors import UserError
-from specbench.matrix.adapters import Adapter, local_tokenizer_dir, served_model
+from specbench.matrix.adapters import Adapter, local_tokenizer_dir
 from specbench.matrix.lifecycle import ServerProcess
 from specbench.matrix.spec import Cell, MatrixSpec
 from specbench.matrix.store import RequestRow

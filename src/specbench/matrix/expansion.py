@@ -15,20 +15,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench.engines.server_base import SPEC_V2_ENV
 from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.load.results import is_default
 from specbench.matrix import client_checks as cc
 from specbench.matrix.client_checks import stop_axis
-from specbench.matrix.schema import (
-    CLIENT_AXES,
-    OPTIONAL_AXES,
-    SERVER_SCALARS,
-    SPEC_V2_ENV,
-    MatrixSpec,
-    SpecVariant,
-    as_axis,
-)
+from specbench.matrix.schema import CLIENT_AXES, OPTIONAL_AXES, SERVER_SCALARS, MatrixSpec, SpecVariant
+from specbench.matrix.schema_base import as_axis
 from specbench.redact import redact_obj
 
 

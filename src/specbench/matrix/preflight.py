@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.engines.base import Engine, engine
+from specbench.engines.base import Engine, Launch, engine
 from specbench.errors import UserError
-from specbench.matrix.adapters import Adapter, Launch, adapter_for
+from specbench.matrix.adapters import Adapter, adapter_for
 from specbench.matrix.spec import MatrixSpec, ServerTuple, expand
 from specbench.plan.concurrency import cell_warning
 

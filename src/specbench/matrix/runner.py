@@ -27,15 +27,12 @@ from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.matrix import lifecycle, orphans
 from specbench.matrix.adapters import Adapter, adapter_for
-from specbench.matrix.diagnosis import diagnose
-from specbench.matrix.orphans import reap_orphan
-from specbench.matrix.preflight import Preflight, _apply_fix, dry_run, iter_phases, plan_argv, preflight
+from specbench.matrix.preflight import preflight
 from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
 from specbench.matrix.store import Store, damage_error, lock_store
 from specbench.matrix.tuple_run import StoreWriteError, run_tuple
 
-__all__ = ["Preflight", "RunOptions", "RunReport", "_apply_fix", "default_store_path", "diagnose", "dry_run",
-           "fill_speedups", "iter_phases", "log_dir_for", "plan_argv", "preflight", "reap_orphan", "run_matrix"]
+__all__ = ["RunOptions", "RunReport", "default_store_path", "fill_speedups", "log_dir_for", "run_matrix"]
 
 Work = list[tuple[ServerTuple, list[Cell]]]  # the tuples with cells to run, in matrix order, with those cells
 

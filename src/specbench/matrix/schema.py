@@ -11,19 +11,10 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from specbench.contracts import LaunchTarget
+from specbench.engines.server_base import SPEC_V2_ENV
 from specbench.matrix import client_checks
-from specbench.matrix.client_schema import DATASETS, ClientAxes  # noqa: F401  (re-exported: one import path)
-from specbench.matrix.schema_base import (  # noqa: F401  (re-exported)
-    _CONFIG,
-    _NOT_AXES,
-    AR_NAMES,
-    SPEC_V2_ENV,
-    FlagValue,
-    Scalar,
-    _Strict,
-    as_axis,
-    axis_at_least,
-)
+from specbench.matrix.client_schema import ClientAxes
+from specbench.matrix.schema_base import AR_NAMES, FlagValue, Scalar, _Strict, as_axis, axis_at_least
 
 
 class SpecVariant(_Strict):

@@ -7,8 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from specbench.engines.sglang import SPEC_V2_ENV  # noqa: F401  (the matrix checks it; defined once by SGLang)
-
 Scalar = bool | int | float | str
 # A flag value: a scalar, `true` (a bare switch), `false` (left out), or a list of strings passed
 # as several argv words after the flag (written as a list inside a list when it is also an axis).

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from specbench.engines import server_auth
+from specbench.engines.base import Launch
 from specbench.errors import UserError
 from specbench.matrix import identity, lifecycle, orphans, telemetry
-from specbench.matrix.adapters import Adapter, Launch
+from specbench.matrix.adapters import Adapter
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
 from specbench.matrix.diagnosis import diagnose, failure_suffix
 from specbench.matrix.preflight import Preflight

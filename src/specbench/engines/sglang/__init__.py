@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from specbench.engines.base import EngineModules, ServerAdapter
-from specbench.engines.server_base import SPEC_V2_ENV  # noqa: F401  (SGLang's own switch, defined once there)
 
 if TYPE_CHECKING:
     from specbench.contracts import EnginePlan, PlanOptions

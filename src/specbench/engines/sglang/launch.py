@@ -23,8 +23,8 @@ from specbench.engines import argv as argv_words
 from specbench.engines import server_auth
 from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
-from specbench.engines.server_base import ServerBase
-from specbench.engines.sglang import SPEC_V2_ENV, knobs
+from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
+from specbench.engines.sglang import knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
