@@ -18,9 +18,10 @@ import json
 import sys
 from pathlib import Path
 
+from specbench.contracts import PlanOptions
 from specbench.doctor.doctor import diagnose_file, facts_for_plan
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -46,8 +46,9 @@ STAND_IN = ROOT / "src" / "specbench" / "data" / "configs" / "Qwen__Qwen3.6-27B-
 
 
 def _plan(cmd: str, gpu: str | None, version: str | None, config: str | None) -> dict[str, Any] | None:
+    from specbench.contracts import PlanOptions
     from specbench.errors import UserError
-    from specbench.plan.api import PlanOptions, plan_command
+    from specbench.plan.api import plan_command
 
     opts = PlanOptions(gpu=gpu or "H200", engine_version=version, model_config=config, fixes=False)
     try:

@@ -12,8 +12,9 @@ import json
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from specbench.specs.resolve import bundled_dir, bundled_names, load_model_spec
 from specbench.specs.weights import weight_bytes
 

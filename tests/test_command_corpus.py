@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.engines.command import read_command
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from specbench.specs.resolve import is_repo_id
 
 DATA = Path(__file__).parent / "data" / "command_corpus"

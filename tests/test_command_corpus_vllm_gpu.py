@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.engines.command import read_command
 from specbench.engines.vllm.args import parse_vllm_argv
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 DATA = Path(__file__).parent / "data" / "command_corpus"
 ENTRIES = json.loads((DATA / "commands_vllm_gpu.json").read_text())

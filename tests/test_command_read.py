@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.engines.command import read_command, revisions_of
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 
 @pytest.mark.parametrize("cmd, engine, head", [

@@ -15,6 +15,7 @@ from specbench.contracts import (
     DiagnosisSummary,
     EnginePlan,
     Fix,
+    PlanOptions,
     PlanResult,
     SglangTpRow,
     StartupWarning,
@@ -24,7 +25,7 @@ from specbench.doctor.diff import diff
 from specbench.doctor.doctor import diagnose_file
 from specbench.engines.command import read_command
 from specbench.logs.facts import LogFacts
-from specbench.plan.api import PlanOptions, plan_command, plan_result
+from specbench.plan.api import plan_command, plan_result
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "contracts.md"

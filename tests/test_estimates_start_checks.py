@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contracts import GIB
+from specbench.contracts import GIB, PlanOptions
 from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.engines.sglang.plan import plan_sglang
 from specbench.engines.sglang.plan_stages import ROPE_ITEMSIZE, mxfp4_moe_pad
 from specbench.engines.sglang.start_checks import derived_context_length
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from specbench.specs.gpu import CATALOG, context_overhead, find_gpu
 from specbench.specs.model import load_config_file, model_spec_from_dict
 from specbench.specs.weights import draft_model_bytes, weight_bytes

@@ -13,8 +13,9 @@ import sqlite3
 import struct
 from pathlib import Path
 
+from specbench.contracts import PlanOptions
 from specbench.doctor.doctor import diagnose_file
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 RUN = Path(__file__).resolve().parent / "data" / "h200-run-sglang-0.5.15.post1"
 

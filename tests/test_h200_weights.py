@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contracts import GIB
+from specbench.contracts import GIB, PlanOptions
 from specbench.doctor.reading import parse_text
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from specbench.specs.resolve import load_model_spec
 from specbench.specs.weights import (
     MXFP4_SWIZZLE_ALLOCATOR_RESIDUE,

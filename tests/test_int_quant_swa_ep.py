@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.contracts import PlanOptions
+from specbench.plan.api import plan_command
 from specbench.specs.header_weights import tensor_bytes
 from specbench.specs.model import model_spec_from_dict
 from specbench.specs.quant import parse_quant

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.contracts import PlanOptions
+from specbench.plan.api import plan_command
 
 CMD = ("python -m sglang.launch_server --model-path Qwen/Qwen3.6-27B --tp 1 --mem-fraction-static 0.75 "
        "--max-running-requests {mrr} --context-length 32768 --speculative-algorithm DFLASH "

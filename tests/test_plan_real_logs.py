@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.engines.sglang.formulas import mamba_state
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from specbench.specs.resolve import load_model_spec
 
 # a copy of ../shared/data/real-logs-dev.json kept with the tests (CI reads only the project's files)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.engines.command import read_command
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 L = "python -m sglang.launch_server --model-path "
 

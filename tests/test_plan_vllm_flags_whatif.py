@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.engines.vllm.args import parse_vllm_argv
 from specbench.engines.vllm.gpu_fit import VLLM_TOTALS, capture_sizes, graph_count
 from specbench.engines.vllm.plan import vllm_mtp_draft_bytes
 from specbench.errors import FlagError
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from specbench.specs.resolve import load_model_spec
 from specbench.specs.weights import mtp_draft_bytes
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from test_plan_vllm_cpu_logs import recorded_launch
 
 CAPACITY = re.compile(r"CPU KV cache size: [\d,]+ tokens, Maximum concurrency for [\d,]+ tokens per request: [\d.]+x")

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from engine_boot import engine_venv_or_skip
+from specbench.contracts import PlanOptions
 from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from test_plan_vllm_cpu_logs import recorded_launch
 
 L = 2_000_000

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import PlanOptions
 from specbench.errors import UserError
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 
 REAL_LOGS = Path(__file__).parent / "data" / "real-logs-dev.json"   # a copy of ../shared/data/real-logs-dev.json
 CONTRACT = ("status", "error", "engine", "engine_version", "mem_fraction_static", "weights_gib", "draft_weights_gib",

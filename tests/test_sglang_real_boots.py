@@ -34,7 +34,8 @@ DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = sorted(DATA.glob("sglang-0.5.1*/*.log"))
 
 try:  # the planner is written in parallel; the tests wait for it rather than fail on import
-    from specbench.plan.api import PlanOptions, plan_command
+    from specbench.contracts import PlanOptions
+    from specbench.plan.api import plan_command
 except ModuleNotFoundError:  # pragma: no cover - only before the planner lands
     plan_command = None  # type: ignore[assignment]
 

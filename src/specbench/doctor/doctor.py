@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specbench.contracts import BudgetRow, PlanResult
+from specbench.contracts import BudgetRow, PlanOptions, PlanResult
 from specbench.doctor import reading
 from specbench.doctor.checks import claimed_quant, weight_check
 from specbench.doctor.explain import failure_sentences, started_sentences
@@ -24,7 +24,7 @@ from specbench.logs.launch_model import facts_model_source, model_source
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.reader import read_log_bounded
 from specbench.logs.warnings import Cap, LogWarning
-from specbench.plan.api import PlanOptions, env_gpu_default, plan_result
+from specbench.plan.api import env_gpu_default, plan_result
 from specbench.specs.gpu import find_gpu
 
 

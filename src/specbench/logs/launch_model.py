@@ -8,7 +8,7 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.logs.facts import LogFacts
-from specbench.specs.model import ModelSpec
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.resolve import load_model_spec, resolve_model
 
 

@@ -53,7 +53,8 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch, fixes: bool = 
     the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
         return None
-    from specbench.plan.api import PlanOptions, plan_command
+    from specbench.contracts import PlanOptions
+    from specbench.plan.api import plan_command
 
     p = spec.plan
     version = p.engine_version or adapter.default_plan_version()

@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_valid
 
 from specbench.contracts import LaunchTarget
 from specbench.engines.server_base import SPEC_V2_ENV
+from specbench.load.results import OPTIONAL_CLIENT_KEYS
 from specbench.matrix import client_checks
 from specbench.matrix.client_schema import ClientAxes
 from specbench.matrix.schema_base import AR_NAMES, FlagValue, Scalar, _Strict, as_axis, axis_at_least
@@ -102,7 +103,7 @@ class ServerAxes(_Strict):
 SERVER_SCALARS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
 CLIENT_AXES = ("concurrency", "prompt_tokens", "output_tokens", "num_requests", "dataset", "request_rate")
 # axes a cell carries only when set (load/results.py OPTIONAL_CLIENT_KEYS: the workload's shape, then sampling)
-OPTIONAL_AXES = client_checks.OPTIONAL_CLIENT_KEYS
+OPTIONAL_AXES = OPTIONAL_CLIENT_KEYS
 
 
 class Override(_Strict):

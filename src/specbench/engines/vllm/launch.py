@@ -26,7 +26,7 @@ from specbench.engines.server_base import (
     ServerBase,
 )
 from specbench.engines.vllm import knobs
-from specbench.engines.vllm.args import release_flags
+from specbench.engines.vllm.knobs import release_flags
 from specbench.engines.vllm.loglines import nondefault_args_text
 from specbench.engines.vllm.simulate import simulated_acceptance
 from specbench.errors import UserError

@@ -29,11 +29,12 @@ from specbench.engines.cli_flags import unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import gpu as vllm_gpu
 from specbench.engines.vllm import start_checks as vllm_start
-from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv, release_flags
+from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, cdiv, format_gib
 from specbench.engines.vllm.contract import contract, explain, plan_budget_rows
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
+from specbench.engines.vllm.knobs import release_flags
 from specbench.engines.vllm.layout import (
     MTP_METHODS,
     NO_DRAFT_METHODS,
