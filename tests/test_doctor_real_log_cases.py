@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from specbench.doctor.doctor import budget_rows, diagnose_text
+from specbench.doctor.doctor import boot_budget_rows, diagnose_text
 from specbench.logs.facts import LogFacts
 
 # a copy of ../shared/data/real-logs-dev.json kept with the tests (CI reads only the project's files)
@@ -30,7 +30,7 @@ def _graph(label_has: str) -> Callable[[LogFacts], Any]:
 
 
 def _free_end(f: LogFacts) -> Any:
-    return {r.key: r.gib for r in budget_rows(f)}.get("free_end")
+    return {r.key: r.gib for r in boot_budget_rows(f)}.get("free_end")
 
 
 # observed key -> how to read it from the facts

@@ -71,7 +71,7 @@ def read_log(path: str | Path) -> bytes:
     return read_log_bounded(path, reading.search_words())
 
 
-def budget_rows(facts: LogFacts) -> list[BudgetRow]:
+def boot_budget_rows(facts: LogFacts) -> list[BudgetRow]:
     """The memory budget the boot used, in the terms of the engine that wrote the log (`Engine.budget_rows`)."""
     return engine(facts.engine).budget_rows(facts)
 
@@ -252,7 +252,7 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
     notes = _notes(facts, claimed_quant, gpu) + _run_notes(facts, failure, parsed) + read_notes(_text(raw))
     plan, fixes, fix_notes = _fixes(facts, failure, status, warns, with_fixes, engine_version, gpu, draft_config,
                                     _text(raw))
-    budget = tuple(budget_rows(facts))
+    budget = tuple(boot_budget_rows(facts))
     return Diagnosis(status, failure, facts, " ".join(sentences), budget, fixes, tuple(notes + fix_notes), plan,
                      warnings=warns)
 
@@ -282,7 +282,7 @@ def _cap_words(c: Cap) -> str:
 
 
 def _what_it_shows(facts: LogFacts) -> str:
-    rows = [r for r in budget_rows(facts) if r.gib is not None]
+    rows = [r for r in boot_budget_rows(facts) if r.gib is not None]
     if not rows and facts.kv_tokens is None:
         return ""
     parts = [f"{r.label} {r.gib:.2f} GiB" for r in rows[:6]]
