@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from engine_boot import BOOTS, SELF_DRAFT_TOKENS, Server, free_port, models_dir
+from engine_boot import BOOTS, SELF_DRAFT_TOKENS, Server, models_dir
+from proc_helpers import free_port
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 

@@ -8,7 +8,7 @@ A boot costs 20-80 s on a 2-core machine, so a configuration is booted once and 
     def test_my_check(self_draft_server: Server) -> None:
         httpx.post(f"{self_draft_server.cfg.base_url}/v1/completions", ...)
 
-    # a configuration no fixture has yet: add one to tests/conftest.py, built on BOOTS
+    # a configuration no fixture has yet: add one to tests/conftest.py, built on BOOTS (free_port: proc_helpers.py)
     @pytest.fixture
     def my_server(engine_models: Path, tmp_path_factory) -> Server:
         return BOOTS.server("my-config", lambda: vl.LocalServerConfig(model=str(engine_models / "tiny-target"),
@@ -39,7 +39,6 @@ from pathlib import Path
 
 import pytest
 
-from proc_helpers import free_port  # noqa: F401  (re-exported for the engine tests)
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 from specbench.matrix.lifecycle import ServerProcess

@@ -180,7 +180,8 @@ def test_bad_sources_are_one_line_errors(tmp_path: Path) -> None:
 
 @pytest.mark.engine
 def test_real_model_speaks_and_ngram_accepts(tmp_path: Path) -> None:
-    from engine_boot import engine_venv_or_skip, free_port, running, wait_ready
+    from engine_boot import engine_venv_or_skip, running, wait_ready
+    from proc_helpers import free_port
     from specbench.commands.models import default_models_dir
     from specbench.engines import prometheus
     from specbench.engines.vllm import local as vl

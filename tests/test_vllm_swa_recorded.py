@@ -21,7 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine_boot import engine_venv_or_skip, free_port, models_dir, plan_words, running, wait_ready
+from engine_boot import engine_venv_or_skip, models_dir, plan_words, running, wait_ready
+from proc_helpers import free_port
 from specbench.contracts import PlanOptions
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
