@@ -86,7 +86,7 @@ def recorded_cell_mean(concurrencies: list[int]) -> tuple[float, float, float]:
 def structure() -> tuple[list[int], list[str], list[int], int, int]:
     """tp per phase, variant labels, concurrencies, prompt lengths and launched tuples of the incident matrix."""
     from specbench.matrix.preflight import dry_run
-    from specbench.matrix.spec import load_matrix
+    from specbench.matrix.toml_load import load_matrix
 
     spec, _ = load_matrix(INCIDENT)
     rows = dry_run(spec)

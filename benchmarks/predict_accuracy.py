@@ -83,7 +83,7 @@ def accuracy(stores: list[str]) -> None:
 
 def speed() -> None:
     from specbench.commands.predict import plan_rows
-    from specbench.matrix.spec import load_matrix
+    from specbench.matrix.toml_load import load_matrix
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "big.toml"

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from predict_stores import local_matrix
-from specbench.matrix.spec import expand, load_matrix
+from specbench.matrix.expansion import expand
+from specbench.matrix.toml_load import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [("h200-sglang-qwen3-moe-eagle3.toml", "h200-moe-sglang-0.5.15.post1/h200-moe.db"),

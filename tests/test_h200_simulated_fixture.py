@@ -9,7 +9,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from specbench.matrix.spec import expand, load_matrix
+from specbench.matrix.expansion import expand
+from specbench.matrix.toml_load import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "h200-simulated-sglang-0.5.15.post1"

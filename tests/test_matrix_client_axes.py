@@ -16,7 +16,8 @@ from specbench.errors import UserError
 from specbench.load.client import run_load
 from specbench.load.prompts import Prompt
 from specbench.load.results import LoadSpec
-from specbench.matrix.spec import expand, load_matrix, parse_matrix
+from specbench.matrix.expansion import expand
+from specbench.matrix.toml_load import load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 

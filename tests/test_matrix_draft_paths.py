@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench.errors import UserError
-from specbench.matrix.spec import load_matrix
+from specbench.matrix.toml_load import load_matrix
 
 MATRIX = """\
 engine = "sglang"

@@ -8,7 +8,8 @@ import pytest
 
 from specbench.errors import UserError
 from specbench.matrix.adapters import adapter_for
-from specbench.matrix.spec import expand, key_lines, load_matrix, parse_matrix
+from specbench.matrix.expansion import expand
+from specbench.matrix.toml_load import key_lines, load_matrix, parse_matrix
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

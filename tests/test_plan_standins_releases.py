@@ -131,7 +131,7 @@ def test_dry_run_flags_cells_asking_more_at_once_than_the_planned_server_runs():
     from pathlib import Path
 
     from specbench.matrix.preflight import dry_run
-    from specbench.matrix.spec import load_matrix
+    from specbench.matrix.toml_load import load_matrix
 
     spec, _text = load_matrix(Path(__file__).resolve().parents[1] / "examples" / "qwen36-27b-dflash-ddtree.toml")
     rows = dry_run(spec)

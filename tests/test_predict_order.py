@@ -10,9 +10,10 @@ from predict_stores import local_matrix
 from proc_helpers import free_port
 from run_helpers import _matrix_head, make_tokenizer
 from run_helpers import rows as store_rows
+from specbench.matrix.expansion import expand
 from specbench.matrix.preflight import dry_run
 from specbench.matrix.runner import RunOptions, run_matrix
-from specbench.matrix.spec import expand, load_matrix
+from specbench.matrix.toml_load import load_matrix
 from specbench.predict.calibration import shipped
 from specbench.predict.plan_matrix import predict_spec, server_order
 

@@ -20,9 +20,10 @@ def incident_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not MATRIX.is_file():
         pytest.skip(f"{MATRIX} not in this checkout")
     from specbench.matrix.adapters import adapter_for
+    from specbench.matrix.expansion import expand
     from specbench.matrix.preflight import preflight
-    from specbench.matrix.spec import expand, load_matrix
     from specbench.matrix.store import Store
+    from specbench.matrix.toml_load import load_matrix
 
     spec, _ = load_matrix(MATRIX)
     adapter = adapter_for(spec)

@@ -6,17 +6,18 @@ import os
 import pytest
 
 from specbench.errors import UserError
-from specbench.matrix import spec as S
 from specbench.matrix.adapters import adapter_for
+from specbench.matrix.expansion import expand
 from specbench.matrix.preflight import _apply_fix, plan_argv
+from specbench.matrix.toml_load import load_matrix
 
 DEMO = os.path.join(os.path.dirname(__file__), "..", "examples", "demo-tiny.toml")  # tiny-target
 
 
 def _launch(settings=None):
-    spec, _ = S.load_matrix(DEMO)
+    spec, _ = load_matrix(DEMO)
     ad = adapter_for(spec)
-    st = S.expand(spec)[0][0]
+    st = expand(spec)[0][0]
     try:
         launch = ad.launch(spec.target(), dict(settings or st.settings))
     except UserError as exc:  # engine venv or tiny models absent (make test installs both)

@@ -12,7 +12,8 @@ import pytest
 from specbench.engines.argv import split_command
 from specbench.engines.sglang.simulate import simulated_acceptance as sglang_sim
 from specbench.engines.vllm.simulate import simulated_acceptance as vllm_sim
-from specbench.matrix.spec import expand, load_matrix
+from specbench.matrix.expansion import expand
+from specbench.matrix.toml_load import load_matrix
 
 SGL = "python -m sglang.launch_server --model-path Qwen/Qwen3.5-27B "
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -44,7 +44,7 @@ def predict_cmd(
                                                    "accept length from a results store (by label)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (docs/contracts.md)"),
 ) -> None:
-    from specbench.matrix.spec import load_matrix
+    from specbench.matrix.toml_load import load_matrix
     from specbench.predict.plan_matrix import accept_from_store, load_calibration, predict_spec
 
     if accept_len is not None and acceptance_from is not None:

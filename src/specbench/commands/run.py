@@ -174,8 +174,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
 
 def _warn_long_cells(spec: Any, err: Console) -> None:
     """Before anything boots: each cell expected to run for more than LONG_CELL_S, in one line."""
+    from specbench.matrix.expansion import expand
     from specbench.matrix.preflight import duration_warning
-    from specbench.matrix.spec import expand
 
     for c in expand(spec)[1]:
         why = duration_warning(c.client)
@@ -259,9 +259,10 @@ def register(app: typer.Typer) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
 
+        from specbench.matrix.expansion import expand
         from specbench.matrix.preflight import dry_run
         from specbench.matrix.runner import RunOptions, default_store_path, run_matrix
-        from specbench.matrix.spec import expand, load_matrix
+        from specbench.matrix.toml_load import load_matrix
 
         spec, text = load_matrix(matrix)
         for note in spec.remote_paths:  # said before anything boots, in a dry run as in a run

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specbench.engines.base import ServerAdapter, server_adapter
-from specbench.matrix.spec import MatrixSpec
+from specbench.matrix.schema import MatrixSpec
 
 Adapter = ServerAdapter
 __all__ = ["Adapter", "adapter_for", "command_model", "local_tokenizer_dir"]

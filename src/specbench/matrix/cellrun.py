@@ -28,8 +28,9 @@ from specbench.engines import server_auth
 from specbench.engines.openai.server import served_model
 from specbench.errors import UserError
 from specbench.matrix.adapters import Adapter, local_tokenizer_dir
+from specbench.matrix.expansion import Cell
 from specbench.matrix.lifecycle import ServerProcess
-from specbench.matrix.spec import Cell, MatrixSpec
+from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.store import RequestRow
 
 if TYPE_CHECKING:  # the load package is imported where a cell runs (a dry run never needs it)

@@ -14,7 +14,8 @@ from typing import Any
 from specbench.engines.base import Engine, Launch, engine
 from specbench.errors import UserError
 from specbench.matrix.adapters import Adapter, adapter_for
-from specbench.matrix.spec import MatrixSpec, ServerTuple, expand
+from specbench.matrix.expansion import ServerTuple, expand
+from specbench.matrix.schema import MatrixSpec
 from specbench.plan.concurrency import cell_warning
 
 

@@ -21,10 +21,11 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.matrix import orphans
 from specbench.matrix.adapters import Adapter
+from specbench.matrix.expansion import Cell, ServerTuple
 from specbench.matrix.packing import by_phase
 from specbench.matrix.preflight import Preflight, preflight
 from specbench.matrix.relay import INTERRUPTED, Job, Writer, relays
-from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple
+from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.tuple_run import Placement, record_server, run_tuple
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench.matrix import orphans
+from specbench.matrix.expansion import Cell
 from specbench.matrix.preflight import Preflight
-from specbench.matrix.spec import Cell, MatrixSpec
+from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.tuple_run import cell_server_json, record_server
 
 INTERRUPTED = "interrupted"

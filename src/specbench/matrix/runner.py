@@ -27,8 +27,9 @@ from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.matrix import lifecycle, orphans
 from specbench.matrix.adapters import Adapter, adapter_for
+from specbench.matrix.expansion import Cell, ServerTuple, expand
 from specbench.matrix.preflight import preflight
-from specbench.matrix.spec import Cell, MatrixSpec, ServerTuple, expand
+from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.store import Store, damage_error, lock_store
 from specbench.matrix.tuple_run import StoreWriteError, run_tuple
 

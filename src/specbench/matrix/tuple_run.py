@@ -31,8 +31,9 @@ from specbench.matrix import identity, lifecycle, orphans, telemetry
 from specbench.matrix.adapters import Adapter
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
 from specbench.matrix.diagnosis import diagnose, failure_suffix
+from specbench.matrix.expansion import Cell
 from specbench.matrix.preflight import Preflight
-from specbench.matrix.spec import Cell, MatrixSpec
+from specbench.matrix.schema import MatrixSpec
 
 
 @dataclass(frozen=True)
