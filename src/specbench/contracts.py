@@ -389,7 +389,7 @@ class DiagnosisSummary:
 
 # ------------------------------------------------------------------------------------------------ inputs
 # What the layers above hand the engines: plain frozen values, so that an engine package never imports the
-# planner's entry point (plan/api.py) or the matrix (matrix/spec.py) above it.
+# planner's entry point (plan/api.py) or the matrix (matrix/schema.py) above it.
 
 
 @dataclass(frozen=True)
@@ -415,7 +415,7 @@ class PlanOptions:
 class LaunchTarget:
     """What a server adapter (engines/base.py::ServerAdapter) launches and where: the matrix's base command, the
     address, and the model and served name of an engine that launches a local model itself (the embedded CPU
-    engine). Built by the matrix (matrix/spec.py::MatrixSpec.target)."""
+    engine). Built by the matrix (matrix/schema.py::MatrixSpec.target)."""
 
     command: tuple[str, ...] = ()
     host: str = "127.0.0.1"

@@ -18,7 +18,7 @@ by construction (`speedup_lead`, `decision` = the lead speedup's decision: faste
 
 The baseline key is (TP, concurrency, prompt_tokens, output_tokens, request_rate, dataset) plus the optional workload
 and sampling settings a cell sets (load/results.py workload_extras: category, length distributions, temperature...),
-as matrix/spec.py Cell.baseline_key expands a matrix: a spec cell is never compared with an AR cell of another
+as matrix/expansion.py Cell.baseline_key expands a matrix: a spec cell is never compared with an AR cell of another
 workload.
 """
 

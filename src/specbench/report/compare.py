@@ -55,7 +55,7 @@ def describe(store: LoadedStore) -> str:
 
 
 # Settings that may tell two cells of one label apart, with their short names in a series label.
-# server_json keys come from matrix/spec.py ServerTuple.settings, client_json keys from its client axes.
+# server_json keys come from matrix/expansion.py ServerTuple.settings, client_json keys from its client axes.
 SERVER_KEYS = (("mem_fraction_static", "mem"), ("max_running_requests", "mrr"), ("context_length", "ctx"),
                ("draft_model", "draft"), ("num_draft_tokens", "d"), ("num_steps", "steps"),
                ("eagle_topk", "topk"), ("ddtree_budget", "b"), ("flags", "flags"), ("env", "env"))

@@ -123,7 +123,7 @@ class CellRecord:
 
     @property
     def baseline_key(self) -> tuple[Any, ...]:
-        """Cells with equal keys compare against the same AR cell (matrix/spec.py Cell.baseline_key):
+        """Cells with equal keys compare against the same AR cell (matrix/expansion.py Cell.baseline_key):
         TP, concurrency, and client_json prompt_tokens, output_tokens, request_rate, dataset."""
         return speedups.baseline_key(self.tp, self.concurrency, self.client)
 
