@@ -9,8 +9,7 @@ from pathlib import Path
 from specbench.engines.base import ServerAdapter, server_adapter
 from specbench.matrix.schema import MatrixSpec
 
-Adapter = ServerAdapter
-__all__ = ["Adapter", "adapter_for", "command_model", "local_tokenizer_dir"]
+__all__ = ["adapter_for", "command_model", "local_tokenizer_dir"]
 
 
 def adapter_for(spec: MatrixSpec) -> ServerAdapter:

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specbench.engines import server_auth
+from specbench.engines.base import ServerAdapter
 from specbench.engines.openai.server import served_model
 from specbench.errors import UserError
-from specbench.matrix.adapters import Adapter, local_tokenizer_dir
+from specbench.matrix.adapters import local_tokenizer_dir
 from specbench.matrix.expansion import Cell
 from specbench.matrix.lifecycle import ServerProcess
 from specbench.matrix.schema import MatrixSpec
@@ -41,7 +42,7 @@ if TYPE_CHECKING:  # the load package is imported where a cell runs (a dry run n
 @dataclass(frozen=True)
 class CellContext:
     spec: MatrixSpec
-    adapter: Adapter
+    adapter: ServerAdapter
     base_url: str
     argv: list[str]
     server_info: dict[str, Any]

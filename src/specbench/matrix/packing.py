@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specbench.engines.base import ServerAdapter
 from specbench.matrix import gpus as gpu_mod
 from specbench.matrix import lifecycle, orphans
-from specbench.matrix.adapters import Adapter, adapter_for
+from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import Cell, ServerTuple
 from specbench.matrix.preflight import Preflight, preflight
 from specbench.matrix.relay import INTERRUPTED, Job, Writer, relays
@@ -61,7 +62,7 @@ def core_slices(n: int) -> list[tuple[int, ...] | None]:
     return [tuple(cores[i * per:(i + 1) * per]) for i in range(n)]
 
 
-def run_packed(spec: MatrixSpec, work: list[tuple[ServerTuple, list[Cell]]], adapter: Adapter, store: Any,
+def run_packed(spec: MatrixSpec, work: list[tuple[ServerTuple, list[Cell]]], adapter: ServerAdapter, store: Any,
                progress: Any, report: Any, log_dir: Path, baseline: list[int] | None, opts: Any) -> None:
     gpus = tuple(opts.gpus)
     if not gpus:

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.engines.base import Engine, Launch, engine
+from specbench.engines.base import Engine, Launch, ServerAdapter, engine
 from specbench.errors import UserError
-from specbench.matrix.adapters import Adapter, adapter_for
+from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import ServerTuple, expand
 from specbench.matrix.schema import MatrixSpec
 from specbench.plan.concurrency import cell_warning
@@ -49,7 +49,7 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) ->
     return out
 
 
-def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
+def plan_argv(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
     """The planner's verdict for an argv, or None when there is no planner for this engine (`fixes=False`: without
     the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
@@ -78,8 +78,8 @@ def plan_argv(adapter: Adapter, spec: MatrixSpec, launch: Launch, fixes: bool = 
         raise UserError(f"planner cannot plan {launch.argv[:3]}...: {exc} (check the matrix's [plan] table)") from None
 
 
-def preflight(spec: MatrixSpec, st: ServerTuple, adapter: Adapter,
-              planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
+def preflight(spec: MatrixSpec, st: ServerTuple, adapter: ServerAdapter,
+              planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
     settings = dict(st.settings)
     launch = adapter.launch(spec.target(), settings)
     notes = tuple(settings.get("notes") or ()) + launch.notes
@@ -127,7 +127,7 @@ def _plan_reason(plan: dict[str, Any]) -> str:
 
 
 def dry_run(spec: MatrixSpec,
-            planner: Callable[[Adapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv
+            planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv
             ) -> list[dict[str, Any]]:
     """One object per cell: cell, server (incl. tp), client, verdict, plan_status, command; nothing launched."""
     adapter = adapter_for(spec)

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from specbench.engines.base import ServerAdapter
 from specbench.errors import UserError
 from specbench.matrix import orphans
-from specbench.matrix.adapters import Adapter
 from specbench.matrix.expansion import Cell, ServerTuple
 from specbench.matrix.packing import by_phase
 from specbench.matrix.preflight import Preflight, preflight
@@ -94,7 +94,7 @@ def _follow(gen: Any, slot: int, q: queue.Queue[tuple[Any, ...]]) -> None:
         q.put(("end", slot, "ray: the task ended without its last record"))
 
 
-def run_ray(spec: MatrixSpec, work: list[tuple[ServerTuple, list[Cell]]], adapter: Adapter, store: Any,
+def run_ray(spec: MatrixSpec, work: list[tuple[ServerTuple, list[Cell]]], adapter: ServerAdapter, store: Any,
             progress: Any, report: Any, log_dir: Path, baseline: list[int] | None, opts: Any) -> None:
     try:
         import ray
@@ -117,7 +117,7 @@ def run_ray(spec: MatrixSpec, work: list[tuple[ServerTuple, list[Cell]]], adapte
             ray.shutdown()
 
 
-def _run_phase(spec: MatrixSpec, phase: list[tuple[ServerTuple, list[Cell]]], adapter: Adapter, store: Any,
+def _run_phase(spec: MatrixSpec, phase: list[tuple[ServerTuple, list[Cell]]], adapter: ServerAdapter, store: Any,
                progress: Any, report: Any, log_dir: Path, baseline: list[int] | None, task: Any,
                writer: Writer) -> None:
     import ray

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import specbench
+from specbench.engines.base import ServerAdapter
 from specbench.errors import UserError
 from specbench.load import speedup as speedups
 from specbench.matrix import lifecycle, orphans
-from specbench.matrix.adapters import Adapter, adapter_for
+from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import Cell, ServerTuple, expand
 from specbench.matrix.preflight import preflight
 from specbench.matrix.schema import MatrixSpec
@@ -135,7 +136,8 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     return report
 
 
-Executor = Callable[[MatrixSpec, Work, Adapter, Store, Any, RunReport, Path, "list[int] | None", RunOptions], None]
+Executor = Callable[[MatrixSpec, Work, ServerAdapter, Store, Any, RunReport, Path, "list[int] | None", RunOptions],
+                    None]
 
 
 def _executor(opts: RunOptions) -> Executor:
@@ -163,7 +165,7 @@ def _work(store: Store, tuples: list[ServerTuple], cells: list[Cell], retry_fail
     return [(st, todo) for st, todo in work if todo]
 
 
-def run_serial(spec: MatrixSpec, work: Work, adapter: Adapter, store: Store, progress: Any, report: RunReport,
+def run_serial(spec: MatrixSpec, work: Work, adapter: ServerAdapter, store: Store, progress: Any, report: RunReport,
                log_dir: Path, baseline: list[int] | None, opts: RunOptions) -> None:
     """One tuple after another in this process."""
     for st, todo in work:

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench.engines import server_auth
-from specbench.engines.base import Launch
+from specbench.engines.base import Launch, ServerAdapter
 from specbench.errors import UserError
 from specbench.matrix import identity, lifecycle, orphans, telemetry
-from specbench.matrix.adapters import Adapter
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
 from specbench.matrix.diagnosis import diagnose, failure_suffix
 from specbench.matrix.expansion import Cell
@@ -75,7 +74,7 @@ def record_server(spec: MatrixSpec, pf: Preflight, store: Any) -> None:
                      status="skipped" if pf.verdict == "skipped" else "pending")
 
 
-def run_tuple(spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: Adapter, log_dir: Path,
+def run_tuple(spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: ServerAdapter, log_dir: Path,
               store: Any, progress: Any, tally: Any, baseline: list[int] | None = None,
               place: Placement = Placement()) -> None:
     """Record the tuple and run its cells (or skip them with the planner's reason)."""
@@ -91,7 +90,7 @@ def run_tuple(spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: Adapte
 
 
 class TupleRun:
-    def __init__(self, spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: Adapter, log_dir: Path,
+    def __init__(self, spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: ServerAdapter, log_dir: Path,
                  store: Any, progress: Any, tally: Any, baseline: list[int] | None, place: Placement):
         self.spec, self.pf, self.todo, self.adapter = spec, pf, todo, adapter
         self.store, self.progress, self.tally, self.baseline, self.place = store, progress, tally, baseline, place
@@ -290,7 +289,7 @@ def finished_note(metrics: dict[str, Any] | None) -> str | None:
     return f"{metrics['output_throughput']:.1f} tok/s" + (", over-saturated" if metrics.get("oversaturated") else "")
 
 
-def safe_cap(adapter: Adapter, info: dict[str, Any], log_text: str,
+def safe_cap(adapter: ServerAdapter, info: dict[str, Any], log_text: str,
              plan: dict[str, Any] | None) -> tuple[int | None, str | None]:
     """The server's running cap (engines/base.py::ServerAdapter.running_cap); unknown when it cannot be read."""
     try:
@@ -324,7 +323,7 @@ def model_mismatch(spec: MatrixSpec, argv: list[str], served: list[str] | None) 
             f"{want!r}; nothing was measured")
 
 
-def safe_read_back(adapter: Adapter, base_url: str, log_text: str) -> dict[str, Any]:
+def safe_read_back(adapter: ServerAdapter, base_url: str, log_text: str) -> dict[str, Any]:
     try:
         return dict(adapter.read_back(base_url, log_text))
     except Exception as exc:  # read-back is a record, never a reason to fail the cell
