@@ -1,8 +1,8 @@
 """A `MatrixSpec` -> its server tuples (one boot each, in phase order) and their cells (one client run each).
 
 Ids are stable hashes of the settings, so a re-run of the same matrix finds its finished cells in the store. The
-optional client keys (workload shape and sampling, schema.OPTIONAL_AXES) enter a cell's settings only when the matrix
-sets them, and its identity only when they differ from what the client did before they existed
+optional client keys (workload shape and sampling, load/results.py OPTIONAL_CLIENT_KEYS) enter a cell's settings only
+when the matrix sets them, and its identity only when they differ from what the client did before they existed
 (load/results.py CLIENT_DEFAULTS): the cells of a matrix that does not use them keep their ids.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 from specbench.engines.server_base import SPEC_V2_ENV
 from specbench.errors import UserError
 from specbench.load import speedup as speedups
-from specbench.load.results import is_default
+from specbench.load.results import OPTIONAL_CLIENT_KEYS, is_default
 from specbench.matrix import client_checks as cc
 from specbench.matrix.client_checks import stop_axis
-from specbench.matrix.schema import CLIENT_AXES, OPTIONAL_AXES, SERVER_SCALARS, MatrixSpec, SpecVariant
+from specbench.matrix.schema import CLIENT_AXES, SERVER_SCALARS, MatrixSpec, SpecVariant
 from specbench.matrix.schema_base import as_axis
 from specbench.redact import redact_obj
 
@@ -145,7 +145,7 @@ def size_problem(spec: MatrixSpec) -> tuple[str, tuple[Any, ...]] | None:
                      for v in s.spec)
     axes.append((("server", "spec"), n_variants))
     n_tuples = math.prod(n for _, n in axes)
-    client_axes = list(CLIENT_AXES) + list(OPTIONAL_AXES)
+    client_axes = list(CLIENT_AXES) + list(OPTIONAL_CLIENT_KEYS)
     per_key = {k: len(_optional_axis(k, getattr(spec.client, k)))
                for k in client_axes if getattr(spec.client, k) is not None}
     for ov in spec.override:
@@ -314,7 +314,7 @@ def cell_identity(client: dict[str, Any]) -> dict[str, Any]:
 
     `repeats` is part of it when set: a cell measured once is not the same result as one measured three times."""
     return {k: v for k, v in client.items()
-            if not (k in OPTIONAL_AXES and is_default(k, v)) and k not in NOT_IDENTITY}
+            if not (k in OPTIONAL_CLIENT_KEYS and is_default(k, v)) and k not in NOT_IDENTITY}
 
 
 def _optional_axis(key: str, value: Any) -> tuple[Any, ...]:
@@ -325,8 +325,8 @@ def _optional_axis(key: str, value: Any) -> tuple[Any, ...]:
 
 def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
     axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
-    axes += [(k, _optional_axis(k, client[k])) for k in OPTIONAL_AXES if client.get(k) is not None]
-    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES and k not in OPTIONAL_AXES
+    axes += [(k, _optional_axis(k, client[k])) for k in OPTIONAL_CLIENT_KEYS if client.get(k) is not None]
+    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES and k not in OPTIONAL_CLIENT_KEYS
              and not (k in DROPPED_WHEN_UNSET and v is None) and k != AUTO_REQUESTS}  # ids without them stay
     out = []
     server_view = {k: v for k, v in st.settings.items() if k != "notes"}

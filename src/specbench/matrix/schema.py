@@ -133,8 +133,7 @@ class ServerAxes(_Strict):
 # (.json ShareGPT, .jsonl, .csv, .parquet) or "hf:NAME[:SPLIT]" (the local Hugging Face cache) names any other.
 SERVER_SCALARS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
 CLIENT_AXES = ("concurrency", "prompt_tokens", "output_tokens", "num_requests", "dataset", "request_rate")
-# axes a cell carries only when set (load/results.py OPTIONAL_CLIENT_KEYS: the workload's shape, then sampling)
-OPTIONAL_AXES = OPTIONAL_CLIENT_KEYS
+# the axes a cell carries only when set are load/results.py OPTIONAL_CLIENT_KEYS (the workload's shape, then sampling)
 
 
 class Override(_Strict):
@@ -174,7 +173,7 @@ class Override(_Strict):
     @field_validator("client")
     @classmethod
     def _client(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        allowed = set(CLIENT_AXES) | set(OPTIONAL_AXES) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms",
+        allowed = set(CLIENT_AXES) | set(OPTIONAL_CLIENT_KEYS) | {"warmup_requests", "slo_ttft_ms", "slo_tpot_ms",
                                                              "repeats", "noisy_cv", "max_failed_fraction",
                                                              "allow_early_stop", "trim_warmup", "trim_cooldown"}
         for k in v:
