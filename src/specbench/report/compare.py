@@ -59,7 +59,6 @@ def describe(store: LoadedStore) -> str:
 SERVER_KEYS = (("mem_fraction_static", "mem"), ("max_running_requests", "mrr"), ("context_length", "ctx"),
                ("draft_model", "draft"), ("num_draft_tokens", "d"), ("num_steps", "steps"),
                ("eagle_topk", "topk"), ("ddtree_budget", "b"), ("flags", "flags"), ("env", "env"))
-_value = value_text  # the one rendering of a setting's value (load/axes.py)
 
 
 def varying_keys(stores: Sequence[LoadedStore]) -> tuple[tuple[str, str, str], ...]:
@@ -73,7 +72,7 @@ def varying_keys(stores: Sequence[LoadedStore]) -> tuple[tuple[str, str, str], .
     for where, keys in (("server", SERVER_KEYS), ("client", CLIENT_KEYS)):
         for key, short in keys:
             for cells in groups.values():
-                values = {_value(getattr(c, where).get(key)) for c in cells}
+                values = {value_text(getattr(c, where).get(key)) for c in cells}
                 if len(values) > 1:
                     out.append((where, key, short))
                     break
@@ -84,13 +83,13 @@ def series_name(store: LoadedStore, cell: CellRecord, multi: bool,
                 varying: Sequence[tuple[str, str, str]] = ()) -> str:
     """'<label>' or '<store>: <label>', plus ' [k=v ...]' for the settings that vary within a label."""
     name = f"{store.label}: {cell.label}" if multi else cell.label
-    extra = " ".join(f"{short}={_value(getattr(cell, where).get(key))}" for where, key, short in varying)
+    extra = " ".join(f"{short}={value_text(getattr(cell, where).get(key))}" for where, key, short in varying)
     return f"{name} [{extra}]" if extra else name
 
 
 def workload_name(cell: CellRecord, varying: Sequence[tuple[str, str, str]]) -> str:
     """The client-side part of the series suffix ('in=1024 out=256'): cells compare only within one."""
-    return " ".join(f"{short}={_value(cell.client.get(key))}" for where, key, short in varying if where == "client")
+    return " ".join(f"{short}={value_text(cell.client.get(key))}" for where, key, short in varying if where == "client")
 
 
 def workload_label(cell: CellRecord) -> str:
