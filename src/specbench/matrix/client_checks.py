@@ -15,9 +15,9 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.load.datasets import BUILTIN, RANDOM, load_dataset
 from specbench.load.lengths import parse_length
-from specbench.load.results import OPTIONAL_CLIENT_KEYS, check_sampling
+from specbench.load.results import check_sampling
 
-__all__ = ["OPTIONAL_CLIENT_KEYS", "SKIP", "base_dir", "partner", "category", "dataset", "length", "multi_turn", "sampling",
+__all__ = ["SKIP", "base_dir", "partner", "category", "dataset", "length", "multi_turn", "sampling",
            "stop_axis", "typed"]
 
 NUMERIC = {"temperature": (int, float), "top_p": (int, float), "top_k": (int,), "seed": (int,)}
