@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contracts import DiagnosisSummary
 from specbench.doctor.doctor import diagnose_file, diagnose_text
 
 DATA = Path(__file__).parent / "data"
@@ -24,6 +25,8 @@ ROUTINE = {"attention_block_size_overridden", "mamba_page_padding", "kv_padding_
 
 
 def _check(j: dict) -> int:
+    back = DiagnosisSummary.from_json(j).to_json()  # the doctor's typed result and its JSON, key for key, in order
+    assert back == j and [list(f) for f in back["fixes"]] == [list(f) for f in j["fixes"]]
     caps = 0
     for w in j["warnings"]:
         assert w["cap"] == (w["capped"] is not None), w

@@ -112,15 +112,16 @@ def test_incident_failing_log_without_a_reachable_config(model_path: str, resolv
     d = diagnose_text(text, gpu="RTX PRO 6000")
     assert d.status == "failed" and d.failure is not None and d.failure.kind == "max_running_requests_zero"
     assert "min(8, 2 // 4) = 0" in d.explanation and "8 × 16 draft tokens × 146.8 MiB = 18.35 GiB" in d.explanation
-    assert d.fixes and d.fixes[0]["change"] == {"--max-running-requests": 4}
-    frac = next(fx for fx in d.fixes if "--mem-fraction-static" in fx["change"])
-    assert frac["result"]["max_running_requests"] == 8 and frac["result"]["max_mamba_cache_size"] >= 32
-    assert 0.85 <= frac["change"]["--mem-fraction-static"] <= 0.9
+    assert d.fixes and d.fixes[0].change == {"--max-running-requests": 4}
+    frac = next(fx for fx in d.fixes if "--mem-fraction-static" in fx.change)
+    assert frac.result is not None and frac.result.max_running_requests == 8
+    assert frac.result.extra["max_mamba_cache_size"] >= 32
+    assert 0.85 <= frac.change["--mem-fraction-static"] <= 0.9
     notes = " ".join(d.notes)
     if resolved:
         assert "resolved by name to the bundled Qwen__Qwen3.6-27B-bf16-derived" in notes
     else:
-        assert "log-derived" in notes and all(fx["source"] == "log" for fx in d.fixes)
+        assert "log-derived" in notes and all(fx.extra["source"] == "log" for fx in d.fixes)
 
 
 def test_diff_without_argument_dumps_says_it_cannot_compare():

@@ -73,19 +73,26 @@ class FixResult:
 @dataclass(frozen=True)
 class Fix:
     """One nearest working configuration: the flags to change (`{flag: value}`, as the user types them; vLLM's
-    CPU space is the env word `VLLM_CPU_KVCACHE_SPACE`) and what the changed launch plans to."""
+    CPU space is the env word `VLLM_CPU_KVCACHE_SPACE`) and what the changed launch plans to. The doctor's fix of a
+    capped start (the value that lifts the cap, from the engine's own line) has no `result`: nothing was planned."""
 
     change: Mapping[str, Any]
-    result: FixResult
+    result: FixResult | None
     extra: Mapping[str, Any] = field(default_factory=dict)  # the doctor's `source`, `why`, `kind` (docs/contracts.md)
+    key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)  # as emitted (PlanResult.key_order)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Fix:
-        return cls(change=_frozen(d["change"]), result=FixResult.from_json(d["result"]),
-                   extra=_frozen({k: v for k, v in d.items() if k not in ("change", "result")}))
+        result = d.get("result")
+        return cls(change=_frozen(d["change"]), result=FixResult.from_json(result) if result is not None else None,
+                   extra=_frozen({k: v for k, v in d.items() if k not in ("change", "result")}), key_order=tuple(d))
 
     def to_json(self) -> dict[str, Any]:
-        return {"change": dict(self.change), "result": self.result.to_json(), **_plain(self.extra)}
+        out: dict[str, Any] = {"change": dict(self.change)}
+        if self.result is not None:
+            out["result"] = self.result.to_json()
+        out.update(_plain(self.extra))
+        return _in_order(out, self.key_order)
 
 
 # ------------------------------------------------------------------------------------------------ plan: per TP

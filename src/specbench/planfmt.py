@@ -31,6 +31,9 @@ def print_fixes(p: PlanResult, con: Console) -> None:
     for f in p.fixes[:6]:
         ch = " ".join(f"{k} {v}" for k, v in f.change.items())
         res = f.result
+        if res is None:  # only the doctor's cap fixes have none; a plan's fixes are all planned
+            con.print(f"  {escape(ch)}", highlight=False)
+            continue
         slots = res.extra.get("max_mamba_cache_size")
         con.print(f"  {escape(ch)}: starts, {fmt(res.kv_tokens)} KV tokens, "
                   f"max_running_requests={res.max_running_requests}"

@@ -13,6 +13,7 @@ from specbench.redact import redact_obj
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from specbench.contracts import Fix
     from specbench.doctor.diff import LogDiff
     from specbench.doctor.doctor import Diagnosis
 
@@ -122,7 +123,7 @@ def render_diagnosis(d: Diagnosis, path: str, console: Console) -> None:
         _print_fixes(d.fixes[:8], title, console)
 
 
-def _print_fixes(fixes: tuple[dict[str, Any], ...], title: str, console: Console) -> None:
+def _print_fixes(fixes: tuple[Fix, ...], title: str, console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -132,14 +133,14 @@ def _print_fixes(fixes: tuple[dict[str, Any], ...], title: str, console: Console
         t.add_column(col, justify="right", no_wrap=True, min_width=9)
     whys = []
     for fix in fixes:
-        res = fix.get("result", {})
+        res = fix.result
         # a fix with no flag to change (the host killed the process, another process holds the GPU) says what to do
-        change = " ".join(f"{k}" + ("" if v is None else f" {v}") for k, v in (fix.get("change") or {}).items()) \
-            or str(fix.get("kind") or "")
-        t.add_row(escape(change), _g(res.get("status")), _g(res.get("max_running_requests")),
-                  _g(res.get("kv_tokens")), _g(res.get("max_mamba_cache_size")))
-        if fix.get("why"):
-            whys.append(f"  {escape(change)}: {escape(str(fix['why']))}")
+        change = " ".join(f"{k}" + ("" if v is None else f" {v}") for k, v in fix.change.items()) \
+            or str(fix.extra.get("kind") or "")
+        t.add_row(escape(change), _g(res.status if res else None), _g(res.max_running_requests if res else None),
+                  _g(res.kv_tokens if res else None), _g(res.extra.get("max_mamba_cache_size") if res else None))
+        if fix.extra.get("why"):
+            whys.append(f"  {escape(change)}: {escape(str(fix.extra['why']))}")
     console.print(t)
     for line in whys:
         console.print(line)

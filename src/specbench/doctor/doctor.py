@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specbench.contracts import BudgetRow, PlanOptions, PlanResult
+from specbench.contracts import BudgetRow, Fix, PlanOptions, PlanResult
 from specbench.doctor import reading
 from specbench.doctor.checks import claimed_quant, weight_check
 from specbench.doctor.explain import failure_sentences, started_sentences
@@ -35,7 +35,7 @@ class Diagnosis:
     facts: LogFacts
     explanation: str
     budget: tuple[BudgetRow, ...] = ()
-    fixes: tuple[dict[str, Any], ...] = ()
+    fixes: tuple[Fix, ...] = ()
     notes: tuple[str, ...] = ()
     plan: PlanResult | None = None  # the planner's own result for the logged launch, when available
     extra: dict[str, Any] = field(default_factory=dict)
@@ -52,7 +52,7 @@ class Diagnosis:
             "failure": self.failure.to_dict() if self.failure else None,
             "facts": self.facts.to_dict(),
             "explanation": self.explanation,
-            "fixes": list(self.fixes),
+            "fixes": [f.to_json() for f in self.fixes],
             "engine": self.facts.engine,
             "engine_version": self.facts.engine_version,
             "budget": [r.to_dict() for r in self.budget],
@@ -304,7 +304,7 @@ def _run_notes(facts: LogFacts, failure: Failure | None, parsed: _Parsed) -> lis
 
 def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[LogWarning, ...], with_fixes: bool,
            engine_version: str | None, gpu: str | None, draft_config: str | None,
-           text: str) -> tuple[PlanResult | None, tuple[dict[str, Any], ...], list[str]]:
+           text: str) -> tuple[PlanResult | None, tuple[Fix, ...], list[str]]:
     """(the planner's result, the fixes, notes). A failure's own numbers give the first fixes (the engine's
     `failure_fixes`, the host's); the planner's nearest configurations follow; with neither, the engine's model-free
     `log_fixes`. A healthy start gets none: the planner's nearby configurations serve less than it already does."""
@@ -336,7 +336,7 @@ def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[L
             why = None
     if why and not own:
         notes.append(f"No fixes: {why}.")
-    return plan, tuple(fixes), notes
+    return plan, tuple(Fix.from_json(f) for f in fixes), notes
 
 
 def _failure_fixes(facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:

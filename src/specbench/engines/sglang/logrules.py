@@ -216,14 +216,15 @@ def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
     fit = next((m for m in range(req - 1, 0, -1) if slots(m, pools) >= (m + 1) * rho), None)  # type: ignore[operator]
     if fit is not None:
         out.append({"change": {"--max-running-requests": fit}, "source": "log",
-                    "result": {"status": "ok", "max_running_requests": fit, "max_mamba_cache_size": slots(fit, pools)},
+                    "result": {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": fit,
+                               "max_mamba_cache_size": slots(fit, pools)},
                     "why": f"{src}; about {slots(fit, pools)} Mamba slots for {fit} x {rho} per request"})
     need = (((req + 1) * rho + 1) * per) / phi + scratch(req)  # type: ignore[operator]
     frac = 1 - (rest - need) / b  # type: ignore[operator]
     frac = int(frac * 100 + 0.999) / 100
     if f < frac <= 0.95:
         out.append({"change": {"--mem-fraction-static": frac}, "source": "log",
-                    "result": {"status": "ok", "max_running_requests": req,
+                    "result": {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": req,
                                "max_mamba_cache_size": slots(req, rest - b * (1 - frac))},  # type: ignore[operator]
                     "why": f"{src}; pools {need:.2f} GiB hold {req} x {rho} slots"})
     return out
