@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from specbench import redact
-from specbench.engines import server_auth
+from specbench.engines import httpclient, server_auth
 from specbench.matrix import identity
 from specbench.matrix.watchdog import Watchdog, stop_marked
 
@@ -303,7 +303,7 @@ def wait_ready(proc: ServerProcess, base_url: str, health_paths: Sequence[str],
     def left() -> float:
         return max(0.05, deadline - time.monotonic())
 
-    with httpx.Client(timeout=httpx.Timeout(5.0), trust_env=False, headers=server_auth.headers()) as client:
+    with httpclient.client(trust_env=False, timeout=httpx.Timeout(5.0), headers=server_auth.headers()) as client:
         while True:
             rc = proc.returncode()
             if rc is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from specbench.engines import server_auth
+from specbench.engines import httpclient, server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, planned_cap
@@ -65,7 +65,7 @@ class OpenAIServer(ServerBase):
 def models_info(base_url: str) -> list[dict[str, Any]] | None:
     """`/v1/models` `data` (id, max_model_len ...); None when the server does not answer it."""
     try:
-        with httpx.Client(timeout=10.0, trust_env=False, headers=server_auth.headers()) as c:
+        with httpclient.client(trust_env=False, timeout=10.0, headers=server_auth.headers()) as c:
             r = c.get(base_url + "/v1/models")
         return r.json().get("data") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
@@ -78,7 +78,7 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang's (the second
 def server_info(base_url: str, timeout_s: float = 10.0,
                 paths: Sequence[str] = SERVER_INFO_PATHS) -> dict[str, Any] | None:
     """`{"source": path, "info": {...}}` from the first of `paths` that answers 200 with a JSON object; else None."""
-    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
+    with httpclient.client(trust_env=False, timeout=timeout_s, headers=server_auth.headers()) as c:
         for path in paths:
             try:
                 r = c.get(base_url + path)
@@ -97,7 +97,7 @@ def server_info(base_url: str, timeout_s: float = 10.0,
 def post_path(base_url: str, path: str, timeout_s: float = 30.0) -> tuple[bool, str]:
     """POST `path` with an empty body: (answered 2xx, the status and the start of the answer)."""
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
+        with httpclient.client(trust_env=False, timeout=timeout_s, headers=server_auth.headers()) as c:
             r = c.post(base_url + path)
     except httpx.HTTPError as exc:
         return False, f"{path}: {type(exc).__name__}: {exc}"
@@ -107,7 +107,7 @@ def post_path(base_url: str, path: str, timeout_s: float = 30.0) -> tuple[bool, 
 def metrics_text(base_url: str) -> str | None:
     """GET /metrics (vLLM's spec-decode counters live there); None when the server has none."""
     try:
-        with httpx.Client(timeout=10.0, trust_env=False, headers=server_auth.headers()) as c:
+        with httpclient.client(trust_env=False, timeout=10.0, headers=server_auth.headers()) as c:
             r = c.get(base_url + "/metrics")
     except httpx.HTTPError:
         return None
@@ -115,7 +115,7 @@ def metrics_text(base_url: str) -> str | None:
 
 
 def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
-    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
+    with httpclient.client(trust_env=False, timeout=timeout_s, headers=server_auth.headers()) as c:
         r = c.get(base_url + "/v1/models")
         r.raise_for_status()
         data = r.json().get("data") or []
@@ -125,7 +125,7 @@ def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
 def openai_probe(base_url: str, timeout_s: float) -> None:
     """One short completion through the OpenAI API; raises on failure."""
     model = served_model(base_url, min(timeout_s, 10.0))
-    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
+    with httpclient.client(trust_env=False, timeout=timeout_s, headers=server_auth.headers()) as c:
         r = c.post(base_url + "/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 2,
                                                       "temperature": 0})
         r.raise_for_status()

@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from specbench.engines import argv as argv_words
-from specbench.engines import server_auth
+from specbench.engines import httpclient, server_auth
 from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
@@ -152,7 +150,7 @@ def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
         body["input_ids"] = [1, 2, 3, 4]
     else:
         body["text"] = "Hello"
-    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server_auth.headers()) as c:
+    with httpclient.client(trust_env=False, timeout=timeout_s, headers=server_auth.headers()) as c:
         r = c.post(base_url + "/generate", json=body)
         r.raise_for_status()
         data = r.json()

