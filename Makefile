@@ -47,13 +47,10 @@ lint: venv
 # Two workers (pytest-xdist): every `engine` test runs on one of them, one boot at a time, the other tests by module on both
 # (tests/conftest.py, tests/engine_boot.py). The summary line "engine boots this session: N" counts the boots.
 PYTEST_WORKERS ?= 2
-# The other tests run at this niceness, so the `engine` tests (the critical path) get the CPU first
-# (tests/conftest.py::FILLER_NICE_ENV); FILLER_NICE= turns it off.
-FILLER_NICE ?= 10
 # The busy pass's tests run there only (tests/conftest.py::BUSY_PASS_ENV), not twice.
 test: venv lint engine models browser
 	$(PYC) SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) SPECBENCH_RUN_IN_BUSY_PASS="$(BUSY_TESTS)" \
-		SPECBENCH_FILLER_NICE=$(FILLER_NICE) $(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
+		$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
 	$(MAKE) test-busy
 
 # The signal and lifecycle tests with every core busy (one Python busy loop per core, tools/ci/busy.py): they

@@ -90,10 +90,7 @@ def _stop_the_shared_engine() -> Iterator[None]:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A `models` test without the tiny models skips; an `engine` test that boots its own engine gets the machine
-    to itself (the shared engine stops first); a worker yields the CPU to the engine tests once it runs others
-    (_yield_to_the_engine_tests)."""
-    if not item.get_closest_marker("engine"):
-        _yield_to_the_engine_tests(item.config)
+    to itself (the shared engine stops first)."""
     if item.get_closest_marker("models"):
         local_models_or_skip()
     if item.get_closest_marker("engine") and not set(SHARED_SERVERS) & set(getattr(item, "fixturenames", ())):
@@ -101,24 +98,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 # ------------------------------------------------------------------------------------------ markers, workers
-
-# Under `make test` the `engine` tests (one unit on one worker, sent first: pytest_xdist_make_scheduler) are the
-# run's critical path: ~8 minutes of boots and generation one after another, while the other tests are many short
-# ones that also wait (servers starting, signals, timeouts). A worker that runs a test of the second kind lowers its
-# own priority to this niceness (one way: an unprivileged process may lower its priority, not raise it back), and the
-# processes its tests start inherit it, so the engine tests get the CPU they ask for and the rest fill what is left.
-# Set by the Makefile; unset (a plain `pytest`), nothing changes.
-FILLER_NICE_ENV = "SPECBENCH_FILLER_NICE"
-
-
-def _yield_to_the_engine_tests(config: pytest.Config) -> None:
-    want = os.environ.get(FILLER_NICE_ENV, "")
-    if not want.isdigit() or not hasattr(config, "workerinput"):
-        return
-    now = os.getpriority(os.PRIO_PROCESS, 0)
-    if now < int(want):
-        os.setpriority(os.PRIO_PROCESS, 0, int(want))
-
 
 
 def local_models_or_skip() -> Path:
