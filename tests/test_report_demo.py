@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 import sqlite3
@@ -89,3 +90,27 @@ def test_demo_export_matches_store(demo_store: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(export([load_store(demo_store)], "csv"))))
     con = sqlite3.connect(demo_store)
     assert {r["cell_id"] for r in rows} == {cid for (cid,) in con.execute("SELECT cell_id FROM cells")}
+
+
+def test_each_server_reports_the_pool_the_planner_predicted(demo_store: Path) -> None:
+    """The planner before the boot, the engine after it, for each of the demo's servers (autoregressive, a draft of
+    another shape, the target drafting for itself): the store's plan and the engine's own read-back (its /metrics
+    cache_config_info and its log) agree on the KV pool; the autoregressive one reports no speculative decoding and
+    its pool is the whole KV space at 2,048 bytes a token (tiny-target: 4 layers x 2 (K, V) x 2 KV heads x 64, bf16).
+    (This is the plain server's check; it had a boot of its own in test_engine_vllm_cpu.py.)"""
+    con = sqlite3.connect(demo_store)
+    try:
+        servers = con.execute("SELECT settings_json, plan_json, server_info_json FROM servers").fetchall()
+    finally:
+        con.close()
+    labels = set()
+    for settings_json, plan_json, info_json in servers:
+        settings, plan, info = json.loads(settings_json), json.loads(plan_json), json.loads(info_json)
+        facts, cache = info["log_facts"], info["cache_config_info"]
+        labels.add(settings["label"])
+        assert info["version"] == "0.32.0" and info["models"][0]["max_model_len"] == 1024 == facts["max_model_len"]
+        assert int(cache["kv_cache_size_tokens"]) == facts["kv_tokens"] == plan["kv_tokens"], settings["label"]
+        if settings["label"] == "ar":
+            assert info["spec_decode"] == {}
+            assert facts["kv_tokens"] == int(cache["kv_cache_memory_bytes"]) // 2048
+    assert labels == {"ar", "draft-tiny", "self-draft"}
