@@ -44,9 +44,12 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Two workers (pytest-xdist): every `engine` test runs on one of them, one boot at a time, the other tests by module on both
-# (tests/conftest.py, tests/engine_boot.py). The summary line "engine boots this session: N" counts the boots.
-PYTEST_WORKERS ?= 2
+# Three workers (pytest-xdist) on this 2-core machine: every `engine` test runs on one of them, one boot at a time, the
+# other tests by module on the rest (tests/conftest.py, tests/engine_boot.py). One worker more than cores because the
+# other tests wait a lot (servers starting, signals, timeouts): at -n 2 the cores were 73 % busy (22:40 CPU-minutes in
+# 15:33); -n 3: 11:45 in all, every test passed (benchmarks/RESULTS.md, 2026-12-03). The summary line "engine boots
+# this session: N" counts the boots.
+PYTEST_WORKERS ?= 3
 # The busy pass's tests run there only (tests/conftest.py::BUSY_PASS_ENV), not twice.
 test: venv lint engine models browser
 	$(PYC) SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) SPECBENCH_RUN_IN_BUSY_PASS="$(BUSY_TESTS)" \
@@ -59,8 +62,8 @@ BUSY_TESTS := tests/test_matrix_lifecycle.py tests/test_orphans.py tests/test_pr
 	tests/test_interrupt_exit_status.py tests/test_run_faults.py \
 	tests/test_run_instant.py::test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time \
 	tests/test_run_instant.py::test_sigkill_of_the_runner_loses_no_finished_cell_and_reruns_none
-# Two workers there too: with a busy loop on every core besides them, each test gets less than a core (the
-# condition is stricter, not looser), and the pass takes 74 s instead of 101 s (benchmarks/RESULTS.md).
+# Several workers there too: with a busy loop on every core besides them, each test gets less than a core (the
+# condition is stricter, not looser); 101 s serially, 74 s at -n 2, 47 s at -n 3 (benchmarks/RESULTS.md).
 test-busy: venv
 	$(PYC) $(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "not engine" -n $(PYTEST_WORKERS) \
 		$(BUSY_TESTS)

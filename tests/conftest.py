@@ -1,4 +1,4 @@
-"""Test-wide pins, the shared engine boots, and how `make test` spreads the suite over two workers.
+"""Test-wide pins, the shared engine boots, and how `make test` spreads the suite over its workers.
 
 Pins: vLLM's CPU sizing depends on the machine (specbench.engines.vllm.cpu.CpuIsa: AVX512-BF16 and AMX, as torch
 reports them to vLLM). The exact CPU numbers the unit tests assert are those of the machine the fixtures in
@@ -13,8 +13,8 @@ one engine at a time. Add a configuration here rather than booting one in a test
 
 Markers: `engine` (boots the real local engine, or needs its venv), `models` (needs the tiny local models that
 `make models` builds: skipped without them, failed under CI); everything else runs on a fresh clone
-(`make test-fast`). Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every `engine` test joins one
-group (pytest_xdist_make_scheduler below), so they run one after another on one worker while the other worker runs
+(`make test-fast`). Under pytest-xdist (`make test`: `-n 3 --dist loadgroup`) every `engine` test joins one
+group (pytest_xdist_make_scheduler below), so they run one after another on one worker while the other workers run
 the rest. The summary counts the
 engine boots of the session (every server log under the session's temporary folder).
 """

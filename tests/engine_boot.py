@@ -18,8 +18,8 @@ A boot costs 20-80 s on a 2-core machine, so a configuration is booted once and 
 the running one, asking for the same one again reuses it, so tests of one configuration belong in one module or
 in adjacent ones. A test that boots its own engine (a `specbench run`) is marked `engine` and asks for no shared
 server: conftest.py stops the shared one before it starts. Every test marked `engine` runs on one xdist worker
-(`make test`: `-n 2 --dist loadgroup`, conftest.py puts them in one group), so two engines never boot at once and
-the fast tests run on the other worker. The session's summary counts the boots (conftest.py).
+(`make test`: `-n 3 --dist loadgroup`, conftest.py puts them in one group), so two engines never boot at once and
+the other tests run on the other workers. The session's summary counts the boots (conftest.py).
 
 Start and stop go through `specbench.matrix.lifecycle.ServerProcess` (own process group, log to a file,
 SIGTERM then SIGKILL of the group), the same code the runner uses, instead of a Popen/killpg copy per test module.
