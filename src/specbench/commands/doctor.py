@@ -137,8 +137,9 @@ def _print_fixes(fixes: tuple[Fix, ...], title: str, console: Console) -> None:
         # a fix with no flag to change (the host killed the process, another process holds the GPU) says what to do
         change = " ".join(f"{k}" + ("" if v is None else f" {v}") for k, v in fix.change.items()) \
             or str(fix.extra.get("kind") or "")
-        t.add_row(escape(change), _g(res.status if res else None), _g(res.max_running_requests if res else None),
-                  _g(res.kv_tokens if res else None), _g(res.extra.get("max_mamba_cache_size") if res else None))
+        planned = (res.status, res.max_running_requests, res.kv_tokens, res.extra.get("max_mamba_cache_size")) \
+            if res is not None else (None,) * 4  # a cap's own fix: nothing planned
+        t.add_row(escape(change), *(_g(v) for v in planned))
         if fix.extra.get("why"):
             whys.append(f"  {escape(change)}: {escape(str(fix.extra['why']))}")
     console.print(t)

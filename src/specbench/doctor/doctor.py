@@ -310,12 +310,12 @@ def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[L
     `log_fixes`. A healthy start gets none: the planner's nearby configurations serve less than it already does."""
     notes: list[str] = []
     plan: PlanResult | None = None
-    planned: list[dict[str, Any]] = []
+    planned: list[Fix] = []
     why: str | None = None
     if with_fixes and facts.engine is not None:
         plan, why = planner_result(facts, engine_version, gpu, draft_config, text)
         if plan is not None:
-            planned = [f.to_json() for f in plan.fixes]
+            planned = list(plan.fixes)
             notes += _plan_vs_log(plan, facts)
     src = facts_model_source(facts)
     path = facts.server_args.get("model_path") or facts.server_args.get("model")
@@ -325,18 +325,18 @@ def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[L
     if not with_fixes or (failure is None and not any(w.cap for w in warns)):
         return plan, (), notes + ([f"No fixes: {why}."] if why and failure is not None else [])
     # a failure's own numbers; for a capped start, the cap's own fix (the value that lifts it) before the planner's
-    own = _failure_fixes(facts, failure) if failure is not None else \
-        [fx for w in warns if w.cap for fx in w.fixes if any(v is not None for v in (fx.get("change") or {}).values())]
+    own = [Fix.from_json(fx) for fx in (_failure_fixes(facts, failure) if failure is not None else [
+        fx for w in warns if w.cap for fx in w.fixes if any(v is not None for v in (fx.get("change") or {}).values())])]
     fixes = _dedupe(own + planned)
     if not fixes and failure is not None and facts.engine is not None:
-        fixes = list(_log_fixes(facts, failure.kind))
+        fixes = [Fix.from_json(fx) for fx in _log_fixes(facts, failure.kind)]
         if fixes:
             notes.append("Fixes are log-derived: no model config resolved, so they come from the log's own numbers "
                          "(pool sizes, free memory, weights), not from the planner.")
             why = None
     if why and not own:
         notes.append(f"No fixes: {why}.")
-    return plan, tuple(Fix.from_json(f) for f in fixes), notes
+    return plan, tuple(fixes), notes
 
 
 def _failure_fixes(facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
@@ -344,12 +344,12 @@ def _failure_fixes(facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
     return host_fixes(failure) or engine(facts.engine).failure_fixes(facts, failure)
 
 
-def _dedupe(fixes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _dedupe(fixes: list[Fix]) -> list[Fix]:
     """The first fix for each change (the failure's own before the planner's for the same flag and value)."""
     seen: set[str] = set()
     out = []
     for fx in fixes:
-        key = repr(sorted((fx.get("change") or {}).items())) + str(fx.get("kind"))
+        key = repr(sorted(fx.change.items())) + str(fx.extra.get("kind"))
         if key not in seen:
             seen.add(key)
             out.append(fx)
