@@ -186,11 +186,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
         def _assign_work_unit(self, node) -> None:  # type: ignore[no-untyped-def]
             """Longest first: xdist orders the units by their number of tests, which sent the `engine` unit (20
-            tests, ~8 minutes: the run's critical path) after a dozen larger modules of quick unit tests, and the
-            slow modules (few tests of seconds each) last, where one of them kept a worker busy while the other had
-            nothing left. The next unit is the `engine` one, then a slow module, then the rest in xdist's order."""
+            tests, the run's critical path) after a dozen larger modules of quick unit tests, and the slow modules
+            (few tests of seconds each) last, where one of them kept a worker busy after the others had finished.
+            The next unit is the `engine` one, then a slow module, then the rest in xdist's order."""
             queue = self.workqueue
-            first = next((scope for scope in queue if scope == ENGINE_GROUP), None) or \
+            first = ENGINE_GROUP if ENGINE_GROUP in queue else \
                 next((scope for scope in queue if Path(scope).name in SLOW_MODULES), None)
             if first is not None:
                 queue.move_to_end(first, last=False)
