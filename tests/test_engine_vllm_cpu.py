@@ -159,9 +159,10 @@ class TestHybridServer:
 @pytest.mark.engine
 class TestTargetServer:
     """The shared boot of tiny-target drafting for itself (conftest.py::self_draft_server): what any client of it
-    sees, streamed token counts, the effective settings, the chat template's prompt count. The same checks of a
-    server without speculative decoding read the demo run's autoregressive server (test_report_demo.py: one boot
-    fewer than a plain boot of its own)."""
+    sees, streamed token counts, the effective settings, the chat template's prompt count. A server without
+    speculative decoding has no boot of its own: its streamed token ids against its usage are checked on the workload
+    run's autoregressive server (test_run_engine_workload.py), its KV pool against the plan on the demo run's
+    (test_report_demo.py)."""
 
     def test_streams_exact_token_counts(self, self_draft_server: Server) -> None:
         chunks, done, usage = [], False, None
