@@ -144,3 +144,23 @@ def test_stream_delivery_flags_a_burst_stream():
     assert stream_delivery([req(64, 0.004)] * 4, None)["stream_warning"] is None
     assert stream_delivery([req(64, 0.004, events=16)] * 4, 4.0)["stream_warning"] is None  # spec: ~accept len
     assert stream_delivery([req(64, 0.004, events=2)] * 4, 4.0)["stream_warning"] is not None
+
+
+def _timed(ttfts: list[float], *, overlap: bool) -> list[RequestResult]:
+    """Requests sent 1 s apart, each lasting 0.5 s; `overlap`: 2 s each instead, so two are in flight at once."""
+    span = 2.0 if overlap else 0.5
+    return [RequestResult(i, float(i), t, span, (), 24, 16) for i, t in enumerate(ttfts)]
+
+
+def test_ttft_growth_is_saturation_only_where_requests_overlapped() -> None:
+    from specbench.load.integrity import saturation
+
+    ttfts = [0.010] * 4 + [0.012] * 4 + [0.025] * 4  # 2.5x from the first third to the last
+    one_at_a_time = saturation(_timed(ttfts, overlap=False), queued=False)
+    assert one_at_a_time["ttft_growth"] == pytest.approx(2.5) and one_at_a_time["peak_in_flight"] == 1
+    assert not one_at_a_time["oversaturated"] and one_at_a_time["saturation_reason"] is None
+    overlapping = saturation(_timed(ttfts, overlap=True), queued=False)
+    assert overlapping["peak_in_flight"] == 2
+    assert overlapping["oversaturated"] and "TTFT grew 2.5x" in overlapping["saturation_reason"]
+    flat = saturation(_timed([0.010] * 12, overlap=True), queued=False)
+    assert not flat["oversaturated"]
