@@ -73,6 +73,16 @@ def test_demo_report_has_every_cell_and_real_numbers(demo_store: Path, demo_repo
             assert rows[c.cell_id].speedup == pytest.approx(c.metrics["output_throughput"] / ar[c.concurrency])
 
 
+def test_self_draft_accepts_every_draft_token(demo_store: Path) -> None:
+    """The target drafting for itself, greedy: every drafted token is accepted, 1 + 3 tokens per verify step
+    (vLLM's definition, read from its counters); moved here from test_run_engine.py's first cell."""
+    cells = [c for c in load_store(demo_store).cells if c.label == "self-draft"]
+    assert len(cells) == 2 and all(c.status == "done" for c in cells)
+    for c in cells:
+        assert c.metrics["accept_length_source"] == "vllm_metrics"
+        assert c.metrics["accept_length_mean"] == pytest.approx(4.0, abs=0.3), c.concurrency
+
+
 def test_demo_plots_are_images_with_one_tp_panel(demo_report: Written) -> None:
     by = {p.name: p for p in demo_report.report.plots}
     assert {"throughput.png", "tpot.png", "pareto.png"} <= set(by)
