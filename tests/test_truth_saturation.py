@@ -3,17 +3,25 @@ with a batch-dependent step (testing/instant_truth.py: a step with n requests ru
 at most CAP run at once; autoregressive, 1 token per running request a step). Closed loop at concurrency c the
 server runs n = min(c, CAP): TPOT = step(n), output throughput = n / step(n) (`instant_truth.step_model`).
 
-Stated tolerances: a sleep never ends early, so the stored TPOT is at least 0.95 x the model's and the throughput at
-most 1.05 x; a busy machine wakes late (a shared 2-core machine adds several ms a step), so the rest is checked against
-the step the server really took at that batch width (`--truth-file`, `step_ms_by_running`): TPOT within 20 %,
-throughput = n / that step within [0.7, 1.05] (a closed loop below the cap loses a round trip between waves). The over-saturation flag fires where the queue never
-drains (c = 16 and 64 on a cap of 8, closed loop) and not below the cap (c = 1, 4), nor at c = 16 when a slow
-arrival rate keeps fewer than CAP in flight (nothing waited at the server)."""
+Each cell is checked against what the server did while that cell ran (`--truth-file` `requests`: the server's own
+times of every request, picked by the cell's [started_at, ended_at] in the store), never against an average over
+the run: a busy machine's load changes from cell to cell (CI: a c=1 cell at 7.3 ms a token beside width-1 steps of
+7.9 ms averaged over every cell failed the old bound). Stated tolerances: a sleep never ends early, so the server's
+step is at least 0.97 x the model's, the stored TPOT at least 0.95 x and the throughput at most 1.05 x; the stored
+TPOT is the server's within 20 % (a busy client reads late); the client's window holds the server's (it sends
+first and reads last), so its throughput is at most 1.02 x the server's over its requests and, on a busy 2-core
+machine, at least 0.8 x. Tokens per server step (throughput x the server's step) is the batch width that ran: at
+most n; above the cap the queue never drains, so at least 0.8 x CAP; below it a closed loop loses a round trip
+between waves (at least 0.6 x n). The over-saturation flag fires where the queue never drains (c = 16 and 64 on a
+cap of 8, closed loop) and not below the cap (c = 1, 4), nor at c = 16 when a slow arrival rate keeps fewer than
+CAP in flight (nothing waited at the server)."""
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
+from dataclasses import dataclass
 
 import pytest
 
@@ -26,8 +34,8 @@ AXES = "data=specbench-mini"  # the workload axis every cell sets (the default d
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[tuple[int, object], dict], dict]:
-    """Each cell's metrics by (concurrency, request_rate), and what the closed-loop server really did over its four
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[tuple[int, object], dict], dict[int, Served]]:
+    """Each cell's metrics by (concurrency, request_rate), and what the closed-loop server did in each of its four
     cells (`closed`: c = 1, 4, 16, 64, 2 requests per unit of concurrency, at least 8; `paced`: c = 16 at 10/s,
     temperature 0.7). The run's terminal output goes to RUN_TEXT."""
     d = tmp_path_factory.mktemp("saturation")
@@ -38,48 +46,68 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[tuple[int, objec
     store = d / "r.sqlite"
     r, shown = cli_tty("run", str(m), "--store", str(store))  # the progress display on, as on a terminal
     assert r.returncode == 0, shown
-    cells = {(c["concurrency"], c.get("request_rate", "inf")): x for c, x in
-             ((json.loads(c), json.loads(x)) for c, x in rows(store, "SELECT client_json, metrics_json FROM cells"))}
+    table = [(json.loads(c), json.loads(x), lab, t0, t1) for c, x, lab, t0, t1 in
+             rows(store, "SELECT client_json, metrics_json, label, started_at, ended_at FROM cells")]
+    cells = {(c["concurrency"], c.get("request_rate", "inf")): x for c, x, *_ in table}
+    served = json.loads((d / "closed.json").read_text())["requests"]
+    by_cell = {c["concurrency"]: Served.within(served, t0, t1) for c, _, lab, t0, t1 in table if lab == "closed"}
     RUN_TEXT.update(progress=shown, summary=r.stdout)
-    return cells, json.loads((d / "closed.json").read_text())
+    return cells, by_cell
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the server did for one cell's requests (its own clock): how many, their tokens, the span from the first
+    one's arrival to the last one's end, and the mean step after each one's first token (its TPOT, lateness and all)."""
+    requests: int
+    tokens: int
+    span_s: float
+    step_ms: float
+
+    @classmethod
+    def within(cls, served: list[list[float]], t0: float, t1: float) -> Served:
+        mine = [r for r in served if t0 <= r[3] <= t1]  # [tokens, verify steps, accepted, submitted, first, done]
+        assert mine, (t0, t1)
+        tpot = [(r[5] - r[4]) / (r[0] - 1) for r in mine]
+        return cls(len(mine), int(sum(r[0] for r in mine)), max(r[5] for r in mine) - min(r[3] for r in mine),
+                   1000.0 * statistics.fmean(tpot))
+
+    @property
+    def throughput(self) -> float:
+        return self.tokens / self.span_s
 
 
 RUN_TEXT: dict[str, str] = {}  # what the run showed: its progress display (stderr on a terminal) and summary
 
 
-def _realized_step(truth: dict, n: int) -> float:
-    """The mean step the server really took with n requests running (`step_ms_by_running`, instant_truth.py)."""
-    return float(truth["step_ms_by_running"][str(n)][1])
-
-
 @pytest.mark.parametrize("c", [1, 4, 16, 64])
-def test_tpot_and_throughput_follow_the_step_model(run: tuple[dict, dict], c: int) -> None:
-    cells, truth = run
-    x, want = cells[(c, "inf")], step_model(STEP_MS, PER_MS, c, CAP)
-    n = min(c, CAP)
-    assert x["effective_concurrency"] == n and x["running_cap"] == CAP
-    real = _realized_step(truth, n)
-    assert real >= 0.97 * want["tpot_ms"]  # the server's step is the model's, plus its sleeps' lateness
+def test_tpot_and_throughput_follow_the_step_model(run: tuple[dict, dict[int, Served]], c: int) -> None:
+    cells, served = run
+    x, want, srv = cells[(c, "inf")], step_model(STEP_MS, PER_MS, c, CAP), served[c]
+    assert x["effective_concurrency"] == min(c, CAP) and x["running_cap"] == CAP
+    assert srv.requests == x["completed"] and srv.tokens == x["total_output_tokens"]  # the cell's, and only those
+    assert srv.step_ms >= 0.97 * want["tpot_ms"]  # the server's step is the model's, plus its sleeps' lateness
     assert x["tpot_ms_mean"] >= 0.95 * want["tpot_ms"]
-    assert x["tpot_ms_mean"] == pytest.approx(real, rel=0.2), (x["tpot_ms_mean"], real, want)
-    thr, real_thr = x["output_throughput"], 1000.0 * n / real
-    assert 0.7 * real_thr <= thr <= 1.05 * real_thr, (thr, real_thr, want)
+    assert x["tpot_ms_mean"] == pytest.approx(srv.step_ms, rel=0.2), (x["tpot_ms_mean"], srv, want)
+    thr = x["output_throughput"]
+    assert 0.8 * srv.throughput <= thr <= 1.02 * srv.throughput, (thr, srv, want)
     assert thr <= 1.05 * want["output_tokens_per_s"]
 
 
-def test_throughput_saturates_at_the_cap(run: tuple[dict, dict]) -> None:
-    """Above the cap the batch no longer widens: c = 16 and 64 both run 8 wide and their throughputs agree (20 %);
-    from 1 to 4 and 4 to 16 the gain is the one the steps really taken give (+-25 %)."""
-    cells, truth = run
-    thr = {c: cells[(c, "inf")]["output_throughput"] for c in (1, 4, 16, 64)}
-    real = {c: min(c, CAP) / _realized_step(truth, min(c, CAP)) for c in thr}
-    assert thr[64] == pytest.approx(thr[16], rel=0.2)
-    assert thr[4] / thr[1] == pytest.approx(real[4] / real[1], rel=0.25)
-    assert thr[16] / thr[4] == pytest.approx(real[16] / real[4], rel=0.25)
-    assert truth["max_running_seen"] == CAP
+def test_throughput_saturates_at_the_cap(run: tuple[dict, dict[int, Served]]) -> None:
+    """Tokens per step the server took (throughput x its step in that cell) is the batch width that ran: 1 and 4 below
+    the cap (a closed loop's round trips between waves cost up to 40 %), CAP at c = 16 and 64 (the queue keeps the
+    batch full), so the throughput stops growing at the cap however long the server's steps were in each cell."""
+    cells, served = run
+    width = {c: cells[(c, "inf")]["output_throughput"] * served[c].step_ms / 1000.0 for c in (1, 4, 16, 64)}
+    for c in (1, 4):
+        assert 0.6 * c <= width[c] <= 1.05 * c, width
+    for c in (16, 64):
+        assert 0.8 * CAP <= width[c] <= 1.05 * CAP, width
+    assert width[64] == pytest.approx(width[16], rel=0.15), width
 
 
-def test_oversaturation_fires_only_where_requests_waited(run: tuple[dict, dict]) -> None:
+def test_oversaturation_fires_only_where_requests_waited(run: tuple[dict, dict[int, Served]]) -> None:
     cells, _ = run
     for c in (16, 64):
         x = cells[(c, "inf")]
@@ -94,7 +122,7 @@ def test_oversaturation_fires_only_where_requests_waited(run: tuple[dict, dict])
     assert cells[(64, "inf")]["peak_in_flight"] == 64
 
 
-def test_progress_and_summary_say_the_concurrency_that_ran(run: tuple[dict, dict]) -> None:
+def test_progress_and_summary_say_the_concurrency_that_ran(run: tuple[dict, dict[int, Served]]) -> None:
     """Once the server is up its cap is known (8): a cell above it is labelled with what really runs, on its bar, on
     its finished line (with its throughput) and in the summary; one at or below it and the workload axes as before."""
     shown, summary = RUN_TEXT["progress"], RUN_TEXT["summary"]

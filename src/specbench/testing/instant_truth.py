@@ -42,6 +42,8 @@ class Job:
     started: bool = False
     verify_steps: int = 0
     accepted_hist: list[int] = field(default_factory=list)  # [k]: verify steps that accepted k drafts
+    t_submit: float = 0.0  # time.time() when the server was given it, and at the end of its first step
+    t_first: float = 0.0
 
 
 class Scheduler:
@@ -65,10 +67,11 @@ class Scheduler:
         self.step_time_s = 0.0
         self.running_sum = 0  # requests running, summed over the steps (its mean: the batch width that ran)
         self.by_width: dict[int, list[float]] = {}  # requests running -> [steps, their wall time in s]
-        self.finished: list[tuple[int, int, int]] = []  # per finished request: (tokens, verify steps, accepted)
+        # per finished request: (tokens, verify steps, accepted, submitted, first token, done), times from time.time()
+        self.finished: list[tuple[int, int, int, float, float, float]] = []
 
     def submit(self, n: int) -> Job:
-        job = Job(n, accepted_hist=[0] * (len(self.rates) + 1))
+        job = Job(n, accepted_hist=[0] * (len(self.rates) + 1), t_submit=time.time())
         self.waiting.append(job)
         self.wake.set()
         if self.task is None:
@@ -94,7 +97,7 @@ class Scheduler:
             self.max_seen_running = max(self.max_seen_running, len(self.running))
             t0 = time.perf_counter()
             await asyncio.sleep(self.step_s + self.per_running_s * len(self.running))
-            took = time.perf_counter() - t0
+            took, now = time.perf_counter() - t0, time.time()
             self.steps += 1
             self.running_sum += len(self.running)
             self.step_time_s += took
@@ -103,7 +106,7 @@ class Scheduler:
             w[1] += took
             for job in list(self.running):
                 if not job.started:
-                    job.started = True
+                    job.started, job.t_first = True, now
                     k = 1
                 else:
                     acc = self._accept()
@@ -121,14 +124,16 @@ class Scheduler:
                 if job.done >= job.n:
                     job.steps.put_nowait(0)
                     self.running.remove(job)
-                    self.finished.append((job.n, job.verify_steps,
-                                          sum(k * c for k, c in enumerate(job.accepted_hist))))
+                    self.finished.append((job.n, job.verify_steps, sum(k * c for k, c in enumerate(job.accepted_hist)),
+                                          job.t_submit, job.t_first, now))
 
 
     def realized(self) -> dict[str, object]:
         """What the scheduler really did so far (sleeps overshoot on a busy machine: `mean_step_ms` is the step time
         the stream was made of, the truth a client's TPOT is compared with; `step_ms_by_running` the same per batch
-        width, {running: [steps, mean ms]}; `mean_running` the batch width averaged over the steps)."""
+        width, {running: [steps, mean ms]}; `mean_running` the batch width averaged over the steps; `requests` per
+        finished request [tokens, verify steps, accepted drafts, submitted, first token, done], the times time.time()
+        on the server: a client's window and its requests' TPOT can be compared with what the server did then)."""
         return {"steps": self.steps, "mean_step_ms": 1000.0 * self.step_time_s / self.steps if self.steps else None,
                 "verify_steps": self.verify_steps, "accepted": self.accepted, "per_pos": list(self.per_pos),
                 "tokens_per_verify_step": 1.0 + self.accepted / self.verify_steps if self.verify_steps else None,
