@@ -20,6 +20,10 @@ The checks:
   the context allows and are clamped to exactly what vLLM counts (with the chat template).
 
 (test_truth_engine.py's run and boot were folded in earlier; test_run_engine.py keeps the readiness time-out.)
+What the fold changed: the runner is SIGKILLed while a server boots, not mid-cell, and run 1 never exits by itself.
+A cell left `running` by a killed runner and re-run by a plain resume, and a run's exit status 1 after its engine
+died, are checked on the instant server (tests/test_run_instant.py's SIGKILL and Ctrl-C tests), where neither
+depends on the engine; vLLM's exit status 1 on a failed cell stays in test_run_engine.py's readiness test.
 """
 
 from __future__ import annotations
@@ -164,7 +168,9 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("workload")
     matrix, store = _matrix(tmp), tmp / "r.sqlite"
     after_first = _first_run(matrix, store)
-    (dead_log,), = _safe_rows(store, "SELECT log_path FROM servers WHERE status='failed'")
+    failed = _safe_rows(store, "SELECT log_path FROM servers WHERE status='failed'")
+    assert len(failed) == 1, after_first["cells"]  # the `ar` server whose engine was killed, and no other
+    (dead_log,), = failed
     after_first["dead_row"] = _safe_rows(store, "SELECT status, reason, log_text, diagnosis_json FROM cells "
                                                 "WHERE cell_id=?", after_first["dead_cell"])[0]
     after_first["dead_log"] = Path(dead_log)
@@ -257,7 +263,7 @@ def test_long_prompts_are_clamped_to_exactly_what_vllm_counts(workload: dict[str
         clamp = json.loads(clamp_json)
         assert clamp["context_len"] == CONTEXT
         if category == "code":
-            assert clamp["clamped"] and clamp["prompt_tokens"] == CLAMPED, clamp
+            assert clamp["clamped"] and (clamp["prompt_tokens"], clamp["output_tokens"]) == (CLAMPED, OUTPUT), clamp
         else:
             assert not clamp["clamped"], clamp
     served = {p for p, in rows(store, "SELECT prompt_tokens FROM requests WHERE category='code'")}

@@ -42,8 +42,8 @@ class Job:
     started: bool = False
     verify_steps: int = 0
     accepted_hist: list[int] = field(default_factory=list)  # [k]: verify steps that accepted k drafts
-    t_submit: float = 0.0  # time.time() when the server was given it, and at the end of its first step
-    t_first: float = 0.0
+    t_submit: float = 0.0  # time.time() when the server was given it
+    t_first: float = 0.0  # time.time() at the end of its first step (its first token)
 
 
 class Scheduler:
