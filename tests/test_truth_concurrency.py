@@ -14,7 +14,7 @@ import pytest
 
 from proc_helpers import free_port
 from run_helpers import _matrix_head, cli, make_tokenizer, rows
-from specbench.testing.instant_truth import acceptance_per_pos, tokens_per_step
+from specbench.testing.instant_truth import Finished, acceptance_per_pos, tokens_per_step
 
 STEP_MS = 10.0
 CAP = 2
@@ -75,6 +75,11 @@ def _truth(run: tuple[Path, Path], name: str) -> dict:
     return json.loads((run[1] / f"{name}.json").read_text())
 
 
+def _finished(run: tuple[Path, Path], name: str) -> list[Finished]:
+    """The requests the server `name` finished, in order (the truth file's `requests`)."""
+    return [Finished(*r) for r in _truth(run, name)["requests"]]
+
+
 def _metrics(store: Path) -> dict[tuple[str, int], dict]:
     return {(label, json.loads(c)["concurrency"]): json.loads(mj) for label, c, mj in
             rows(store, "SELECT label, client_json, metrics_json FROM cells")}
@@ -107,9 +112,9 @@ def test_accept_length_is_one_quantity_for_both_engines_counters(store: Path, ru
     # no warm-up on that server: its measured requests (48 tokens; the readiness probe asked 2) are what the cell's
     # counters hold, so the conversion gives back exactly the tokens per verify step they realized, and SGLang's own
     # definition the same with the prefill token counted as a verify step's
-    reqs = [r for r in _truth(run, "sglang")["requests"] if r[0] == 48]
+    reqs = [r for r in _finished(run, "sglang") if r.tokens == 48]
     assert len(reqs) == 8
-    tokens, steps, accepted = (sum(r[i] for r in reqs) for i in range(3))
+    tokens, steps, accepted = (sum(getattr(r, k) for r in reqs) for k in ("tokens", "verify_steps", "accepted"))
     assert s["accept_length_common"] == pytest.approx(1 + accepted / steps, rel=1e-9)
     assert s["accept_length_common"] == pytest.approx((tokens - 8) / steps, rel=1e-9)
     assert s["accept_length_mean"] == pytest.approx(tokens / steps, rel=1e-9)
@@ -138,11 +143,11 @@ def test_counts_are_verified_and_counters_skip_the_warmup(store: Path, run: tupl
     # vLLM counters read after the warm-up: the server verified more steps than the cell's counters hold, by the
     # warm-up request's (47 tokens after its prefill, 1 to 1 + len(RATES) a step)
     counters = m[("spec-vllm-counters", 1)]["spec_counters"]
-    reqs = _truth(run, "vllm")["requests"]  # the probe (2 tokens), the warm-up, then the 8 measured (48 each)
-    assert [r[0] for r in reqs] == [2, 48] + [48] * 8
+    reqs = _finished(run, "vllm")  # the probe (2 tokens), the warm-up, then the 8 measured (48 each)
+    assert [r.tokens for r in reqs] == [2, 48] + [48] * 8
     measured = reqs[2:]
-    assert counters["drafts"] == sum(r[1] for r in measured)  # exactly the measured requests' verify steps
-    assert counters["accepted"] == sum(r[2] for r in measured)
+    assert counters["drafts"] == sum(r.verify_steps for r in measured)  # exactly the measured requests' verify steps
+    assert counters["accepted"] == sum(r.accepted for r in measured)
 
 
 def test_arrivals_faster_than_the_server_are_flagged_and_trimmed(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ times of every request, picked by the cell's [started_at, ended_at] in the store
 the run: a busy machine's load changes from cell to cell (CI: a c=1 cell at 7.3 ms a token beside width-1 steps of
 7.9 ms averaged over every cell failed the old bound). Stated tolerances: a sleep never ends early, so the server's
 step is at least 0.97 x the model's (a request's steps include a few narrower ones as a wave fills and drains: at
-c = 4 a mean width of 3.8 gives 0.98 x step(4) without any lateness), the stored TPOT at least 0.95 x and the throughput at most 1.05 x; the stored
-TPOT is the server's within 20 % (a busy client reads late); the client's window holds the server's (it sends
+c = 4 a mean width of 3.8 gives 0.98 x step(4) without any lateness), the stored TPOT at least 0.95 x and the
+throughput at most 1.05 x; the stored TPOT is the server's within 20 % (a busy client reads late); the client's window holds the server's (it sends
 first and reads last), so its throughput is at most 1.02 x the server's over its requests and, on a busy 2-core
 machine, at least 0.8 x. Tokens per server step (throughput x the server's step) is the batch width that ran: at
 most n; above the cap the queue never drains, so at least 0.8 x CAP; below it a closed loop loses a round trip
@@ -28,7 +28,7 @@ import pytest
 
 from proc_helpers import free_port
 from run_helpers import _matrix_head, cli_tty, make_tokenizer, rows
-from specbench.testing.instant_truth import SATURATION, saturation_matrix, step_model
+from specbench.testing.instant_truth import SATURATION, Finished, saturation_matrix, step_model
 
 STEP_MS, PER_MS, CAP, OUT = (SATURATION[k] for k in ("step_ms", "per_running_ms", "cap", "output_tokens"))
 AXES = "data=specbench-mini"  # the workload axis every cell sets (the default dataset), kept in the labels
@@ -36,9 +36,9 @@ AXES = "data=specbench-mini"  # the workload axis every cell sets (the default d
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Each cell's metrics by (concurrency, request_rate), what the closed-loop server did in each of its four
-    cells (`closed`: c = 1, 4, 16, 64, 2 requests per unit of concurrency, at least 8; `paced`: c = 16 at 10/s,
-    temperature 0.7) and the widest batch it ever ran. The run's terminal output goes to RUN_TEXT."""
+    """One `specbench run` of the saturation matrix (`closed`: c = 1, 4, 16, 64, 2 requests per unit of concurrency,
+    at least 8; `paced`: c = 16 at 10/s, temperature 0.7), read back as a `Run`. Its terminal output goes to
+    RUN_TEXT."""
     d = tmp_path_factory.mktemp("saturation")
     tok = make_tokenizer(d / "tok")
     cmd, body = saturation_matrix(str(d))
@@ -51,10 +51,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
              rows(store, "SELECT client_json, metrics_json, label, started_at, ended_at FROM cells")]
     cells = {(c["concurrency"], c.get("request_rate", "inf")): x for c, x, *_ in table}
     truth = json.loads((d / "closed.json").read_text())
-    by_cell = {c["concurrency"]: Served.within(truth["requests"], t0, t1) for c, _, lab, t0, t1 in table
-               if lab == "closed"}
+    served = [Finished(*r) for r in truth["requests"]]
+    by_cell = {c["concurrency"]: Served.within(served, t0, t1) for c, _, lab, t0, t1 in table if lab == "closed"}
     RUN_TEXT.update(progress=shown, summary=r.stdout)
-    return cells, by_cell, int(truth["max_running_seen"])
+    return Run(cells, by_cell, int(truth["max_running_seen"]))
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,11 @@ class Served:
     step_ms: float
 
     @classmethod
-    def within(cls, served: list[list[float]], t0: float, t1: float) -> Served:
-        mine = [r for r in served if t0 <= r[3] <= t1]  # [tokens, verify steps, accepted, submitted, first, done]
+    def within(cls, served: list[Finished], t0: float, t1: float) -> Served:
+        mine = [r for r in served if t0 <= r.submitted <= t1]
         assert mine, (t0, t1)
-        tpot = [(r[5] - r[4]) / (r[0] - 1) for r in mine]
-        return cls(len(mine), int(sum(r[0] for r in mine)), max(r[5] for r in mine) - min(r[3] for r in mine),
+        tpot = [(r.done - r.first) / (r.tokens - 1) for r in mine]
+        return cls(len(mine), sum(r.tokens for r in mine), max(r.done for r in mine) - min(r.submitted for r in mine),
                    1000.0 * statistics.fmean(tpot))
 
     @property
@@ -79,7 +79,13 @@ class Served:
         return self.tokens / self.span_s
 
 
-Run = tuple[dict[tuple[int, object], dict], dict[int, Served], int]  # the `run` fixture's: cells, served, widest
+@dataclass(frozen=True)
+class Run:
+    """The `run` fixture's: each cell's metrics by (concurrency, request_rate), what the closed-loop server did in
+    each of its cells by concurrency, and the widest batch it ever ran."""
+    cells: dict[tuple[int, object], dict]
+    served: dict[int, Served]
+    widest: int
 
 
 RUN_TEXT: dict[str, str] = {}  # what the run showed: its progress display (stderr on a terminal) and summary
@@ -87,8 +93,7 @@ RUN_TEXT: dict[str, str] = {}  # what the run showed: its progress display (stde
 
 @pytest.mark.parametrize("c", [1, 4, 16, 64])
 def test_tpot_and_throughput_follow_the_step_model(run: Run, c: int) -> None:
-    cells, served, _ = run
-    x, want, srv = cells[(c, "inf")], step_model(STEP_MS, PER_MS, c, CAP), served[c]
+    x, want, srv = run.cells[(c, "inf")], step_model(STEP_MS, PER_MS, c, CAP), run.served[c]
     assert x["effective_concurrency"] == min(c, CAP) and x["running_cap"] == CAP
     assert srv.requests == x["completed"] and srv.tokens == x["total_output_tokens"]  # the cell's, and only those
     assert srv.step_ms >= 0.97 * want["tpot_ms"]  # the server's step is the model's, plus its sleeps' lateness
@@ -103,18 +108,17 @@ def test_throughput_saturates_at_the_cap(run: Run) -> None:
     """Tokens per step the server took (throughput x its step in that cell) is the batch width that ran: 1 and 4 below
     the cap (a closed loop's round trips between waves cost up to 40 %), CAP at c = 16 and 64 (the queue keeps the
     batch full), so the throughput stops growing at the cap however long the server's steps were in each cell."""
-    cells, served, widest = run
-    width = {c: cells[(c, "inf")]["output_throughput"] * served[c].step_ms / 1000.0 for c in (1, 4, 16, 64)}
+    width = {c: run.cells[(c, "inf")]["output_throughput"] * run.served[c].step_ms / 1000.0 for c in (1, 4, 16, 64)}
     for c in (1, 4):
         assert 0.6 * c <= width[c] <= 1.05 * c, width
     for c in (16, 64):
         assert 0.8 * CAP <= width[c] <= 1.05 * CAP, width
     assert width[64] == pytest.approx(width[16], rel=0.15), width
-    assert widest == CAP  # and no step ever ran wider than the cap
+    assert run.widest == CAP  # and no step ever ran wider than the cap
 
 
 def test_oversaturation_fires_only_where_requests_waited(run: Run) -> None:
-    cells, _, _ = run
+    cells = run.cells
     for c in (16, 64):
         x = cells[(c, "inf")]
         assert x["queued"] and x["oversaturated"], c

@@ -32,6 +32,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass
@@ -44,6 +45,17 @@ class Job:
     accepted_hist: list[int] = field(default_factory=list)  # [k]: verify steps that accepted k drafts
     t_submit: float = 0.0  # time.time() when the server was given it
     t_first: float = 0.0  # time.time() at the end of its first step (its first token)
+
+
+class Finished(NamedTuple):
+    """One finished request as the truth file's `requests` keeps it (a JSON list in this order): its tokens, verify
+    steps and accepted drafts, and the server's time.time() when it was submitted, gave its first token and ended."""
+    tokens: int
+    verify_steps: int
+    accepted: int
+    submitted: float
+    first: float
+    done: float
 
 
 class Scheduler:
@@ -67,8 +79,7 @@ class Scheduler:
         self.step_time_s = 0.0
         self.running_sum = 0  # requests running, summed over the steps (its mean: the batch width that ran)
         self.by_width: dict[int, list[float]] = {}  # requests running -> [steps, their wall time in s]
-        # per finished request: (tokens, verify steps, accepted, submitted, first token, done), times from time.time()
-        self.finished: list[tuple[int, int, int, float, float, float]] = []
+        self.finished: list[Finished] = []
 
     def submit(self, n: int) -> Job:
         job = Job(n, accepted_hist=[0] * (len(self.rates) + 1), t_submit=time.time())
@@ -124,16 +135,17 @@ class Scheduler:
                 if job.done >= job.n:
                     job.steps.put_nowait(0)
                     self.running.remove(job)
-                    self.finished.append((job.n, job.verify_steps, sum(k * c for k, c in enumerate(job.accepted_hist)),
-                                          job.t_submit, job.t_first, now))
+                    self.finished.append(Finished(job.n, job.verify_steps,
+                                                  sum(k * c for k, c in enumerate(job.accepted_hist)),
+                                                  job.t_submit, job.t_first, now))
 
 
     def realized(self) -> dict[str, object]:
         """What the scheduler really did so far (sleeps overshoot on a busy machine: `mean_step_ms` is the step time
         the stream was made of, the truth a client's TPOT is compared with; `step_ms_by_running` the same per batch
-        width, {running: [steps, mean ms]}; `mean_running` the batch width averaged over the steps; `requests` per
-        finished request [tokens, verify steps, accepted drafts, submitted, first token, done], the times time.time()
-        on the server: a client's window and its requests' TPOT can be compared with what the server did then)."""
+        width, {running: [steps, mean ms]}; `mean_running` the batch width averaged over the steps; `requests` each
+        finished request as a list in `Finished`'s order, its times the server's time.time(): a client's window and
+        its requests' TPOT can be compared with what the server did then)."""
         return {"steps": self.steps, "mean_step_ms": 1000.0 * self.step_time_s / self.steps if self.steps else None,
                 "verify_steps": self.verify_steps, "accepted": self.accepted, "per_pos": list(self.per_pos),
                 "tokens_per_verify_step": 1.0 + self.accepted / self.verify_steps if self.verify_steps else None,
