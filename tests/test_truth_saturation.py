@@ -11,7 +11,9 @@ step is at least 0.97 x the model's (a request's steps include a few narrower on
 c = 4 a mean width of 3.8 gives 0.98 x step(4) without any lateness), the stored TPOT at least 0.95 x and the
 throughput at most 1.05 x; the stored TPOT is the server's within 20 % (a busy client reads late); the client's window holds the server's (it sends
 first and reads last), so its throughput is at most 1.02 x the server's over its requests and, on a busy 2-core
-machine, at least 0.8 x. Tokens per server step (throughput x the server's step) is the batch width that ran: at
+machine, at least 0.8 x, unless the client says it was itself held up (`client_warning`, load/stall.py: a runner
+off the CPU for 0.1-0.2 s at a time read a c=4 cell at 20.0 ms a token where the server stepped 12.0 ms, 0.63 x its
+throughput; such a cell keeps only the bounds a late client cannot break). Tokens per server step (throughput x the server's step) is the batch width that ran: at
 most n; above the cap the queue never drains, so at least 0.8 x CAP; below it a closed loop loses a round trip
 between waves (at least 0.6 x n). The over-saturation flag fires where the queue never drains (c = 16 and 64 on a
 cap of 8, closed loop) and not below the cap (c = 1, 4), nor at c = 16 when a slow arrival rate keeps fewer than
@@ -98,10 +100,11 @@ def test_tpot_and_throughput_follow_the_step_model(run: Run, c: int) -> None:
     assert srv.requests == x["completed"] and srv.tokens == x["total_output_tokens"]  # the cell's, and only those
     assert srv.step_ms >= 0.97 * want["tpot_ms"]  # the server's step is the model's, plus its sleeps' lateness
     assert x["tpot_ms_mean"] >= 0.95 * want["tpot_ms"]
-    assert x["tpot_ms_mean"] == pytest.approx(srv.step_ms, rel=0.2), (x["tpot_ms_mean"], srv, want)
     thr = x["output_throughput"]
-    assert 0.8 * srv.throughput <= thr <= 1.02 * srv.throughput, (thr, srv, want)
-    assert thr <= 1.05 * want["output_tokens_per_s"]
+    assert thr <= 1.02 * srv.throughput and thr <= 1.05 * want["output_tokens_per_s"], (thr, srv, want)
+    if x["client_warning"] is None:  # a client that was never held up reads what the server did
+        assert x["tpot_ms_mean"] == pytest.approx(srv.step_ms, rel=0.2), (x["tpot_ms_mean"], srv, want)
+        assert thr >= 0.8 * srv.throughput, (thr, srv, want, x["client_stalled_share"])
 
 
 def test_throughput_saturates_at_the_cap(run: Run) -> None:
@@ -109,11 +112,12 @@ def test_throughput_saturates_at_the_cap(run: Run) -> None:
     the cap (a closed loop's round trips between waves cost up to 40 %), CAP at c = 16 and 64 (the queue keeps the
     batch full), so the throughput stops growing at the cap however long the server's steps were in each cell."""
     width = {c: run.cells[(c, "inf")]["output_throughput"] * run.served[c].step_ms / 1000.0 for c in (1, 4, 16, 64)}
-    for c in (1, 4):
-        assert 0.6 * c <= width[c] <= 1.05 * c, width
-    for c in (16, 64):
-        assert 0.8 * CAP <= width[c] <= 1.05 * CAP, width
-    assert width[64] == pytest.approx(width[16], rel=0.15), width
+    trusted = {c for c in width if run.cells[(c, "inf")]["client_warning"] is None}  # see the module's docstring
+    for c in width:
+        low = 0.6 * c if c < CAP else 0.8 * CAP
+        assert width[c] <= 1.05 * min(c, CAP) and (c not in trusted or width[c] >= low), (width, trusted)
+    if {16, 64} <= trusted:
+        assert width[64] == pytest.approx(width[16], rel=0.15), width
     assert run.widest == CAP  # and no step ever ran wider than the cap
 
 

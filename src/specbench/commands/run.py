@@ -56,6 +56,7 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
             **{k: m.get(k) for k in DERIVED_KEYS},
             "reason": c.get("reason"),
             "stream_warning": m.get("stream_warning"),
+            "client_warning": m.get("client_warning"),
             "spread": m.get("spread"),
         })
     return rows
@@ -299,9 +300,10 @@ def register(app: typer.Typer) -> None:
         else:
             console.print(summary_table(rows, f"{spec.name}: {store_path}"))
             for r in rows:
-                if r.get("stream_warning"):
-                    console.print(f"  note: {r['label']} tp={r['tp']} c={_c(r)}: {r['stream_warning']}",
-                                  highlight=False, markup=False)
+                for warning in (r.get("stream_warning"), r.get("client_warning")):
+                    if warning:
+                        console.print(f"  note: {r['label']} tp={r['tp']} c={_c(r)}: {warning}", highlight=False,
+                                      markup=False)
                 if r["status"] in ("failed", "partial", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]
                     console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={_c(r)}: "

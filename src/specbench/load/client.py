@@ -37,6 +37,7 @@ from specbench.load.prompts import Prompt
 from specbench.load.results import LoadRun, LoadSpec, RequestResult
 from specbench.load.schedule import closed_loop, poisson
 from specbench.load.sse import finalize
+from specbench.load.stall import StallWatch
 from specbench.load.stream import Pool, Raw
 
 
@@ -70,6 +71,8 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         t_start = time.perf_counter()
         deadline = t_start + spec.duration_s if spec.duration_s else None
         keeper = _Keeper(KEEP_BODY_BYTES, spec.api)
+        watch = StallWatch()
+        watch.start()
 
         def hook(r: Raw) -> None:
             keeper(r)
@@ -81,6 +84,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
             await poisson(pool, measured, recs, spec.request_rate, spec.concurrency, deadline,
                            spec.request_timeout_s, spec.seed, hook)
         cpu1 = time.process_time()
+        stalls = await watch.stop()
         sent = [r for r in recs if r.t0 > 0.0]
         t_last = max((r.t_end for r in sent), default=t_start)
     finally:
@@ -94,7 +98,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
                                     bodies, spec.api, spec.ignore_eos, spec.token_counter))
     return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
                    warmup_errors=tuple(warmup_errors),
-                   client_cpu_s=cpu1 - cpu0)
+                   client_cpu_s=cpu1 - cpu0, client_stalls=stalls)
 
 
 # Text bodies kept whole for counting with the tokenizer after the run (load/counting.py), over all of a run's

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from specbench.errors import UserError
+from specbench.load.stall import Stalls
 
 Api = Literal["completions", "chat", "generate"]
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
@@ -141,6 +142,7 @@ class LoadRun:
     started_at: float  # time.time() at the first measured send
     warmup_errors: tuple[str, ...] = ()
     client_cpu_s: float = 0.0  # this process's CPU time (user + system) over the measured window
+    client_stalls: Stalls = Stalls()  # the client's own event loop held up over that window (load/stall.py)
 
 
 TEMPERATURE_MAX = 2.0  # vllm/sampling_params.py::SamplingParams._verify_args@0.32: "temperature must be in [0, 2]"

@@ -19,6 +19,7 @@ pool every repeat and add `spread` (load/spread.py: mean, std, CV, Student-t 95%
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -392,6 +393,7 @@ def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after
     matrix (runner.fill_speedups). An autoregressive cell carries no accept length."""
     from specbench.engines.prometheus import spec_delta
     from specbench.load.metrics import Slo, aggregate, draft_acceptance, draft_positions
+    from specbench.load.stall import client_stall_metrics
 
     c = cell.client
     rate = c.get("request_rate")
@@ -402,6 +404,7 @@ def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after
     slo = Slo(ttft_ms=c.get("slo_ttft_ms"), tpot_ms=c.get("slo_tpot_ms"))
     m = aggregate(run.results, run.duration_s, concurrency=int(c["concurrency"]), request_rate=rate_v,
                   slo=slo, spec=spec)
+    m.update(client_stall_metrics(run.client_stalls, run.duration_s))
     if cell.algorithm == "ar":
         m["accept_length_mean"] = None
         m["accept_lengths"] = []
@@ -422,6 +425,7 @@ def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tupl
     from specbench.load.integrity import cap_check, saturation
     from specbench.load.results import LoadRun
     from specbench.load.spread import NOISY_CV_DEFAULT, spread_json
+    from specbench.load.stall import Stalls
 
     raw_runs = list(runs)
     raw = [x for r in runs for x in r.results]
@@ -434,7 +438,8 @@ def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tupl
         return {**m1, **trims[0][1]}
     per = [cell_metrics(r, cell, b, a, ctx=ctx) for r, (b, a) in zip(runs, scrapes)]
     pooled = LoadRun(results=tuple(x for r in runs for x in r.results),
-                     duration_s=sum(r.duration_s for r in runs), started_at=runs[0].started_at)
+                     duration_s=sum(r.duration_s for r in runs), started_at=runs[0].started_at,
+                     client_stalls=functools.reduce(Stalls.merged, (r.client_stalls for r in runs)))
     m = cell_metrics(pooled, cell, scrapes[0][0], scrapes[-1][1], ctx=ctx)
     cv = cell.client.get("noisy_cv")
     m["spread"] = spread_json(per, float(cv) if cv is not None else NOISY_CV_DEFAULT)

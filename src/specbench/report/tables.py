@@ -138,6 +138,9 @@ def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None,
     tpa = c.metric("tokens_per_arrival")
     if isinstance(c.metrics.get("stream_warning"), str) and tpa is not None:
         notes.append(f"stream sent in bursts ({tpa:.1f} tokens per arrival): TTFT/TPOT measure delivery")
+    stalled = c.metric("client_stalled_share")
+    if isinstance(c.metrics.get("client_warning"), str) and stalled is not None:
+        notes.append(f"load generator stalled {100 * stalled:.0f} % of the time: latencies and throughput measure it")
     return CellRow(
         store=e.store.label, cell_id=c.cell_id, series=e.series, config=e.config, label=c.label, phase=c.phase, tp=c.tp,
         concurrency=c.concurrency, workload=e.workload, status=c.status,
