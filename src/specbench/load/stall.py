@@ -18,8 +18,11 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-PERIOD_S = 0.010  # 100 wake-ups a second: ~20 us of CPU each, well under 1 % of a core
-LATE_S = 0.020  # a wake-up this late is a stall: two periods, far above an idle loop's lateness (< 1 ms)
+# 40 wake-ups a second. At 10 ms (100 a second) the client spent 10 % more CPU per token at c=64 against a 5 ms-step
+# server (benchmarks/stall_watch_overhead.py, RESULTS.md 2026-12-03); a stall is measured from its wake-up's due
+# time, so a longer period undercounts each stall by at most one period.
+PERIOD_S = 0.025
+LATE_S = 0.020  # a wake-up this late is a stall: far above an idle loop's lateness (< 1 ms)
 STALLED_SHARE_MAX = 0.05  # the share of a cell's measured time stalled that the cell still reports without a warning
 
 
