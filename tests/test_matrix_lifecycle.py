@@ -154,3 +154,32 @@ def test_a_ctrl_c_during_the_stop_grace_period_kills_the_group_at_once(tmp_path:
     sender.join()
     assert p.stop_interrupted and how.startswith("SIGKILL")
     assert not p.group_alive()
+
+
+LISTENER = "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)"
+
+
+def test_who_holds_the_port_and_a_killed_server_is_reaped_within_the_grace(tmp_path: Path) -> None:
+    """identity.port_holder tells our server's socket from another process's and from none; a killed server counts
+    as exited once reaped (ServerProcess.exits_within), and a cell whose requests failed waits for that
+    (cellrun._alive_after) instead of reading a dying port as a foreign server's."""
+    import signal
+
+    from specbench.matrix.cellrun import _alive_after
+    from specbench.matrix.identity import port_holder
+
+    port = free_port()
+    p = _proc(tmp_path, LISTENER.format(port=port)).start()
+    try:
+        deadline = time.monotonic() + 30
+        while lifecycle.port_free("127.0.0.1", port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert port_holder(port, p.pid) == "group"
+        assert port_holder(port, os.getpgid(0)) == "other"  # the server runs in its own session
+        assert not p.exits_within(0.2) and _alive_after(p, failed=False) and p.alive()
+        os.killpg(p.pid, signal.SIGKILL)
+        assert not _alive_after(p, failed=True)
+        assert p.exits_within(0) and p.returncode() == -signal.SIGKILL
+        assert port_holder(port, p.pid) == "nobody"
+    finally:
+        p.stop(grace_s=5)

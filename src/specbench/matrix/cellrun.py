@@ -204,8 +204,8 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
     warm_errors = [e for r in runs for e in r.warmup_errors]
     if warm_errors:
         metrics["warmup_errors"] = warm_errors
-    alive = ctx.proc.alive() if ctx.proc is not None else True
     total = n * reps
+    alive = _alive_after(ctx.proc, failed=metrics["completed"] < total or bool(metrics["failed"]))
     if not alive:
         return CellOutcome("failed", f"server exited (status {ctx.proc.returncode() if ctx.proc else '?'}) "
                                      f"during the cell; {metrics['completed']}/{total} requests completed",
@@ -385,6 +385,19 @@ def truth_metrics(results: Sequence[Any], cell: Cell, ctx: CellContext | None, m
     out["accept_length_common"] = common
     out["accept_length_common_source"] = source
     return out
+
+
+EXIT_GRACE_S = 2.0  # how long a server whose requests failed may take to finish exiting (ServerProcess.exits_within)
+
+
+def _alive_after(proc: ServerProcess | None, *, failed: bool) -> bool:
+    """Is the server still up after its cell? Where requests failed it may be dying (killed, crashed): it is given
+    EXIT_GRACE_S to be reaped, so a dead server's cell says `server exited`, not what its dying port looked like."""
+    if proc is None:
+        return True
+    if not proc.alive():
+        return False
+    return not (failed and proc.exits_within(EXIT_GRACE_S))
 
 
 def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after: str | None,

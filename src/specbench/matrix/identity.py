@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 _LISTEN = "0A"
 
@@ -66,14 +67,14 @@ def socket_inodes(pid: int) -> set[int] | None:
     return out
 
 
-def served_by_group(port: int, pgid: int) -> bool | None:
-    """True when a process of group `pgid` holds a socket listening on `port`, False when another process (or
-    nobody) listens there, None when /proc cannot tell."""
+def port_holder(port: int, pgid: int) -> Literal["group", "other", "nobody"] | None:
+    """Who listens on `port`: a process of group `pgid` (`group`), someone else (`other`), no one (`nobody`: the
+    server closed its socket or died), None when /proc cannot tell."""
     inodes = listening_inodes(port)
     if inodes is None:
         return None
     if not inodes:
-        return False
+        return "nobody"
     readable = False
     for pid in group_pids(pgid):
         held = socket_inodes(pid)
@@ -81,8 +82,15 @@ def served_by_group(port: int, pgid: int) -> bool | None:
             continue
         readable = True
         if held & inodes:
-            return True
-    return False if readable else None
+            return "group"
+    return "other" if readable else None
+
+
+def served_by_group(port: int, pgid: int) -> bool | None:
+    """True when a process of group `pgid` holds a socket listening on `port`, False when another process (or
+    nobody) listens there, None when /proc cannot tell."""
+    who = port_holder(port, pgid)
+    return None if who is None else who == "group"
 
 
 # -- the runner's mark: a random token in the environment of every process it starts (and so of their children,

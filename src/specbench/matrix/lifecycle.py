@@ -113,6 +113,18 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    def exits_within(self, timeout_s: float) -> bool:
+        """True when the engine has exited or exits within `timeout_s`. A killed process is only reaped once the
+        kernel has torn it down: a SIGKILLed vLLM API server (GBs of torch mapped) still answered `alive()` after
+        its requests had failed and its port had stopped being ours (tests/test_run_engine_workload.py, 2026-12-03)."""
+        if self.popen is None:
+            return True
+        try:
+            self.popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def log_text(self) -> str:
         """The boot log so far; once the engine has exited, all of it (the pipe is drained first)."""
         if self._pump is not None and self.popen is not None and self.popen.poll() is not None:

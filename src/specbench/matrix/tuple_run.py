@@ -218,16 +218,28 @@ class TupleRun:
 
     def measure(self, c: Cell, ctx: CellContext) -> CellOutcome:
         """The cell's load between two identity checks: a foreign server on the port is never measured."""
-        foreign = (f"port {self.port} is not served by the server specbench started (pgid {self.proc.pid}); "
-                   "another server holds it")
-        if self.owned() is False:
-            return CellOutcome("failed", reason=f"{foreign} before the cell; nothing measured")
+        wrong = self.not_ours()
+        if wrong is not None:
+            return CellOutcome("failed", reason=f"{wrong} before the cell; nothing measured")
         with telemetry.sampling(self.place.gpu_indices) as gpu:  # GPU memory/util/power while the load runs
             outcome = run_cell(c, ctx, lambda r: self.progress.request_done(None, self.place.name))
         outcome = telemetry.attach(outcome, gpu, self.store, c.cell_id)
-        if self.proc.alive() and self.owned() is False:
-            return CellOutcome("failed", reason=f"{foreign} after the cell; its measurement is discarded")
+        wrong = self.not_ours() if self.proc.alive() else None  # a server that exited: its cell says so (cellrun)
+        if wrong is not None:
+            return CellOutcome("failed", reason=f"{wrong} after the cell; its measurement is discarded")
         return outcome
+
+    def not_ours(self) -> str | None:
+        """Why the port is not the server this runner started (identity.port_holder), or None when it is (or /proc
+        cannot tell): another process listens there, or nothing does any more."""
+        who = identity.port_holder(self.port, self.proc.pid)
+        if who == "other":
+            return (f"port {self.port} is not served by the server specbench started (pgid {self.proc.pid}); "
+                    "another server holds it")
+        if who == "nobody":
+            return (f"nothing listens on port {self.port} although the server specbench started (pgid "
+                    f"{self.proc.pid}) is still running")
+        return None
 
     def _store_failed(self, c: Cell, exc: sqlite3.OperationalError) -> None:
         """The cell's result could not be written: give the cell its reason if the store takes that much (it stays
