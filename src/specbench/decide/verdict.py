@@ -137,6 +137,6 @@ def more_text(c: Comparison) -> str:
     if c.more_repeats is None:
         return "measured once: repeat it (`repeats`) to decide"
     if c.more_repeats_capped:
-        return f"more than {MORE_REPEATS_CAP} more repeats each: the difference is about the {100 * c.margin:g}% margin"
+        return f"more than {MORE_REPEATS_CAP} more repeats each: the difference is small against the noise"
     n = c.more_repeats
     return f"about {n} more repeat{'s' if n != 1 else ''} each would decide"
