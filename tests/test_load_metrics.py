@@ -164,3 +164,20 @@ def test_ttft_growth_is_saturation_only_where_requests_overlapped() -> None:
     assert overlapping["oversaturated"] and "TTFT grew 2.5x" in overlapping["saturation_reason"]
     flat = saturation(_timed([0.010] * 12, overlap=True), queued=False)
     assert not flat["oversaturated"]
+
+
+def test_a_closed_loop_is_over_saturated_only_where_it_queued() -> None:
+    """Issue 34: a closed loop at c = the cap was flagged on TTFT growth alone (the first wave's prefill from an idle
+    server against the steady state's). In a closed loop arrivals cannot outpace the server: only a queue (c above
+    the cap, more in flight than it runs) is over-saturation; the growth is still reported."""
+    from specbench.load.integrity import saturation
+
+    ttfts = [0.010] * 4 + [0.012] * 4 + [0.025] * 4
+    at_cap = saturation(_timed(ttfts, overlap=True), queued=False, cap=2, closed_loop=True)
+    assert at_cap["ttft_growth"] == pytest.approx(2.5) and not at_cap["oversaturated"]
+    assert at_cap["saturation_reason"] is None
+    above = saturation(_timed(ttfts, overlap=True), queued=True, cap=1, closed_loop=True)
+    assert above["oversaturated"] and "queued" in above["saturation_reason"]
+    assert "TTFT grew" not in above["saturation_reason"]
+    paced = saturation(_timed(ttfts, overlap=True), queued=False, cap=2, closed_loop=False)
+    assert paced["oversaturated"]  # a request-rate run: arrivals can outpace the server

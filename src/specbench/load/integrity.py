@@ -55,14 +55,21 @@ def most_at_once(spans: Sequence[tuple[float, float]]) -> int | None:
     return peak
 
 
-def saturation(results: Sequence[Any], queued: bool, cap: int | None = None) -> dict[str, Any]:
+def saturation(results: Sequence[Any], queued: bool, cap: int | None = None,
+               closed_loop: bool = False) -> dict[str, Any]:
     """`ttft_growth` (median TTFT of the last third of the requests, in send order, over the first third's),
     `peak_in_flight` and `oversaturated`: the requests queued at the server (c > its cap and more than `cap` were
     really in flight at once: a paced run whose arrivals never filled the cap queued nothing) or TTFT grew through
     the run by more than OVERSATURATED_TTFT_GROWTH (arrivals faster than the server serves) while requests overlapped:
     with one request in flight at a time nothing can queue behind another, so a TTFT trend there is the machine's
     noise, not saturation (seen: 11 -> 25 ms medians over 12 requests at c=1 on a loaded 2-core machine; a queue
-    grows TTFT by whole service times)."""
+    grows TTFT by whole service times).
+
+    In a closed loop (`closed_loop`: c workers, each sending its next request when the last one ended) arrivals
+    cannot outpace the server: at c <= cap no queue can build, and the first wave's TTFT (c prompts prefilled at once
+    from an idle server) is not the steady state's (each new prompt prefilled beside c - 1 decoding requests), so a
+    TTFT trend there says nothing about saturation (seen: closed loops at c = the cap flagged on TTFT growth alone).
+    A closed loop is over-saturated only where it queued (c above the cap)."""
     ok = sorted((r for r in results if r.ok and r.ttft_s is not None), key=lambda r: r.start_s)
     growth = None
     if len(ok) >= MIN_FOR_TREND:
@@ -74,7 +81,7 @@ def saturation(results: Sequence[Any], queued: bool, cap: int | None = None) -> 
     why = []
     if queued and (cap is None or peak is None or peak > cap):
         why.append("more requests in flight than the server runs at once (they queued)")
-    if growth is not None and growth > OVERSATURATED_TTFT_GROWTH and (peak is None or peak > 1):
+    if growth is not None and growth > OVERSATURATED_TTFT_GROWTH and (peak is None or peak > 1) and not closed_loop:
         why.append(f"TTFT grew {growth:.1f}x from the first third of the requests to the last")
     return {"ttft_growth": growth, "peak_in_flight": peak, "oversaturated": bool(why),
             "saturation_reason": "; ".join(why) or None}

@@ -358,7 +358,7 @@ def truth_metrics(results: Sequence[Any], cell: Cell, ctx: CellContext | None, m
     out: dict[str, Any] = {}
     out.update(integrity.counts(results))
     out.update(integrity.concurrency(int(cell.client["concurrency"]), cap if isinstance(cap, int) else None, src))
-    out.update(integrity.saturation(results, out["queued"], out["running_cap"]))
+    out.update(integrity.saturation(results, out["queued"], out["running_cap"], closed_loop=is_closed_loop(cell)))
     out.update(integrity.cap_check(results, out["running_cap"], out["running_cap_source"], out["peak_in_flight"]))
     out.update(integrity.itl_per_token(results))
     n = request_count(cell.client)
@@ -385,6 +385,13 @@ def truth_metrics(results: Sequence[Any], cell: Cell, ctx: CellContext | None, m
     out["accept_length_common"] = common
     out["accept_length_common_source"] = source
     return out
+
+
+def is_closed_loop(cell: Cell) -> bool:
+    """A closed loop of `concurrency` workers (no request rate, or "inf"): load/speedup.py::is_rate_cell's opposite."""
+    from specbench.load.speedup import is_rate_cell
+
+    return not is_rate_cell(cell.client)
 
 
 EXIT_GRACE_S = 2.0  # how long a server whose requests failed may take to finish exiting (ServerProcess.exits_within)
@@ -447,7 +454,7 @@ def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tupl
     if len(runs) == 1:
         m1 = cell_metrics(runs[0], cell, *scrapes[0], ctx=ctx)
         if trims[0][1]:  # over-saturation is the whole run's: its trend is read before the ends are trimmed
-            m1.update(saturation(raw, bool(m1.get("queued")), m1.get("running_cap")))
+            m1.update(saturation(raw, bool(m1.get("queued")), m1.get("running_cap"), closed_loop=is_closed_loop(cell)))
         return {**m1, **trims[0][1]}
     per = [cell_metrics(r, cell, b, a, ctx=ctx) for r, (b, a) in zip(runs, scrapes)]
     pooled = LoadRun(results=tuple(x for r in runs for x in r.results),
@@ -457,7 +464,8 @@ def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tupl
     cv = cell.client.get("noisy_cv")
     m["spread"] = spread_json(per, float(cv) if cv is not None else NOISY_CV_DEFAULT)
     # each repeat's own trend (their send times restart at 0): the cell is over-saturated when one of them was
-    per_sat = [saturation(r.results, bool(m.get("queued")), m.get("running_cap")) for r in raw_runs]
+    per_sat = [saturation(r.results, bool(m.get("queued")), m.get("running_cap"), closed_loop=is_closed_loop(cell))
+               for r in raw_runs]
     growths = [x["ttft_growth"] for x in per_sat if x["ttft_growth"] is not None]
     peaks = [x["peak_in_flight"] for x in per_sat if x["peak_in_flight"] is not None]
     m.update({"ttft_growth": max(growths) if growths else None, "peak_in_flight": max(peaks) if peaks else None,
