@@ -76,7 +76,7 @@ def test_two_models_are_two_sections_never_ranked_together(tmp_path: Path) -> No
     for b_ in t.best:  # a fastest point holds cells of one section only
         assert b_.series.startswith("qwen: ") == (b_.section == t.sections[0])
     md = w.markdown.read_text()
-    assert md.count("## Fastest configuration per workload (closed loop)") == 2
+    assert md.count("## Which setup to run (closed loop)") == 2
     assert "closed loop): Qwen/Qwen3.5-27B · H200" in md and "closed loop): meta-llama/Llama-3.1-8B · H200" in md
     names = {p.name for p in w.report.plots}
     assert {"section-1/pareto.png", "section-2/pareto.png"} <= names
@@ -107,7 +107,7 @@ def test_rate_cells_rank_by_tpot_and_lead_with_the_latency_speedup(tmp_path: Pat
     assert best and all(b.lead == "tpot" and b.series == "dflash" for b in best)
     assert all(abs((b.speedup or 0) - 3.0) < 1e-6 for b in best)  # AR TPOT / dflash TPOT, not 100 / 101
     md = w.markdown.read_text()
-    assert "## Fastest configuration per workload (request rate)" in md and "ranked by TPOT mean" in md
+    assert "## Which setup to run (request rate)" in md and "ranked by TPOT mean" in md
     assert "rate=2.0" in md
 
 
@@ -192,4 +192,4 @@ def test_sections_follow_each_servers_model_over_real_runs(tmp_path: Path) -> No
     assert stored["spec3"]["speedup"] == pytest.approx(
         stored["spec3"]["output_throughput"] / stored["ar"]["output_throughput"], rel=1e-3)
     md = w.markdown.read_text()
-    assert "model ?" not in md and md.count("## Fastest configuration per workload (closed loop)") == 3
+    assert "model ?" not in md and md.count("## Which setup to run (closed loop)") == 3

@@ -19,17 +19,17 @@ if TYPE_CHECKING:
 
 
 def _summary(written: Written) -> list[Table]:
-    """The fastest configuration per workload, one short rich table per section and lead (what it ranks by)."""
+    """The answer per workload and concurrency (report/decisions.py), one short rich table per section and lead."""
     from rich.table import Table
 
-    from specbench.report.formatting import best_tables
+    from specbench.report.formatting import answer_tables
 
     out = []
-    for bt in best_tables(written.report.tables.best):
-        t = Table(title=f"{bt.title}\n{bt.note}", title_justify="left")
-        for i, col in enumerate(bt.header):
-            t.add_column(col, justify="left" if i in bt.text_cols else "right")
-        for row in bt.rows:
+    for dt in answer_tables(written.report.tables.questions):
+        t = Table(title=dt.title, title_justify="left")
+        for i, col in enumerate(dt.header):
+            t.add_column(col, justify="left" if i in dt.text_cols else "right", overflow="fold")
+        for row in dt.rows:
             t.add_row(*row)
         out.append(t)
     return out

@@ -185,7 +185,10 @@ def _join(arms: Sequence[Arm]) -> str:
 def _named(kind: HeadlineKind, m: Metric, arms: Sequence[Arm], text: str, more: int | None = None) -> Headline:
     warnings = tuple((a.name, w) for a in arms for w in a.warnings)
     if warnings:
-        text += "; " + "; ".join(f"{name}: {w}" for name, w in warnings)
+        by_text: dict[str, list[str]] = {}
+        for name, w in warnings:
+            by_text.setdefault(w, []).append(name)
+        text += "; " + "; ".join(f"{', '.join(names)}: {w}" for w, names in by_text.items())
     return Headline(kind=kind, metric=m, names=tuple(a.name for a in arms), text=text, more_repeats=more,
                     warnings=warnings)
 

@@ -7,6 +7,13 @@ tables.speedup_of; `speedup_ci95`, `speedup_decision`, `tpot_speedup_vs_ar`, `e2
 row's columns with `itl_json` as the list `itl`, and the cell's store, label, algorithm, TP, concurrency and
 simulated_accept_len). In CSV a list or dict value (e.g. `metrics.accept_lengths`) is a JSON string and
 None is empty; in JSON values keep their types.
+
+Intervals are flat as well (issue 34 item 7): `<name>_ci95_lo` / `<name>_ci95_hi` for the cell's own pooled
+throughput, TPOT mean and E2E p50 (`output_throughput`, `tpot_ms_mean`, `e2e_ms_p50`) and for its speedups over AR
+(`speedup`, `tpot_speedup`, `e2e_speedup`); `speedup_vs_ar` is the pooled estimate those intervals are centred on
+(report/cellrows.py, the same row the report draws). The decision columns: `rank` (in its question, report/
+decisions.py), `vs_best_<metric>` and `vs_ar_<metric>` (faster / slower / tie / undecided; best for the best) for
+throughput, tpot and e2e, `headline` (its question's answer) and `warnings` (report/integrity.py).
 """
 
 from __future__ import annotations
@@ -20,38 +27,58 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.report.records import LoadedStore
 from specbench.report.sections import ar_key
-from specbench.report.tables import ar_throughputs, speedup_of
 
 FORMATS = ("csv", "json", "jsonl")
 BASE_COLUMNS = ("store", "cell_id", "server_id", "phase", "tp", "algorithm", "label", "concurrency", "status",
                 "reason", "attempts", "started_at", "ended_at", "speedup_vs_ar", "speedup_source", "speedup_ci95",
                 "speedup_decision", "tpot_speedup_vs_ar", "e2e_speedup_vs_ar", "speedup_lead", "decision")
+INTERVALS = ("output_throughput", "tpot_ms_mean", "e2e_ms_p50", "speedup", "tpot_speedup", "e2e_speedup")
+DECISION_COLUMNS = ("rank", "vs_best_throughput", "vs_best_tpot", "vs_best_e2e", "vs_ar_throughput", "vs_ar_tpot",
+                    "vs_ar_e2e", "headline", "warnings")
+
+
+def _flat(name: str, ci: Any) -> dict[str, Any]:
+    ok = isinstance(ci, (list, tuple)) and len(ci) == 2
+    return {f"{name}_ci95_lo": ci[0] if ok else None, f"{name}_ci95_hi": ci[1] if ok else None}
 
 
 def records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
-    from specbench.report.repeats import ar_cells, derived_of
+    from specbench.report.cellrows import ar_cells, derived_of
+    from specbench.report.decisions import questions, with_standings
+    from specbench.report.tables import cell_rows
 
-    ar = ar_throughputs(stores)
+    pairs = cell_rows(stores)
+    qs = questions(pairs)
+    rows = with_standings([r for _, r in pairs], qs)
+    headline = {(r.store, r.cell_id): q.decision.headline.text for q in qs for r in q.rows}
     ars = ar_cells(stores)
     out = []
-    for store in stores:
-        for c in store.cells:
-            speedup, source, _ = speedup_of(store, c, ar)
-            d = derived_of(c, ars.get(ar_key(store, c))) if c.status == "done" else {}
-            rec: dict[str, Any] = {
-                "store": store.label, "cell_id": c.cell_id, "server_id": c.server_id, "phase": c.phase, "tp": c.tp,
-                "algorithm": c.algorithm, "label": c.label, "concurrency": c.concurrency, "status": c.status,
-                "reason": c.reason, "attempts": c.attempts, "started_at": c.started_at, "ended_at": c.ended_at,
-                "speedup_vs_ar": speedup, "speedup_source": source, "speedup_ci95": d.get("speedup_ci95"),
-                "speedup_decision": d.get("speedup_decision"), "tpot_speedup_vs_ar": d.get("tpot_speedup"),
-                "e2e_speedup_vs_ar": d.get("e2e_speedup"), "speedup_lead": d.get("speedup_lead"),
-                "decision": d.get("decision"),
-            }
-            for prefix, mapping in (("metrics", c.metrics), ("client", c.client), ("server", c.server),
-                                    ("clamp", c.clamp)):
-                for key in sorted(mapping):
-                    rec[f"{prefix}.{key}"] = mapping[key]
-            out.append(rec)
+    for (c, _), row in zip(pairs, rows):
+        store = next(s for s in stores if s.label == row.store)
+        d = derived_of(c, ars.get(ar_key(store, c))) if c.status == "done" else {}
+        rec: dict[str, Any] = {
+            "store": row.store, "cell_id": c.cell_id, "server_id": c.server_id, "phase": c.phase, "tp": c.tp,
+            "algorithm": c.algorithm, "label": c.label, "concurrency": c.concurrency, "status": c.status,
+            "reason": c.reason, "attempts": c.attempts, "started_at": c.started_at, "ended_at": c.ended_at,
+            "speedup_vs_ar": row.speedup, "speedup_source": row.speedup_source,
+            "speedup_ci95": list(row.speedup_ci) if row.speedup_ci is not None else None,
+            "speedup_decision": d.get("speedup_decision"), "tpot_speedup_vs_ar": row.tpot_speedup,
+            "e2e_speedup_vs_ar": row.e2e_speedup, "speedup_lead": d.get("speedup_lead"),
+            "decision": d.get("decision"),
+        }
+        cis = {"output_throughput": row.throughput_ci, "tpot_ms_mean": d.get("tpot_ms_mean_ci95"),
+               "e2e_ms_p50": d.get("e2e_ms_p50_ci95"), "speedup": row.speedup_ci,
+               "tpot_speedup": row.tpot_speedup_ci, "e2e_speedup": row.e2e_speedup_ci}
+        for name in INTERVALS:
+            rec.update(_flat(name, cis[name]))
+        rec.update({"rank": row.rank, **{f"vs_best_{m}": row.vs_best.get(m) for m in ("throughput", "tpot", "e2e")},
+                    **{f"vs_ar_{m}": row.vs_ar.get(m) for m in ("throughput", "tpot", "e2e")},
+                    "headline": headline.get((row.store, c.cell_id)), "warnings": list(row.warnings)})
+        for prefix, mapping in (("metrics", c.metrics), ("client", c.client), ("server", c.server),
+                                ("clamp", c.clamp)):
+            for key in sorted(mapping):
+                rec[f"{prefix}.{key}"] = mapping[key]
+        out.append(rec)
     return out
 
 
@@ -62,8 +89,8 @@ def columns(recs: Sequence[dict[str, Any]]) -> list[str]:
         for key in rec:
             if key not in BASE_COLUMNS and key not in extra:
                 extra.append(key)
-    order = {"metrics": 0, "client": 1, "server": 2, "clamp": 3}
-    extra.sort(key=lambda k: (order.get(k.split(".", 1)[0], 9), k))
+    order = {"metrics": 1, "client": 2, "server": 3, "clamp": 4}
+    extra.sort(key=lambda k: (order.get(k.split(".", 1)[0], 0) if "." in k else 0, k))
     return list(BASE_COLUMNS) + extra
 
 

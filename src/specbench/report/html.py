@@ -11,7 +11,17 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from html import escape
 
-from specbench.report.formatting import CELL_COLUMNS, cell_values, fmt
+from specbench.report.formatting import (
+    CELL_COLUMNS,
+    INTEGRITY_HEADER,
+    INTEGRITY_NOTE,
+    DecisionTable,
+    answer_tables,
+    cell_values,
+    fmt,
+    integrity_rows,
+    ranking_tables,
+)
 from specbench.report.model import Report
 from specbench.report.plot_base import MEMORY_COLORS
 from specbench.report.predicted import html_lines as predicted_html
@@ -109,8 +119,9 @@ def _head(report: Report) -> list[str]:
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{escape(report.title)}</title><style>{CSS}</style></head><body>",
            f"<h1>{escape(report.title)}</h1>", f'<div class="muted">Generated {escape(report.generated_at)}</div>']
-    nav = [("stores", "Stores"), ("best", "Fastest"), ("figures", "Figures")]
+    nav = [("stores", "Stores"), ("best", "Which setup"), ("figures", "Figures")]
     nav += [(f"phase-{i}", p.title) for i, p in enumerate(t.phases)]
+    nav += [("ranking", "Ranking"), ("integrity", "Integrity")] if t.questions else []
     nav += [("predicted", "Predicted"), ("failures", "Failures"), ("memory", "Memory")]
     out.append("<nav>" + "".join(f'<a href="#{a}">{escape(n)}</a>' for a, n in nav) + "</nav>")
     out.append(f'<div class="state {escape(t.summary.state)}" id="state">{escape(t.summary.headline)}</div>')
@@ -137,20 +148,38 @@ def _store_table(report: Report, header: list[str], rows: list[list[str]], text_
     return _simple_table(header, rows, text_cols, wrap_cols=wrap_cols, drop_cols=frozenset() if report.multi else {0})
 
 
-def _best(report: Report) -> list[str]:
-    from specbench.report.formatting import best_tables
+def _decision_tables(tables: list[DecisionTable]) -> list[str]:
+    out = []
+    for dt in tables:
+        out.append(f"<h3>{escape(dt.title)}</h3>")
+        out.append(f'<p class="muted">{escape(dt.note)}</p>')
+        out.append(_simple_table(list(dt.header), [[escape(c) for c in r] for r in dt.rows], set(dt.text_cols),
+                                 wrap_cols=set(dt.text_cols) - {0}))
+    return out
 
+
+def _best(report: Report) -> list[str]:
     t = report.tables
     out = []
-    if t.best and t.sections:
+    if t.questions and t.sections:
         out.append(f'<p class="muted">Sections: {escape("; ".join(t.sections))} (one per model and GPU: tables, '
                    'rankings and figures never mix them).</p>')
-    for bt in best_tables(t.best) if t.best else ():
-        out.append(f"<h3>{escape(bt.title)}</h3>")
-        out.append(f'<p class="muted">{escape(bt.note)}.</p>')
-        out.append(_simple_table(list(bt.header), [[escape(c) for c in r] for r in bt.rows], set(bt.text_cols)))
-    return _section("best", "Fastest configuration per workload", out,
-                    '<p class="muted">No cell finished with measurements.</p>')
+    out += _decision_tables(answer_tables(t.questions))
+    return _section("best", "Which setup to run", out, '<p class="muted">No cell finished with measurements.</p>')
+
+
+def _rankings(report: Report) -> list[str]:
+    tables = ranking_tables(report.tables.questions)
+    rows = integrity_rows([r for p in report.tables.phases for r in p.rows])
+    out = []
+    if tables:
+        out += ['<h2 id="ranking">Ranking per question</h2>', *_decision_tables(tables)]
+    if rows:
+        out += ['<h2 id="integrity">Integrity of each measured cell</h2>',
+                f'<p class="muted">{escape(INTEGRITY_NOTE)}.</p>',
+                _simple_table(list(INTEGRITY_HEADER), [[escape(c) for c in r] for r in rows], {0, 2, 10, 11},
+                              wrap_cols={11})]
+    return out
 
 
 def _figures(report: Report, images: Mapping[str, bytes]) -> list[str]:
@@ -229,6 +258,7 @@ def _warnings(report: Report) -> list[str]:
 def render_html(report: Report, images: Mapping[str, bytes]) -> str:
     """The page, section by section in the order of its navigation bar."""
     out = [*_head(report), *_stores(report), *_best(report), *_figures(report, images), *_phases(report),
+           *_rankings(report),
            *predicted_html(report.predicted), *_failures(report), *_memory(report), *_warnings(report),
            "</body></html>"]
     return "\n".join(out) + "\n"

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import html
 
-from specbench.report.formatting import CELL_COLUMNS, DECISION_NOTE, SIMULATED_NOTE, best_tables, cell_values, fmt
+from specbench.report.formatting import (
+    CELL_COLUMNS,
+    DECISION_NOTE,
+    INTEGRITY_HEADER,
+    INTEGRITY_NOTE,
+    SIMULATED_NOTE,
+    DecisionTable,
+    answer_tables,
+    cell_values,
+    fmt,
+    fmt_ci,
+    integrity_rows,
+    ranking_tables,
+)
 from specbench.report.model import Report
 from specbench.report.predicted import markdown_lines as predicted_md
-from specbench.report.repeats import fmt_ci
 from specbench.report.rows import MemoryRow
 
 BAR_WIDTH = 40
@@ -53,6 +65,18 @@ REPEATS_NOTE = ("With repeats (n): out tok/s is pooled over the repeats (total o
                 "Satterthwaite df from the relative variances, exact Student-t quantiles; never below 0).")
 
 
+def _decision_table(dt: DecisionTable) -> list[str]:
+    return [f"## {_esc(dt.title)}", "", _esc(dt.note), "", *_table(list(dt.header), [list(r) for r in dt.rows]), ""]
+
+
+def _integrity(report: Report) -> list[str]:
+    rows = integrity_rows([r for p in report.tables.phases for r in p.rows])
+    if not rows:
+        return []
+    return ["## Integrity of each measured cell", "", _esc(INTEGRITY_NOTE) + ".", "",
+            *_table(list(INTEGRITY_HEADER), [list(r) for r in rows]), ""]
+
+
 def _categories(report: Report) -> list[str]:
     cats = report.tables.categories
     if not cats:
@@ -82,10 +106,8 @@ def render_markdown(report: Report) -> str:
     if t.sections:
         lines += ["Sections: " + "; ".join(_esc(s) for s in t.sections) + " (one per model and GPU: tables, "
                   "rankings and figures never mix them).", ""]
-    for bt in best_tables(t.best):
-        lines += [f"## {_esc(bt.title)}", "", _esc(bt.note) + ".", ""]
-        lines += _table(list(bt.header), [list(r) for r in bt.rows])
-        lines.append("")
+    for dt in answer_tables(t.questions):
+        lines += _decision_table(dt)
 
     if report.plots:
         lines += ["## Figures", ""]
@@ -99,6 +121,9 @@ def render_markdown(report: Report) -> str:
         lines += _table([h for h, _ in CELL_COLUMNS], [cell_values(r) for r in table.rows])
         lines.append("")
     lines += _notes(report)
+    for dt in ranking_tables(t.questions):
+        lines += _decision_table(dt)
+    lines += _integrity(report)
     lines += _categories(report)
     lines += predicted_md(report.predicted)
 

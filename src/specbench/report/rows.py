@@ -4,7 +4,10 @@ the summary, and `Tables` holding them all (built by tables.py, drawn by markdow
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from specbench.decide import Decision, Metric
+from specbench.report.integrity import Integrity
 
 DONE = "done"
 FAILED_STATES = ("failed", "partial", "skipped")  # partial: more requests failed than max_failed_fraction
@@ -68,6 +71,14 @@ class CellRow:
     gpu_memory_max: float | None = None
     gpu_util_mean: float | None = None
     gpu_power_mean: float | None = None
+    # report/integrity.py: what the cell's numbers rest on, and the warnings a decision carries beside its name
+    integrity: Integrity | None = None
+    warnings: tuple[str, ...] = ()
+    # decide/: the verdict against the AR cell per metric ("throughput", "tpot", "e2e" -> faster / slower / tie /
+    # undecided) and against the best configuration of its question (report/decisions.py: "best" for the best)
+    vs_ar: Mapping[str, str] = field(default_factory=dict)
+    vs_best: Mapping[str, str] = field(default_factory=dict)
+    rank: int | None = None  # its place in its question on the lead metric (1: the best)
 
     @property
     def lead_speedup(self) -> float | None:
@@ -169,6 +180,8 @@ class Best:
     section: str = ""
     workload_full: str = ""
     best_spec_decision: str | None = None
+    headline: str = ""  # the question's answer on its lead metric (decide/question.py: one of four statements)
+    headline_kind: str = ""  # decided | tie | undecided | single
 
     @property
     def best_spec_text(self) -> str:
@@ -218,6 +231,23 @@ class CategoryRow:
 
 
 @dataclass(frozen=True)
+class Question:
+    """One question of the report (report/decisions.py) and its decision; `rows` are its cells' rows in rank order
+    (with `rank` and `vs_best` set)."""
+
+    section: str
+    tp: int | None
+    workload: str
+    concurrency: int | None
+    lead: Metric
+    decision: Decision
+    rows: tuple[CellRow, ...]
+
+    def row(self, name: str) -> CellRow:
+        return next(r for r in self.rows if r.series == name)
+
+
+@dataclass(frozen=True)
 class Tables:
     summary: Summary
     phases: tuple[PhaseTable, ...]
@@ -228,3 +258,4 @@ class Tables:
     warnings: tuple[str, ...]
     categories: tuple[CategoryRow, ...] = ()
     sections: tuple[str, ...] = ()  # "model · GPU" of each section, in order (one: no section headings)
+    questions: tuple[Question, ...] = ()  # report/decisions.py: one per section · TP · workload · concurrency

@@ -1,10 +1,12 @@
-"""What the report says, as frozen rows: pure functions from loaded stores to tables.
+"""What the report says, as frozen rows: pure functions from loaded stores to tables, in one pass:
+stores -> entries (report/compare.py: each cell with its series name) -> cell rows (report/cellrows.py: every number,
+interval, speedup, comparison with AR and integrity of a cell) -> questions (report/decisions.py: one decision per
+section · TP · workload · concurrency, each row's rank and verdict against the best) -> the tables the renderers draw.
 
 Every number comes from the store (docs/structures.md):
 - throughput, TTFT/TPOT/ITL percentiles, accept length: `cells.metrics_json` keys
   `output_throughput`, `ttft_ms_p50`, `ttft_ms_p99`, `tpot_ms_*`, `itl_ms_*`, `accept_length_mean`;
-- speedup: `metrics_json.speedup` when the runner stored it, else computed here as
-  `output_throughput / output_throughput of the "ar" cell at the same store, TP and concurrency`;
+- speedup: the pooled estimate of load/speedup.py (stored by the runner, else computed by the same function);
 - memory plan: `servers.plan_json` (the plan contract of docs/contracts.md: `weights_gib`,
   `draft_weights_gib`, `conv_state_gib` + `ssm_state_gib` + `intermediate_ssm_state_gib`,
   `k_size_gib` + `v_size_gib`, or vLLM's `kv_pool_gib`), headroom = GPU total (`gpu_total_gib`, or vLLM's
@@ -22,14 +24,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specbench.load import speedup as speedups
-from specbench.report import repeats
-from specbench.report.compare import Entry, entries, workload_label
+from specbench.report.categories import category_rows
+from specbench.report.cellrows import ar_cells, cell_row
+from specbench.report.compare import Entry, entries
+from specbench.report.decisions import best_rows, questions, with_standings
 from specbench.report.records import CellRecord, LoadedStore, ServerRecord, label_key, natural_key
 from specbench.report.rows import (
     DONE,
     FAILED_STATES,
-    Best,
     CellRow,
     FailedRun,
     LogFile,
@@ -38,39 +40,10 @@ from specbench.report.rows import (
     Summary,
     Tables,
 )
-from specbench.report.sections import ar_key, section_order, sections
+from specbench.report.sections import section_order, sections
 
-__all__ = ["ar_throughputs", "best_per_point", "build_tables", "failures_and_logs", "memory_rows", "one_line", "phase_tables",
-           "safe_name", "speedup_of", "summarize"]
-
-# ---------------------------------------------------------------- speedup
-
-
-ArIndex = Mapping[tuple[Any, ...], float]
-
-
-def ar_throughputs(stores: Sequence[LoadedStore]) -> dict[tuple[Any, ...], float]:
-    """sections.py::ar_key (store label, model, *CellRecord.baseline_key) -> output_throughput of the done AR cell
-    there (load/speedup.py)."""
-    return speedups.ar_index((ar_key(store, cell), cell.is_ar and cell.status == DONE,
-                              cell.metric("output_throughput")) for store in stores for cell in store.cells)
-
-
-def speedup_of(store: LoadedStore, cell: CellRecord, ar: ArIndex) -> tuple[float | None, str, float | None]:
-    """Speedup over AR at the same TP, concurrency and workload; where it came from; the AR throughput."""
-    base = ar.get(ar_key(store, cell))
-    if cell.is_ar:
-        return None, "baseline", base
-    stored = cell.metric("speedup")
-    if stored is not None:
-        return stored, "store", base
-    tput = cell.metric("output_throughput")
-    if tput is None or cell.status != DONE:
-        return None, "", base
-    if not base:
-        return None, "no-baseline", None
-    return speedups.ratio(tput, base), "computed", base
-
+__all__ = ["build_tables", "cell_rows", "failures_and_logs", "memory_rows", "one_line", "phase_tables", "safe_name",
+           "summarize"]
 
 # ---------------------------------------------------------------- diagnosis and logs
 
@@ -121,95 +94,37 @@ def _log_rel(store: LoadedStore, ident: str, multi: bool, prefix: str = "") -> s
 # ---------------------------------------------------------------- builders
 
 
-def _row(e: Entry, ar: ArIndex, multi: bool, ars: repeats.ArCells | None = None, section: str = "") -> CellRow:
-    c = e.cell
-    speedup, source, base = speedup_of(e.store, c, ar)
-    extras = repeats.row_extras(e.store, c, ars or {})  # the stored speedup is the interval's centre (speedup.py)
-    notes = []
-    if c.clamp.get("clamped"):
-        notes.append(f"prompt clamped {c.clamp.get('requested_prompt_tokens')}→{c.clamp.get('prompt_tokens')}")
-    failed = c.metric("failed")
-    if failed:
-        notes.append(f"{int(failed)} requests failed")
-    if c.status in FAILED_STATES and c.reason:
-        notes.append(_first_line(c.reason))
-    if extras["simulated"] is not None:
-        notes.append(f"simulated acceptance ({extras['simulated']:g} set on the engine)")
-    tpa = c.metric("tokens_per_arrival")
-    if isinstance(c.metrics.get("stream_warning"), str) and tpa is not None:
-        notes.append(f"stream sent in bursts ({tpa:.1f} tokens per arrival): TTFT/TPOT measure delivery")
-    stalled = c.metric("client_stalled_share")
-    if isinstance(c.metrics.get("client_warning"), str) and stalled is not None:
-        notes.append(f"load generator stalled {100 * stalled:.0f} % of the time: latencies and throughput measure it")
-    return CellRow(
-        store=e.store.label, cell_id=c.cell_id, series=e.series, config=e.config, label=c.label, phase=c.phase, tp=c.tp,
-        concurrency=c.concurrency, workload=e.workload, status=c.status,
-        output_throughput=c.metric("output_throughput"),
-        ttft_p50=c.metric("ttft_ms_p50"), ttft_p99=c.metric("ttft_ms_p99"),
-        tpot_p50=c.metric("tpot_ms_p50"), tpot_p99=c.metric("tpot_ms_p99"), tpot_mean=c.metric("tpot_ms_mean"),
-        itl_p50=c.metric("itl_ms_p50"), itl_p99=c.metric("itl_ms_p99"),
-        accept_length=c.metric("accept_length_mean"),
-        speedup=speedup, speedup_source=source, ar_throughput=base, note="; ".join(notes),
-        log_file=_log_rel(e.store, c.cell_id, multi) if c.log_text else None, workload_full=workload_label(c),
-        section=section, **extras,
-    )
+def cell_rows(stores: Sequence[LoadedStore], ents: Sequence[Entry] | None = None) -> list[tuple[CellRecord, CellRow]]:
+    """Every cell of every store with its row (report/cellrows.py), in entry order."""
+    ars = ar_cells(stores)
+    of = sections(stores)
+    named = len(set(of.values())) > 1
+    multi = len(stores) > 1
+    out = []
+    for e in (entries(stores) if ents is None else ents):
+        c = e.cell
+        out.append((c, cell_row(e, ars, multi, of[(e.store.label, c.cell_id)] if named else "",
+                                _log_rel(e.store, c.cell_id, multi) if c.log_text else None)))
+    return out
 
 
-def phase_tables(stores: Sequence[LoadedStore], ents: Sequence[Entry] | None = None) -> tuple[PhaseTable, ...]:
+def phase_tables(stores: Sequence[LoadedStore], rows: Sequence[CellRow] | None = None) -> tuple[PhaseTable, ...]:
     """One table per (section, phase, TP), every cell of every store of the section, AR first then labels in natural
     order; sections (report/sections.py: model · GPU) in the order their stores were given."""
-    ar = ar_throughputs(stores)
-    ars = repeats.ar_cells(stores)
-    of = sections(stores)
-    order = {name: i for i, name in enumerate(section_order(stores))}
-    named = len(order) > 1
+    if rows is None:
+        pairs = cell_rows(stores)
+        rows = with_standings([r for _, r in pairs], questions(pairs))
+    order = {name: i for i, name in enumerate(section_order(stores))} if len(section_order(stores)) > 1 else {}
     groups: dict[tuple[str, int | None, int | None], list[CellRow]] = {}
-    for e in (entries(stores) if ents is None else ents):
-        sec = of[(e.store.label, e.cell.cell_id)] if named else ""
-        groups.setdefault((sec, e.cell.phase, e.cell.tp), []).append(_row(e, ar, len(stores) > 1, ars, sec))
+    for r in rows:
+        groups.setdefault((r.section, r.phase, r.tp), []).append(r)
     tables = []
-    for (sec, phase, tp), rows in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][1] or 0,
-                                                                         kv[0][2] or 0)):
-        rows.sort(key=lambda r: (label_key(r.label), natural_key(r.config), natural_key(r.store), r.concurrency or 0,
-                                 natural_key(r.cell_id)))
-        tables.append(PhaseTable(phase=phase, tp=tp, rows=tuple(rows), section=sec))
+    for (sec, phase, tp), rs in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][1] or 0,
+                                                                       kv[0][2] or 0)):
+        rs.sort(key=lambda r: (label_key(r.label), natural_key(r.config), natural_key(r.store), r.concurrency or 0,
+                               natural_key(r.cell_id)))
+        tables.append(PhaseTable(phase=phase, tp=tp, rows=tuple(rs), section=sec))
     return tuple(tables)
-
-
-def _lead_value(r: CellRow) -> float | None:
-    """What 'fastest' ranks by: output throughput (closed loop), or tok/s per user 1000 / TPOT mean (rate cells)."""
-    if r.speedup_lead == "tpot":
-        return 1000.0 / r.tpot_mean if r.tpot_mean else None
-    return r.output_throughput
-
-
-def best_per_point(phases: Sequence[PhaseTable]) -> tuple[Best, ...]:
-    """For each (section, TP, workload, concurrency): the fastest done cell by its lead (closed loop: the highest
-    output throughput; a request-rate workload: the lowest TPOT mean), with its lead speedup, interval and
-    decision, and the fastest speculative configuration when AR won."""
-    points: dict[tuple[str, int, str, int, str], list[CellRow]] = {}
-    for table in phases:
-        for r in table.rows:
-            if r.status == DONE and r.output_throughput is not None and _lead_value(r) is not None:
-                points.setdefault((r.section, r.tp or 0, r.workload_full, r.concurrency or 0, r.speedup_lead),
-                                  []).append(r)
-    order = {t.section: i for i, t in reversed(list(enumerate(phases)))}
-    out = []
-    for _, rows in sorted(points.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][4] != "throughput",
-                                                          kv[0][1], natural_key(kv[0][2]), kv[0][3])):
-        top = max(rows, key=lambda r: _lead_value(r) or 0.0)
-        spec = [r for r in rows if r.speedup_source != "baseline"]
-        best_spec = max(spec, key=lambda r: _lead_value(r) or 0.0) if spec else None
-        out.append(Best(tp=top.tp, workload=top.workload, concurrency=top.concurrency, series=top.series,
-                        output_throughput=top.output_throughput or 0.0, speedup=top.lead_speedup,
-                        ar_throughput=top.ar_throughput, is_baseline=top.speedup_source == "baseline",
-                        best_spec=best_spec.series if best_spec else None,
-                        best_spec_speedup=best_spec.lead_speedup if best_spec else None,
-                        lead=top.speedup_lead, speedup_ci=top.lead_speedup_ci, decision=top.decision,
-                        cv=top.throughput_cv, tpot_mean=top.tpot_mean, section=top.section,
-                        workload_full=top.workload_full,
-                        best_spec_decision=best_spec.decision if best_spec else None))
-    return tuple(out)
 
 
 def failures_and_logs(stores: Sequence[LoadedStore], ents: Sequence[Entry] | None = None
@@ -344,13 +259,15 @@ def summarize(stores: Sequence[LoadedStore]) -> Summary:
 
 def build_tables(stores: Sequence[LoadedStore]) -> Tables:
     ents = entries(stores)  # once: the series names of every cell (compare.py)
-    phases = phase_tables(stores, ents)
+    pairs = cell_rows(stores, ents)
+    qs = questions(pairs)
+    phases = phase_tables(stores, with_standings([r for _, r in pairs], qs))
     failures, logs = failures_and_logs(stores, ents)
     warnings = tuple(f"{s.label}: {w}" for s in stores for w in s.warnings) + tuple(
         f"{s.label}: server {srv.server_id} has no memory plan: {one_line(srv.plan.get('planner_error'))}"
         for s in stores for srv in s.servers
         if isinstance(srv.plan, Mapping) and srv.plan.get("planner_error"))
     secs = section_order(stores)
-    return Tables(summary=summarize(stores), phases=phases, best=best_per_point(phases), failures=failures,
-                  memory=memory_rows(stores), logs=logs, warnings=warnings, categories=repeats.category_rows(stores, ents),
-                  sections=secs if len(secs) > 1 else ())
+    return Tables(summary=summarize(stores), phases=phases, best=best_rows(qs), failures=failures,
+                  memory=memory_rows(stores), logs=logs, warnings=warnings, categories=category_rows(stores, ents),
+                  sections=secs if len(secs) > 1 else (), questions=qs)
