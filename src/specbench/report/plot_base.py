@@ -42,12 +42,27 @@ class Panel:
 
 
 @dataclass(frozen=True)
+class PlotPoint:
+    """One value a figure drew, as drawn: the panel, the series, x (concurrency), the value and its interval (the
+    error bar's ends) and, in the heat map, the verdict it marks. Tests hold these against the tables."""
+
+    panel: str
+    series: str
+    x: float
+    y: float
+    lo: float | None = None
+    hi: float | None = None
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
 class Plot:
     name: str  # file name, e.g. "throughput.png"
     path: Path
     title: str
     caption: str
     panels: tuple[Panel, ...]
+    points: tuple[PlotPoint, ...] = ()  # what the line figures and the heat map drew (not every figure records)
 
 
 @dataclass(frozen=True)
@@ -83,7 +98,8 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Sequence[tuple[str, Axes]]) -> Plot:
+def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Sequence[tuple[str, Axes]],
+         points: Sequence[PlotPoint] = ()) -> Plot:
     """Draw, read each panel's pixel box (the layout is final after draw), save without re-layout."""
     fig.canvas.draw()
     width, height = fig.canvas.get_width_height()
@@ -99,7 +115,7 @@ def save(fig: Figure, path: Path, name: str, title: str, caption: str, axes: Seq
     canvas = fig.canvas
     assert isinstance(canvas, FigureCanvasAgg)  # new_figure's canvas
     mimage.imsave(out, np.asarray(canvas.buffer_rgba()), format="png", dpi=DPI)
-    return Plot(name=name, path=out, title=title, caption=caption, panels=tuple(panels))
+    return Plot(name=name, path=out, title=title, caption=caption, panels=tuple(panels), points=tuple(points))
 
 
 def tps_of(rows: Sequence[CellRow]) -> list[int | None]:

@@ -12,6 +12,7 @@ from specbench.report.plot_base import (
     PANEL_H,
     PANEL_W,
     Plot,
+    PlotPoint,
     concurrency_axis,
     legend,
     legend_columns,
@@ -30,9 +31,10 @@ from specbench.report.rows import DONE, CellRow
 def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, name: str, title: str, caption: str,
                  ylabel: str, value: str, band: str | None = None, ylog: bool = False, err: str | None = None,
                  keep: Callable[[CellRow], bool] | None = None, ref: float | None = None) -> Plot | None:
-    """One line per series over concurrency; `err`: a CellRow field holding a 95% interval drawn as error bars
-    (the line then runs through the interval's centre, the mean over the repeats); simulated-acceptance series
-    have hollow markers and say so in the legend."""
+    """One line per series over concurrency, through each cell's value as the tables show it (the pooled estimate);
+    `err`: a CellRow field holding its interval, drawn as error bars from the interval's ends (asymmetric: the
+    intervals are built on the log scale, so the value is not their centre); simulated-acceptance series have hollow
+    markers and say so in the legend. Every point drawn is recorded in the Plot (`points`)."""
     done = [r for r in rows if r.status == DONE and getattr(r, value) is not None and r.concurrency is not None
             and (keep is None or keep(r))]
     if not done:
@@ -47,6 +49,7 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
     fig = new_figure(width, PANEL_H + 0.35 + 0.2 * rows_of_legend)
     axes = fig.subplots(1, len(tps), squeeze=False)[0]
     fig.suptitle(title + workload_subtitle(done), fontsize=11, fontweight="bold")
+    drawn: list[PlotPoint] = []
     for ax, tp in zip(axes, tps):
         here = [r for r in done if r.tp == tp]
         for series in order:
@@ -57,15 +60,16 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
             xs = [r.concurrency for r in pts]
             ys = [getattr(r, value) for r in pts]
             cis = [getattr(r, err) if err else None for r in pts]
-            ys = [(ci[0] + ci[1]) / 2 if ci is not None else y for y, ci in zip(ys, cis)]
+            drawn += [PlotPoint(tp_title(tp), series, float(x or 0), float(y), ci[0] if ci else None,
+                                ci[1] if ci else None) for x, y, ci in zip(xs, ys, cis)]
             lw = 2.4 if pts[0].config.split(" [")[0] == "ar" else 1.8
             face = "white" if pts[0].simulated is not None else s.color
             dense = len(xs) > DENSE_POINTS  # a line of many points reads without a marker at each
             ax.plot(xs, ys, color=s.color, linestyle=s.linestyle, marker=None if dense else s.marker, markersize=4.5,
                     linewidth=lw, markerfacecolor=face)
             if any(ci is not None for ci in cis):
-                lo = [y - ci[0] if ci is not None else 0.0 for y, ci in zip(ys, cis)]
-                hi = [ci[1] - y if ci is not None else 0.0 for y, ci in zip(ys, cis)]
+                lo = [max(0.0, y - ci[0]) if ci is not None else 0.0 for y, ci in zip(ys, cis)]
+                hi = [max(0.0, ci[1] - y) if ci is not None else 0.0 for y, ci in zip(ys, cis)]
                 ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor=s.color, elinewidth=1.1, capsize=3)
             if band:
                 tops = [getattr(r, band) for r in pts]
@@ -85,12 +89,14 @@ def _line_figure(rows: Sequence[CellRow], stores: Sequence[str], path: Path, *, 
                       markerfacecolor="white" if s in sim else st[s].color,
                       label=f"{s} (simulated acceptance)" if s in sim else s) for s in order]
     legend(fig, handles)
-    return save(fig, path, name, title, caption, [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
+    return save(fig, path, name, title, caption, [(tp_title(tp), ax) for ax, tp in zip(axes, tps)], drawn)
 
 
 DENSE_POINTS = 30
 
-REPEATS_NOTE = " Error bars: the Student-t 95% interval of the mean over the repeats."
+REPEATS_NOTE = (" Points: the throughput pooled over the repeats (total output tokens / total measured time), as in "
+                "the tables. Error bars: its 95% interval on the log scale (the ratio estimator's standard error over "
+                "the repeats, Student-t; asymmetric around the point).")
 
 
 def _has(rows: Sequence[CellRow], attr: str) -> bool:
@@ -107,8 +113,11 @@ def throughput_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) 
 def speedup_plot(rows: Sequence[CellRow], stores: Sequence[str], path: Path) -> Plot | None:
     return _line_figure(rows, stores, path, name="speedup_lines.png", title="Speedup over AR vs concurrency",
                         caption="Output throughput over the AR cell at the same TP, concurrency and workload "
-                        "(dotted: 1×)." + (" Error bars: the delta-method 95% interval of the ratio of the mean "
-                                           "throughputs over the repeats." if _has(rows, "speedup_ci") else ""),
+                        "(dotted: 1×): the ratio of the pooled throughputs, as in the tables."
+                        + (" Error bars: its log-ratio 95% interval (se of the log ratio from both cells' repeats, "
+                           "Welch-Satterthwaite df, Student-t; asymmetric around the point); a matrix that repeats "
+                           "until decided shows the wider interval its looks call for." if _has(rows, "speedup_ci")
+                           else ""),
                         ylabel="speedup ×", value="speedup", err="speedup_ci",
                         keep=lambda r: r.speedup_source != "baseline", ref=1.0)
 

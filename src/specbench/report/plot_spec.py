@@ -10,9 +10,11 @@ from pathlib import Path
 import matplotlib
 from matplotlib import colors as mcolors
 from matplotlib.axes import Axes
+from matplotlib.patches import Rectangle
 
 from specbench.report.plot_base import (
     Plot,
+    PlotPoint,
     new_figure,
     save,
     series_order,
@@ -27,6 +29,7 @@ MAX_HEAT_ROWS = 30  # configurations per heat map panel
 MAX_HEAT_COLS = 24  # concurrencies per panel that still get their number written in the cell
 MAX_FIG_IN = 30.0  # the widest figure (inches): beyond, cells get narrower instead of the image wider
 MAX_ACCEPT_CONFIGS = 8  # columns of the accept-length figure and panels of the per-position one
+MARKS = {"undecided": "?", "tie": " ≈"}  # the heat map's mark of a cell's verdict against AR (decided: none)
 from specbench.report.plot_base import workload_subtitle
 from specbench.report.rows import DONE, CellRow
 
@@ -53,18 +56,24 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     fig.suptitle("Speedup over AR (same TP, concurrency and workload)" + workload_subtitle(spec), fontsize=11,
                  fontweight="bold")
     image = None
+    drawn: list[PlotPoint] = []
     for ax, tp in zip(axes, tps):
         here = [r for r in spec if r.tp == tp]
         ys = series_order(here)
         xs = sorted({r.concurrency for r in here if r.concurrency is not None})
         grid = [[math.nan] * len(xs) for _ in ys]
         status = [[""] * len(xs) for _ in ys]
+        verdict = [[""] * len(xs) for _ in ys]
         for r in here:
             assert r.concurrency is not None  # spec keeps only the cells that have one
             i, j = ys.index(r.series), xs.index(r.concurrency)
             status[i][j] = r.status
             if r.speedup is not None:
                 grid[i][j] = r.speedup
+                verdict[i][j] = r.vs_ar.get("throughput", "undecided")
+                drawn.append(PlotPoint(tp_title(tp), r.series, float(r.concurrency), r.speedup,
+                                       r.speedup_ci[0] if r.speedup_ci else None,
+                                       r.speedup_ci[1] if r.speedup_ci else None, verdict[i][j]))
         image = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto")
         ax.set_facecolor("#eeeeee")
         for i in range(len(ys) if annotate else 0):
@@ -75,7 +84,14 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
                     ax.text(j, i, word, ha="center", va="center", fontsize=7, color="#b00020" if word == "failed" else "#555555")
                 else:
                     dark = abs(norm(v) - 0.5) > 0.35
-                    ax.text(j, i, f"{v:.2f}×", ha="center", va="center", fontsize=8, color="white" if dark else "black")
+                    mark = MARKS.get(verdict[i][j], "")
+                    ax.text(j, i, f"{v:.2f}×{mark}", ha="center", va="center", fontsize=8,
+                            color="white" if dark else "black")
+        for i in range(len(ys)):  # an undecided cell is hatched, whether or not its number fits
+            for j in range(len(xs)):
+                if not math.isnan(grid[i][j]) and verdict[i][j] == "undecided":
+                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#77777799",
+                                           linewidth=0))
         step = 1 if annotate else max(1, len(xs) // 12)
         ax.set_xticks(range(0, len(xs), step), [str(x) for x in xs[::step]])
         ax.set_yticks(range(len(ys)), ys, fontsize=8)
@@ -87,9 +103,11 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     if image is not None:
         fig.colorbar(image, ax=list(axes), shrink=0.9, label="speedup ×")
     return save(fig, path, "speedup.png", "Speedup heat map",
-                 "Output throughput over the AR baseline at the same TP and concurrency; green is faster."
-                 + left_out,
-                 [(tp_title(tp), ax) for ax, tp in zip(axes, tps)])
+                 "Output throughput over the AR baseline at the same TP and concurrency (the ratio of the pooled "
+                 "throughputs, as in the tables); green is faster. Hatched with '?': undecided (the speedup's 95% "
+                 "interval holds 1 and reaches past ±3%: repeat the cells); '≈': a tie (the whole interval within "
+                 "±3%); no mark: decided faster or slower." + left_out,
+                 [(tp_title(tp), ax) for ax, tp in zip(axes, tps)], drawn)
 
 
 def accept_plot(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], stores: Sequence[str],
