@@ -42,9 +42,12 @@ def level(looks: int = 1) -> float:
     return 1.0 - ALPHA / max(1, int(looks))
 
 
-def quantile(df: float, looks: int = 1) -> float:
-    """The Student-t quantile of the interval of one look at `df` degrees of freedom."""
-    return sp.t_ppf(1.0 - (1.0 - level(looks)) / 2.0, df)
+def quantile(df: float, looks: int = 1, exact: bool = True) -> float:
+    """The Student-t quantile of the interval of one look at `df` degrees of freedom; `exact=False` (a planning
+    figure: `more_repeats`) takes the Cornish-Fisher expansion where it is within 0.3 % of the exact one (df >= 4,
+    up to 8 looks) instead of inverting the CDF."""
+    p = 1.0 - (1.0 - level(looks)) / 2.0
+    return sp.t_ppf(p, df) if exact or df < 4 else sp.cornish_fisher(p, df)
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,8 @@ def _speed(a: sp.Estimate, b: sp.Estimate, lower_is_better: bool) -> tuple[sp.Es
     return (b, a) if lower_is_better else (a, b)
 
 
-def interval(ratio: float, se: float, df: float, looks: int = 1) -> tuple[float, float]:
-    h = quantile(df, looks) * se
+def interval(ratio: float, se: float, df: float, looks: int = 1, exact: bool = True) -> tuple[float, float]:
+    h = quantile(df, looks, exact) * se
     return ratio * math.exp(-h), ratio * math.exp(h)
 
 
@@ -119,15 +122,27 @@ def _more(a: sp.Estimate, b: sp.Estimate, r: float, margin: float, looks: int) -
     ca, cb = _cv(a), _cv(b)
     if ca is None or cb is None:
         return None, False
-    for k in range(1, MORE_REPEATS_CAP + 1):
+
+    def decided(k: int) -> bool:
         na, nb = a.n + k, b.n + k
         va, vb = ca * ca / na, cb * cb / nb
         den = va * va / (na - 1) + vb * vb / (nb - 1)
         df = (va + vb) ** 2 / den if den > 0 else float(na + nb - 2)
         se = math.sqrt(va + vb)
-        if se == 0 or verdict_of(interval(r, se, df, looks), margin) != "undecided":
-            return k, False
-    return MORE_REPEATS_CAP, True
+        return se == 0 or verdict_of(interval(r, se, df, looks, exact=False), margin) != "undecided"
+
+    # the intervals at k = 1, 2, ... are nested around the same ratio (the se falls and the df grows with k), so
+    # "decided" is monotone in k: the fewest k is a binary search
+    if not decided(MORE_REPEATS_CAP):
+        return MORE_REPEATS_CAP, True
+    lo, hi = 1, MORE_REPEATS_CAP
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if decided(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, False
 
 
 def more_text(c: Comparison) -> str:
