@@ -52,7 +52,7 @@ def test_predict_json_keys_are_the_contract(moe):
     r = sb("predict", str(moe), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"matrix", "calibration", "cells"}
+    assert set(doc) == {"matrix", "calibration", "cells", "fits"}
     assert "calibrations/h200-sglang-0.5.15.post1.json" in doc["calibration"]
     cells = doc["cells"]
     assert len(cells) == 16
@@ -60,6 +60,8 @@ def test_predict_json_keys_are_the_contract(moe):
         assert set(c) == documented("## `specbench predict` (and the dry run's `predicted`)")
         # an H200 SGLang 0.5.15 cell has a calibration of its own: calibrated, with an interval around its tok/s
         assert c["calibration_state"] == "calibrated" and c["tok_s_lo"] < c["tok_s"] < c["tok_s_hi"]
+    for row in doc["fits"]:
+        assert set(row) == documented("### Fastest setup that fits (`fits`)")
     ar = [c for c in cells if c["label"] == "ar"]
     spec = [c for c in cells if c["label"] != "ar"]
     assert all(c["speedup"] == 1.0 and c["accept_len"] is None for c in ar)

@@ -52,10 +52,14 @@ def predict_cmd(
     spec, _ = load_matrix(matrix)
     cal = load_calibration(calibration)
     measured = accept_from_store(acceptance_from) if acceptance_from is not None else None
+    from specbench.matrix.fits import matrix_fits
+
     rows = plan_rows(spec)
     preds = predict_spec(spec, rows, cal, accept_len, measured)
+    fits = matrix_fits(spec, rows, cal, accept_len, measured)
     if as_json:
-        doc = {"matrix": str(matrix), "calibration": cal.source, "cells": [p.as_dict() for p in preds]}
+        doc = {"matrix": str(matrix), "calibration": cal.source, "cells": [p.as_dict() for p in preds],
+               "fits": [r.as_dict() for r in fits]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     from rich import box
@@ -87,3 +91,8 @@ def predict_cmd(
         console.print("  uncalibrated: the bare roofline (no overheads, full efficiency), a ceiling on tok/s "
                       "(\"<=\"), no interval: `specbench calibrate` a store of this engine and GPU to narrow it",
                       highlight=False, markup=False)
+    from specbench.report.fits_render import fits_rich
+
+    console.print()
+    for part in fits_rich(fits):
+        console.print(part, highlight=False)
