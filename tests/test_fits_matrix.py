@@ -75,6 +75,8 @@ def test_the_incident_tp1_dflash_runs_what_its_fixed_plan_allows_and_the_mamba_p
     assert reach.kv == launched["kv_tokens"] // (1024 + 256)
     assert reach.binds == "mamba" and reach.fix and "max_running_request is zero" in reach.fix
     assert f"{asked['max_mamba_cache_size']} Mamba slots / {asked['mamba_ratio']} per request" in reach.fix
+    md = fits_markdown(fits)
+    assert f"- TP 1 · dflash: {reach.fix}" in md  # each fixed launch is named under its table, with why
 
     # TP4 holds more than TP1 on every memory limit: the matrix's own concurrency (8) is what binds it there
     four = _row(fits, 4, "dflash", 1024).setup.reach

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from specbench.decide.verdict import TIE_MARGIN
 from specbench.load import speedup as speedups
-from specbench.plan.reach import LIMIT_TEXT, Reach, reach_of
+from specbench.plan.reach import LIMIT_TEXT, Limit, Reach, reach_of
 from specbench.predict.matrix import Predicted
 
 Basis = Literal["measured", "measured_below", "predicted", "none"]
@@ -326,18 +326,22 @@ def setups_from_dry_run(rows: Sequence[Mapping[str, Any]], section: str) -> list
 
 
 def _fixed(reach: Reach, asked_plan: Mapping[str, Any] | None, reason: Any, length: int | None) -> Reach:
-    """A launch the planner's nearest fix replaced (auto_fix): where the fixed cap is what binds, the limit that made
-    the asked launch fail is named instead (its Mamba slots or its KV tokens, from the asked plan's own numbers)."""
+    """A launch the planner's nearest fix replaced (auto_fix): the fix and, from the asked plan's own numbers, the
+    limit that made the asked launch fail (its Mamba slots or its KV tokens); where the fixed cap is what binds, that
+    limit is named as the binding one."""
     why = str(reason) if reason else "auto_fix: launched with the planner's nearest working settings"
-    if reach.binds != "engine_cap" or not asked_plan:
+    if not asked_plan:
         return replace(reach, fix=why)
     slots, ratio = _int(asked_plan.get("max_mamba_cache_size")), _int(asked_plan.get("mamba_ratio"))
     kv = _int(asked_plan.get("kv_tokens"))
-    need = reach.reachable or 1
-    if slots is not None and ratio and slots // ratio < need:
-        return replace(reach, binds="mamba", fix=f"{why}; asked: {slots:,} Mamba slots / {ratio} per request = "
-                                                 f"{slots // ratio} requests")
-    if kv is not None and length and kv // length < need:
-        return replace(reach, binds="kv", fix=f"{why}; asked: {kv:,} KV tokens / {length:,} = {kv // length} "
-                                              "requests")
-    return replace(reach, fix=why)
+    need = max(1, reach.holds or 1)
+    failed: Limit
+    if slots is not None and ratio and slots // ratio < need:  # a plan out of memory states K <= 0: none left
+        k = max(0, slots)
+        failed, detail = "mamba", f"asked: {k:,} Mamba slots / {ratio} per request = {k // ratio} requests"
+    elif kv is not None and length and kv // length < need:
+        n = max(0, kv)
+        failed, detail = "kv", f"asked: {n:,} KV tokens / {length:,} = {n // length} requests"
+    else:
+        return replace(reach, fix=why)
+    return replace(reach, binds=failed if reach.binds == "engine_cap" else reach.binds, fix=f"{why}; {detail}")

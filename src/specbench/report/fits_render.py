@@ -61,8 +61,7 @@ def _from(row: FitRow) -> str:
     if t.basis == "measured_below":
         return t.note + warn
     if t.basis == "predicted":
-        return f"predicted at {t.at}, {t.calibration}" + ("" if t.calibration != "uncalibrated"
-                                                           else " (roofline ceiling)")
+        return f"predicted at {t.at}, {t.calibration}"
     return f"none: {t.note}" if t.note else "none"
 
 
@@ -106,8 +105,6 @@ def verdict_text(rows: Sequence[FitRow]) -> str:
             f"{'<= ' if t.ceiling else ''}{per:,.1f} tok/s per GPU at {best.setup.reach.reachable} running ({how})")
     if t.warnings:
         text += "; warning: " + "; ".join(t.warnings)
-    if best.setup.reach.fix:
-        text += f"; {best.setup.reach.fix}"
     near = [f"TP {r.setup.tp} · {r.setup.label}" for r in rows if r.near_best]
     if near:
         text += f"; within {TIE_MARGIN:.0%} of it (a tie on this number): " + ", ".join(near)
@@ -120,9 +117,13 @@ def verdict_text(rows: Sequence[FitRow]) -> str:
             text += (f"; open: TP {r.setup.tp} · {r.setup.label} was measured at {r.throughput.at} running only; "
                      f"predicted at the {r.setup.reach.reachable} it reaches: {p.tok_s / tp:,.1f}{iv} tok/s per GPU "
                      f"({p.calibration_state}): measure it there to decide")
-    fixes = [f"TP {r.setup.tp} · {r.setup.label}: {r.setup.reach.fix}" for r in rows
-             if r.setup.reach.fix and not r.best]
-    return text + "." + ("" if not fixes else " Fixed launches: " + "; ".join(fixes) + ".")
+    return text + "."
+
+
+def fix_lines(rows: Sequence[FitRow]) -> list[str]:
+    """One line per launch the planner's nearest fix replaced (auto_fix): what it changed and why the asked one
+    fails."""
+    return [f"TP {r.setup.tp} · {r.setup.label}: {r.setup.reach.fix}" for r in rows if r.setup.reach.fix]
 
 
 def _stores(rows: Sequence[FitRow]) -> int:
@@ -144,6 +145,8 @@ def fits_markdown(rows: Sequence[FitRow]) -> list[str]:
                 cells[1] = f"**{cells[1]}**"
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", verdict_text(group), ""]
+        fixes = fix_lines(group)
+        lines += [f"- {f}" for f in fixes] + ([""] if fixes else [])
     return lines
 
 
@@ -167,6 +170,9 @@ def fits_html(rows: Sequence[FitRow]) -> str:
         out.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
                    "</table></div>")
         out.append(f"<p>{escape(verdict_text(group))}</p>")
+        fixes = fix_lines(group)
+        if fixes:
+            out.append("<ul>" + "".join(f"<li>{escape(f)}</li>" for f in fixes) + "</ul>")
     return "".join(out)
 
 
@@ -184,5 +190,5 @@ def fits_rich(rows: Sequence[FitRow]) -> list[Any]:
             t.add_column(h, justify="left" if i in (1, 7, 11) else "right", no_wrap=i != 11)
         for r in group:
             t.add_row(*values(r, n), style="bold" if r.best else None)
-        out += [t, Text("  " + verdict_text(group))]
+        out += [t, Text("  " + verdict_text(group)), *(Text("  " + f) for f in fix_lines(group))]
     return out
