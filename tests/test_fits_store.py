@@ -158,3 +158,25 @@ def test_two_stores_render_one_table_per_workload_with_the_stored_numbers():
     eagle = _throughputs(EAGLE3)
     ar = next(r for r in body if r[1].startswith("ar") and r[8] == f"{eagle[('ar', 64)]:,.1f}")
     assert ar[1].endswith("★")  # Llama-3.1-8B AR at 64: the fastest per GPU of its workload
+
+
+def test_a_launch_with_no_done_cell_at_or_below_its_reach_is_predicted_there():
+    """The same real store with one server's done cells left out (as if every cell of it had failed): its row is the
+    step-cost model's at the 24 it reaches, calibrated on H200 SGLang 0.5.15 (the shipped calibration), with an
+    interval; without the model it is none, and says why."""
+    from dataclasses import replace
+
+    store = load_store(SIM)
+    cut = replace(store, cells=tuple(c for c in store.cells if not (c.label == "mtp-sim2.5" and c.status == "done")))
+    row = by_label(fit_rows([cut]))["mtp-sim2.5"]
+    t = row.throughput
+    assert t.basis == "predicted" and t.at == row.setup.reach.reachable == 24
+    assert t.calibration == "calibrated" and t.interval is not None and t.interval[0] < t.tok_s < t.interval[1]
+    assert row.per_request == pytest.approx(t.tok_s / 24) and not t.ceiling
+    # with its cells gone, its accept length is the simulated 2.5, not the 2.55 its cells measured (what the full
+    # store's below-reach row predicts with): a shorter accept length, fewer tokens a step, a slower prediction
+    full = by_label(fit_rows([store]))["mtp-sim2.5"].throughput.predicted_at_reach
+    assert full is not None and full.accept_len is not None and full.accept_len > 2.5
+    assert full.batch == 24 and full.tok_s is not None and t.tok_s < full.tok_s
+    none = by_label(fit_rows([cut], predict=False))["mtp-sim2.5"].throughput
+    assert none.basis == "none" and none.tok_s is None and "no prediction" in none.note

@@ -131,14 +131,16 @@ def _predictor(store: LoadedStore, rows: Mapping[str, Mapping[str, Any]], cal: C
         table = {}
     if store.engine_version:
         table = {**table, "engine_version": store.engine_version}
-    accepts = _accepts(store)
     engine = store.engine or "unknown"
+    accepts: list[dict[str, float]] = []  # read once, on the first prediction (most rows are measured)
 
     def predict(setup: Setup, at: int) -> Predicted | None:
         row = rows.get(setup.cell_id)
         if row is None:
             return None
-        return predict_rows([row_at(row, at)], table, engine, cal, None, accepts)[0]
+        if not accepts:
+            accepts.append(_accepts(store))
+        return predict_rows([row_at(row, at)], table, engine, cal, None, accepts[0])[0]
     return predict
 
 
