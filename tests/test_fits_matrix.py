@@ -156,3 +156,31 @@ def test_predict_cli_prints_the_table_and_json_carries_it():
     assert text.returncode == 0, text.stderr
     assert "Fastest setup that fits" in text.stdout and "Fastest per GPU that fits: TP " in text.stdout
     assert "uncalibrated" in text.stdout
+
+
+def test_the_dry_run_reaches_what_the_store_of_the_same_matrix_recorded():
+    """examples/h200-sglang-simulated-acceptance.toml planned before it runs: the same 47 (AR) and 24 (MTP) running
+    requests, bound by the same Mamba slots, as the plans its real H200 run stored (tests/data/h200-simulated-*);
+    predicted rows whose interval reaches the best are named open."""
+    import sqlite3
+
+    spec, _ = load_matrix(ROOT / "examples" / "h200-sglang-simulated-acceptance.toml")
+    rows = dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
+    fits = matrix_fits(spec, rows, shipped())
+    db = ROOT / "tests" / "data" / "h200-simulated-sglang-0.5.15.post1" / "h200-sim.db"
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    stored = {json.loads(s)["label"]: json.loads(p)
+              for s, p in con.execute("SELECT settings_json, plan_json FROM servers")}
+    con.close()
+    assert {r.setup.label for r in fits} == set(stored)
+    for r in fits:
+        plan = stored[r.setup.label]
+        assert r.setup.reach.reachable == plan["max_running_requests"] == plan["max_mamba_cache_size"] // plan[
+            "mamba_ratio"]
+        assert r.setup.reach.binds == "mamba"
+        t = r.throughput
+        assert t.basis == "predicted" and t.calibration == "calibrated" and t.at == r.setup.reach.reachable
+    best = next(r for r in fits if r.best)
+    for r in fits:
+        reaches = r.throughput.interval[1] >= (best.per_gpu or 0) * 0.97
+        assert r.open == (not r.best and not r.near_best and reaches)

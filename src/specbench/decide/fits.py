@@ -132,7 +132,7 @@ class FitRow:
     throughput: Throughput
     best: bool = False
     near_best: bool = False
-    open: bool = False    # measured below its reach, and its prediction there does not rule out the best per GPU
+    open: bool = False    # measured below its reach, or predicted: its prediction does not rule out the best per GPU
 
 
     @property
@@ -239,9 +239,10 @@ def throughput_of(setup: Setup, predict: Predictor | None) -> Throughput:
 
 def rank(rows: Sequence[FitRow], margin: float = TIE_MARGIN) -> tuple[FitRow, ...]:
     """The rows with `best` set on the one per workload with the highest throughput per GPU among those that fit
-    (ties: the fewer GPUs, then the first), `near_best` on the others within `margin` of it, and `open` on those
-    measured only below their reach whose prediction there (its interval's top; an uncalibrated one is a ceiling
-    already) comes within `margin` of the best or passes it: the table cannot rule them out."""
+    (ties: the fewer GPUs, then the first), `near_best` on the others within `margin` of it, and `open` on the
+    others measured only below their reach, or predicted, whose prediction at the reach (its interval's top; an
+    uncalibrated one is a ceiling already) comes within `margin` of the best or passes it: the table cannot rule
+    them out."""
     best: dict[Workload, float] = {}
     winner: dict[Workload, int] = {}
     for i, row in enumerate(rows):
@@ -258,13 +259,24 @@ def rank(rows: Sequence[FitRow], margin: float = TIE_MARGIN) -> tuple[FitRow, ..
         is_best = winner.get(w) == i
         near = (not is_best and row.eligible and w in best
                 and (row.per_gpu or 0.0) >= best[w] * (1 - margin))
-        p = row.throughput.predicted_at_reach
-        top = None if p is None else (p.tok_s_hi if p.tok_s_hi is not None else p.tok_s)
-        at_reach = None if top is None else top / max(1, row.setup.tp)
-        still_open = (not is_best and row.throughput.basis == "measured_below" and at_reach is not None
-                      and w in best and at_reach >= best[w] * (1 - margin))
+        top = _prediction_top(row)
+        still_open = (not is_best and not near and top is not None and w in best
+                      and top / max(1, row.setup.tp) >= best[w] * (1 - margin))
         out.append(replace(row, best=is_best, near_best=near, open=still_open))
     return tuple(out)
+
+
+def _prediction_top(row: FitRow) -> float | None:
+    """The most the step-cost model allows this row at its reach: the top of its prediction's interval (an
+    uncalibrated prediction is a ceiling already); for a row measured below its reach, of the prediction there;
+    None for a row measured at its reach or not predicted."""
+    t = row.throughput
+    p = t.predicted_at_reach if t.basis == "measured_below" else None
+    if p is not None:
+        return p.tok_s_hi if p.tok_s_hi is not None else p.tok_s
+    if t.basis == "predicted" and t.tok_s is not None:
+        return t.interval[1] if t.interval is not None else t.tok_s
+    return None
 
 
 def build(setups: Sequence[Setup], predict: Predictor | None = None) -> tuple[FitRow, ...]:

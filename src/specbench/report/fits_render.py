@@ -109,15 +109,29 @@ def verdict_text(rows: Sequence[FitRow]) -> str:
     if near:
         text += f"; within {TIE_MARGIN:.0%} of it (a tie on this number): " + ", ".join(near)
     for r in rows:
-        p = r.throughput.predicted_at_reach
-        if r.open and p is not None and p.tok_s is not None:
-            tp = max(1, r.setup.tp)
-            iv = (f" [{p.tok_s_lo / tp:,.1f}, {p.tok_s_hi / tp:,.1f}]"
-                  if p.tok_s_lo is not None and p.tok_s_hi is not None else "")
-            text += (f"; open: TP {r.setup.tp} · {r.setup.label} was measured at {r.throughput.at} running only; "
-                     f"predicted at the {r.setup.reach.reachable} it reaches: {p.tok_s / tp:,.1f}{iv} tok/s per GPU "
-                     f"({p.calibration_state}): measure it there to decide")
+        if r.open:
+            text += "; open: " + _open_text(r)
     return text + "."
+
+
+def _open_text(r: FitRow) -> str:
+    """Why an open row is not ruled out: measured only below its reach, or predicted with an interval (or a ceiling)
+    that reaches the best."""
+    tp = max(1, r.setup.tp)
+    t = r.throughput
+    p = t.predicted_at_reach if t.basis == "measured_below" else None
+    name = f"TP {r.setup.tp} · {r.setup.label}"
+    if p is not None and p.tok_s is not None:
+        iv = (f" [{p.tok_s_lo / tp:,.1f}, {p.tok_s_hi / tp:,.1f}]"
+              if p.tok_s_lo is not None and p.tok_s_hi is not None else "")
+        return (f"{name} was measured at {t.at} running only; predicted at the {r.setup.reach.reachable} it "
+                f"reaches: {p.tok_s / tp:,.1f}{iv} tok/s per GPU ({p.calibration_state}): measure it there to decide")
+    value = t.tok_s or 0.0
+    if t.ceiling:
+        return f"{name}, a ceiling of {value / tp:,.1f} tok/s per GPU, is not ruled out either"
+    iv = f" [{t.interval[0] / tp:,.1f}, {t.interval[1] / tp:,.1f}]" if t.interval else ""
+    return (f"{name}, predicted {value / tp:,.1f}{iv} tok/s per GPU ({t.calibration}), is within the model's "
+            "interval of it: measure both to decide")
 
 
 def fix_lines(rows: Sequence[FitRow]) -> list[str]:
