@@ -165,8 +165,11 @@ PERF: tuple[GpuPerf, ...] = (
     # desktop-gpus/rtx-pro-6000/): 96 GB GDDR7 on 512 bits at 28 Gbps = 1,792 GB/s, "4,000 AI TOPS" (FP4 with
     # sparsity); the dense tensor peaks of NVIDIA's RTX Blackwell GPU architecture whitepaper (GB202, 188 SMs at the
     # 2,617 MHz boost: BF16 with FP32 accumulate 503.8, FP8 1,007.6, FP4 2,015.2 TFLOPS dense; x2 with sparsity:
-    # FP4 4,030 = the "4,000 AI TOPS"). The Max-Q (300 W) and Server Editions clock lower: for them these are ceilings
-    # above what the board sustains. No calibration yet: its predictions are the uncalibrated roofline.
+    # FP4 4,030 = the "4,000 AI TOPS"). Checked by arithmetic: 512 bits x 28 Gbps / 8 = 1,792 GB/s; 188 SMs x
+    # 2,617 MHz x 1,024 dense BF16 FLOP per clock per SM = 503.8 TFLOPS (x2 FP8, x4 FP4); the same figures as public
+    # spec listings of the board (e.g. hmc-tech.com's RTX PRO 6000 Blackwell page). The Max-Q (300 W) and Server
+    # Editions clock lower: for them these are ceilings above what the board sustains. No calibration yet: its
+    # predictions are the uncalibrated roofline.
     GpuPerf("RTX PRO 6000 Blackwell", 1792, 503.8,
             "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (1,792 GB/s GDDR7) and the RTX Blackwell GPU "
             "architecture whitepaper (BF16 dense 503.8, FP8 1,007.6, FP4 2,015.2 TFLOPS at 2,617 MHz, 188 SMs)",
