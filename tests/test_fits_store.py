@@ -180,3 +180,41 @@ def test_a_launch_with_no_done_cell_at_or_below_its_reach_is_predicted_there():
     assert full.batch == 24 and full.tok_s is not None and t.tok_s < full.tok_s
     none = by_label(fit_rows([cut], predict=False))["mtp-sim2.5"].throughput
     assert none.basis == "none" and none.tok_s is None and "no prediction" in none.note
+
+
+def test_a_server_the_planner_rejected_is_a_row_that_does_not_start(tmp_path: Path):
+    """A real `specbench run` whose only server the planner rejects (27B BF16 weights under mem_fraction_static 0.3
+    of a 96 GB card): nothing is launched, the store keeps the failing plan, and the row says it does not start."""
+    import subprocess
+    import sys
+
+    from proc_helpers import free_port
+
+    m = tmp_path / "m.toml"
+    m.write_text(f"""
+engine = "sglang"
+command = ["{sys.executable}", "-c", "print('launched')", "--model-path", "Qwen/Qwen3.6-27B"]
+port = {free_port()}
+[plan]
+model_config = "Qwen/Qwen3.6-27B-bf16-derived"
+gpu = "RTX PRO 6000 Blackwell"
+[server]
+tp = 1
+mem_fraction_static = 0.3
+[client]
+concurrency = [1, 4]
+""")
+    store = tmp_path / "r.sqlite"
+    r = subprocess.run([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store), "--no-progress"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (plan_json,) = _sql(store, "SELECT plan_json FROM servers")[0]
+    plan = json.loads(plan_json)
+    assert plan["status"] == "fails"
+    (row,) = fit_rows([load_store(store)])
+    reach = row.setup.reach
+    assert (reach.holds, reach.reachable, reach.fits, row.best) == (0, 0, False, False)
+    assert reach.reason == f"does not start: {plan['error']}" and reach.asked == 4
+    assert row.throughput.basis == "none" and row.throughput.note == reach.reason
+    md = "\n".join(fits_markdown([row]))
+    assert "does not start" in md and "Fastest per GPU that fits: none" in md
