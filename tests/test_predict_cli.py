@@ -52,12 +52,16 @@ def test_predict_json_keys_are_the_contract(moe):
     r = sb("predict", str(moe), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"matrix", "calibration", "cells"}
+    assert set(doc) == {"matrix", "calibration", "cells", "fits"}
     assert "calibrations/h200-sglang-0.5.15.post1.json" in doc["calibration"]
     cells = doc["cells"]
     assert len(cells) == 16
     for c in cells:
         assert set(c) == documented("## `specbench predict` (and the dry run's `predicted`)")
+        # an H200 SGLang 0.5.15 cell has a calibration of its own: calibrated, with an interval around its tok/s
+        assert c["calibration_state"] == "calibrated" and c["tok_s_lo"] < c["tok_s"] < c["tok_s_hi"]
+    for row in doc["fits"]:
+        assert set(row) == documented("### Fastest setup that fits (`fits`)")
     ar = [c for c in cells if c["label"] == "ar"]
     spec = [c for c in cells if c["label"] != "ar"]
     assert all(c["speedup"] == 1.0 and c["accept_len"] is None for c in ar)
@@ -138,7 +142,8 @@ def test_calibrate_refuses_a_store_without_usable_cells(tmp_path):
     bad.write_text("hello", encoding="utf-8")
     r = sb("calibrate", str(bad))
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    store = write_store(tmp_path / "pro6000.db", LLAMA8, Params(), recorded_gpu="RTX PRO 6000 Blackwell")
+    # a catalog GPU with no roofline ceilings (specs/gpu.py::PERF; the RTX PRO 6000 Blackwell has them now)
+    store = write_store(tmp_path / "rtx5090.db", LLAMA8, Params(), recorded_gpu="RTX 5090")
     one_line_error(sb("calibrate", str(store)), "no calibratable cells")
 
 

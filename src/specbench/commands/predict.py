@@ -52,10 +52,14 @@ def predict_cmd(
     spec, _ = load_matrix(matrix)
     cal = load_calibration(calibration)
     measured = accept_from_store(acceptance_from) if acceptance_from is not None else None
+    from specbench.matrix.fits import matrix_fits
+
     rows = plan_rows(spec)
     preds = predict_spec(spec, rows, cal, accept_len, measured)
+    fits = matrix_fits(spec, rows, cal, accept_len, measured)
     if as_json:
-        doc = {"matrix": str(matrix), "calibration": cal.source, "cells": [p.as_dict() for p in preds]}
+        doc = {"matrix": str(matrix), "calibration": cal.source, "cells": [p.as_dict() for p in preds],
+               "fits": [r.as_dict() for r in fits]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     from rich import box
@@ -63,12 +67,15 @@ def predict_cmd(
     from rich.table import Table
 
     t = Table(title=f"{spec.name}: predicted (calibration: {cal.source})", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("tp", "cell", "c", "batch", "accept", "tok/s", "TPOT ms", "TTFT ms", "speedup", "interval"):
-        t.add_column(col, justify="left" if col == "cell" else "right", no_wrap=True)
+    for col in ("tp", "cell", "c", "batch", "accept", "tok/s", "TPOT ms", "TTFT ms", "speedup", "interval",
+                "constants"):
+        t.add_column(col, justify="left" if col in ("cell", "constants") else "right", no_wrap=True)
     for p in preds:
         iv = f"{p.speedup_lo:.2f}-{p.speedup_hi:.2f}x" if p.speedup_lo is not None and p.speedup_hi is not None else "-"
+        ceiling = "<= " if p.calibration_state == "uncalibrated" else ""  # the bare roofline: a ceiling on speed
         t.add_row(str(p.tp), p.label, str(p.concurrency), str(p.batch or "-"), _x(p.accept_len),
-                  _x(p.tok_s, 1), _x(p.tpot_ms), _x(p.ttft_ms, 1), _x(p.speedup, 2, "x"), iv)
+                  ceiling + _x(p.tok_s, 1), _x(p.tpot_ms), _x(p.ttft_ms, 1), _x(p.speedup, 2, "x"), iv,
+                  p.calibration_state or "-")
     console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
     console.print(t)
     for src in dict.fromkeys(p.source for p in preds if p.source):
@@ -80,3 +87,12 @@ def predict_cmd(
     for msg, labels in errors.items():
         names = ", ".join(dict.fromkeys(labels))
         console.print(f"  not predicted ({len(labels)} cells: {names}): {msg}", highlight=False, markup=False)
+    if any(p.calibration_state == "uncalibrated" for p in preds):
+        console.print("  uncalibrated: the bare roofline (no overheads, full efficiency), a ceiling on tok/s "
+                      "(\"<=\"), no interval: `specbench calibrate` a store of this engine and GPU to narrow it",
+                      highlight=False, markup=False)
+    from specbench.report.fits_render import fits_rich
+
+    console.print()
+    for part in fits_rich(fits):
+        console.print(part, highlight=False)

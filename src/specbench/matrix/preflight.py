@@ -32,6 +32,7 @@ class Preflight:
     reason: str | None = None
     fix: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
+    asked_plan: dict[str, Any] | None = None  # `fixed`: the plan of the asked settings, the one that failed
 
 
 def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) -> dict[str, Any]:
@@ -100,7 +101,7 @@ def preflight(spec: MatrixSpec, st: ServerTuple, adapter: ServerAdapter,
                 continue
             return Preflight(st, "fixed", replan.get("status") if replan else None, replan, fl, fixed,
                              reason=f"auto_fix {change} (planner: {reason})", fix=change,
-                             notes=notes + fl.notes + _cap_note(replan, fixed))
+                             notes=notes + fl.notes + _cap_note(replan, fixed), asked_plan=plan)
         reason = f"{reason}; no fix at tp={st.tp} plans ok"
     return Preflight(st, "skipped", status, plan, launch, settings, reason=reason, notes=notes)
 
@@ -148,8 +149,20 @@ def dry_run(spec: MatrixSpec,
             "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
                                                 c.client.get("output_tokens")),
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
+            "plan_limits": plan_limits(pf.plan), "plan_limits_asked": plan_limits(pf.asked_plan),
         })
     return out
+
+
+# the plan keys a dry-run row carries for the "fastest setup that fits" table (plan/reach.py reads them)
+LIMIT_KEYS = ("status", "error", "engine_cap", "max_running_requests", "requested_max_running_requests", "kv_tokens",
+              "max_mamba_cache_size", "mamba_ratio", "planner_error")
+
+
+def plan_limits(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The planner's running-request limits of a launch (docs/contracts.md, dry-run row `plan_limits`); None
+    without a plan."""
+    return None if plan is None else {k: plan.get(k) for k in LIMIT_KEYS}
 
 
 def _effective(concurrency: Any, cap: Any) -> int | None:

@@ -30,6 +30,20 @@ from specbench.specs.gpu import find_gpu, gpu_perf
 FORMAT = "specbench-calibration"
 VERSION = 1
 
+# How far a prediction's constants are from a fit on its own kind of cell (`Calibration.lookup`'s source says which):
+# calibrated (the class itself, or the class pooled over models), borrowed (another class of the same engine and GPU:
+# another release, attention backend or CUDA-graph mode), uncalibrated (no class for this engine and GPU: the bare
+# roofline, no overheads at full efficiency, a ceiling on speed with no interval).
+CALIBRATED, BORROWED, UNCALIBRATED = "calibrated", "borrowed", "uncalibrated"
+
+
+def state_of(source: str) -> str:
+    """The calibration state of a `lookup` source text ("" for none)."""
+    for state in (CALIBRATED, BORROWED):
+        if source.startswith(state + ":"):
+            return state
+    return UNCALIBRATED if source.startswith("roofline only") else ""
+
 
 def ceilings(gpu_name: str) -> Ceilings | None:
     """The catalog's roofline ceilings for a GPU name (specs/gpu.py::PERF), None when unknown."""

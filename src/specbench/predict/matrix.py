@@ -1,7 +1,9 @@
 """Predict every cell of a matrix: the dry run's cells (matrix/preflight.py::dry_run, the planner's
 max_running_requests per server) -> predicted tok/s, TPOT, speedup over the AR cell at the same TP, concurrency and
 load, with an interval of +/- 2 x the calibration's relative RMS latency residual (step and TTFT fits combined:
-calibration.py::latency_rms), sqrt(2) x that for a ratio of two predictions."""
+calibration.py::latency_rms), sqrt(2) x that for a ratio of two predictions. Each prediction says how its constants
+were found (`calibration_state`: calibrated / borrowed / uncalibrated, calibration.py::state_of): an uncalibrated one
+is the bare roofline, a ceiling on speed with no interval, never shown as calibrated."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.predict.calibration import Calibration, ceilings
+from specbench.predict.calibration import Calibration, ceilings, state_of
 from specbench.predict.cells import cell_shape, class_key
 from specbench.predict.model import CellShape, predict_cell
 
@@ -36,6 +38,13 @@ class Predicted:
     speedup_hi: float | None
     source: str
     error: str | None = None
+    tok_s_lo: float | None = None    # tok/s x (1 -/+ 2 x the class's relative RMS latency residual); null uncalibrated
+    tok_s_hi: float | None = None
+
+    @property
+    def calibration_state(self) -> str:
+        """calibrated | borrowed | uncalibrated (calibration.py::state_of); "" when not predicted."""
+        return state_of(self.source) if self.tok_s is not None else ""
 
     def as_dict(self) -> dict[str, Any]:
         def r(x: float | None, n: int) -> float | None:
@@ -44,7 +53,8 @@ class Predicted:
                 "batch": self.batch, "accept_len": r(self.accept_len, 3), "tok_s": r(self.tok_s, 1),
                 "tpot_ms": r(self.tpot_ms, 3), "ttft_ms": r(self.ttft_ms, 1), "speedup": r(self.speedup, 3),
                 "speedup_lo": r(self.speedup_lo, 3), "speedup_hi": r(self.speedup_hi, 3), "source": self.source,
-                "error": self.error}
+                "error": self.error, "tok_s_lo": r(self.tok_s_lo, 1), "tok_s_hi": r(self.tok_s_hi, 1),
+                "calibration_state": self.calibration_state}
 
 
 def _accept(row: Mapping[str, Any], accept_len: float | None, measured: Mapping[str, float]) -> float | None:
@@ -108,8 +118,11 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
             if sp is not None and math.isfinite(rms):
                 w = Z * math.sqrt(2.0) * rms
                 lo, hi = sp * (1 - w), sp * (1 + w)
+        t_lo = t_hi = None
+        if math.isfinite(rms):
+            t_lo, t_hi = p.tok_s * max(0.0, 1 - Z * rms), p.tok_s * (1 + Z * rms)
         results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, p.batch, acc, p.tok_s, p.tpot_ms,
-                                         p.ttft_ms, sp, lo, hi, src)
+                                         p.ttft_ms, sp, lo, hi, src, None, t_lo, t_hi)
     return [results[row["cell"]] for row in rows]
 
 

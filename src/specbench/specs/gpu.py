@@ -144,6 +144,8 @@ class GpuPerf:
     mem_bw_gbs: float        # HBM/GDDR bandwidth, GB/s (10^9 B/s)
     bf16_dense_tflops: float # dense BF16 tensor-core peak, TFLOP/s (no sparsity)
     source: str
+    fp8_dense_tflops: float | None = None  # dense FP8 tensor-core peak, TFLOP/s (recorded; the model reads BF16)
+    fp4_dense_tflops: float | None = None  # dense FP4 tensor-core peak, TFLOP/s (recorded; the model reads BF16)
 
 
 # Vendor datasheet peaks (the roofline's ceilings; the calibration's efficiency says how much of them a step gets).
@@ -158,6 +160,20 @@ PERF: tuple[GpuPerf, ...] = (
     GpuPerf("A100 80GB", 2039, 312, "NVIDIA A100 datasheet (SXM 80GB: 2,039 GB/s, BF16 dense 312 TFLOPS)"),
     GpuPerf("A100 40GB", 1555, 312, "NVIDIA A100 datasheet (SXM 40GB: 1,555 GB/s, BF16 dense 312 TFLOPS)"),
     GpuPerf("L40S", 864, 362, "NVIDIA L40S datasheet (864 GB/s GDDR6, BF16 733 TFLOPS with sparsity = 362 dense)"),
+    # The incident's board (examples/qwen36-27b-dflash-ddtree.toml), the Workstation Edition (600 W): NVIDIA RTX PRO
+    # 6000 Blackwell Workstation Edition datasheet (https://www.nvidia.com/en-us/products/workstations/professional-
+    # desktop-gpus/rtx-pro-6000/): 96 GB GDDR7 on 512 bits at 28 Gbps = 1,792 GB/s, "4,000 AI TOPS" (FP4 with
+    # sparsity); the dense tensor peaks of NVIDIA's RTX Blackwell GPU architecture whitepaper (GB202, 188 SMs at the
+    # 2,617 MHz boost: BF16 with FP32 accumulate 503.8, FP8 1,007.6, FP4 2,015.2 TFLOPS dense; x2 with sparsity:
+    # FP4 4,030 = the "4,000 AI TOPS"). Checked by arithmetic: 512 bits x 28 Gbps / 8 = 1,792 GB/s; 188 SMs x
+    # 2,617 MHz x 1,024 dense BF16 FLOP per clock per SM = 503.8 TFLOPS (x2 FP8, x4 FP4); the same figures as public
+    # spec listings of the board (e.g. hmc-tech.com's RTX PRO 6000 Blackwell page). The Max-Q (300 W) and Server
+    # Editions clock lower: for them these are ceilings above what the board sustains. No calibration yet: its
+    # predictions are the uncalibrated roofline.
+    GpuPerf("RTX PRO 6000 Blackwell", 1792, 503.8,
+            "NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (1,792 GB/s GDDR7) and the RTX Blackwell GPU "
+            "architecture whitepaper (BF16 dense 503.8, FP8 1,007.6, FP4 2,015.2 TFLOPS at 2,617 MHz, 188 SMs)",
+            fp8_dense_tflops=1007.6, fp4_dense_tflops=2015.2),
     GpuPerf("RTX 4090", 1008, 165, "NVIDIA Ada whitepaper (1,008 GB/s GDDR6X, FP16/BF16 tensor dense 165 TFLOPS)"),
     GpuPerf("MI300X", 5300, 1307, "AMD Instinct MI300X datasheet (5.3 TB/s HBM3, BF16 dense 1,307 TFLOPS)"),
 )
