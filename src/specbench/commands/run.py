@@ -130,6 +130,19 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
+def _print_answers(store_path: Path, console: Console) -> None:
+    """The store's answers (report/decisions.py, what the report's 'Which setup to run' shows), one line per
+    workload and concurrency."""
+    from specbench.report.decisions import questions
+    from specbench.report.load import load_store
+    from specbench.report.tables import cell_rows
+
+    store = load_store(store_path)
+    for q in questions(cell_rows([store])):
+        where = f"tp={q.tp} c={q.concurrency}" + (f" {q.workload}" if q.workload else "")
+        console.print(f"  answer {where}: {q.decision.headline.text}", highlight=False, markup=False)
+
+
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.load.integrity import concurrency_text
     from specbench.matrix.preflight import iter_phases
@@ -308,6 +321,7 @@ def register(app: typer.Typer) -> None:
                     first = str(r["reason"]).strip().splitlines()[0]
                     console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={_c(r)}: "
                                   f"{first[:300]}", highlight=False, markup=False)
+            _print_answers(store_path, console)
             console.print(f"ran {report.ran} cells ({report.done} done, {report.partial} partial, {report.failed} failed), "
                           f"{report.skipped} skipped by the planner, {report.kept} kept from earlier runs; "
                           f"store: {store_path}", highlight=False)

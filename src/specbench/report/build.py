@@ -18,6 +18,7 @@ from pathlib import Path
 
 from specbench.errors import UserError
 from specbench.report.compare import load_stores
+from specbench.report.fits import fit_rows
 from specbench.report.html import render_html
 from specbench.report.markdown import render_markdown
 from specbench.report.model import Report, build_report
@@ -102,7 +103,7 @@ def _write_all(stores: Sequence[LoadedStore], out: Path, now: datetime | None) -
 
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
     report = build_report(stores, tables, plots, stamp)
-    report = replace(report, predicted=predicted_section([s.path for s in stores], stores))
+    report = replace(report, predicted=predicted_section([s.path for s in stores], stores), fits=fit_rows(stores))
     md = out / "report.md"
     md.write_text(render_markdown(report), encoding="utf-8")
     html = out / "report.html"

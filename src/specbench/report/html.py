@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from html import escape
 
+from specbench.report.fits_render import fits_html
 from specbench.report.formatting import (
     CELL_COLUMNS,
     INTEGRITY_HEADER,
@@ -43,6 +44,7 @@ th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; whi
 th { background: var(--head); position: sticky; top: 0; }
 td.text, th.text { text-align: left; } td.wrap { white-space: normal; min-width: 320px; max-width: 640px; text-align: left; }
 tr.ar td { background: #fafbfc; font-weight: 500; }
+tr.best td { background: #eef7ee; font-weight: 600; }
 .st { display:inline-block; padding: 0 6px; border-radius: 4px; font-size: 12px; }
 .st-done { background:#e6f4ea; color:#1e6b34; } .st-failed { background:#fde8e8; color:#9b1c1c; }
 .st-skipped { background:#eef0f3; color:#5f6b7a; } .st-pending, .st-running { background:#fff4e0; color:#8a5300; }
@@ -121,6 +123,7 @@ def _head(report: Report) -> list[str]:
            f"<h1>{escape(report.title)}</h1>", f'<div class="muted">Generated {escape(report.generated_at)}</div>']
     nav = [("stores", "Stores"), ("best", "Which setup"), ("figures", "Figures")]
     nav += [(f"phase-{i}", p.title) for i, p in enumerate(t.phases)]
+    nav += [("fits", "Fits")] if report.fits else []
     nav += [("ranking", "Ranking"), ("integrity", "Integrity")] if t.questions else []
     nav += [("predicted", "Predicted"), ("failures", "Failures"), ("memory", "Memory")]
     out.append("<nav>" + "".join(f'<a href="#{a}">{escape(n)}</a>' for a, n in nav) + "</nav>")
@@ -258,7 +261,7 @@ def _warnings(report: Report) -> list[str]:
 def render_html(report: Report, images: Mapping[str, bytes]) -> str:
     """The page, section by section in the order of its navigation bar."""
     out = [*_head(report), *_stores(report), *_best(report), *_figures(report, images), *_phases(report),
-           *_rankings(report),
+           *([fits_html(report.fits)] if report.fits else []), *_rankings(report),
            *predicted_html(report.predicted), *_failures(report), *_memory(report), *_warnings(report),
            "</body></html>"]
     return "\n".join(out) + "\n"

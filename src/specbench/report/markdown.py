@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from specbench.report.fits_render import fits_markdown
 from specbench.report.formatting import (
     CELL_COLUMNS,
     DECISION_NOTE,
@@ -120,6 +121,7 @@ def render_markdown(report: Report) -> str:
         lines += [f"## {_esc(table.title)}", ""]
         lines += _table([h for h, _ in CELL_COLUMNS], [cell_values(r) for r in table.rows])
         lines.append("")
+    lines += fits_markdown(report.fits) if report.fits else []
     lines += _notes(report)
     for dt in ranking_tables(t.questions):
         lines += _decision_table(dt)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specbench.decide.fits import FitRow
 from specbench.report.compare import describe
 from specbench.report.plot_base import Plot
 from specbench.report.predicted import PredictedSection
@@ -34,6 +35,7 @@ class Report:
     tables: Tables
     plots: tuple[Plot, ...]
     predicted: PredictedSection = PredictedSection()  # report/predicted.py
+    fits: tuple[FitRow, ...] = ()  # report/fits.py: the fastest setup that fits, per workload
 
     @property
     def multi(self) -> bool:
