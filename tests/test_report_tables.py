@@ -61,17 +61,29 @@ def test_speedup_is_throughput_over_ar_at_same_tp_and_concurrency(tmp_path: Path
     assert rows["cell-tp1-ddtree-b16-c1"].speedup is None  # skipped: its server failed
 
 
-def test_stored_speedup_wins_over_computed(tmp_path: Path) -> None:
+def test_a_stored_speedup_that_is_not_the_throughputs_ratio_is_recomputed_and_named(tmp_path: Path) -> None:
+    """Issue 34: the speedup shown is the pooled estimate its interval is centred on. A stored value that disagrees
+    with the cells' own throughputs (an older estimator, an edit) is not shown as the measurement: the ratio is,
+    and the note names the stored value. A stored value that agrees (to its 4 decimals) is the store's."""
     path = write_store(tmp_path / "s.db")
     con = sqlite3.connect(path)
     m = json.loads(con.execute("SELECT metrics_json FROM cells WHERE cell_id='cell-tp1-dflash-c1'").fetchone()[0])
+    ar = json.loads(con.execute("SELECT metrics_json FROM cells WHERE cell_id='cell-tp1-ar-c1'").fetchone()[0])
     m["speedup"] = 9.5
     con.execute("UPDATE cells SET metrics_json=? WHERE cell_id='cell-tp1-dflash-c1'", (json.dumps(m),))
+    m2 = json.loads(con.execute("SELECT metrics_json FROM cells WHERE cell_id='cell-tp1-dflash-c2'").fetchone()[0])
+    ar2 = json.loads(con.execute("SELECT metrics_json FROM cells WHERE cell_id='cell-tp1-ar-c2'").fetchone()[0])
+    m2["speedup"] = round(m2["output_throughput"] / ar2["output_throughput"], 4)
+    con.execute("UPDATE cells SET metrics_json=? WHERE cell_id='cell-tp1-dflash-c2'", (json.dumps(m2),))
     con.commit()
     con.close()
     rows = {r.cell_id: r for t in build_tables([load_store(path)]).phases for r in t.rows}
-    assert rows["cell-tp1-dflash-c1"].speedup == 9.5
-    assert rows["cell-tp1-dflash-c1"].speedup_source == "store"
+    edited = rows["cell-tp1-dflash-c1"]
+    assert edited.speedup == pytest.approx(m["output_throughput"] / ar["output_throughput"])
+    assert edited.speedup_source == "recomputed" and "stored speedup 9.5000" in edited.note
+    kept = rows["cell-tp1-dflash-c2"]
+    assert kept.speedup_source == "store" and "stored speedup" not in kept.note
+    assert kept.speedup == pytest.approx(m2["speedup"], abs=1e-4)
 
 
 def test_best_per_point_picks_the_fastest_done_cell(tmp_path: Path) -> None:

@@ -93,18 +93,25 @@ def gpu_fields(tel: Any) -> dict[str, float | None]:
 
 
 def _speedup(cell: CellRecord, thr: Comparison | None, ar: CellRecord | None) -> tuple[float | None, str]:
-    """The throughput speedup and where it came from: 'baseline' (AR itself), 'store' (the runner stored it),
-    'computed' (the same function here), 'no-baseline', or '' (not done)."""
+    """The throughput speedup and where it came from: 'baseline' (AR itself), 'store' (the runner stored it and it
+    is the ratio of the two cells' pooled throughputs), 'recomputed' (the stored value disagrees with those
+    throughputs: a store written by an older estimator, or edited; the ratio is shown, the disagreement named in the
+    cell's note), 'computed' (nothing stored: the same ratio), 'no-baseline', or '' (not done). The value is always
+    the pooled estimate its interval is centred on, where both throughputs are there."""
     if cell.is_ar:
         return None, "baseline"
     if cell.status != DONE or cell.metric("output_throughput") is None:
         return None, ""
     stored = cell.metric("speedup")
-    if stored is not None:
-        return stored, "store"
-    if ar is None:
-        return None, "no-baseline"
-    return (thr.ratio if thr is not None else None), "computed"
+    if thr is None:
+        return (stored, "store") if stored is not None else (None, "no-baseline" if ar is None else "")
+    if stored is None:
+        return thr.ratio, "computed"
+    agrees = abs(stored - thr.ratio) <= STORED_ROUNDING * max(1.0, abs(thr.ratio))
+    return thr.ratio, "store" if agrees else "recomputed"
+
+
+STORED_ROUNDING = 1e-3  # the runner stores 4 decimals (load/speedup.py DIGITS): a wider gap is another estimator
 
 
 def _ci(comparison: Comparison | None, stored: Any) -> tuple[float, float] | None:
@@ -135,6 +142,9 @@ def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: s
     speedup, source = _speedup(c, cmp.get("throughput"), ar)
     health = integrity(c, random_prompts) if c.metrics else None
     notes = _notes(c) + list(health.warnings if health is not None else ())
+    if source == "recomputed":
+        notes.append(f"stored speedup {c.metric('speedup'):.4f} is not the ratio of the pooled throughputs "
+                     f"({speedup:.4f}, shown): written by an older estimator or edited")
     sd = c.spread
     gpu = gpu_fields(c.metrics.get("gpu_telemetry"))
     return CellRow(
