@@ -1,6 +1,8 @@
 """`specbench compare A.db B.db [--json] [--margin 0.03] [--out FILE.md]`: did B (a new release, another drafter,
-a flag) help against A? The work is report/runs_match.py (which cell is which) and report/runs_compare.py (the
-verdicts); this module reads the arguments, prints, writes the markdown and sets the exit status:
+a flag) help against A?
+
+The work is report/runs_match.py (which cell is which) and report/runs_compare.py (the verdicts); this module
+reads the arguments, prints, writes the markdown and sets the exit status:
 0, or 1 when any matched pair is a decided regression (or ran in A and failed in B): a CI gate. A user's mistake
 (a missing store, a file that is not SQLite, the same store twice, a bad margin, an --out that is not ours) is one
 line and exit status 2, as everywhere (cli.py).
