@@ -149,22 +149,29 @@ def _ar_index(store: LoadedStore, sides: Sequence[Side]) -> dict[tuple[Any, ...]
     return out
 
 
-def _speedup(side: Side, ars: Mapping[tuple[Any, ...], CellRecord]) -> Speedup | None:
-    """The lead speedup of a done speculative cell over its store's AR cell; None for AR or without one."""
+def _speedup(side: Side, ars: Mapping[tuple[Any, ...], CellRecord],
+             memo: dict[tuple[str, str], sp.Estimate | None]) -> Speedup | None:
+    """The lead speedup of a done speculative cell over its store's AR cell (load/speedup.py: throughput for a
+    closed loop, AR TPOT / TPOT for a rate cell); None for AR or without one."""
     ar = ars.get((side.model, side.workload))
     if side.cell.is_ar or ar is None or side.cell.status != "done":
         return None
-    got = speedups.speedups(side.cell.metrics, ar.metrics, side.cell.client)
-    name = speedups.LEADS[got["speedup_lead"]]
-    ci = got.get(f"{name}_ci95")
-    return Speedup(got.get(name), (ci[0], ci[1]) if ci else None)
+    name, key, lower = next(k for k in speedups.KINDS if k[0] == speedups.LEADS[speedups.lead_of(side.cell.client)])
+    if (ar.cell_id, key) not in memo:  # one AR cell is the baseline of every speculative cell at its workload
+        memo[(ar.cell_id, key)] = speedups.estimate(ar.metrics, key)
+    mine, base = speedups.estimate(side.cell.metrics, key), memo[(ar.cell_id, key)]
+    if mine is None or base is None:
+        return Speedup(None, None)
+    r = sp.ratio(base, mine) if lower else sp.ratio(mine, base)
+    return Speedup(r.value, r.ci95)
 
 
 def _result(pair: Pair, margin: float, ars_a: Mapping[tuple[Any, ...], CellRecord],
-            ars_b: Mapping[tuple[Any, ...], CellRecord]) -> PairResult:
+            ars_b: Mapping[tuple[Any, ...], CellRecord], memo_a: dict[tuple[str, str], sp.Estimate | None],
+            memo_b: dict[tuple[str, str], sp.Estimate | None]) -> PairResult:
     lead = _lead(pair.a.cell)
     sa, sb = pair.a.cell.status, pair.b.cell.status
-    speeds = (_speedup(pair.a, ars_a), _speedup(pair.b, ars_b))
+    speeds = (_speedup(pair.a, ars_a, memo_a), _speedup(pair.b, ars_b, memo_b))
     if sa != "done" or sb != "done":
         outcome: Outcome = "failed" if sa == "done" and sb in FAILED_STATUSES else "unmeasured"
         why = "; ".join(f"{name}: {c.status}" + (f" ({_first_line(c.reason)})" if c.reason else "")
@@ -191,7 +198,9 @@ def compare_runs(a: LoadedStore, b: LoadedStore, margin: float = TIE_MARGIN) -> 
     m = match(a, b)
     ars_a = _ar_index(a, [p.a for p in m.pairs] + [u.side for u in m.unmatched if u.store == "A"])
     ars_b = _ar_index(b, [p.b for p in m.pairs] + [u.side for u in m.unmatched if u.store == "B"])
-    results = tuple(_result(p, margin, ars_a, ars_b) for p in m.pairs)
+    memo_a: dict[tuple[str, str], sp.Estimate | None] = {}
+    memo_b: dict[tuple[str, str], sp.Estimate | None] = {}
+    results = tuple(_result(p, margin, ars_a, ars_b, memo_a, memo_b) for p in m.pairs)
     return RunsComparison(_info(a), _info(b), margin, m, results)
 
 

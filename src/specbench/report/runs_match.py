@@ -30,12 +30,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from specbench.engines.argv import is_option, values_after
 from specbench.errors import UserError
 from specbench.load.axes import workload_text
-from specbench.report.records import CellRecord, LoadedStore, ServerRecord, label_key, natural_key
+from specbench.report.records import CellRecord, LoadedStore, ServerRecord, label_key
 from specbench.report.sections import cell_gpu, cell_model
 
 KnobKind = Literal["release", "setting", "env", "flag", "command"]
@@ -96,7 +97,7 @@ class Side:
     workload: tuple[Any, ...]  # load/speedup.py::baseline_key: TP, concurrency, client axes
     config: tuple[tuple[Knob, str], ...]  # sorted by knob
 
-    @property
+    @cached_property
     def knobs(self) -> dict[Knob, str]:
         return dict(self.config)
 
@@ -104,7 +105,7 @@ class Side:
     def hard(self) -> tuple[str | None, str | None, str | None]:
         return (self.model, self.engine, self.gpu)
 
-    @property
+    @cached_property
     def load_text(self) -> str:
         """The client axes: 'in=512 out=128 data=random' (load/axes.py::workload_text)."""
         return workload_text(self.cell.client)
@@ -241,11 +242,8 @@ def _neutral(store: LoadedStore, engine: str | None) -> tuple[str, ...]:
     return store.memo[key]  # type: ignore[return-value]
 
 
-def side_of(store: LoadedStore, cell: CellRecord) -> Side:
-    """A cell's label, identity, workload and configuration knobs."""
-    server: ServerRecord | None = store.server(cell.server_id)
-    engine = (server.engine if server is not None and server.engine else None) or store.engine
-    model = cell_model(store, cell)
+def _config(store: LoadedStore, server: ServerRecord | None, cell: CellRecord, engine: str | None,
+            model: str | None) -> tuple[tuple[Knob, str], ...]:
     if server is not None:
         settings: Mapping[str, Any] = server.settings
         command = server.command
@@ -255,8 +253,23 @@ def side_of(store: LoadedStore, cell: CellRecord) -> Side:
     knobs.update(command_knobs(command, _neutral(store, engine), model))
     if store.engine_version:
         knobs[Knob("release", "engine_version")] = store.engine_version
+    return tuple(sorted(knobs.items()))
+
+
+def side_of(store: LoadedStore, cell: CellRecord) -> Side:
+    """A cell's label, identity, workload and configuration knobs (read once per server: LoadedStore.memo)."""
+    server: ServerRecord | None = store.server(cell.server_id)
+    engine = (server.engine if server is not None and server.engine else None) or store.engine
+    model = cell_model(store, cell)
+    key = ("compare_config", cell.server_id, model) if server is not None else None
+    if key is None:
+        config = _config(store, server, cell, engine, model)
+    else:
+        if key not in store.memo:
+            store.memo[key] = _config(store, server, cell, engine, model)
+        config = store.memo[key]  # type: ignore[assignment]
     return Side(cell=cell, label=cell.label, model=model, engine=engine, gpu=cell_gpu(store, cell),
-                workload=cell.baseline_key, config=tuple(sorted(knobs.items())))
+                workload=cell.baseline_key, config=config)
 
 
 # ---------------------------------------------------------------- the subject
@@ -268,9 +281,10 @@ def _values(sides: Iterable[Side], knob: Knob) -> set[str | None]:
 
 def subject_of(a: Sequence[Side], b: Sequence[Side]) -> tuple[Change, ...]:
     """What differs between the stores as a whole (module docstring), in knob order."""
-    labels = sorted({s.label for s in a} & {s.label for s in b}, key=label_key)
-    by_a = {lab: [s for s in a if s.label == lab] for lab in labels}
-    by_b = {lab: [s for s in b if s.label == lab] for lab in labels}
+    all_a, all_b = _by_label(a), _by_label(b)
+    labels = sorted(set(all_a) & set(all_b), key=label_key)
+    by_a = {lab: all_a[lab] for lab in labels}
+    by_b = {lab: all_b[lab] for lab in labels}
     knobs = sorted({k for s in (*a, *b) if s.label in by_a for k, _ in s.config})
     candidates: list[tuple[Change, bool]] = []
     for knob in knobs:
@@ -298,8 +312,13 @@ def subject_of(a: Sequence[Side], b: Sequence[Side]) -> tuple[Change, ...]:
 # ---------------------------------------------------------------- matching
 
 
-def _key(s: Side, subject: frozenset[Knob]) -> tuple[Any, ...]:
-    return (s.label, s.hard, s.workload, tuple((k, v) for k, v in s.config if k not in subject))
+def _key(s: Side, subject: frozenset[Knob], seen: dict[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """What a pair must share; the configuration without the subject is built once per configuration (`seen`, by
+    the id of the config tuple: the sides of one server share it, side_of)."""
+    rest = seen.get(id(s.config))
+    if rest is None:
+        rest = seen[id(s.config)] = tuple((k, v) for k, v in s.config if k not in subject)
+    return (s.label, s.hard, s.workload, rest)
 
 
 def _diff(mine: Side, other: Side, subject: frozenset[Knob], mine_is_a: bool) -> tuple[Change, ...]:
@@ -313,10 +332,10 @@ def _diff(mine: Side, other: Side, subject: frozenset[Knob], mine_is_a: bool) ->
     return tuple(out)
 
 
-def _why(me: Side, store: SideName, others: Sequence[Side], subject: frozenset[Knob]) -> Unmatched:
-    """Why a cell of `store` has no counterpart among the other store's cells."""
+def _why(me: Side, store: SideName, by_label: Mapping[str, Sequence[Side]], subject: frozenset[Knob]) -> Unmatched:
+    """Why a cell of `store` has no counterpart among the other store's cells (`by_label`: those, by label)."""
     there = "B" if store == "A" else "A"
-    same = [o for o in others if o.label == me.label]
+    same = list(by_label.get(me.label, ()))
     if not same:
         return Unmatched(store, me, "label", f"no counterpart: label '{me.label}' is not in {there}")
     for i, what in enumerate(("model", "engine", "gpu")):
@@ -361,29 +380,34 @@ def _apart(a: Sequence[Side], b: Sequence[Side]) -> tuple[Change, ...]:
     return tuple(out)
 
 
-def _order(s: Side) -> tuple[Any, ...]:
-    c = s.cell
-    return (c.tp or 0, label_key(c.label), c.concurrency or 0, natural_key(c.cell_id))
+def _by_label(sides: Sequence[Side]) -> dict[str, list[Side]]:
+    out: dict[str, list[Side]] = {}
+    for s in sides:
+        out.setdefault(s.label, []).append(s)
+    return out
 
 
 def match(a_store: LoadedStore, b_store: LoadedStore) -> Matching:
     """Pair the cells of B with those of A (module docstring)."""
-    a = sorted((side_of(a_store, c) for c in a_store.cells), key=_order)
-    b = sorted((side_of(b_store, c) for c in b_store.cells), key=_order)
+    a = [side_of(a_store, c) for c in a_store.cells]  # in the store's order (report/records.py::cell_sort_key)
+    b = [side_of(b_store, c) for c in b_store.cells]
     subject = subject_of(a, b)
     skip = frozenset(c.knob for c in subject)
+    seen: dict[int, tuple[Any, ...]] = {}  # the sides (and so their config tuples) live as long as `seen`
     free_b: dict[tuple[Any, ...], list[Side]] = {}
     for s in b:
-        free_b.setdefault(_key(s, skip), []).append(s)
+        free_b.setdefault(_key(s, skip, seen), []).append(s)
     pairs: list[Pair] = []
     lone_a: list[Side] = []
     for s in a:
-        got = free_b.get(_key(s, skip))
+        got = free_b.get(_key(s, skip, seen))
         if got:
             pairs.append(Pair(s, got.pop(0)))
         else:
             lone_a.append(s)
-    lone_b = [s for group in free_b.values() for s in group]
-    unmatched = [_why(s, "A", b, skip) for s in lone_a] + [_why(s, "B", a, skip) for s in sorted(lone_b, key=_order)]
+    lone_b = {id(s) for group in free_b.values() for s in group}
+    a_by, b_by = _by_label(a), _by_label(b)
+    unmatched = ([_why(s, "A", b_by, skip) for s in lone_a]
+                 + [_why(s, "B", a_by, skip) for s in b if id(s) in lone_b])
     return Matching(subject=subject, apart=_apart(a, b), pairs=tuple(pairs), unmatched=tuple(unmatched),
                     relabelled=_relabelled(unmatched))

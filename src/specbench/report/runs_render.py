@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from specbench.decide import Metric
 from specbench.report.formatting import fmt, fmt_ratio
 from specbench.report.runs_compare import Delta, PairResult, RunsComparison, Speedup, StoreInfo
-from specbench.report.runs_match import changes_text
 
 # The first line of every markdown file `compare --out` writes: the write guard (commands/compare.py) overwrites
 # only a file that starts with it.
@@ -147,10 +146,7 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
 def render_markdown(rc: RunsComparison) -> str:
     """The markdown `compare --out FILE.md` writes (its first line is MARKER)."""
     lines = [MARKER, "", "# specbench compare: B against A", ""]
-    lines += [f"- {line}" for line in headlines(rc)]
-    if rc.matching.subject:
-        lines += ["", "Subject (every matched pair differs in this, and only this): "
-                  + changes_text(rc.matching.subject)]
+    lines += [f"- **{line}**" if line == rc.summary else f"- {line}" for line in headlines(rc)]
     lines += ["", "## Matched pairs", ""]
     if rc.results:
         lines += _md_table(*pair_table(rc))
