@@ -363,3 +363,14 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
 def test_every_outcome_is_counted_once() -> None:
     rc = _compare(DENSE, DENSE)  # the same file read twice through the API (the CLI refuses the same path)
     assert sum(rc.count(o) for o in OUTCOMES) == len(rc.results) == 16
+
+
+def test_a_vllm_command_is_read_without_its_model_port_and_log_flags() -> None:
+    from specbench.engines.base import server_adapter
+    from specbench.report.runs_match import Knob, command_knobs
+
+    argv = ["vllm", "serve", "Qwen/Qwen3-8B", "--port", "8000", "--max-model-len=4096", "--enforce-eager",
+            "--uvicorn-log-level", "warning", "--speculative-config", '{"method":"ngram"}']
+    got = command_knobs(argv, server_adapter("vllm", None).neutral_flags, "Qwen/Qwen3-8B")
+    assert got == {Knob("command", "command"): "vllm serve", Knob("flag", "--max-model-len"): "4096",
+                   Knob("flag", "--enforce-eager"): "", Knob("flag", "--speculative-config"): '{"method":"ngram"}'}

@@ -4,10 +4,10 @@ A server kind subclasses `ServerBase` as a frozen dataclass and overrides the fi
 `plan_engine`, `health_paths` ...) and the methods it does differently; the field order stays this one, so
 `Server(version)` builds any of them.
 
-`neutral_flags` are the launch flags that never change a result (`specbench compare` matches two runs' servers on
-their commands without them). The defaults: no extra request fields for counting tokens, no prefix-cache reset route, the served model names from
-the read-back's `/v1/models` list, and the running cap from the planner's prediction (`max_running_requests` of the
-plan contract: what the engine would end up with).
+The defaults: no extra request fields for counting tokens, no prefix-cache reset route, the served model names from
+the read-back's `/v1/models` list, the running cap from the planner's prediction (`max_running_requests` of the
+plan contract: what the engine would end up with), and as `neutral_flags` (the launch flags that never change a
+result: `specbench compare` matches two runs' servers on their commands without them) where it listens and its key.
 """
 
 from __future__ import annotations

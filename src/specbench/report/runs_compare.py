@@ -265,8 +265,8 @@ def to_json(rc: RunsComparison) -> dict[str, Any]:
         "summary": rc.summary, "coverage": rc.coverage,
         "counts": {o: rc.count(o) for o in OUTCOMES},
         "pairs": pairs,
-        "unmatched": [{"store": u.store, "cell": u.side.cell.cell_id, **_cell_json(u.side), "status": u.side.cell.status,
-                       "why": u.why, "text": u.text, "changes": [_change_json(c) for c in u.changes]}
-                      for u in m.unmatched],
+        "unmatched": [{"store": u.store, "cell": u.side.cell.cell_id, **_cell_json(u.side),
+                       "status": u.side.cell.status, "why": u.why, "text": u.text,
+                       "changes": [_change_json(c) for c in u.changes]} for u in m.unmatched],
         "exit_status": rc.exit_status,
     }

@@ -175,9 +175,10 @@ def _value(v: Any) -> str:
 
 
 def command_knobs(argv: Sequence[str], neutral: Iterable[str], model: str | None) -> dict[Knob, str]:
-    """The launch command's knobs: the program words (`python3 -m sglang.launch_server`, `vllm serve`), each flag's value ('' for a switch), positional words; the
-    neutral flags and the model left out. A flag takes the next word unless it is an option (argparse's rule for a
-    flag of unknown kind, engines/argv.py::values_after): both stores are read by the same rule."""
+    """The launch command's knobs: the program words (`python3 -m sglang.launch_server`, `vllm serve`), each flag's
+    value ('' for a switch), positional words; the neutral flags and the model left out. A flag takes the next word
+    unless it is an option (argparse's rule for a flag of unknown kind, engines/argv.py::values_after): both stores
+    are read by the same rule."""
     skip = set(neutral)
     out: dict[Knob, str] = {}
     words = list(argv)
