@@ -16,7 +16,7 @@ import pytest
 
 from specbench.cli import COMMANDS
 
-ALL = ["plan", "doctor", "run", "report", "export", "models", "predict", "calibrate"]
+ALL = ["plan", "doctor", "run", "report", "export", "compare", "models", "predict", "calibrate"]
 PLAN = ["plan", "--", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "1"]
 # Never on the plan path. pydantic neither: a valid config.json is checked without it (specs/config_fields.py) and
 # plain str/float options are coerced without typer's pydantic adapters (cli.py::_install_plain_coercion).

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "run": "specbench.commands.run",
     "report": "specbench.commands.report",
     "export": "specbench.commands.report",
+    "compare": "specbench.commands.compare",
     "models": "specbench.commands.models",
     "predict": "specbench.commands.predict",
     "calibrate": "specbench.commands.calibrate",

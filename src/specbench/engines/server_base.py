@@ -5,8 +5,9 @@ A server kind subclasses `ServerBase` as a frozen dataclass and overrides the fi
 `Server(version)` builds any of them.
 
 The defaults: no extra request fields for counting tokens, no prefix-cache reset route, the served model names from
-the read-back's `/v1/models` list, and the running cap from the planner's prediction (`max_running_requests` of the
-plan contract: what the engine would end up with).
+the read-back's `/v1/models` list, the running cap from the planner's prediction (`max_running_requests` of the
+plan contract: what the engine would end up with), and as `neutral_flags` (the launch flags that never change a
+result: `specbench compare` matches two runs' servers on their commands without them) where it listens and its key.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 
 
+# Launch flags that never change what a benchmark measures: where the server listens and the key it asks for. Every
+# server kind takes these; an engine adds its own (log, dump and name flags) to its `neutral_flags`.
+NEUTRAL_FLAGS = ("--host", "--port", "--api-key")
+
+
 @dataclass(frozen=True)
 class ServerBase:
     version: str | None = None
@@ -33,6 +39,7 @@ class ServerBase:
     health_paths: tuple[str, ...] = ("/health",)
     needs_command: bool = True
     tolerate_plan_errors: bool = False
+    neutral_flags: tuple[str, ...] = NEUTRAL_FLAGS
 
     def default_plan_version(self) -> str | None:
         return self.version

@@ -74,6 +74,13 @@ def _plan_gpu(server: ServerRecord | None) -> str | None:
     return g if isinstance(g, str) and g else None
 
 
+def cell_gpu(store: LoadedStore, cell: CellRecord) -> str | None:
+    """The GPU of a cell's section (module docstring): meta `gpu` / `gpu_name`, else its server's planner GPU, else
+    any server's; None when nothing says."""
+    return (next((str(store.meta[k]) for k in ("gpu", "gpu_name") if store.meta.get(k)), None)
+            or _plan_gpu(store.server(cell.server_id)) or _any_plan_gpu(store))
+
+
 def _section(store: LoadedStore, server: ServerRecord | None, cell: CellRecord | None = None) -> str:
     """'<model> · <GPU>' of a server (and of a cell of it: the model it answered for as the last resort)."""
     model = cell_model(store, cell) if cell is not None else (server_model(server) or store.meta.get("model"))

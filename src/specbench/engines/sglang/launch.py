@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.engines import argv as argv_words
-from specbench.engines import httpclient, server_auth
+from specbench.engines import httpclient, server_auth, server_base
 from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 
 HEALTH_PATHS = ("/health_generate", "/health")
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
+
+# Flags that never change a measurement (server_args.py::ServerArgs@0.5.15.post1): where it listens (the NCCL port
+# included), its keys, what and where it logs or dumps, the name it serves under, where it stores files it fetches.
+NEUTRAL_FLAGS = (*server_base.NEUTRAL_FLAGS, "--admin-api-key", "--nccl-port", "--log-level", "--log-level-http",
+                 "--log-requests", "--log-requests-level", "--log-requests-format", "--log-requests-target",
+                 "--decode-log-interval", "--crash-dump-folder", "--served-model-name", "--download-dir",
+                 "--file-storage-path")
 
 # Setting the draft-token count replaces DFLASH's block size too: both are the per-request draft tokens
 # (sglang/srt/arg_groups/speculative_hook.py@0.5.15: the block size is the draft-token count for DFLASH).
@@ -174,6 +181,7 @@ class SglangServer(ServerBase):
     name: str = "sglang"
     plan_engine: str | None = "sglang"
     health_paths: tuple[str, ...] = HEALTH_PATHS
+    neutral_flags: tuple[str, ...] = NEUTRAL_FLAGS
 
     def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
         argv = build_argv(target.command, settings, target.host, target.port, self.version)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbench.engines import prometheus, server_auth
+from specbench.engines import prometheus, server_auth, server_base
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 
 
 
+# Flags that never change a measurement (vLLM 0.32.0's `vllm serve --help`, engines/vllm/cli_flags/0.32.0.txt):
+# where it listens, its key, what and how it logs, the name it serves under, where it downloads to.
+NEUTRAL_FLAGS = (*server_base.NEUTRAL_FLAGS, "--uvicorn-log-level", "--log-level", "--log-config-file",
+                 "--logging-config", "--disable-log-stats", "--enable-log-requests", "--no-enable-log-requests",
+                 "--enable-log-outputs", "--no-enable-log-outputs", "--disable-uvicorn-access-log",
+                 "--no-disable-uvicorn-access-log", "--disable-access-log-for-endpoints", "--max-log-len",
+                 "--served-model-name", "--download-dir")
+
+
 @dataclass(frozen=True)
 class VllmServer(ServerBase):
     """A vLLM server launched from the matrix's `command`."""
@@ -43,6 +52,7 @@ class VllmServer(ServerBase):
     name: str = "vllm"
     plan_engine: str | None = "vllm"
     health_paths: tuple[str, ...] = ("/health",)
+    neutral_flags: tuple[str, ...] = NEUTRAL_FLAGS
 
     def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
         argv = vllm_argv(target.command, settings, target.host, target.port, False)
