@@ -331,6 +331,9 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
     return runs, tuple(rows), scrapes
 
 
+NO_RESET_ROUTE = "the server offers no prefix-cache reset route"  # `prefix_cache_reset.how` when none was tried
+
+
 def hygiene(ctx: CellContext) -> None:
     """Before each measured run: empty the server's prefix cache where it offers a route for it
     (engines/base.py::ServerAdapter.cache_reset_path), so no repeat or cell is served from an earlier one's cache;
@@ -339,7 +342,7 @@ def hygiene(ctx: CellContext) -> None:
 
     path = ctx.adapter.cache_reset_path()
     if path is None:
-        ctx.cache["cache_reset"] = {"reset": False, "how": "the server offers no prefix-cache reset route"}
+        ctx.cache["cache_reset"] = {"reset": False, "how": NO_RESET_ROUTE}
         return
     ok, how = post_path(ctx.base_url, path)
     ctx.cache["cache_reset"] = {"reset": ok, "how": how}

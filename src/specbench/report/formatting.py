@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from specbench.decide import METRICS, Comparison, Metric, more_text
 from specbench.decide.verdict import level
+from specbench.matrix.cellrun import NO_RESET_ROUTE
 from specbench.report.rows import Best, CellRow, Question
 
 
@@ -183,7 +184,7 @@ def best_tables(best: Sequence[Best]) -> list[BestTable]:
 
 
 DECISION_NOTE = ("vs AR (per metric, decide/verdict.py): tie when the whole 95% interval of the speedup lies within "
-                 "±3% of 1, faster / slower when it lies above / below 1, undecided when it holds 1 and reaches past "
+                 "3% of 1 either way, faster / slower when it lies above / below 1, undecided when it holds 1 and reaches past "
                  "the margin or there is none (a cell measured once has no interval: repeat it, `repeats`); the lead "
                  "metric's verdict first, then each latency verdict that differs. vs best: against the best "
                  "configuration of the same TP, workload and concurrency (see the decisions). CV: the coefficient of "
@@ -215,7 +216,7 @@ class DecisionTable:
 
 ANSWER_NOTE = ("Each question is one TP size, workload and concurrency: every configuration measured there is ranked "
                "by {lead} and compared with the best; the answer says which to run: \"X (decided against every "
-               "other)\", \"X or Y (tie within 3%)\" (the whole interval of their ratio lies within ±3%), or "
+               "other)\", \"X or Y (tie within 3%)\" (the whole interval of their ratio lies within 3% either way), or "
                "\"undecided between X and Y\" with about how many more repeats each would decide (at the spread seen "
                "so far). The latency answers are the same question asked on TPOT mean and E2E p50. A named "
                "configuration with an integrity warning carries it beside its name")
@@ -289,7 +290,7 @@ def _value(row: CellRow, m: Metric) -> str:
 
 RANKING_NOTE = ("Every configuration of each question, ranked by {lead}; vs best: its speed ratio to the best on that "
                 "metric (above 1 is better: a latency's ratio is the best's latency over its own) with the interval "
-                "and the verdict (tie within ±3%, slower, undecided); vs AR: the lead speedup over the AR cell with "
+                "and the verdict (tie within 3% either way, slower, undecided); vs AR: the lead speedup over the AR cell with "
                 "its verdict")
 
 
@@ -349,7 +350,8 @@ def integrity_rows(rows: Sequence[CellRow]) -> tuple[tuple[str, ...], ...]:
         if i is None:
             continue
         sat = "–" if i.oversaturated is None else ("yes" if i.oversaturated else "no")
-        reset = "–" if i.cache_reset is None else ("yes" if i.cache_reset else "no")
+        reset = "–" if i.cache_reset is None else ("yes" if i.cache_reset else
+                                                    "no route" if i.cache_reset_how == NO_RESET_ROUTE else "failed")
         acc = f"simulated {i.simulated:g}" if i.simulated is not None else ("–" if r.speedup_source == "baseline"
                                                                              else "measured")
         out.append((r.series, fmt(r.tp), i.concurrency_text, fmt(i.observed), fmt(i.waves, 1), sat, reset,

@@ -13,7 +13,8 @@ What warns (`Integrity.warnings`, each a short phrase):
 - over-saturation (requests queued at the server; in a rate cell also TTFT growth). A closed loop at c <= cap that
   a store written before the closed-loop rule (load/integrity.py::saturation) flagged on TTFT growth alone is read
   again by that rule here: not over-saturated;
-- the prefix cache not emptied before the cell (the server offers no route, or it failed);
+- the prefix cache not emptied before the cell because the reset failed (a server that offers no reset route is
+  stated in the integrity table, not warned: each repeat sends other prompts, matrix/cellrun.py::repeat_prompts);
 - the client stalled (load/stall.py: its latencies and throughput measure the load generator);
 - early stops, failed requests, a cycled dataset, a stream sent in bursts, a cap check that was not reached;
 - random-token prompts with a real drafter (the acceptance is not the workload's; load/prompt_checks.py).
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.load.speedup import is_rate_cell
+from specbench.matrix.cellrun import NO_RESET_ROUTE
 from specbench.report.records import CellRecord
 
 MIN_WAVES = 3.0  # the floor: under 3 waves a closed-loop cell measures its synchronized prefills
@@ -138,7 +140,7 @@ def _with_warnings(i: Integrity, cell: CellRecord, random_prompts: str | None) -
         w.append(f"running cap {i.cap} against the AR baseline's {m.get('baseline_running_cap')}: other widths")
     if i.oversaturated:
         w.append(f"over-saturated ({i.saturation_reason})" if i.saturation_reason else "over-saturated")
-    if i.cache_reset is False:
+    if i.cache_reset is False and i.cache_reset_how != NO_RESET_ROUTE:  # a reset that failed; none offered: stated
         w.append(f"prefix cache not emptied before the cell ({i.cache_reset_how})" if i.cache_reset_how
                  else "prefix cache not emptied before the cell")
     if i.stalled_share is not None:

@@ -105,8 +105,8 @@ def speedup_heatmap(rows: Sequence[CellRow], path: Path) -> Plot | None:
     return save(fig, path, "speedup.png", "Speedup heat map",
                  "Output throughput over the AR baseline at the same TP and concurrency (the ratio of the pooled "
                  "throughputs, as in the tables); green is faster. Hatched with '?': undecided (the speedup's 95% "
-                 "interval holds 1 and reaches past ±3%: repeat the cells); '≈': a tie (the whole interval within "
-                 "±3%); no mark: decided faster or slower." + left_out,
+                 "interval holds 1 and reaches 3% past 1 either way: repeat the cells); '≈': a tie (the whole interval within "
+                 "3% either way); no mark: decided faster or slower." + left_out,
                  [(tp_title(tp), ax) for ax, tp in zip(axes, tps)], drawn)
 
 
