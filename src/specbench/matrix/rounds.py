@@ -228,14 +228,15 @@ class Repeats:
         if status in ("done", "skipped") or (status in ("failed", "partial") and not fresh_ok):
             return None
         if status in ("failed", "partial") or status == "pending":
-            return Visit(start=0, stop=1, slots=p.slots, finish=p.min <= 1, fresh=True)
+            return Visit(start=0, stop=1, slots=p.slots, finish=p.min <= 1, fresh=True, first_in_run=fresh_ok)
         prior = tuple(self.store.stored_repeats(c.cell_id))
         n = len(prior)
         if n == 0 or [r.record.repeat for r in prior] != list(range(n)):
-            return Visit(start=0, stop=1, slots=p.slots, finish=p.min <= 1, fresh=True)
+            return Visit(start=0, stop=1, slots=p.slots, finish=p.min <= 1, fresh=True, first_in_run=fresh_ok)
         if n >= p.min:  # every repeat stored, the cell left unfinished: finish it on this boot, measuring nothing more
-            return Visit(start=n, stop=n, slots=p.slots, prior=prior, finish=True, fresh=False)
-        return Visit(start=n, stop=n + 1, slots=p.slots, prior=prior, finish=n + 1 >= p.min, fresh=False)
+            return Visit(start=n, stop=n, slots=p.slots, prior=prior, finish=True, fresh=False, first_in_run=fresh_ok)
+        return Visit(start=n, stop=n + 1, slots=p.slots, prior=prior, finish=n + 1 >= p.min, fresh=False,
+                     first_in_run=fresh_ok)
 
     # -- rounds
     def rounds(self) -> None:

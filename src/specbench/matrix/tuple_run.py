@@ -215,11 +215,10 @@ class TupleRun:
             visit = visit_of(c)
             if visit.fresh:
                 self.store.start_cell(c.cell_id, server_json=self.cell_server)
-                self.tally.count("ran")
             else:  # its stored repeats are kept: this boot adds to them
                 self.store.continue_cell(c.cell_id, server_json=self.cell_server)
-                if not visit.merge:
-                    self.tally.count("ran")
+            if visit.first_in_run and not visit.merge:
+                self.tally.count("ran")
             info = self.cell_server["effective"]
             self.progress.cell_started(c, self.place.name, cap=info.get("running_cap"),
                                        cap_source=info.get("running_cap_source"))

@@ -114,7 +114,8 @@ class Visit:
 
     `fresh`: nothing is stored (the cell starts over: store.start_cell); `merge`: the cell is `done` and gets a
     repeat-until-decided round's repeat (it stays done until the repeat is merged). `round`: 0 for planned repeats,
-    r >= 1 for the r-th round; `reason`: why the round gives it a repeat."""
+    r >= 1 for the r-th round; `reason`: why the round gives it a repeat; `first_in_run`: the run counts the cell as
+    run at its first visit only."""
 
     start: int
     stop: int
@@ -125,6 +126,7 @@ class Visit:
     merge: bool = False
     round: int = 0
     reason: str | None = None
+    first_in_run: bool = True  # the cell's first visit in this run (the run summary counts it as run once)
 
     @property
     def repeats(self) -> int:
