@@ -337,8 +337,15 @@ client = { repeats = 1 }""", step_ms=20.0)
         assert [(rep, rnd) for rep, rnd, _ in reps[cid]] == [(0, 0)]
     assert rows(store, "SELECT DISTINCT status FROM cells") == [("done",)]
     assert rows(store, "SELECT value FROM meta WHERE key='repeat_rounds_done'") == [("2",)]
-    for (mj,) in rows(store, "SELECT metrics_json FROM cells WHERE label = 'ar'"):
-        assert json.loads(mj)["spread"]["repeats"] == 4 and json.loads(mj)["completed"] == 32
+    with Store(store) as st:  # the merged cells' metrics are those of their four repeats, from the stored rows
+        for c in st.cells():
+            if c["label"] == "ar":
+                again = cell_metrics_repeats(st.stored_repeats(c["cell_id"]), _cell(c))
+                assert again["spread"]["repeats"] == 4 and again["completed"] == 32
+                assert {k: c["metrics"][k] for k in ("output_throughput", "spread", "tpot_ms_mean", "e2e_ms_p50",
+                                                      "peak_in_flight", "repeat_rounds")} == {
+                    k: again[k] for k in ("output_throughput", "spread", "tpot_ms_mean", "e2e_ms_p50",
+                                          "peak_in_flight", "repeat_rounds")}
     assert "round 2: one more repeat for" in r.stderr and "measured once" in r.stderr
 
 

@@ -301,7 +301,7 @@ def register(app: typer.Typer) -> None:
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: RAY_ADDRESS, "
                                               "else a local Ray instance)"),
         repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="run each cell's load N times (overrides"
-                                              " the matrix's `repeats`)"),
+                                              " the matrix's `repeats`, a {min, max} range too)"),
         order: str = typer.Option("matrix", "--order", help="matrix (as written) or predicted (AR first, then the "
                                   "servers with the highest predicted speedup: `specbench predict`)"),
     ) -> None:

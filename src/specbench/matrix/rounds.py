@@ -2,7 +2,8 @@
 
 Waves (`[client] repeat_across_boots = true`): every repeat of a cell runs on a boot of its own. Wave r boots each
 server of a phase in the matrix's order, runs repeat r of each of its unfinished cells and stops it (A-B-A-B), until
-every cell has its `min` repeats; phases stay barriers.
+every cell has its `min` repeats; phases stay barriers. A packed run (`--gpus`) or a Ray run starts a wave's servers
+at once, each on its own GPUs, as it does a phase's: each repeat still has a boot of its own.
 
 Rounds (`repeats = {min, max}` or "auto"): once every cell has its planned repeats, the done cells are grouped into
 questions exactly as the speedups are (`question_key`: the model and load/speedup.py::baseline_key), each question is
@@ -198,10 +199,11 @@ class Repeats:
         mine = {cid for cid, c in self.cells.items() if policy_of(c.client).across_boots
                 and self.store.needs_run(cid, self.retry_failed)}
         started: set[str] = set()
+        order = {cid: i for i, cid in enumerate(self.cells)}
         for phase in sorted({self.cells[cid].phase for cid in mine}):
             while True:
                 visits = {}
-                for cid in sorted(mine, key=list(self.cells).index):
+                for cid in sorted(mine, key=order.__getitem__):
                     c = self.cells[cid]
                     if c.phase != phase:
                         continue

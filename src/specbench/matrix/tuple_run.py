@@ -224,8 +224,10 @@ class TupleRun:
                                        cap_source=info.get("running_cap_source"))
             try:
                 outcome = self.measure(c, ctx)
-            except KeyboardInterrupt:  # stays `running`: the next run re-runs it
-                self.store.mark_interrupted(c.cell_id, "interrupted (Ctrl-C); re-run next time")
+            except KeyboardInterrupt:  # stays `running`: the next run goes on from its last stored repeat
+                self.store.mark_interrupted(c.cell_id, "interrupted (Ctrl-C); re-run next time" if visit.slots == 1
+                                            else "interrupted (Ctrl-C); its finished repeats are kept, the rest run "
+                                                 "next time")
                 raise
             except Exception as exc:  # a cell must end in the store whatever went wrong
                 outcome = CellOutcome("failed", reason=f"specbench error while running the cell: {exc!r}")
