@@ -380,3 +380,54 @@ def test_repeat_settings_are_checked_with_their_key(tmp_path: Path) -> None:
         m.write_text(base + bad + "\n")
         r = cli("run", "--dry-run", str(m))
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
+
+
+WRAPPER = """
+import os, runpy, sys
+count = os.environ.get("BOOT_COUNT_FILE")
+if count:  # this server boots FAIL_AFTER_BOOTS times, then exits at once
+    n = int(open(count).read()) + 1 if os.path.exists(count) else 1
+    open(count, "w").write(str(n))
+    if n > int(os.environ["FAIL_AFTER_BOOTS"]):
+        print(f"boot {n}: refusing to start", flush=True)
+        sys.exit(3)
+sys.argv = ["instant_server", *sys.argv[1:]]
+runpy.run_module("specbench.testing.instant_server", run_name="__main__")
+"""
+
+
+def test_a_round_whose_server_does_not_boot_leaves_the_done_cell_as_it_was(tmp_path: Path, tok: Path) -> None:
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(WRAPPER)
+    counter = tmp_path / "ar-boots"
+    m = tmp_path / "noboot.toml"
+    cmd = [sys.executable, str(wrapper), "--burst", "1", "--step-ms", "5"]
+    m.write_text(_matrix_head("noboot", cmd, free_port(), tok, ready_s=30, stop_s=5) + f"""
+[[server.spec]]
+label = "ar"
+env = {{ BOOT_COUNT_FILE = "{counter}", FAIL_AFTER_BOOTS = "1" }}
+{SPEC}
+[client]
+prompt_tokens = 24
+output_tokens = 16
+warmup_requests = 1
+concurrency = 1
+num_requests = 3
+repeats = {{min = 2, max = 4}}
+
+[[override]]
+when = {{ spec = "spec" }}
+client = {{ repeats = 1 }}
+""")
+    store = tmp_path / "r.sqlite"
+    r = _run(m, store)  # AR is open against a cell measured once: round 1 asks AR's server for a second boot
+    assert counter.read_text() == "2"
+    (cid, status, metrics), = rows(store, "SELECT cell_id, status, metrics_json FROM cells WHERE label = 'ar'")
+    assert status == "done" and json.loads(metrics)["spread"]["repeats"] == 2
+    assert [(rep, rnd) for rep, rnd, _ in _repeats(store)[cid]] == [(0, 0), (1, 0)]
+    assert "round 1: ar c=1 got no more repeat" in r.stderr and "it keeps its 2 repeats" in r.stderr
+    assert rows(store, "SELECT value FROM meta WHERE key='repeat_rounds_done'") == [("1",)]  # no round after it
+    with Store(store) as st:
+        (c,) = [x for x in st.cells() if x["label"] == "ar"]
+        again = cell_metrics_repeats(st.stored_repeats(cid), _cell(c))
+    assert json.loads(metrics)["output_throughput"] == again["output_throughput"]

@@ -84,6 +84,9 @@ def run_tuple(spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: Server
     progress.phase(pf.server.phase, pf.server.tp, pf.settings["label"], pf.verdict, place.name)
     if pf.verdict == "skipped":
         for c in todo:
+            if visit_of(c).merge:  # a done cell that was to get a round's repeat keeps what it has
+                tally.message(f"{c.label} c={c.client.get('concurrency')}: no more repeat (planner: {pf.reason})")
+                continue
             store.skip_cell(c.cell_id, f"planner: {pf.reason}")
             tally.count("skipped")
             progress.cell_finished("skipped", place.name)
@@ -140,19 +143,7 @@ class TupleRun:
 
     def fail_all(self, cells: list[Cell], reason: str, log: str | None = None,
                  diag: dict[str, Any] | None = None) -> None:
-        """Every cell here ends `failed` with the reason, its stored repeats kept (a cell that started over has none);
-        a `done` cell that was to get a round's repeat stays as it was (matrix/rounds.py gives it no more)."""
-        for c in cells:
-            visit = visit_of(c)
-            if visit.merge:
-                self.tally.message(f"round {visit.round}: {c.label} c={c.client.get('concurrency')} got no more "
-                                   f"repeat ({reason.splitlines()[0][:200]}); it keeps its {visit.start} repeats")
-                continue
-            if visit.fresh:
-                self.store.start_cell(c.cell_id, server_json=self.cell_server)
-            self.store.finish_cell(c.cell_id, "failed", reason=reason, log_text=log, diagnosis=diag)
-            self.tally.count("failed")
-            self.progress.cell_finished("failed", self.place.name)
+        fail_cells(self.store, self.tally, self.progress, cells, reason, self.cell_server, self.place.name, log, diag)
 
     def owned(self) -> bool | None:
         return identity.served_by_group(self.port, self.proc.pid)
@@ -324,6 +315,24 @@ class TupleRun:
         if store_error is not None and sys.exc_info()[0] is None:
             raise StoreWriteError(f"the results store could not be written ({store_error}): finished cells are kept, "
                                   "free space (or make the folder writable) and run the matrix again to resume")
+
+
+def fail_cells(store: Any, tally: Any, progress: Any, cells: list[Cell], reason: str, server_json: dict[str, Any],
+               slot: str | None = None, log: str | None = None, diag: dict[str, Any] | None = None) -> None:
+    """Cells that could not run here end `failed` with the reason, their stored repeats kept (a cell that started
+    over has none); a `done` cell that was to get a round's repeat stays as it was (matrix/rounds.py gives it no
+    more)."""
+    for c in cells:
+        visit = visit_of(c)
+        if visit.merge:
+            tally.message(f"round {visit.round}: {c.label} c={c.client.get('concurrency')} got no more repeat "
+                          f"({reason.splitlines()[0][:200]}); it keeps its {visit.start} repeats")
+            continue
+        if visit.fresh:
+            store.start_cell(c.cell_id, server_json=server_json)
+        store.finish_cell(c.cell_id, "failed", reason=reason, log_text=log, diagnosis=diag)
+        tally.count("failed")
+        progress.cell_finished("failed", slot)
 
 
 def visit_of(c: Cell) -> Visit:
