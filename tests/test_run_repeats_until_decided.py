@@ -431,3 +431,38 @@ client = {{ repeats = 1 }}
         (c,) = [x for x in st.cells() if x["label"] == "ar"]
         again = cell_metrics_repeats(st.stored_repeats(cid), _cell(c))
     assert json.loads(metrics)["output_throughput"] == again["output_throughput"]
+
+
+def test_a_cell_killed_between_its_repeats_goes_on_from_the_last_stored_one(tmp_path: Path, tok: Path) -> None:
+    m = _matrix(tmp_path / "mid.toml", tok, AR, """concurrency = 1
+num_requests = 6
+repeats = 3""", step_ms=20.0)  # each repeat: 6 requests x 17 steps x 20 ms, about 2 s
+    store = tmp_path / "r.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "specbench", "run", str(m), "--store", str(store),
+                             "--no-progress"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait(lambda: rows(store, "SELECT 1 FROM repeat_runs"), 120, "the first stored repeat")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = rows(store, "SELECT cell_id, repeat, boot, started_at, duration_s FROM repeat_runs")
+    assert [(rep, boot) for _, rep, boot, _, _ in before] == [(0, 1)]
+    assert rows(store, "SELECT status FROM cells") == [("running",)]
+    n_rows = rows(store, "SELECT count(*) FROM requests WHERE repeat = 0")
+    assert n_rows == [(6,)]
+
+    r = _run(m, store)
+    assert "ran 1 cells (1 done" in r.stdout
+    after = rows(store, "SELECT cell_id, repeat, boot, started_at, duration_s FROM repeat_runs ORDER BY repeat")
+    assert after[0] == before[0]  # kept as it was, not run again
+    assert [(rep, boot) for _, rep, boot, _, _ in after] == [(0, 1), (1, 2), (2, 2)]  # the rest on the next boot
+    (status, attempts), = rows(store, "SELECT status, attempts FROM cells")
+    assert (status, attempts) == ("done", 2)
+    with Store(store) as st:
+        (c,) = st.cells()
+        again = cell_metrics_repeats(st.stored_repeats(c["cell_id"]), _cell(c))
+    assert again["completed"] == c["metrics"]["completed"] == 18
+    assert again["output_throughput"] == c["metrics"]["output_throughput"]
+    assert again["spread"] == c["metrics"]["spread"]

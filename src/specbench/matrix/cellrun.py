@@ -205,10 +205,7 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
     except UserError as exc:
         return CellOutcome("failed", reason=f"cannot prepare the cell: {exc}")
     clamp_d = work.clamp_summary()
-    new = _run_repeats(cell, ctx, load, work.prompts, n, visit, on_request)
-    for rep in new[:-1] if visit.finish else new:
-        if on_repeat is not None:
-            on_repeat(rep)
+    new, stored = _run_repeats(cell, ctx, load, work.prompts, n, visit, on_request, on_repeat)
     every = list(visit.prior) + new
     if not every:  # nothing stored and nothing sent (a dead server before the first repeat)
         return CellOutcome("failed", f"server exited (status {ctx.proc.returncode() if ctx.proc else '?'}) "
@@ -216,7 +213,7 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
     new_results = [r for rep in new for r in rep.rows]
     completed_new = sum(1 for r in new_results if r.error is None)
     alive = _alive_after(ctx.proc, failed=completed_new < n * len(new) or any(r.error for r in new_results))
-    last = new[-1] if visit.finish and new else None
+    last = new[-1] if new and stored < len(new) else None  # the finishing repeat, not stored yet
     if not visit.finish and alive and len(new) == visit.repeats:
         return CellOutcome("continue", clamp=clamp_d)
     metrics = cell_metrics_repeats(every, cell)
@@ -314,16 +311,19 @@ def repeat_prompts(prompts: Sequence[Any], n: int, reps: int, k: int) -> list[An
 
 
 def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any], n: int, visit: Visit,
-                 on_request: Callable[[Any], None] | None) -> list[StoredRepeat]:
+                 on_request: Callable[[Any], None] | None,
+                 on_repeat: Callable[[StoredRepeat], None] | None) -> tuple[list[StoredRepeat], int]:
     """The visit's repeats, each as it would be read back from the store: its record (matrix/store_rows.py: measured
     time, stalls, the /metrics counter deltas read after its warm-up and at its end, the boot's running cap, the
-    prefix-cache reset) and its request rows (idx running on over the repeats: repeat k's from k x n). The warm-up
-    runs before the visit's first repeat (each boot's). A repeat after the server died is not sent."""
+    prefix-cache reset) and its request rows (idx running on over the repeats: repeat k's from k x n), and how many
+    of them went to `on_repeat` as they ended (all but the one that finishes the cell). The warm-up runs before the
+    visit's first repeat (each boot's). A repeat after the server died is not sent."""
     import dataclasses
 
     from specbench.load.client import run_load
 
     out: list[StoredRepeat] = []
+    stored = 0
     info = ctx.server_info if isinstance(ctx.server_info, dict) else {}
     cap = info.get("running_cap")
     for k in range(visit.start, visit.stop):
@@ -350,7 +350,10 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
                            reason=visit.reason)
         rows = request_rows(run, k * n, k if visit.slots > 1 else None, [p.category for p in mine[:n]] or [None])
         out.append(StoredRepeat(rec, rows))
-    return out
+        if on_repeat is not None and not (visit.finish and k == visit.stop - 1):
+            on_repeat(out[-1])  # in the store now: a run stopped after this repeat keeps it
+            stored += 1
+    return out, stored
 
 
 def hygiene(ctx: CellContext) -> None:
