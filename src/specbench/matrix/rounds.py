@@ -11,8 +11,9 @@ decided (decide/question.py::decide on each cell's pooled estimates, lead load/s
 decide.looks_of) and every cell of `Decision.open_idents()` (the open ones and their question's best) that has fewer
 than `max` repeats gets one more: each round boots each server with such a cell once, runs one more repeat of each,
 stops it. The repeat is merged into the cell (matrix/repeat_metrics.py: its metrics are those of all its repeats as if
-they had run in one go), and the next round is decided on the new numbers, until no question is open or its cells
-are at `max`.
+they had run in one go; its status too: a repeat whose server died or whose requests failed beyond
+`max_failed_fraction` makes the cell `failed` / `partial` as it would have in one run, every row kept), and the next
+round is decided on the new numbers, until no question is open or its cells are at `max`.
 
 Resume: a round's plan (its number, each cell's target count of repeats, why) is in the store's meta (`repeat_round`)
 before its first boot; a run stopped mid-round finishes that round's remaining repeats first, and each finished
