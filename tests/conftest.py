@@ -129,7 +129,7 @@ SLOW_MODULES = frozenset({
     "test_run_measurement_faults.py", "test_run_packed.py", "test_run_ray.py", "test_truth_caps.py",
     "test_truth_concurrency.py", "test_truth_counting.py", "test_truth_counts.py", "test_truth_lies_cap_counters.py",
     "test_truth_saturation.py", "test_secrets_every_writer.py", "test_secrets_safe_files.py", "test_repeats.py",
-    "test_report_grouping.py", "test_doctor_bounded_read.py",
+    "test_report_grouping.py", "test_doctor_bounded_read.py", "test_run_repeats_until_decided.py",
 })
 
 

@@ -34,6 +34,7 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
 
     with Store(store_path) as store:
         cells = store.cells()
+        counts = store.repeat_counts()
     rows = []
     for c in cells:
         if cell_ids is not None and c["cell_id"] not in cell_ids:
@@ -58,6 +59,11 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
             "stream_warning": m.get("stream_warning"),
             "client_warning": m.get("client_warning"),
             "spread": m.get("spread"),
+            # the repeats stored (repeat_runs; a store older than it: the spread's count), the planned count and the
+            # most a repeat-until-decided cell may get (matrix/visits.py)
+            "repeats_done": counts.get(c["cell_id"]) or (m.get("spread") or {}).get("repeats")
+            or (1 if c["status"] == "done" else 0),
+            "repeats_min": cl.get("repeats") or 1, "repeats_max": cl.get("repeats_max"),
         })
     return rows
 
@@ -112,7 +118,8 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for col, just in (("tp", "right"), ("cell", "left"), ("c", "right"), ("in+out", "right"), ("status", "left"),
                       ("tok/s", "right"), ("TTFT ms p50/99", "right"), ("TPOT ms p50/99", "right"),
-                      ("accept", "right"), ("speedup", "right"), ("decision", "left"), ("CV", "right")):
+                      ("accept", "right"), ("speedup", "right"), ("decision", "left"), ("CV", "right"),
+                      ("reps", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for r in rows:
         status = r["status"]
@@ -126,6 +133,7 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
             _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1),
             _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
             _speedup_text(r), r.get("decision") or "-", f"{100 * cv:.1f}%" if isinstance(cv, (int, float)) else "-",
+            _reps(r),
         )
     return t
 
@@ -143,6 +151,26 @@ def _print_answers(store_path: Path, console: Console) -> None:
         console.print(f"  answer {where}: {q.decision.headline.text}", highlight=False, markup=False)
 
 
+def _reps(r: dict[str, Any]) -> str:
+    """'4 (2-8)': the repeats stored, and the range of a cell that repeats until decided."""
+    done = r.get("repeats_done")
+    rng = f" ({r.get('repeats_min')}-{r['repeats_max']})" if r.get("repeats_max") else ""
+    return f"{done if done is not None else '-'}{rng}"
+
+
+def round_lines(report: Any) -> list[str]:
+    """What each round of repeat-until-decided did and why (matrix/rounds.py RoundInfo)."""
+    out = []
+    for info in report.rounds:
+        if not info.reasons:
+            continue
+        out.append(f"round {info.round}: one more repeat for {len(info.reasons)} cell(s) of {info.questions} open "
+                   f"question(s), {info.added} added")
+        for cid, why in info.reasons.items():
+            out.append(f"  {info.labels.get(cid, cid)}: {why}")
+    return out
+
+
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.load.integrity import concurrency_text
     from specbench.matrix.preflight import iter_phases
@@ -150,6 +178,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
 
     seen: set[str] = set()
     counts = {"launch": 0, "fixed": 0, "skipped": 0}
+    for text in dict.fromkeys(_policy_text(r.get("repeat_policy") or {}) for r in rows):
+        console.print(f"repeats: {text}", highlight=False, markup=False)
     for phase, group in iter_phases(rows):
         srv = group[0]["server"]
         key = ", ".join(f"{a}={srv['label'] if a == 'spec' else srv.get(a)}" for a in phases)
@@ -165,6 +195,10 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                               f"  {sid}", highlight=False)
                 if r["reason"]:
                     console.print(f"           reason: {r['reason']}", highlight=False, markup=False)
+                if r.get("aa_of"):
+                    console.print(f"           A/A check: the twin of {r['aa_of']}, launched the same way (the same "
+                                  "configuration measured again; never the baseline of a speedup)",
+                                  highlight=False, markup=False)
                 for note in r["notes"]:
                     console.print(f"           note: {note}", highlight=False, markup=False)
                 env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in r["env"].items())
@@ -176,6 +210,7 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                           f"{concurrency_text(c['concurrency'], r.get('effective_concurrency_planned'), 'planner')}"
                           f" prompt={c['prompt_tokens']}"
                           f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
+                          + _repeats_word(c)
                           + (f" {extra}" if extra else "") + f"{predicted_text(r)}",
                           highlight=False, markup=False)
             if r.get("concurrency_warning"):
@@ -184,6 +219,19 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                 console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
+
+
+def _repeats_word(client: dict[str, Any]) -> str:
+    """' repeats=2-8' / ' repeats=3' / '' (one repeat)."""
+    lo, hi = client.get("repeats") or 1, client.get("repeats_max")
+    return f" repeats={lo}-{hi}" if hi else (f" repeats={lo}" if lo != 1 else "")
+
+
+def _policy_text(p: dict[str, Any]) -> str:
+    """The dry run's repeat policy in words (matrix/visits.py RepeatPolicy.text)."""
+    from specbench.matrix.visits import RepeatPolicy
+
+    return RepeatPolicy(min=int(p.get("min") or 1), max=p.get("max"), across_boots=bool(p.get("across_boots"))).text()
 
 
 def _warn_long_cells(spec: Any, err: Console) -> None:
@@ -266,7 +314,7 @@ def register(app: typer.Typer) -> None:
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: RAY_ADDRESS, "
                                               "else a local Ray instance)"),
         repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="run each cell's load N times (overrides"
-                                              " the matrix's `repeats`)"),
+                                              " the matrix's `repeats`, a {min, max} range too)"),
         order: str = typer.Option("matrix", "--order", help="matrix (as written) or predicted (AR first, then the "
                                   "servers with the highest predicted speedup: `specbench predict`)"),
     ) -> None:
@@ -306,6 +354,8 @@ def register(app: typer.Typer) -> None:
             report = run_matrix(spec, text, str(matrix), opts, console=err)
         for msg in report.messages:
             err.print(f"specbench: {msg}", highlight=False, markup=False)
+        for line in round_lines(report):  # on stderr: stdout stays the table (or the JSON)
+            err.print(line, highlight=False, markup=False)
         with _damage_is_one_line(store_path):
             rows = summary_rows(store_path, {c.cell_id for c in expand(spec)[1]})
         if as_json:
@@ -322,8 +372,11 @@ def register(app: typer.Typer) -> None:
                     console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={_c(r)}: "
                                   f"{first[:300]}", highlight=False, markup=False)
             _print_answers(store_path, console)
+            rounds = [i for i in report.rounds if i.reasons]
+            more = (f"; {len(rounds)} round(s) of repeat-until-decided added {sum(i.added for i in rounds)} repeats"
+                    if rounds else "")
             console.print(f"ran {report.ran} cells ({report.done} done, {report.partial} partial, {report.failed} failed), "
-                          f"{report.skipped} skipped by the planner, {report.kept} kept from earlier runs; "
+                          f"{report.skipped} skipped by the planner, {report.kept} kept from earlier runs{more}; "
                           f"store: {store_path}", highlight=False)
         if report.interrupted:
             err.print(f"specbench: interrupted; finished cells are kept in {store_path}; run again to resume",

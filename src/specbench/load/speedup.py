@@ -48,6 +48,22 @@ def is_ar(algorithm: str | None, label: str | None = None) -> bool:
     return a == "ar" or (not a and (label or "").lower() == "ar")
 
 
+# The A/A twin of an autoregressive server (matrix `[client] aa_check = true`): launched exactly as the AR server, its
+# cells stored with this algorithm so that no reader takes them for the baseline (`is_ar` is False): each gets a
+# speedup over the AR cell like any other configuration, which an A/A check expects to be a tie or undecided.
+AA_ALGORITHM = "ar-aa"
+
+
+def is_aa_twin(algorithm: str | None) -> bool:
+    return (algorithm or "").lower() == AA_ALGORITHM
+
+
+def runs_autoregressive(algorithm: str | None) -> bool:
+    """What the server runs (not what the cell is compared as): the AR baseline and its A/A twin decode
+    autoregressively, so neither has an accept length."""
+    return is_ar(algorithm) or is_aa_twin(algorithm)
+
+
 def baseline_key(tp: Any, concurrency: Any, client: Mapping[str, Any] | None = None) -> Key:
     """Cells with equal keys compare against the same AR cell; request_rate as text ("inf", "4.0")."""
     c = client or {}

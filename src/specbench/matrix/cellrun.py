@@ -8,18 +8,21 @@ settings (`load_spec`), the load from
 cache is emptied before them where the server offers a route (`hygiene`); the delta gives the mean accept length
 (vLLM's own definition: 1 + accepted / drafts, vllm/v1/spec_decode/metrics.py; SGLang with --enable-metrics: its
 generation tokens / verify calls). SGLang gives it per request in `/generate`'s `meta_info` (completion_tokens /
-spec_verify_ct). Every request's output tokens are counted by the client (load/counting.py); `truth_metrics` adds
-the keys of load/integrity.py (docs/contracts.md "Measurement truth"): counts, early stops (a `partial` cell unless
-`allow_early_stop`), the running cap and effective concurrency, saturation, per-token ITL, one accept length.
+spec_verify_ct). Every request's output tokens are counted by the client (load/counting.py); the metrics
+(matrix/repeat_metrics.py) add the keys of load/integrity.py (docs/contracts.md "Measurement truth"): counts, early
+stops (a `partial` cell unless `allow_early_stop`), the running cap and effective concurrency, saturation, per-token
+ITL, one accept length.
 
 `repeats = N` sends the cell's load N times on the same server, the warm-up once before the first (its requests are
 never measured), each repeat with its own prompts (repeat_prompts); the request rows keep their repeat, the metrics
 pool every repeat and add `spread` (load/spread.py: mean, std, CV, Student-t 95% interval per metric, the noisy flag).
+A cell's visit (matrix/visits.py) may run only some of its repeats on this boot (`repeat_across_boots`, a resumed
+cell, a repeat-until-decided round): each repeat is stored as it ends (matrix/store_rows.py) and the metrics are
+computed from all the cell's stored repeats, as if they had run in one go.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,8 +35,12 @@ from specbench.errors import UserError
 from specbench.matrix.adapters import local_tokenizer_dir
 from specbench.matrix.expansion import Cell
 from specbench.matrix.lifecycle import ServerProcess
+from specbench.matrix.repeat_metrics import cell_metrics_repeats, request_count, request_rows
 from specbench.matrix.schema import MatrixSpec
-from specbench.matrix.store import RequestRow
+from specbench.matrix.store_rows import CounterDelta, RepeatRecord, StoredRepeat
+from specbench.matrix.visits import Visit, first_visit, policy_of
+
+__all__ = ["CellContext", "CellOutcome", "hygiene", "request_count", "run_cell", "truth_verdict"]
 
 if TYPE_CHECKING:  # the load package is imported where a cell runs (a dry run never needs it)
     from specbench.load.prompts import PromptMode
@@ -51,15 +58,17 @@ class CellContext:
     proc: ServerProcess | None = None
     plan: dict[str, Any] | None = None  # the planner's result for what was launched (context_len fallback)
     cache: dict[str, Any] = field(default_factory=dict)  # tokenizer and served model name, per server
+    boot_started_at: float | None = None  # the boot's key in the store (boots.started_at)
 
 
 @dataclass(frozen=True)
 class CellOutcome:
-    status: str  # done | partial | failed
+    status: str  # done | partial | failed | continue (the visit leaves the cell unfinished: matrix/visits.py)
     reason: str | None = None
     metrics: dict[str, Any] | None = None
     clamp: dict[str, Any] | None = None
-    requests: tuple[RequestRow, ...] = ()
+    requests: tuple[Any, ...] = ()  # request rows written with the outcome (besides `repeat`'s)
+    repeat: StoredRepeat | None = None  # the last repeat, written with the cell's status in one transaction
 
 
 def context_len(ctx: CellContext) -> int | None:
@@ -132,12 +141,14 @@ def workload_seed(cell: Cell) -> int:
     baseline and each speculative variant) gets the same requests, and two cells of one server different ones."""
     from specbench.matrix.expansion import cell_identity, stable_id
 
-    ident = {k: v for k, v in cell_identity(dict(cell.client)).items() if k != "repeats"}  # same prompts with or without
+    ident = {k: v for k, v in cell_identity(dict(cell.client)).items()
+             if k not in ("repeats", "repeats_max", "repeat_across_boots")}  # same prompts with or without
     return int(stable_id("wl", ident).split("-")[-1], 16) % 1_000_000_007
 
 
-def build_cell_workload(cell: Cell, ctx: CellContext, pmode: PromptMode, tok: Any) -> Any:
-    """The cell's prompts (warm-up included) from its dataset, lengths and category (load/workload.py)."""
+def build_cell_workload(cell: Cell, ctx: CellContext, pmode: PromptMode, tok: Any, slots: int | None = None) -> Any:
+    """The cell's prompts (warm-up included) from its dataset, lengths and category (load/workload.py): `slots`
+    repeats' worth (default: its planned repeats; a range: its `max`, so every repeat keeps its own prompts)."""
     from specbench.load.lengths import parse_length
     from specbench.load.prompts import CONTEXT_MARGIN
     from specbench.load.workload import WorkloadSpec, build_workload
@@ -148,18 +159,10 @@ def build_cell_workload(cell: Cell, ctx: CellContext, pmode: PromptMode, tok: An
                       output_tokens=int(c["output_tokens"]), prompt_len=parse_length(c.get("prompt_len") or "fixed"),
                       output_len=parse_length(c.get("output_len") or "fixed"), category=c.get("category"),
                       multi_turn=bool(c.get("multi_turn")), seed=workload_seed(cell), base_dir=ctx.spec.matrix_dir)
-    n = request_count(c) * repeats_of(c) + int(c.get("warmup_requests") or 0)
+    n = request_count(c) * (slots or policy_of(c).slots) + int(c.get("warmup_requests") or 0)
     return build_workload(ws, n=n, tokenizer=tok, mode=pmode, context_len=context_len(ctx),
                           margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt=min_prompt,
                           vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)
-
-
-def request_count(client: Mapping[str, Any]) -> int:
-    """The measured requests of a cell: num_requests, raised to requests_per_concurrency x concurrency."""
-    n = int(client["num_requests"])
-    if client.get("requests_per_concurrency"):
-        n = max(n, int(client["requests_per_concurrency"]) * int(client["concurrency"]))
-    return n
 
 
 def load_spec(cell: Cell, ctx: CellContext, api: Api, output_tokens: int) -> Any:
@@ -182,40 +185,51 @@ def load_spec(cell: Cell, ctx: CellContext, api: Api, output_tokens: int) -> Any
                     api_key=server_auth.current())
 
 
-def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | None = None) -> CellOutcome:
-    """Send the cell's load (`repeats` times on this server, the warm-up once before the first); `failed` when no
+def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | None = None,
+             on_repeat: Callable[[StoredRepeat], None] | None = None) -> CellOutcome:
+    """Send the cell's load for the repeats of its visit (matrix/visits.py; without one: all its planned repeats on
+    this server, the warm-up once before the first). Every repeat but the one that finishes the cell is handed to
+    `on_repeat` (the store) as it ends; the finishing one rides with the outcome (`CellOutcome.repeat`, written with
+    the cell's status in one transaction). The metrics are those of every repeat of the cell, the stored ones
+    included (matrix/repeat_metrics.py). `continue` when the visit leaves the cell unfinished; `failed` when no
     request succeeded or the server died, `partial` when more requests failed than `max_failed_fraction` allows."""
+    visit = cell.visit or first_visit(cell.client)
     n = request_count(cell.client)
-    reps = repeats_of(cell.client)
     try:
         api, pmode, tok, _ = _api_mode(ctx)
         if cell.client.get("stop") and pmode == "ids":
             raise UserError("stop strings need the server's tokenizer, and token-id prompts mean the server has none"
                             " (SGLang --skip-tokenizer-init refuses them)")
-        work = build_cell_workload(cell, ctx, pmode, tok)
+        work = build_cell_workload(cell, ctx, pmode, tok, visit.slots)
         load = load_spec(cell, ctx, api, max(p.output_tokens or 1 for p in work.prompts))
     except UserError as exc:
         return CellOutcome("failed", reason=f"cannot prepare the cell: {exc}")
     clamp_d = work.clamp_summary()
-    runs, rows, scrapes = _run_repeats(cell, ctx, load, work.prompts, n, reps, on_request)
-    metrics = cell_metrics_repeats(runs, cell, scrapes, ctx)
-    metrics.update(dataset_note(cell, work))
+    new, stored = _run_repeats(cell, ctx, load, work.prompts, n, visit, on_request, on_repeat)
+    every = list(visit.prior) + new
+    if not every:  # nothing stored and nothing sent (a dead server before the first repeat)
+        return CellOutcome("failed", f"server exited (status {ctx.proc.returncode() if ctx.proc else '?'}) "
+                                     "before the cell's first request")
+    new_results = [r for rep in new for r in rep.rows]
+    completed_new = sum(1 for r in new_results if r.error is None)
+    alive = _alive_after(ctx.proc, failed=completed_new < n * len(new) or any(r.error for r in new_results))
+    last = new[-1] if new and stored < len(new) else None  # the finishing repeat, not stored yet
+    if not visit.finish and alive and len(new) == visit.repeats:
+        return CellOutcome("continue", clamp=clamp_d)
+    metrics = cell_metrics_repeats(every, cell)
+    metrics.update(dataset_note(cell, work, n * len(every)))
     metrics["clamped"] = clamp_d["clamped"]
-    warm_errors = [e for r in runs for e in r.warmup_errors]
-    if warm_errors:
-        metrics["warmup_errors"] = warm_errors
-    total = n * reps
-    alive = _alive_after(ctx.proc, failed=metrics["completed"] < total or bool(metrics["failed"]))
+    total = n * len(every)
     if not alive:
         return CellOutcome("failed", f"server exited (status {ctx.proc.returncode() if ctx.proc else '?'}) "
                                      f"during the cell; {metrics['completed']}/{total} requests completed",
-                           metrics, clamp_d, rows)
+                           metrics, clamp_d, repeat=last)
     if metrics["completed"] == 0:
-        first = next((r.error for run in runs for r in run.results if r.error), "no request was sent")
+        first = next((r.error for rep in every for r in rep.rows if r.error), "no request was sent")
         return CellOutcome("failed", f"no request completed ({metrics['failed']} failed; first error: {first})",
-                           metrics, clamp_d, rows)
-    outcome = failed_fraction_verdict(metrics, cell.client, [r for run in runs for r in run.results], clamp_d, rows)
-    return truth_verdict(early_stop_verdict(outcome, metrics, cell.client), cell)
+                           metrics, clamp_d, repeat=last)
+    outcome = failed_fraction_verdict(metrics, cell.client, [r for rep in every for r in rep.rows], clamp_d, ())
+    return replace(truth_verdict(early_stop_verdict(outcome, metrics, cell.client), cell), repeat=last)
 
 
 def truth_verdict(outcome: CellOutcome, cell: Cell) -> CellOutcome:
@@ -225,12 +239,13 @@ def truth_verdict(outcome: CellOutcome, cell: Cell) -> CellOutcome:
     a new outcome; the metrics it was given are left as they were."""
     from specbench.load.integrity import spec_counter_problem
     from specbench.load.metrics import draft_positions
+    from specbench.load.speedup import runs_autoregressive
 
     metrics = dict(outcome.metrics or {})
     why = []
     if metrics.get("cap_check") == "exceeded":
         why.append(str(metrics.get("cap_check_reason")))
-    problem = spec_counter_problem(metrics, draft_positions(cell.server)) if cell.algorithm != "ar" else None
+    problem = spec_counter_problem(metrics, draft_positions(cell.server)) if not runs_autoregressive(cell.algorithm) else None
     if problem is not None:
         metrics.update(acceptance_error=problem, accept_length_mean=None, accept_length_common=None,
                        draft_acceptance_rate=None, accept_lengths=[])
@@ -253,10 +268,10 @@ def early_stop_verdict(outcome: CellOutcome, metrics: dict[str, Any], client: Ma
                        outcome.metrics, outcome.clamp, outcome.requests)
 
 
-def dataset_note(cell: Cell, work: Any) -> dict[str, Any]:
-    """`dataset_cycled`: the cell sends more requests than its prompts hold distinct ones (the dataset cycles, so a
-    prefix cache can serve repeats of a prompt), with the numbers in `dataset_warning`."""
-    sent = request_count(cell.client) * repeats_of(cell.client)
+def dataset_note(cell: Cell, work: Any, sent: int) -> dict[str, Any]:
+    """`dataset_cycled`: the cell sent (`sent`, over all its repeats) more requests than its prompts hold distinct
+    ones (the dataset cycles, so a prefix cache can serve repeats of a prompt), with the numbers in
+    `dataset_warning`."""
     import json
 
     distinct = len({json.dumps([p.text, p.token_ids, p.messages]) for p in work.prompts[:sent]})
@@ -268,7 +283,7 @@ def dataset_note(cell: Cell, work: Any) -> dict[str, Any]:
 
 
 def failed_fraction_verdict(metrics: dict[str, Any], client: Mapping[str, Any], results: Any,
-                            clamp_d: Any, rows: tuple[RequestRow, ...]) -> CellOutcome:
+                            clamp_d: Any, rows: tuple[Any, ...]) -> CellOutcome:
     """`done` when the failed requests are within the client's `max_failed_fraction` (default 0: none may fail),
     else `partial` with the count and the first error (the cell measured only what succeeded)."""
     failed = int(metrics.get("failed") or 0)
@@ -282,8 +297,8 @@ def failed_fraction_verdict(metrics: dict[str, Any], client: Mapping[str, Any], 
 
 
 def repeats_of(client: Mapping[str, Any]) -> int:
-    """`repeats` (default 1)."""
-    return int(client.get("repeats") or 1)
+    """The planned repeats: `repeats` (default 1; with a range its `min`, matrix/visits.py)."""
+    return policy_of(client).min
 
 
 def repeat_prompts(prompts: Sequence[Any], n: int, reps: int, k: int) -> list[Any]:
@@ -295,21 +310,27 @@ def repeat_prompts(prompts: Sequence[Any], n: int, reps: int, k: int) -> list[An
     return list(prompts[k * n:(k + 1) * n]) + list(prompts[reps * n:])
 
 
-def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any], n: int, reps: int,
-                 on_request: Callable[[Any], None] | None) -> tuple[list[Any], tuple[RequestRow, ...],
-                                                                     list[tuple[str | None, str | None]]]:
-    """Each repeat's LoadRun, every request as a row (idx running on over the repeats), the /metrics scrapes
-    before and after each repeat. A repeat after the server died is not sent."""
+def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any], n: int, visit: Visit,
+                 on_request: Callable[[Any], None] | None,
+                 on_repeat: Callable[[StoredRepeat], None] | None) -> tuple[list[StoredRepeat], int]:
+    """The visit's repeats, each as it would be read back from the store: its record (matrix/store_rows.py: measured
+    time, stalls, the /metrics counter deltas read after its warm-up and at its end, the boot's running cap, the
+    prefix-cache reset) and its request rows (idx running on over the repeats: repeat k's from k x n), and how many
+    of them went to `on_repeat` as they ended (all but the one that finishes the cell). The warm-up runs before the
+    visit's first repeat (each boot's). A repeat after the server died is not sent."""
     import dataclasses
 
     from specbench.load.client import run_load
 
-    runs, rows, scrapes = [], [], []
-    for k in range(reps):
-        if k and ctx.proc is not None and not ctx.proc.alive():
+    out: list[StoredRepeat] = []
+    stored = 0
+    info = ctx.server_info if isinstance(ctx.server_info, dict) else {}
+    cap = info.get("running_cap")
+    for k in range(visit.start, visit.stop):
+        if k > visit.start and ctx.proc is not None and not ctx.proc.alive():
             break
-        mine = repeat_prompts(prompts, n, reps, k)
-        spec_k = load if k == 0 else dataclasses.replace(load, warmup_requests=0)
+        mine = repeat_prompts(prompts, n, visit.slots, k)
+        spec_k = load if k == visit.start else dataclasses.replace(load, warmup_requests=0)
         scraped: list[str | None] = []
 
         def between(scraped: list[str | None] = scraped) -> None:  # after the warm-up: counters count the measured
@@ -319,16 +340,20 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
         run = run_load(spec_k, mine, on_request, between)
         before = scraped[0] if scraped else None
         after = ctx.adapter.metrics_text(ctx.base_url) if before is not None else None
-        runs.append(run)
-        scrapes.append((before, after))
-        rows += [RequestRow(idx=k * n + r.idx, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
-                            ttft_s=r.ttft_s, e2e_s=r.e2e_s, itl=list(r.itl_s), error=r.error,
-                            accept_len=r.accept_len, spec_verify_ct=r.spec_verify_ct,
-                            category=mine[r.idx % len(mine)].category, repeat=k if reps > 1 else None,
-                            server_output_tokens=r.server_output_tokens, counted_tokens=r.counted_tokens,
-                            count_source=r.count_source, early_stop=r.early_stop)
-                 for r in run.results]
-    return runs, tuple(rows), scrapes
+        rec = RepeatRecord(repeat=k, started_at=run.started_at, duration_s=run.duration_s, server_id=cell.server_id,
+                           boot_started_at=ctx.boot_started_at, round=visit.round, client_cpu_s=run.client_cpu_s,
+                           stall_longest_s=run.client_stalls.longest_s, stall_total_s=run.client_stalls.total_s,
+                           counters=CounterDelta.between(before, after),
+                           running_cap=cap if isinstance(cap, int) and not isinstance(cap, bool) else None,
+                           running_cap_source=info.get("running_cap_source"),
+                           cache_reset=ctx.cache.get("cache_reset"), warmup_errors=tuple(run.warmup_errors),
+                           reason=visit.reason)
+        rows = request_rows(run, k * n, k if visit.slots > 1 else None, [p.category for p in mine[:n]] or [None])
+        out.append(StoredRepeat(rec, rows))
+        if on_repeat is not None and not (visit.finish and k == visit.stop - 1):
+            on_repeat(out[-1])  # in the store now: a run stopped after this repeat keeps it
+            stored += 1
+    return out, stored
 
 
 NO_RESET_ROUTE = "the server offers no prefix-cache reset route"  # `prefix_cache_reset.how` when none was tried
@@ -348,55 +373,6 @@ def hygiene(ctx: CellContext) -> None:
     ctx.cache["cache_reset"] = {"reset": ok, "how": how}
 
 
-def truth_metrics(results: Sequence[Any], cell: Cell, ctx: CellContext | None, m: Mapping[str, Any],
-                  counters: tuple[str | None, str | None]) -> dict[str, Any]:
-    """The keys of load/integrity.py: counts, the concurrency that ran, saturation, per-token ITL, the common
-    accept length (docs/contracts.md "Measurement truth")."""
-    from specbench.engines.prometheus import samples
-    from specbench.load import integrity
-
-    info = ctx.server_info if ctx is not None else {}
-    cap = info.get("running_cap") if isinstance(info, dict) else None
-    src = info.get("running_cap_source") if isinstance(info, dict) else None
-    out: dict[str, Any] = {}
-    out.update(integrity.counts(results))
-    out.update(integrity.concurrency(int(cell.client["concurrency"]), cap if isinstance(cap, int) else None, src))
-    out.update(integrity.saturation(results, out["queued"], out["running_cap"], closed_loop=is_closed_loop(cell)))
-    out.update(integrity.cap_check(results, out["running_cap"], out["running_cap_source"], out["peak_in_flight"]))
-    out.update(integrity.itl_per_token(results))
-    n = request_count(cell.client)
-    out["waves"] = n / out["effective_concurrency"] if out["effective_concurrency"] else None
-    if ctx is not None and "cache_reset" in ctx.cache:
-        out["prefix_cache_reset"] = ctx.cache["cache_reset"]
-    common, source = None, None
-    if cell.algorithm != "ar":
-        if m.get("accept_length_source") == "vllm_metrics":
-            common, source = m.get("accept_length_mean"), "vllm_metrics"
-        elif (c := integrity.accept_common_sglang(results)) is not None:
-            common, source = c, "sglang_meta_info"
-        elif counters[0] is not None and counters[1] is not None:
-            before, after = samples(counters[0]), samples(counters[1])
-            c = integrity.accept_common_sglang_counters(before, after, sum(1 for r in results if r.ok))
-            if c is not None:
-                common, source = c, "sglang_metrics"
-                if m.get("accept_length_mean") is None:  # SGLang's own definition, as its meta_info would give it
-                    out["accept_length_mean"] = integrity.accept_sglang_counters(before, after)
-                    out["accept_length_source"] = "sglang_metrics"
-        hist = integrity.per_pos_from_histograms(results)
-        if hist is not None and not m.get("acceptance_per_pos"):
-            out["acceptance_per_pos"] = hist
-    out["accept_length_common"] = common
-    out["accept_length_common_source"] = source
-    return out
-
-
-def is_closed_loop(cell: Cell) -> bool:
-    """A closed loop of `concurrency` workers (no request rate, or "inf"): load/speedup.py::is_rate_cell's opposite."""
-    from specbench.load.speedup import is_rate_cell
-
-    return not is_rate_cell(cell.client)
-
-
 EXIT_GRACE_S = 2.0  # how long a server whose requests failed may take to finish exiting (ServerProcess.exits_within)
 
 
@@ -410,99 +386,3 @@ def _alive_after(proc: ServerProcess | None, *, failed: bool) -> bool:
     return not (failed and proc.exits_within(EXIT_GRACE_S))
 
 
-def cell_metrics(run: Any, cell: Cell, metrics_before: str | None, metrics_after: str | None,
-                 ctx: CellContext | None = None) -> dict[str, Any]:
-    """metrics_json (docs/structures.md) by `specbench.load.metrics.aggregate`; speedup is filled after the
-    matrix (runner.fill_speedups). An autoregressive cell carries no accept length."""
-    from specbench.engines.prometheus import spec_delta
-    from specbench.load.metrics import Slo, aggregate, draft_acceptance, draft_positions
-    from specbench.load.stall import client_stall_metrics
-
-    c = cell.client
-    rate = c.get("request_rate")
-    rate_v = None if rate is None or isinstance(rate, str) else float(rate)
-    spec = None
-    if cell.algorithm != "ar" and metrics_before is not None and metrics_after is not None:
-        spec = spec_delta(metrics_before, metrics_after)
-    slo = Slo(ttft_ms=c.get("slo_ttft_ms"), tpot_ms=c.get("slo_tpot_ms"))
-    m = aggregate(run.results, run.duration_s, concurrency=int(c["concurrency"]), request_rate=rate_v,
-                  slo=slo, spec=spec)
-    m.update(client_stall_metrics(run.client_stalls, run.duration_s))
-    if cell.algorithm == "ar":
-        m["accept_length_mean"] = None
-        m["accept_lengths"] = []
-    else:
-        m.update(draft_acceptance(m, draft_positions(cell.server)))
-    truth = truth_metrics(run.results, cell, ctx, m, (metrics_before, metrics_after))
-    m.update(truth)
-    if "accept_length_mean" in truth:  # read from SGLang's counters: its draft acceptance follows
-        m.update(draft_acceptance(m, draft_positions(cell.server)))
-    return m
-
-
-def cell_metrics_repeats(runs: Sequence[Any], cell: Cell, scrapes: Sequence[tuple[str | None, str | None]],
-                         ctx: CellContext | None = None) -> dict[str, Any]:
-    """One repeat: `cell_metrics` as before. Several: the metrics of all repeats' requests pooled (throughputs over
-    the summed measured time, percentiles over every request, vLLM counters from the first scrape to the last),
-    plus `spread` (load/spread.py) from each repeat's own metrics."""
-    from specbench.load.integrity import cap_check, saturation
-    from specbench.load.results import LoadRun
-    from specbench.load.spread import NOISY_CV_DEFAULT, spread_json
-    from specbench.load.stall import Stalls
-
-    raw_runs = list(runs)
-    raw = [x for r in runs for x in r.results]
-    trims = [trim_run(r, cell.client) for r in runs]
-    runs = [r for r, _ in trims]
-    if len(runs) == 1:
-        m1 = cell_metrics(runs[0], cell, *scrapes[0], ctx=ctx)
-        if trims[0][1]:  # over-saturation is the whole run's: its trend is read before the ends are trimmed
-            m1.update(saturation(raw, bool(m1.get("queued")), m1.get("running_cap"), closed_loop=is_closed_loop(cell)))
-        return {**m1, **trims[0][1]}
-    per = [cell_metrics(r, cell, b, a, ctx=ctx) for r, (b, a) in zip(runs, scrapes)]
-    pooled = LoadRun(results=tuple(x for r in runs for x in r.results),
-                     duration_s=sum(r.duration_s for r in runs), started_at=runs[0].started_at,
-                     client_stalls=functools.reduce(Stalls.merged, (r.client_stalls for r in runs)))
-    m = cell_metrics(pooled, cell, scrapes[0][0], scrapes[-1][1], ctx=ctx)
-    cv = cell.client.get("noisy_cv")
-    m["spread"] = spread_json(per, float(cv) if cv is not None else NOISY_CV_DEFAULT)
-    # each repeat's own trend (their send times restart at 0): the cell is over-saturated when one of them was
-    per_sat = [saturation(r.results, bool(m.get("queued")), m.get("running_cap"), closed_loop=is_closed_loop(cell))
-               for r in raw_runs]
-    growths = [x["ttft_growth"] for x in per_sat if x["ttft_growth"] is not None]
-    peaks = [x["peak_in_flight"] for x in per_sat if x["peak_in_flight"] is not None]
-    m.update({"ttft_growth": max(growths) if growths else None, "peak_in_flight": max(peaks) if peaks else None,
-              "oversaturated": any(x["oversaturated"] for x in per_sat),
-              "saturation_reason": next((x["saturation_reason"] for x in per_sat if x["saturation_reason"]), None)})
-    # what ran at once, per repeat too (the pooled send times overlap repeats that never ran together)
-    checks = [cap_check(r.results, m.get("running_cap"), m.get("running_cap_source"), x["peak_in_flight"])
-              for r, x in zip(raw_runs, per_sat)]
-    seen = [c for c in checks if c["observed_concurrency"] is not None]
-    if seen:
-        order = {"exceeded": 0, "not_reached": 1, "agrees": 2, None: 3}
-        m.update(min(seen, key=lambda c: (order[c["cap_check"]], -c["observed_concurrency"])))
-    if any(t for _, t in trims):
-        m["trimmed_requests"] = sum(int(t.get("trimmed_requests") or 0) for _, t in trims)
-        m["trim_window_s"] = [t.get("trim_window_s") for _, t in trims]
-    return m
-
-
-def trim_run(run: Any, client: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The run's steady state (`trim_warmup`, `trim_cooldown`: fractions of its wall time D): the requests sent at or
-    after warmup x D and done by (1 - cooldown) x D, over the time from the first kept send to the last kept end;
-    `trimmed_requests` and `trim_window_s` say what was left out. Unset: the run as it was."""
-    import dataclasses
-
-    a, b = float(client.get("trim_warmup") or 0.0), float(client.get("trim_cooldown") or 0.0)
-    if not a and not b:
-        return run, {}
-    d = run.duration_s
-    lo, hi = a * d, (1.0 - b) * d
-    kept = tuple(r for r in run.results
-                 if r.start_s >= lo and (r.e2e_s is None or r.start_s + r.e2e_s <= hi))
-    if not kept:  # nothing in the window: measure the whole run rather than nothing, and say so
-        return run, {"trimmed_requests": 0, "trim_window_s": [lo, hi], "trim_note": "no request inside the window"}
-    first = min(r.start_s for r in kept)
-    last = max(r.start_s + (r.e2e_s or 0.0) for r in kept)
-    out = dataclasses.replace(run, results=kept, duration_s=max(last - first, 1e-9))
-    return out, {"trimmed_requests": len(run.results) - len(kept), "trim_window_s": [lo, hi]}

@@ -38,8 +38,17 @@ class ClientAxes(_Strict):
     slo_ttft_ms: float | None = None  # goodput: a request counts when it meets every SLO given
     slo_tpot_ms: float | None = None
     # the cell's load sent this many times on the same server (warm-up once, before the first); metrics_json.spread
-    # then holds mean, std, CV and a 95% interval per metric (load/spread.py); `specbench run --repeats N` overrides
-    repeats: int | None = None
+    # then holds mean, std, CV and a 95% interval per metric (load/spread.py); `specbench run --repeats N` overrides.
+    # {min = A, max = B} (or "auto" = {min = 2, max = 8}): A repeats, then one more per round for each cell whose
+    # decision against its question's best is still open, until decided or B (matrix/visits.py, matrix/rounds.py)
+    repeats: int | dict[str, int] | str | None = None
+    # every repeat on a fresh boot of its server, the servers interleaved A-B-A-B, so the interval holds boot-to-boot
+    # drift (the whole matrix; not in an override)
+    repeat_across_boots: bool | None = None
+    # the A/A check: every autoregressive server is measured twice, as `<label>` and its twin `<label>-aa` launched
+    # identically (cells algorithm "ar-aa", never the baseline): the same configuration against itself should come
+    # out a tie or undecided (the whole matrix; not in an override)
+    aa_check: bool | None = None
     noisy_cv: float | None = None  # a cell whose CV exceeds this is flagged noisy (default 0.05)
     # a cell with more failed requests than this fraction is `partial` (some) or `failed` (all); unset: 0
     max_failed_fraction: float | None = None
@@ -95,11 +104,19 @@ class ClientAxes(_Strict):
             raise ValueError(f"must be an integer >= 1, got {v}")
         return v
 
-    @field_validator("repeats")
+    @field_validator("repeats", mode="before")
     @classmethod
-    def _repeats(cls, v: int | None) -> int | None:
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"repeats must be a whole number >= 1, got {v!r}")
+    def _repeats(cls, v: Any) -> Any:
+        from specbench.matrix.visits import parse_repeats
+
+        parse_repeats(v)
+        return dict(v) if isinstance(v, dict) else v
+
+    @field_validator("repeat_across_boots", "aa_check", mode="before")
+    @classmethod
+    def _switch(cls, v: Any, info: ValidationInfo) -> Any:
+        if v is not None and not isinstance(v, bool):
+            raise ValueError(f"{info.field_name} must be true or false, got {v!r}")
         return v
 
     @field_validator("noisy_cv")

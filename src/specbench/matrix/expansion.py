@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench.engines.server_base import SPEC_V2_ENV
 from specbench.errors import UserError
@@ -24,6 +24,9 @@ from specbench.matrix.client_checks import stop_axis
 from specbench.matrix.schema import CLIENT_AXES, SERVER_SCALARS, MatrixSpec, SpecVariant
 from specbench.matrix.schema_base import as_axis
 from specbench.redact import redact_obj
+
+if TYPE_CHECKING:
+    from specbench.matrix.visits import Visit
 
 
 def stable_id(prefix: str, payload: Any) -> str:
@@ -71,6 +74,8 @@ class Cell:
     label: str
     server: dict[str, Any]
     client: dict[str, Any]
+    # what the boot it is handed to does for it (matrix/visits.py); None: all its planned repeats from the start
+    visit: Visit | None = None
 
     @property
     def baseline_key(self) -> tuple[Any, ...]:
@@ -183,14 +188,31 @@ def expand(spec: MatrixSpec) -> tuple[list[ServerTuple], list[Cell]]:
     phase_of: dict[tuple[Any, ...], int] = {}
     tuples: list[ServerTuple] = []
     cells: list[Cell] = []
-    for order, item in enumerate(uniq):
+    for item in uniq:
         sid, _, settings, client = item
         phase = phase_of.setdefault(phase_key(item), len(phase_of) + 1)
-        st = ServerTuple(server_id=sid, phase=phase, index=order, settings=settings, client_axes=client)
+        st = ServerTuple(server_id=sid, phase=phase, index=len(tuples), settings=settings, client_axes=client)
         tuples.append(st)
         cells.extend(_cells_of(st, client, sid))
+        if spec.client.aa_check and st.is_ar:  # the A/A twin, right after its AR server, in its phase
+            twin = aa_twin(spec, st, len(tuples))
+            tuples.append(twin)
+            cells.extend(_cells_of(twin, client, twin.server_id))
     _check_merged_clients(spec, cells)
     return tuples, cells
+
+
+AA_SUFFIX = "-aa"
+
+
+def aa_twin(spec: MatrixSpec, st: ServerTuple, index: int) -> ServerTuple:
+    """The A/A twin of an autoregressive server tuple (`[client] aa_check = true`): the same settings, so the same
+    launch, under the label `<label>-aa` with `aa_of` = the AR server's id; its cells carry the algorithm
+    load/speedup.py::AA_ALGORITHM, so they are never the baseline of a speedup."""
+    settings = {**st.settings, "label": st.label + AA_SUFFIX, "aa_of": st.server_id}
+    ident = {"engine": spec.engine, "command": spec.command, "model": spec.model}
+    sid = stable_id("srv", redact_obj({**ident, **{k: v for k, v in settings.items() if k != "notes"}}))
+    return ServerTuple(server_id=sid, phase=st.phase, index=index, settings=settings, client_axes=st.client_axes)
 
 
 def _check_merged_clients(spec: MatrixSpec, cells: list[Cell]) -> None:
@@ -306,7 +328,18 @@ AUTO_REQUESTS = "_auto_requests"  # the marker _apply_overrides leaves for _cell
 NOT_IDENTITY = ("noisy_cv", "allow_early_stop")
 # fixed client keys a cell carries only when set, so that the ids of matrices without them stay
 DROPPED_WHEN_UNSET = ("requests_per_concurrency", "repeats", "noisy_cv", "max_failed_fraction", "allow_early_stop",
-                      "trim_warmup", "trim_cooldown")
+                      "trim_warmup", "trim_cooldown", "repeats_max", "repeat_across_boots")
+# [client] keys that shape the matrix, not a cell (expand: the A/A twins)
+NEVER_IN_CELL = (AUTO_REQUESTS, "aa_check")
+
+
+def repeat_keys(client: dict[str, Any]) -> dict[str, Any]:
+    """A cell's repeat settings as it carries them (matrix/visits.py): `repeats` = the planned count (a range's min),
+    `repeats_max` with a range, `repeat_across_boots` only when true."""
+    from specbench.matrix.visits import parse_repeats
+
+    lo, hi = parse_repeats(client.get("repeats"))
+    return {"repeats": lo, "repeats_max": hi, "repeat_across_boots": True if client.get("repeat_across_boots") else None}
 
 
 def cell_identity(client: dict[str, Any]) -> dict[str, Any]:
@@ -326,8 +359,9 @@ def _optional_axis(key: str, value: Any) -> tuple[Any, ...]:
 def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
     axes = [(k, as_axis(client[k])) for k in CLIENT_AXES]
     axes += [(k, _optional_axis(k, client[k])) for k in OPTIONAL_CLIENT_KEYS if client.get(k) is not None]
-    fixed = {k: v for k, v in client.items() if k not in CLIENT_AXES and k not in OPTIONAL_CLIENT_KEYS
-             and not (k in DROPPED_WHEN_UNSET and v is None) and k != AUTO_REQUESTS}  # ids without them stay
+    fixed = {k: v for k, v in {**client, **repeat_keys(client)}.items()
+             if k not in CLIENT_AXES and k not in OPTIONAL_CLIENT_KEYS
+             and not (k in DROPPED_WHEN_UNSET and v is None) and k not in NEVER_IN_CELL}  # ids without them stay
     out = []
     server_view = {k: v for k, v in st.settings.items() if k != "notes"}
     for combo in itertools.product(*(vals for _, vals in axes)):
@@ -343,7 +377,8 @@ def _cells_of(st: ServerTuple, client: dict[str, Any], sid: str) -> list[Cell]:
                 server_id=sid,
                 phase=st.phase,
                 tp=st.tp,
-                algorithm=st.algorithm if st.is_ar else str(st.algorithm),
+                algorithm=(speedups.AA_ALGORITHM if st.settings.get("aa_of") else st.algorithm) if st.is_ar
+                else str(st.algorithm),
                 label=st.label,
                 server=server_view,
                 client=c,

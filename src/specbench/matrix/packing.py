@@ -30,7 +30,7 @@ from specbench.matrix.expansion import Cell, ServerTuple
 from specbench.matrix.preflight import Preflight, preflight
 from specbench.matrix.relay import INTERRUPTED, Job, Writer, relays
 from specbench.matrix.schema import MatrixSpec
-from specbench.matrix.tuple_run import Placement, cell_server_json, record_server, run_tuple
+from specbench.matrix.tuple_run import Placement, cell_server_json, fail_cells, record_server, run_tuple
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -105,11 +105,7 @@ class Packer:
         record_server(self.spec, pf, self.store)
         reason = f"tp={pf.server.tp} needs {pf.server.tp} GPUs; --gpus gives {len(self.gpus)}"
         self.store.update_server(pf.server.server_id, status="failed")
-        for c in todo:
-            self.store.start_cell(c.cell_id, server_json=cell_server_json(pf))
-            self.store.finish_cell(c.cell_id, "failed", reason=reason)
-            self.report.count("failed")
-            self.progress.cell_finished("failed")
+        fail_cells(self.store, self.report, self.progress, todo, reason, cell_server_json(pf))
 
     def run_phase(self, jobs: list[Job]) -> None:
         pending = list(jobs)

@@ -16,6 +16,7 @@ from specbench.errors import UserError
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import ServerTuple, expand
 from specbench.matrix.schema import MatrixSpec
+from specbench.matrix.visits import policy_of
 from specbench.plan.concurrency import cell_warning
 
 
@@ -150,6 +151,7 @@ def dry_run(spec: MatrixSpec,
                                                 c.client.get("output_tokens")),
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
             "plan_limits": plan_limits(pf.plan), "plan_limits_asked": plan_limits(pf.asked_plan),
+            "repeat_policy": policy_of(c.client).as_json(), "aa_of": server.get("aa_of"),
         })
     return out
 
@@ -178,13 +180,13 @@ LONG_CELL_S = 600.0
 
 def expected_load_s(client: dict[str, Any]) -> float | None:
     """Seconds the arrivals of a Poisson cell are expected to take: requests / rate per repeat (the mean of the
-    sum of `num_requests` exponential gaps, load/schedule.py), times its repeats; None for a closed loop."""
+    sum of `num_requests` exponential gaps, load/schedule.py), times its planned repeats (a range: its min); None for
+    a closed loop."""
     rate = client.get("request_rate")
     if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0 or rate == float("inf"):
         return None
     n = client.get("num_requests") or 0
-    repeats = client.get("repeats") or 1
-    return float(n) / float(rate) * int(repeats)
+    return float(n) / float(rate) * policy_of(client).min
 
 
 def duration_warning(client: dict[str, Any]) -> str | None:

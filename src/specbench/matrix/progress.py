@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
-from specbench.matrix.cellrun import request_count
+from specbench.matrix.repeat_metrics import request_count
 
 
 class Progress:
@@ -61,6 +61,17 @@ class Progress:
             self._labels[slot] = label + cell_label(cell, cap, cap_source)
             self._p.update(self._req_task(slot), total=request_count(cell.client), completed=0, visible=True,
                            description=self._labels[slot])
+
+    def note(self, text: str) -> None:
+        """One line of the run's own (a wave or a round of repeats and why)."""
+        if self._p is not None:
+            self._p.console.log(text)
+
+    def more(self, n: int) -> None:
+        """n more cell visits to come (a wave or a round of repeats)."""
+        if self._p is not None:
+            self.total += n
+            self._p.update(self._cells, total=self.total)
 
     def request_done(self, result: Any, slot: str | None = None) -> None:
         if self._p is not None:

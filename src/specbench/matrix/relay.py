@@ -19,7 +19,7 @@ from specbench.matrix import orphans
 from specbench.matrix.expansion import Cell
 from specbench.matrix.preflight import Preflight
 from specbench.matrix.schema import MatrixSpec
-from specbench.matrix.tuple_run import cell_server_json, record_server
+from specbench.matrix.tuple_run import cell_server_json, record_server, visit_of
 
 INTERRUPTED = "interrupted"
 
@@ -60,6 +60,15 @@ class Job:
         return self.pf.server.tp
 
 
+def _visit_ends(job: Job, cell_id: str, repeat: Any) -> bool:
+    """Is this stored repeat the last of its cell's visit (one that leaves the cell unfinished)?"""
+    for c in job.todo:
+        if c.cell_id == cell_id:
+            v = visit_of(c)
+            return not v.finish and getattr(getattr(repeat, "record", None), "repeat", None) == v.stop - 1
+    return False
+
+
 class Writer:
     """Applies relayed calls to the real store, progress and tally (the runner's own process)."""
 
@@ -72,6 +81,8 @@ class Writer:
         if target == "store":
             if name in ("finish_cell", "skip_cell") and args:
                 job.finished.add(args[0])
+            if name == "put_repeat" and args and _visit_ends(job, args[0], args[1]):
+                job.finished.add(args[0])  # a visit that leaves its cell running ended with this repeat
             if name == "start_cell" and args:
                 job.started.add(args[0])
             if name == "update_server" and self.local_log_dir is not None:
@@ -105,7 +116,10 @@ class Writer:
         for c in job.todo:
             if c.cell_id in job.finished:
                 continue
-            if c.cell_id not in job.started:  # one attempt per cell: the running one is not counted twice
+            visit = visit_of(c)
+            if visit.merge:  # a done cell that was to get a round's repeat keeps what it has (matrix/rounds.py)
+                continue
+            if visit.fresh and c.cell_id not in job.started:  # one attempt per cell: the running one counts once
                 self.store.start_cell(c.cell_id, server_json=cell_server_json(job.pf))
             self.store.finish_cell(c.cell_id, "failed", reason=f"{error}; --retry-failed re-runs it")
             self.targets["tally"].count("failed")

@@ -3,8 +3,11 @@
 Per server tuple:
 1. preflight through the planner (preflight.py): `launch`, `fixed` (auto_fix) or `skipped` with the reason;
 2. boot, cells written ahead, identity checked around each cell, stop (tuple_run.py, lifecycle.py);
-Afterwards each speculative cell gets its speedup over the autoregressive cell with the same TP,
-concurrency, prompt/output tokens, rate and dataset.
+then the repeats on later boots (rounds.py): the waves of `repeat_across_boots` (each repeat on a fresh boot, the
+servers interleaved) and the rounds of `repeats = {min, max}` (one more repeat for each cell whose decision is still
+open, until decided or `max`). A cell's repeats are stored one by one (store_rows.py), so a resumed run goes on from
+the last finished repeat. Afterwards each speculative cell gets its speedup over the autoregressive cell with the same
+TP, concurrency, prompt/output tokens, rate and dataset.
 
 How tuples are placed: one after another in this process (the default); packed onto the machine's GPUs, several
 servers at once on disjoint GPUs, ports and logs, one worker process each (`--gpus`, packing.py); or as Ray
@@ -18,7 +21,7 @@ from __future__ import annotations
 import signal
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +33,11 @@ from specbench.matrix import lifecycle, orphans
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import Cell, ServerTuple, expand
 from specbench.matrix.preflight import preflight
+from specbench.matrix.rounds import Repeats, planned_visit, question_key, question_rows
 from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.store import Store, damage_error, lock_store
 from specbench.matrix.tuple_run import StoreWriteError, run_tuple
+from specbench.matrix.visits import policy_of
 
 __all__ = ["RunOptions", "RunReport", "default_store_path", "fill_speedups", "log_dir_for", "run_matrix"]
 
@@ -60,8 +65,10 @@ class RunReport:
     partial: int = 0  # some requests failed beyond the client's max_failed_fraction (exit 1 like failed)
     skipped: int = 0
     kept: int = 0
+    merged: int = 0  # repeat-until-decided repeats merged into done cells (rounds.py)
     interrupted: bool = False
     messages: list[str] = field(default_factory=list)
+    rounds: list[Any] = field(default_factory=list)  # rounds.py RoundInfo, one per round run
 
     def count(self, kind: str, n: int = 1) -> None:
         """ran | done | failed | skipped (the tally sink of tuple_run.py)."""
@@ -106,7 +113,7 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     gpu_baseline = lifecycle.gpu_memory_used_mib()  # before any server of this run; None without nvidia-smi
     work = _work(store, tuples, cells, opts.retry_failed)
     todo_total = sum(len(todo) for _, todo in work)
-    report.kept = len(cells) - todo_total
+    report.kept = sum(1 for c in cells if not store.needs_run(c.cell_id, opts.retry_failed))
 
     lifecycle.Interrupted.by_sigterm = False
     # SIGTERM, and a closed terminal or dropped ssh (SIGHUP), stop the run as Ctrl-C does: the servers are stopped
@@ -115,7 +122,13 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
     progress = Progress(enabled=opts.progress, console=console, total=todo_total)
     try:
         with progress:
-            _executor(opts)(spec, work, adapter, store, progress, report, log_dir, gpu_baseline, opts)
+            execute = _executor(opts)
+
+            def run(w: Work) -> None:
+                execute(spec, w, adapter, store, progress, report, log_dir, gpu_baseline, opts)
+
+            run(work)
+            Repeats(tuples, cells, store, run, report, progress, opts.retry_failed).run()
     except KeyboardInterrupt:
         report.interrupted = True
     except sqlite3.OperationalError as exc:  # any other write the store refused (disk full, read-only folder)
@@ -153,6 +166,9 @@ def _executor(opts: RunOptions) -> Executor:
 
 
 def _work(store: Store, tuples: list[ServerTuple], cells: list[Cell], retry_failed: bool) -> Work:
+    """The planned pass: each tuple with its cells that need running, each with its visit (rounds.py
+    planned_visit: from the start, or on from the repeats a stopped run stored). `repeat_across_boots` cells are left
+    to the waves (rounds.py)."""
     by_server: dict[str, list[Cell]] = {}
     for c in cells:
         by_server.setdefault(c.server_id, []).append(c)
@@ -160,7 +176,8 @@ def _work(store: Store, tuples: list[ServerTuple], cells: list[Cell], retry_fail
         for c in by_server.get(st.server_id, []):
             store.ensure_cell(cell_id=c.cell_id, server_id=c.server_id, phase=c.phase, tp=c.tp,
                               algorithm=c.algorithm, label=c.label, server=c.server, client=c.client)
-    work = [(st, [c for c in by_server.get(st.server_id, []) if store.needs_run(c.cell_id, retry_failed)])
+    work = [(st, [replace(c, visit=planned_visit(store, c)) for c in by_server.get(st.server_id, [])
+                  if not policy_of(c.client).across_boots and store.needs_run(c.cell_id, retry_failed)])
             for st in tuples]
     return [(st, todo) for st, todo in work if todo]
 
@@ -176,17 +193,10 @@ def fill_speedups(store: Store) -> None:
     """Every done cell's derived keys (load/speedup.py::fill: pooled-throughput and latency speedups over the AR
     cell of the same baseline key with their log-ratio intervals and decisions, the cell's own intervals), written
     where they changed."""
-    from specbench.matrix.adapters import command_model
-
     # each cell with the model its server was launched with: a speculative cell of one model is never compared with
     # the AR cell of another (a matrix whose specs launch different models)
-    models = {s["server_id"]: command_model(s.get("command") or []) for s in store.servers()}
-    rows = [{**r, "model": models.get(r.get("server_id"))} for r in store.cells()
-            if r.get("status") == "done" and r.get("metrics")]
-
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        c = r.get("client") or {}
-        return (r.get("model"), *speedups.baseline_key(r.get("tp"), c.get("concurrency"), c))
+    rows = question_rows(store)
+    key = question_key
 
     # the AR cell's running cap beside each speculative cell's: a c above either cap compares other widths
     ar_caps = {key(r): r["metrics"].get("running_cap") for r in rows if speedups.is_ar(r.get("algorithm"))}

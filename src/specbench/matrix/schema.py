@@ -133,6 +133,8 @@ class ServerAxes(_Strict):
 # (.json ShareGPT, .jsonl, .csv, .parquet) or "hf:NAME[:SPLIT]" (the local Hugging Face cache) names any other.
 SERVER_SCALARS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
 CLIENT_AXES = ("concurrency", "prompt_tokens", "output_tokens", "num_requests", "dataset", "request_rate")
+# [client] keys that shape how the whole matrix is run (matrix/visits.py, matrix/expansion.py): never in an override
+WHOLE_MATRIX_CLIENT_KEYS = ("repeat_across_boots", "aa_check")
 # the axes a cell carries only when set are load/results.py OPTIONAL_CLIENT_KEYS (the workload's shape, then sampling)
 
 
@@ -177,6 +179,8 @@ class Override(_Strict):
                                                              "repeats", "noisy_cv", "max_failed_fraction",
                                                              "allow_early_stop", "trim_warmup", "trim_cooldown"}
         for k in v:
+            if k in WHOLE_MATRIX_CLIENT_KEYS:
+                raise ValueError(f"`{k}` is a setting of the whole matrix: set it in [client], not in an override")
             if k not in allowed:
                 raise ValueError(f"unknown `client` key {k!r}; use one of {sorted(allowed)}")
         ctx = {**(info.context or {}), "partial_keys": set(v)}

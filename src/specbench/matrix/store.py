@@ -10,17 +10,29 @@ records are applied by the runner (relay.py); a store another process holds lock
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.redact import redact_obj, redact_text
+from specbench.matrix.store_rows import (
+    RequestRow,
+    StoredRepeat,
+    _j,
+    _t,
+    _unj,
+    insert_boot,
+    insert_repeat,
+    insert_requests,
+    read_repeats,
+    repeat_counts,
+)
+from specbench.redact import redact_obj
+
+__all__ = ["RequestRow", "Store", "StoredRepeat", "lock_store"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta    (key TEXT PRIMARY KEY, value TEXT);
@@ -49,9 +61,18 @@ CREATE TABLE IF NOT EXISTS requests(cell_id TEXT, idx INTEGER, prompt_tokens INT
                       category TEXT,
                       repeat INTEGER,
                       server_output_tokens INTEGER, counted_tokens INTEGER, count_source TEXT, early_stop INTEGER,
+                      sent_at REAL, first_token_at REAL, ended_at REAL, boot INTEGER, max_tokens INTEGER,
+                      accept_hist_json TEXT,
                       PRIMARY KEY (cell_id, idx));
 CREATE TABLE IF NOT EXISTS gpu_samples(cell_id TEXT, t_s REAL, gpu TEXT, name TEXT, memory_used_mib REAL,
                       utilization_pct REAL, power_w REAL);
+CREATE TABLE IF NOT EXISTS repeat_runs(cell_id TEXT, repeat INTEGER, round INTEGER, server_id TEXT, boot INTEGER,
+                      started_at REAL, duration_s REAL, client_cpu_s REAL, stall_longest_s REAL, stall_total_s REAL,
+                      counters_json TEXT, running_cap INTEGER, running_cap_source TEXT, cache_reset_json TEXT,
+                      warmup_errors_json TEXT, reason TEXT,
+                      PRIMARY KEY (cell_id, repeat));
+CREATE TABLE IF NOT EXISTS boots(server_id TEXT, boot INTEGER, started_at REAL, log_path TEXT, pid INTEGER,
+                      PRIMARY KEY (server_id, boot));
 """
 
 # Columns added after a table's first release: a store written before them gains them (NULL) when `specbench run`
@@ -60,9 +81,13 @@ CREATE TABLE IF NOT EXISTS gpu_samples(cell_id TEXT, t_s REAL, gpu TEXT, name TE
 # on across the repeats (repeat k's requests are k x the per-repeat count onwards), so (cell_id, idx) stays the key.
 # `server_output_tokens` (what the server said), `counted_tokens` (what the client counted), `count_source`, `early_stop`
 # (load/counting.py; `output_tokens` is the verified count): NULL in stores older than them.
+# `sent_at`, `first_token_at`, `ended_at` (epoch seconds), `boot` (which boot of its server), `max_tokens`,
+# `accept_hist_json`: what a cell's metrics are re-derived from (matrix/store_rows.py); NULL in stores older than them.
+# The tables `repeat_runs` and `boots` are new tables, created empty in an older store.
 ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"requests": (
     ("category", "TEXT"), ("repeat", "INTEGER"), ("server_output_tokens", "INTEGER"), ("counted_tokens", "INTEGER"),
-    ("count_source", "TEXT"), ("early_stop", "INTEGER"))}
+    ("count_source", "TEXT"), ("early_stop", "INTEGER"), ("sent_at", "REAL"), ("first_token_at", "REAL"),
+    ("ended_at", "REAL"), ("boot", "INTEGER"), ("max_tokens", "INTEGER"), ("accept_hist_json", "TEXT"))}
 
 
 
@@ -122,39 +147,6 @@ def lock_store(store_path: Path) -> Any:
         f.close()
         raise UserError(f"{store_path}: cannot lock the results store ({exc.strerror or exc})") from None
     return f
-
-
-def _j(value: Any) -> str | None:
-    """JSON of a value with its secrets masked (specbench/redact.py): every JSON column goes through here."""
-    return None if value is None else json.dumps(redact_obj(value), default=str)
-
-
-def _t(text: str | None) -> str | None:
-    """A text column (log, reason) with its secrets masked."""
-    return None if text is None else redact_text(text)
-
-
-def _unj(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-@dataclass(frozen=True)
-class RequestRow:
-    idx: int
-    prompt_tokens: int | None
-    output_tokens: int | None
-    ttft_s: float | None
-    e2e_s: float | None
-    itl: list[float] | None
-    error: str | None
-    accept_len: float | None = None
-    spec_verify_ct: int | None = None
-    category: str | None = None  # the dataset record's category
-    repeat: int | None = None  # which repeat of the cell (None: the cell ran once)
-    server_output_tokens: int | None = None  # the server's own count (usage / meta_info)
-    counted_tokens: int | None = None  # the client's count (load/counting.py)
-    count_source: str | None = None  # token_ids | tokenizer | None
-    early_stop: bool | None = None  # asked ignore_eos, ended before max_tokens
 
 
 class Store:
@@ -320,12 +312,23 @@ class Store:
             if server_json is not None:
                 self.conn.execute("UPDATE cells SET server_json=? WHERE cell_id=?", (_j(server_json), cell_id))
             self.conn.execute("DELETE FROM requests WHERE cell_id=?", (cell_id,))
+            self.conn.execute("DELETE FROM repeat_runs WHERE cell_id=?", (cell_id,))
+
+    def continue_cell(self, cell_id: str, *, server_json: dict[str, Any] | None = None) -> None:
+        """A cell that has repeats stored gets more on this boot: they are kept. A `running` cell (a run stopped
+        between its repeats) counts the attempt; a `done` one (a repeat-until-decided round) keeps its status and
+        metrics until the new repeat is merged (matrix/rounds.py)."""
+        with self._tx():
+            self.conn.execute("UPDATE cells SET attempts=attempts+1, reason=NULL WHERE cell_id=? AND status='running'",
+                              (cell_id,))
+            if server_json is not None:
+                self.conn.execute("UPDATE cells SET server_json=? WHERE cell_id=?", (_j(server_json), cell_id))
 
     def finish_cell(self, cell_id: str, status: str, *, reason: str | None = None,
                     metrics: dict[str, Any] | None = None, clamp: dict[str, Any] | None = None,
                     requests: Iterable[RequestRow] = (), log_text: str | None = None,
-                    diagnosis: dict[str, Any] | None = None) -> None:
-        """The cell's outcome and its requests, in one transaction."""
+                    diagnosis: dict[str, Any] | None = None, repeat: StoredRepeat | None = None) -> None:
+        """The cell's outcome and its requests (or its last repeat: matrix/store_rows.py), in one transaction."""
         assert status in ("done", "partial", "failed", "skipped", "pending"), status
         with self._tx():
             self.conn.execute(
@@ -333,21 +336,41 @@ class Store:
                                     log_text=?, diagnosis_json=? WHERE cell_id=?""",
                 (status, _t(reason), time.time(), _j(metrics), _j(clamp), _t(log_text), _j(diagnosis), cell_id),
             )
-            self.conn.executemany(
-                """INSERT OR REPLACE INTO requests(cell_id, idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json,
-                                                   error, accept_len, spec_verify_ct, category, repeat,
-                                                   server_output_tokens, counted_tokens, count_source, early_stop)
-                   VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
-                [(cell_id, r.idx, r.prompt_tokens, r.output_tokens, r.ttft_s, r.e2e_s, _j(r.itl), _t(r.error),
-                  r.accept_len, r.spec_verify_ct, r.category, r.repeat, r.server_output_tokens, r.counted_tokens,
-                  r.count_source, None if r.early_stop is None else int(r.early_stop)) for r in requests],
-            )
+            insert_requests(self.conn, cell_id, requests)
+            if repeat is not None:
+                insert_repeat(self.conn, cell_id, repeat)
 
-    def put_gpu_samples(self, cell_id: str, rows: Iterable[tuple[Any, ...]]) -> None:
-        """A cell's GPU telemetry (matrix/telemetry.py): (t_s, gpu, name, memory_used_mib, utilization_pct,
-        power_w) rows, replacing an earlier attempt's."""
+    # -- repeats and boots (matrix/store_rows.py)
+    def put_boot(self, server_id: str, *, started_at: float, log_path: str | None = None,
+                 pid: int | None = None) -> None:
+        """A boot of a server (numbered 1, 2, ... per server in the order they are recorded)."""
         with self._tx():
-            self.conn.execute("DELETE FROM gpu_samples WHERE cell_id=?", (cell_id,))
+            insert_boot(self.conn, server_id, started_at, log_path, pid)
+
+    def put_repeat(self, cell_id: str, repeat: StoredRepeat) -> None:
+        """One finished repeat of a cell and its request rows, in one transaction."""
+        with self._tx():
+            insert_repeat(self.conn, cell_id, repeat)
+
+    def stored_repeats(self, cell_id: str) -> list[StoredRepeat]:
+        return read_repeats(self.conn, cell_id)
+
+    def repeat_counts(self) -> dict[str, int]:
+        """{cell id: repeats stored}."""
+        return repeat_counts(self.conn)
+
+    def boots(self, server_id: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM boots ORDER BY rowid", ()
+        if server_id is not None:
+            sql, args = "SELECT * FROM boots WHERE server_id=? ORDER BY boot", (server_id,)  # type: ignore[assignment]
+        return [dict(r) for r in self.conn.execute(sql, args)]
+
+    def put_gpu_samples(self, cell_id: str, rows: Iterable[tuple[Any, ...]], append: bool = False) -> None:
+        """A cell's GPU telemetry (matrix/telemetry.py): (t_s, gpu, name, memory_used_mib, utilization_pct,
+        power_w) rows, replacing an earlier attempt's (`append`: added to those of the cell's earlier boots)."""
+        with self._tx():
+            if not append:
+                self.conn.execute("DELETE FROM gpu_samples WHERE cell_id=?", (cell_id,))
             self.conn.executemany("INSERT INTO gpu_samples VALUES(?,?,?,?,?,?,?)",
                                   [(cell_id, *r) for r in rows])
 

@@ -172,16 +172,16 @@ def summary(samples: Sequence[Sample], interval_s: float = INTERVAL_S) -> dict[s
     return {"interval_s": interval_s, "source": "nvml-or-nvidia-smi", "gpus": gpus}
 
 
-def attach(outcome: Any, sampler: Sampler, store: Any, cell_id: str) -> Any:
-    """The cell's samples into the store (`gpu_samples`) and their summary into its metrics; the outcome unchanged
-    without samples."""
+def attach(outcome: Any, sampler: Sampler, store: Any, cell_id: str, append: bool = False) -> Any:
+    """The cell's samples into the store (`gpu_samples`; `append`: beside those of its earlier boots, else replacing
+    an earlier attempt's) and their summary into its metrics; the outcome unchanged without samples."""
     import dataclasses
 
     rows = sampler.stop()
     if not rows:
         return outcome
     store.put_gpu_samples(cell_id, [(s.t, s.gpu, s.name, s.memory_used_mib, s.utilization_pct, s.power_w)
-                                    for s in rows])
+                                    for s in rows], append=append)
     if outcome.metrics is None:
         return outcome
     return dataclasses.replace(outcome, metrics={**outcome.metrics,

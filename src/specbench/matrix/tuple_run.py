@@ -8,7 +8,8 @@ measured. A failure keeps the whole server log and a doctor diagnosis. Stop: SIG
 
 Everything goes to three sinks, so the same code runs in the runner itself (the Store, the Progress, the
 RunReport), in a worker process of a packed run and in a Ray task (proxies that ship each call to the writer):
-`store` (put_server, update_server, start_cell, finish_cell, skip_cell, mark_interrupted, set_meta), `progress`
+`store` (put_server, update_server, start_cell, continue_cell, put_boot, put_repeat, finish_cell, skip_cell,
+mark_interrupted, set_meta), `progress`
 (phase, cell_started, request_done, cell_finished, each with the slot's name) and `tally` (count, message).
 """
 
@@ -33,6 +34,7 @@ from specbench.matrix.diagnosis import diagnose, failure_suffix
 from specbench.matrix.expansion import Cell
 from specbench.matrix.preflight import Preflight
 from specbench.matrix.schema import MatrixSpec
+from specbench.matrix.visits import Visit, first_visit
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ def run_tuple(spec: MatrixSpec, pf: Preflight, todo: list[Cell], adapter: Server
     progress.phase(pf.server.phase, pf.server.tp, pf.settings["label"], pf.verdict, place.name)
     if pf.verdict == "skipped":
         for c in todo:
+            if visit_of(c).merge:  # a done cell that was to get a round's repeat keeps what it has
+                tally.message(f"{c.label} c={c.client.get('concurrency')}: no more repeat (planner: {pf.reason})")
+                continue
             store.skip_cell(c.cell_id, f"planner: {pf.reason}")
             tally.count("skipped")
             progress.cell_finished("skipped", place.name)
@@ -113,6 +118,7 @@ class TupleRun:
         self.proc = lifecycle.ServerProcess(argv=argv, env=env, log_path=self.log_path, cwd=self.launch.cwd)
         self.server_failed = False
         self.dead_reason: str | None = None
+        self.boot_started_at: float | None = None  # this boot's key in the store's `boots` table
 
     # -- the whole tuple
     def run(self) -> None:
@@ -137,11 +143,7 @@ class TupleRun:
 
     def fail_all(self, cells: list[Cell], reason: str, log: str | None = None,
                  diag: dict[str, Any] | None = None) -> None:
-        for c in cells:
-            self.store.start_cell(c.cell_id, server_json=self.cell_server)
-            self.store.finish_cell(c.cell_id, "failed", reason=reason, log_text=log, diagnosis=diag)
-            self.tally.count("failed")
-            self.progress.cell_finished("failed", self.place.name)
+        fail_cells(self.store, self.tally, self.progress, cells, reason, self.cell_server, self.place.name, log, diag)
 
     def owned(self) -> bool | None:
         return identity.served_by_group(self.port, self.proc.pid)
@@ -149,6 +151,7 @@ class TupleRun:
     def boot(self) -> bool:
         t = self.spec.timeouts
         try:
+            self.boot_started_at = time.time()
             self.proc.start()
             orphans.record_active(self.store, self.proc.pid, self.launch.argv, self.sid, self.place.slot)
             ready_s = lifecycle.wait_ready(self.proc, self.base_url, self.adapter.health_paths,
@@ -182,6 +185,7 @@ class TupleRun:
             return False
         self.store.update_server(self.sid, status="ready", server_info_json={**info,
                                                                              "placement": self.place.record()})
+        self.store.put_boot(self.sid, started_at=self.boot_started_at, log_path=str(self.log_path), pid=self.proc.pid)
         self.cell_server = {**self.cell_server, "effective": info}  # what the engine reports, stored with each cell
         if self.place.cores:
             os.sched_setaffinity(0, self.place.cores)  # the load generator only: the server started unpinned
@@ -190,7 +194,7 @@ class TupleRun:
     def run_cells(self) -> None:
         ctx = CellContext(spec=self.spec, adapter=self.adapter, base_url=self.base_url, argv=self.launch.argv,
                           server_info=self.cell_server["effective"], settings=self.pf.settings, proc=self.proc,
-                          plan=self.pf.plan)
+                          plan=self.pf.plan, boot_started_at=self.boot_started_at)
         served = self.adapter.served_models(self.cell_server["effective"])
         if served and not self.spec.served_model_name and self.adapter.client_mode(self.launch.argv) == "openai":
             ctx.cache["model"] = served[0]  # read back at boot: no cell asks /v1/models again
@@ -199,15 +203,22 @@ class TupleRun:
                 log = self.proc.log_text()
                 self.fail_all(self.todo[i:], self.dead_reason, log, diagnose(log))
                 return
-            self.store.start_cell(c.cell_id, server_json=self.cell_server)
-            self.tally.count("ran")
+            visit = visit_of(c)
+            if visit.fresh:
+                self.store.start_cell(c.cell_id, server_json=self.cell_server)
+            else:  # its stored repeats are kept: this boot adds to them
+                self.store.continue_cell(c.cell_id, server_json=self.cell_server)
+            if visit.first_in_run and not visit.merge:
+                self.tally.count("ran")
             info = self.cell_server["effective"]
             self.progress.cell_started(c, self.place.name, cap=info.get("running_cap"),
                                        cap_source=info.get("running_cap_source"))
             try:
                 outcome = self.measure(c, ctx)
-            except KeyboardInterrupt:  # stays `running`: the next run re-runs it
-                self.store.mark_interrupted(c.cell_id, "interrupted (Ctrl-C); re-run next time")
+            except KeyboardInterrupt:  # stays `running`: the next run goes on from its last stored repeat
+                self.store.mark_interrupted(c.cell_id, "interrupted (Ctrl-C); re-run next time" if visit.slots == 1
+                                            else "interrupted (Ctrl-C); its finished repeats are kept, the rest run "
+                                                 "next time")
                 raise
             except Exception as exc:  # a cell must end in the store whatever went wrong
                 outcome = CellOutcome("failed", reason=f"specbench error while running the cell: {exc!r}")
@@ -222,8 +233,9 @@ class TupleRun:
         if wrong is not None:
             return CellOutcome("failed", reason=f"{wrong} before the cell; nothing measured")
         with telemetry.sampling(self.place.gpu_indices) as gpu:  # GPU memory/util/power while the load runs
-            outcome = run_cell(c, ctx, lambda r: self.progress.request_done(None, self.place.name))
-        outcome = telemetry.attach(outcome, gpu, self.store, c.cell_id)
+            outcome = run_cell(c, ctx, lambda r: self.progress.request_done(None, self.place.name),
+                               lambda rep: self.store.put_repeat(c.cell_id, rep))
+        outcome = telemetry.attach(outcome, gpu, self.store, c.cell_id, append=not visit_of(c).fresh)
         wrong = self.not_ours() if self.proc.alive() else None  # a server that exited: its cell says so (cellrun)
         if wrong is not None:
             return CellOutcome("failed", reason=f"{wrong} after the cell; its measurement is discarded")
@@ -254,17 +266,28 @@ class TupleRun:
                               "the matrix again to resume") from None
 
     def record(self, c: Cell, outcome: CellOutcome) -> None:
+        visit = visit_of(c)
+        if outcome.status == "continue":  # its repeats are stored; the next on a later boot
+            self.progress.cell_finished("repeat", self.place.name,
+                                        note=f"repeat {visit.stop} of {c.client.get('repeats')} stored")
+            return
+        if visit.merge and outcome.repeat is None and outcome.status != "done":  # nothing new was measured
+            self.tally.message(f"round {visit.round}: {c.label} c={c.client.get('concurrency')} got no more repeat "
+                               f"({(outcome.reason or 'failed').splitlines()[0][:200]}); it keeps its "
+                               f"{visit.start} repeats")
+            self.progress.cell_finished("kept", self.place.name)
+            return
         if outcome.status == "done":
             self.store.finish_cell(c.cell_id, "done", metrics=outcome.metrics, clamp=outcome.clamp,
-                                   requests=outcome.requests)
-            self.tally.count("done")
+                                   requests=outcome.requests, repeat=outcome.repeat)
+            self.tally.count("merged" if visit.merge else "done")
         else:
             log = self.proc.log_text()
             diag = diagnose(log)
             reason = (outcome.reason or "failed") + failure_suffix(diag)
             status = "partial" if outcome.status == "partial" else "failed"  # partial: some requests failed
             self.store.finish_cell(c.cell_id, status, reason=reason, metrics=outcome.metrics, clamp=outcome.clamp,
-                                   requests=outcome.requests, log_text=log, diagnosis=diag)
+                                   requests=outcome.requests, log_text=log, diagnosis=diag, repeat=outcome.repeat)
             self.tally.count(status)
             if not self.proc.alive():
                 self.server_failed = True
@@ -292,6 +315,29 @@ class TupleRun:
         if store_error is not None and sys.exc_info()[0] is None:
             raise StoreWriteError(f"the results store could not be written ({store_error}): finished cells are kept, "
                                   "free space (or make the folder writable) and run the matrix again to resume")
+
+
+def fail_cells(store: Any, tally: Any, progress: Any, cells: list[Cell], reason: str, server_json: dict[str, Any],
+               slot: str | None = None, log: str | None = None, diag: dict[str, Any] | None = None) -> None:
+    """Cells that could not run here end `failed` with the reason, their stored repeats kept (a cell that started
+    over has none); a `done` cell that was to get a round's repeat stays as it was (matrix/rounds.py gives it no
+    more)."""
+    for c in cells:
+        visit = visit_of(c)
+        if visit.merge:
+            tally.message(f"round {visit.round}: {c.label} c={c.client.get('concurrency')} got no more repeat "
+                          f"({reason.splitlines()[0][:200]}); it keeps its {visit.start} repeats")
+            continue
+        if visit.fresh:
+            store.start_cell(c.cell_id, server_json=server_json)
+        store.finish_cell(c.cell_id, "failed", reason=reason, log_text=log, diagnosis=diag)
+        tally.count("failed")
+        progress.cell_finished("failed", slot)
+
+
+def visit_of(c: Cell) -> Visit:
+    """What this boot does for the cell (matrix/visits.py): its visit, else all its planned repeats from the start."""
+    return c.visit if c.visit is not None else first_visit(c.client)
 
 
 def finished_note(metrics: dict[str, Any] | None) -> str | None:

@@ -160,7 +160,7 @@ def _insert_cell(con: sqlite3.Connection, cid: str, sid: str, phase: int, tp: in
     for i, acc in enumerate(row["accepts"]):
         con.execute(insert_sql("requests"),
                     (cid, i, 1024, 256, 0.1, 9.0, json.dumps([0.03] * 4), None, acc, 64, None, None,
-                     256, 256, "token_ids", 0))
+                     256, 256, "token_ids", 0, None, None, None, None, None, None))
 
 
 def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Sequence[str] = LABELS,
