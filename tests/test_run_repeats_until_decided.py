@@ -466,3 +466,25 @@ repeats = 3""", step_ms=20.0)  # each repeat: 6 requests x 17 steps x 20 ms, abo
     assert again["completed"] == c["metrics"]["completed"] == 18
     assert again["output_throughput"] == c["metrics"]["output_throughput"]
     assert again["spread"] == c["metrics"]["spread"]
+
+
+def test_the_report_answers_shows_the_aa_check_and_the_timeline(decided: Path, tmp_path: Path) -> None:
+    """The report of that store (issue 34 items 1, 2, 7): the answer names spec decided against every other, the
+    A/A twin's comparison with AR is shown as a check whose pass or FAIL is its verdict, and the timeline figure is
+    drawn from the rows' absolute times; the JSONL export carries those times."""
+    from specbench.report.build import report_paths
+    from specbench.report.export import request_records
+    from specbench.report.load import load_store
+
+    w = report_paths([decided], tmp_path / "rep")
+    (q,) = w.report.tables.questions
+    assert q.decision.headline.text.startswith("spec (decided against every other)")
+    twin = next(r for r in q.rows if r.aa_twin)
+    verdict = twin.vs_ar["throughput"]
+    md = w.markdown.read_text()
+    assert "## A/A check" in md
+    line = next(ln for ln in md.splitlines() if ln.startswith("| 1 |") and "| ar-aa |" in ln)
+    assert (("| pass |" in line) == (verdict in ("tie", "undecided"))) and f"| {verdict} |" in line
+    assert "timeline.png" in {p.name for p in w.pngs}
+    recs = request_records([load_store(decided)])
+    assert recs and all(r["sent_at"] <= r["first_token_at"] <= r["ended_at"] and r["boot"] == 1 for r in recs)

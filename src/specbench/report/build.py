@@ -32,7 +32,7 @@ from specbench.report.tables import build_tables
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
              "pareto.png", "accept_length.png", "accept_pos.png", "memory.png", "gpu_memory.png", "gpu_util.png",
-             "gpu_power.png")
+             "gpu_power.png", "timeline.png")
 MANIFEST = ".specbench-report.json"  # {"written_by": "specbench report", "files": [relative paths]}
 
 
@@ -134,8 +134,10 @@ def _plots(stores: Sequence[LoadedStore], tables: Tables, out: Path) -> list[Plo
     titled by its section, so that no figure (the Pareto front above all) mixes models or GPUs."""
     rows = [r for phase in tables.phases for r in phase.rows]
     accepts = {c.cell_id: c.accept_lengths for s in stores for c in s.cells}
+    requests = {(s.label, c.cell_id): c.requests for s in stores for c in s.cells}
     if not tables.sections:
-        return list(all_plots(rows, accepts, tables.memory, [s.label for s in stores], out))
+        return list(all_plots(rows, accepts, tables.memory, [s.label for s in stores], out, tables.questions,
+                              requests))
     of = sections(stores)
     by_server = server_sections(stores)
     plots: list[Plot] = []
@@ -143,7 +145,8 @@ def _plots(stores: Sequence[LoadedStore], tables: Tables, out: Path) -> list[Plo
         sub = f"section-{i}"
         labels = [s.label for s in stores if any(of[(s.label, c.cell_id)] == sec for c in s.cells)]
         made = all_plots([r for r in rows if r.section == sec], accepts,
-                         [m for m in tables.memory if by_server.get((m.store, m.server_id)) == sec], labels, out / sub)
+                         [m for m in tables.memory if by_server.get((m.store, m.server_id)) == sec], labels, out / sub,
+                         [q for q in tables.questions if q.section == sec], requests)
         plots += [replace(p, name=f"{sub}/{p.name}", title=f"{sec}: {p.title}") for p in made]
     return plots
 

@@ -174,7 +174,7 @@ def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: s
         speedup_lead=str(d.get("speedup_lead") or speedups.lead_of(c.client)),
         decision=None if c.is_ar else d.get("decision"),
         integrity=health, warnings=health.warnings if health is not None else (),
-        vs_ar={m: x.verdict for m, x in cmp.items()},
+        vs_ar={m: x.verdict for m, x in cmp.items()}, aa_twin=speedups.is_aa_twin(c.algorithm),
         gpu_memory_max=gpu["gpu_memory_max"], gpu_util_mean=gpu["gpu_util_mean"],
         gpu_power_mean=gpu["gpu_power_mean"],
     )

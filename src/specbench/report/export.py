@@ -136,7 +136,7 @@ def to_json(stores: Sequence[LoadedStore]) -> str:
 
 REQUEST_KEYS = ("store", "cell_id", "label", "algorithm", "tp", "concurrency", "simulated_accept_len", "repeat", "idx",
                 "category", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "itl", "error", "accept_len",
-                "spec_verify_ct")
+                "spec_verify_ct", "sent_at", "first_token_at", "ended_at", "boot")
 
 
 def request_records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
@@ -151,7 +151,8 @@ def request_records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
         try:
             have = {r[1] for r in con.execute("PRAGMA table_info(requests)")}
             cols = [c for c in ("cell_id", "idx", "repeat", "category", "prompt_tokens", "output_tokens", "ttft_s",
-                                "e2e_s", "itl_json", "error", "accept_len", "spec_verify_ct") if c in have]
+                                "e2e_s", "itl_json", "error", "accept_len", "spec_verify_ct", "sent_at",
+                                "first_token_at", "ended_at", "boot") if c in have]
             rows = con.execute(f"SELECT {', '.join(cols)} FROM requests ORDER BY cell_id, idx").fetchall() if cols \
                 else []
         finally:

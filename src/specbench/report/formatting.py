@@ -358,3 +358,30 @@ def integrity_rows(rows: Sequence[CellRow]) -> tuple[tuple[str, ...], ...]:
                     _percent(i.stalled_share, 0) if i.stalled_share is not None else "–", fmt(i.early_stops),
                     fmt(i.failed), acc, "; ".join(i.warnings) or "–"))
     return tuple(out)
+
+
+# ---------------------------------------------------------------- the A/A check (matrix `aa_check`)
+
+
+AA_NOTE = ("The AR server measured twice as two configurations (`aa_check`: identical launches, the twin labelled "
+           "-aa): the same configuration against itself must come out a tie or undecided. Decided faster or slower, "
+           "the intervals miss what differs between two servers of one configuration (boot-to-boot drift, the "
+           "host's load, the order they ran in): repeat across boots (`repeat_across_boots = true`) before trusting "
+           "a decision of that size")
+AA_HEADER = ("TP", "workload", "c", "twin", "vs AR", "verdict", "check")
+
+
+def aa_rows(qs: Sequence[Question]) -> tuple[tuple[str, ...], ...]:
+    """One row per A/A twin: its lead ratio to the AR cell with the interval, and whether the check passed."""
+    out = []
+    for q in qs:
+        for r in q.rows:
+            if not r.aa_twin:
+                continue
+            lead = "tpot" if r.speedup_lead == "tpot" else "throughput"
+            v = r.vs_ar.get(lead)
+            check = "–" if v is None else ("pass" if v in ("tie", "undecided") else
+                                         f"FAIL: AR decided {v} than itself")
+            out.append((fmt(q.tp), q.workload or "–", fmt(q.concurrency), r.series,
+                        fmt_ratio(r.lead_speedup, r.lead_speedup_ci), v or "–", check))
+    return tuple(out)

@@ -13,10 +13,13 @@ from html import escape
 
 from specbench.report.fits_render import fits_html
 from specbench.report.formatting import (
+    AA_HEADER,
+    AA_NOTE,
     CELL_COLUMNS,
     INTEGRITY_HEADER,
     INTEGRITY_NOTE,
     DecisionTable,
+    aa_rows,
     answer_tables,
     cell_values,
     fmt,
@@ -168,6 +171,10 @@ def _best(report: Report) -> list[str]:
         out.append(f'<p class="muted">Sections: {escape("; ".join(t.sections))} (one per model and GPU: tables, '
                    'rankings and figures never mix them).</p>')
     out += _decision_tables(answer_tables(t.questions))
+    aa = aa_rows(t.questions)
+    if aa:
+        out += ['<h3 id="aa">A/A check</h3>', f'<p class="muted">{escape(AA_NOTE)}.</p>',
+                _simple_table(list(AA_HEADER), [[escape(c) for c in r] for r in aa], {1, 3, 5, 6})]
     return _section("best", "Which setup to run", out, '<p class="muted">No cell finished with measurements.</p>')
 
 

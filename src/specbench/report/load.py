@@ -255,7 +255,9 @@ def _read_requests(con: sqlite3.Connection, warnings: list[str]) -> dict[str, li
             idx=_int(row[at["idx"]]) or 0, repeat=_int(row[at["repeat"]]), category=row[at["category"]],
             prompt_tokens=_int(row[at["prompt_tokens"]]), output_tokens=_int(row[at["output_tokens"]]),
             ttft_s=_float(row[at["ttft_s"]]), e2e_s=_float(row[at["e2e_s"]]), accept_len=_float(row[at["accept_len"]]),
-            spec_verify_ct=_int(row[at["spec_verify_ct"]]), error=redact_text(err) if isinstance(err, str) else err))
+            spec_verify_ct=_int(row[at["spec_verify_ct"]]), error=redact_text(err) if isinstance(err, str) else err,
+            sent_at=_float(row[at["sent_at"]]), first_token_at=_float(row[at["first_token_at"]]),
+            ended_at=_float(row[at["ended_at"]]), boot=_int(row[at["boot"]])))
     for v in out.values():
         v.sort(key=lambda q: q.idx)
     return out

@@ -6,12 +6,15 @@ import html
 
 from specbench.report.fits_render import fits_markdown
 from specbench.report.formatting import (
+    AA_HEADER,
+    AA_NOTE,
     CELL_COLUMNS,
     DECISION_NOTE,
     INTEGRITY_HEADER,
     INTEGRITY_NOTE,
     SIMULATED_NOTE,
     DecisionTable,
+    aa_rows,
     answer_tables,
     cell_values,
     fmt,
@@ -109,6 +112,9 @@ def render_markdown(report: Report) -> str:
                   "rankings and figures never mix them).", ""]
     for dt in answer_tables(t.questions):
         lines += _decision_table(dt)
+    aa = aa_rows(t.questions)
+    if aa:
+        lines += ["## A/A check", "", _esc(AA_NOTE) + ".", "", *_table(list(AA_HEADER), [list(r) for r in aa]), ""]
 
     if report.plots:
         lines += ["## Figures", ""]

@@ -47,6 +47,12 @@ class RequestRecord:
     accept_len: float | None
     spec_verify_ct: int | None
     error: str | None
+    # absolute times (epoch s) and the boot of its server (stores written before them: None): the request as it ran,
+    # so throughput, concurrency and a timeline can be re-derived from the rows (matrix/store.py ADDED_COLUMNS)
+    sent_at: float | None = None
+    first_token_at: float | None = None
+    ended_at: float | None = None
+    boot: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -79,6 +79,7 @@ class CellRow:
     vs_ar: Mapping[str, str] = field(default_factory=dict)
     vs_best: Mapping[str, str] = field(default_factory=dict)
     rank: int | None = None  # its place in its question on the lead metric (1: the best)
+    aa_twin: bool = False  # the A/A twin of the AR server (algorithm "ar-aa", matrix `aa_check`): AR against itself
 
     @property
     def lead_speedup(self) -> float | None:
