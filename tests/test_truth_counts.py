@@ -119,3 +119,49 @@ def test_a_server_of_another_model_fails_before_the_first_cell(tmp_path: Path, t
         assert "'other-model'" in reason and "'wanted-model'" in reason
     assert rows(store, "SELECT count(*) FROM requests") == [(0,)]  # nothing was measured
     assert {s for (s,) in rows(store, "SELECT status FROM servers")} == {"failed"}
+
+
+@pytest.mark.parametrize("api", ["chat", "completions", "generate"])
+def test_a_server_writing_json_with_whitespace_is_measured_like_a_compact_one(tmp_path: Path, tok: Path,
+                                                                              api: str) -> None:
+    """The same matrix against three ground-truth servers that differ only in how they spell their stream's JSON
+    (`--json-style`: compact as both engines write it, `spaces` as Python's json.dumps does by default and
+    FastChat-style servers do, `loose` every other spelling JSON allows): every cell `done`, with the same request
+    count, the same verified and client-counted tokens, counted the same way."""
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", "2"]
+    variants = "".join(f"""
+[[server.spec]]
+label = "{style}"
+algorithm = "draft_model"
+flags = {{ "--json-style" = "{style}" }}
+""" for style in ("compact", "spaces", "loose"))
+    head = _matrix_head("spellings", cmd, free_port(), tok, ready_s=30, stop_s=5).replace(
+        "tokenizer = ", f'api = "{api}"\ntokenizer = ')
+    m = tmp_path / "m.toml"
+    m.write_text(head + variants + """
+[client]
+concurrency = [1, 3]
+prompt_tokens = 24
+output_tokens = 16
+num_requests = 6
+warmup_requests = 1
+""")
+    store = tmp_path / "r.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cells = rows(store, "SELECT label, json_extract(client_json, '$.concurrency'), status, metrics_json, "
+                        "(SELECT count(*) FROM requests q WHERE q.cell_id = c.cell_id) FROM cells c")
+    assert len(cells) == 6 and {status for _, _, status, _, _ in cells} == {"done"}
+    seen = {}
+    for label, conc, _, metrics, n in cells:
+        mt = json.loads(metrics)
+        seen[label, conc] = (n, mt["total_output_tokens"], mt["count_sources"], mt["early_stops"])
+    source = "token_ids" if api == "generate" else "tokenizer"
+    for conc in (1, 3):
+        assert seen["compact", conc] == (6, 6 * 16, {source: 6}, 0)
+        assert seen["spaces", conc] == seen["loose", conc] == seen["compact", conc]
+    reqs = rows(store, "SELECT c.label, json_extract(c.client_json, '$.concurrency'), r.idx, r.output_tokens, "
+                       "r.server_output_tokens, r.counted_tokens, r.count_source, r.error FROM requests r "
+                       "JOIN cells c USING(cell_id)")
+    by = {label: sorted(x[1:] for x in reqs if x[0] == label) for label in ("compact", "spaces", "loose")}
+    assert len(by["compact"]) == 12 and by["spaces"] == by["compact"] and by["loose"] == by["compact"]

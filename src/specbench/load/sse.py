@@ -50,12 +50,14 @@ def _has_content(obj: dict[str, Any], api: str) -> bool:
 
 
 def _error_text(seg: bytes) -> str | None:
+    """The message of the first error event (`{"error": ...}`, any spelling or key order) in a stretch of body."""
     for p in _payloads(seg):
-        if p.startswith(b'{"error"'):
+        if b'"error"' in p:
             obj = _loads(p) or {}
             err = obj.get("error")
-            msg = err.get("message") if isinstance(err, dict) else err
-            return f"error event: {msg}"
+            if err:
+                msg = err.get("message") if isinstance(err, dict) else err
+                return f"error event: {msg}"
     return None
 
 
