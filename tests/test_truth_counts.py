@@ -165,3 +165,59 @@ warmup_requests = 1
                        "JOIN cells c USING(cell_id)")
     by = {label: sorted(x[1:] for x in reqs if x[0] == label) for label in ("compact", "spaces", "loose")}
     assert len(by["compact"]) == 12 and by["spaces"] == by["compact"] and by["loose"] == by["compact"]
+
+
+def _model_matrix(path: Path, tok: Path, model_line: str, cmd_extra: tuple[str, ...]) -> Path:
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", "2", *cmd_extra]
+    head = _matrix_head("model", cmd, free_port(), tok, ready_s=30, stop_s=5)
+    path.write_text(head.replace("tokenizer = ", f"{model_line}\ntokenizer = ") + """
+[[server.spec]]
+label = "ar"
+
+[[server.spec]]
+label = "spec"
+algorithm = "draft_model"
+
+[client]
+concurrency = 2
+prompt_tokens = 24
+output_tokens = 16
+num_requests = 4
+warmup_requests = 1
+""")
+    return path
+
+
+def test_model_on_an_openai_server_names_the_model_it_must_serve(tmp_path: Path, tok: Path) -> None:
+    """`model = "X"` with engine = "openai" is what `vllm bench serve --model X` is: the requests name X and the server
+    must list X on /v1/models. A server that does (its launch command says nothing of X: `--model instant`) is
+    measured, every request naming X; one that serves another model fails every cell before anything is measured,
+    with both names; `served_model_name` naming another model beside it is refused at load, in one line."""
+    record = tmp_path / "bodies.jsonl"
+    m = _model_matrix(tmp_path / "ok.toml", tok, 'model = "wanted-model"',
+                      ("--model", "instant", "--models-name", "wanted-model", "--record", str(record)))
+    store = tmp_path / "ok.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {s for (s,) in rows(store, "SELECT status FROM cells")} == {"done"}
+    assert rows(store, "SELECT count(*) FROM requests") == [(8,)]
+    sent = [json.loads(line)["body"] for line in record.read_text().splitlines()]
+    assert len(sent) >= 8 and {b.get("model") for b in sent} == {"wanted-model"}
+
+    m = _model_matrix(tmp_path / "wrong.toml", tok, 'model = "wanted-model"', ("--models-name", "other-model"))
+    store = tmp_path / "wrong.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    cells = rows(store, "SELECT status, reason FROM cells")
+    assert len(cells) == 2 and {s for s, _ in cells} == {"failed"}
+    for _, reason in cells:
+        assert "'other-model'" in reason and "'wanted-model'" in reason and "nothing was measured" in reason
+    assert rows(store, "SELECT count(*) FROM requests") == [(0,)]
+
+    both = m.read_text().replace('model = "wanted-model"', 'model = "wanted-model"\nserved_model_name = "other-model"')
+    m.write_text(both)
+    r = cli("run", str(m), "--store", str(tmp_path / "both.sqlite"), "--no-progress")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "served_model_name" in err[0] and "'wanted-model'" in err[0] and "'other-model'" in err[0]
+    assert not (tmp_path / "both.sqlite").exists()  # refused before anything ran

@@ -33,6 +33,7 @@ class ServerBase:
     health_paths: tuple[str, ...] = ("/health",)
     needs_command: bool = True
     tolerate_plan_errors: bool = False
+    launches_model: bool = False
 
     def default_plan_version(self) -> str | None:
         return self.version
