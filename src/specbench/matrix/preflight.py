@@ -13,6 +13,7 @@ from typing import Any
 
 from specbench.engines.base import Engine, Launch, ServerAdapter, engine
 from specbench.errors import UserError
+from specbench.load.prompt_checks import random_prompts_warning
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import ServerTuple, expand
 from specbench.matrix.schema import MatrixSpec
@@ -148,6 +149,7 @@ def dry_run(spec: MatrixSpec,
             "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
                                                 c.client.get("output_tokens")),
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
+            "prompts_warning": random_prompts_warning(c.client, server),
         })
     return out
 
