@@ -147,3 +147,21 @@ def test_field_is_how_the_instant_server_patches_its_cached_events() -> None:
         assert field("prompt_tokens", -1, style) in ev
         patched = ev.replace(field("prompt_tokens", -1, style), field("prompt_tokens", 12, style))
         assert json.loads(patched)["meta_info"]["prompt_tokens"] == 12
+
+
+def test_a_stream_without_chunk_framing_reads_its_first_event() -> None:
+    """A body framed by Content-Length (or the connection's close) starts with its first event, not a chunk size:
+    the chat role chunk is still known for what it is (not a content event), so the answer's events and TTFT are
+    the content's."""
+    from specbench.load.stream import Raw
+
+    for style in JSON_STYLES:
+        events = [{"choices": [{"delta": {"role": "assistant", "content": ""}}]},
+                  {"choices": [{"delta": {"content": " a"}}]}, {"choices": [{"delta": {"content": " b"}}]}]
+        body = b"".join(b"data: " + dumps(e, style) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+        rec = Raw(0, 4, max_tokens=2)
+        rec.t0, rec.t_end, rec.status = 1.0, 1.3, 200
+        rec.marks = [(1.1, 1), (1.2, 2), (1.3, 1)]  # the role chunk alone, then both content events, then [DONE]
+        rec.n_ev, rec.head, rec.tail = 4, body, body
+        r = sse.finalize(rec, "chat", 0.0)
+        assert r.error is None and r.events == 2 and r.ttft_s == pytest.approx(0.2), (style, r)

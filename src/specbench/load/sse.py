@@ -21,6 +21,8 @@ from specbench.load.stream import EV, Raw
 
 def _payloads(seg: bytes, limit: int = -1) -> list[bytes]:
     """The `data:` payloads in a stretch of a (possibly chunk-framed) SSE body, in order (the first `limit` only)."""
+    if seg.startswith(b"data:"):  # a body framed by Content-Length or the connection's close starts with an event
+        seg = b"\n" + seg
     out = []
     for part in seg.split(EV, limit)[1:limit + 1 if limit >= 0 else None]:
         end = part.find(b"\n")
