@@ -78,3 +78,41 @@ def test_clamp_matches_the_engines_context_limit(engine: tuple[str, str, Path]) 
     # one token more: vLLM 0.32 does not refuse, it silently cuts max_tokens to max_model_len - prompt
     # (vllm/entrypoints/serve/utils/api_utils.py::get_max_tokens), which is why the clamp is recorded
     assert run.results[0].ok and run.results[0].output_tokens == c.output_tokens - 1
+
+
+def test_the_engines_own_streams_take_the_fast_scan_and_any_spelling_counts_alike(
+        engine: tuple[str, str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's real streams (completions and chat, token ids asked and not, usage asked) are read by the fast byte scan
+    alone: the JSON fallback is made to fail and is never reached; each count is the engine's own `usage`. The same
+    events written again with Python's json.dumps default whitespace count the same through the fallback."""
+    import json
+
+    from specbench.load import counting
+
+    base, name, _ = engine
+    fallback = counting.compact_events
+
+    def no_fallback(body: bytes) -> bytes:
+        raise AssertionError(f"the JSON fallback ran on a vLLM stream: {body[:200]!r}")
+
+    for path, api, req in (("/v1/completions", "completions", {"prompt": "Hello there, how"}),
+                           ("/v1/chat/completions", "chat", {"messages": [{"role": "user", "content": "Hi"}]})):
+        for ids in (True, False):
+            body = {**req, "model": name, "max_tokens": 24, "ignore_eos": True, "stream": True,
+                    "stream_options": {"include_usage": True}, **({"return_token_ids": True} if ids else {})}
+            with httpx.stream("POST", base + path, json=body, timeout=120) as r:
+                raw = b"".join(r.iter_raw())
+            events = [json.loads(line[5:]) for line in raw.splitlines() if line.startswith(b"data:") and
+                      line[5:].strip() != b"[DONE]"]
+            assert events[-1]["usage"]["completion_tokens"] == 24
+            monkeypatch.setattr(counting, "compact_events", no_fallback)
+            fast = (counting.ids_count(raw, api, parse=False), counting.received_text(raw, api),
+                    counting.essentials(raw))
+            monkeypatch.setattr(counting, "compact_events", fallback)
+            assert fast[0] == (24 if ids else None)
+            assert fast[1] and (counting.ids_count(fast[2], api) == 24 if ids else
+                                counting.received_text(fast[2], api) == fast[1])
+            spaced = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+            assert spaced != raw
+            assert counting.ids_count(spaced, api, parse=False) is None  # the fast scan never guesses
+            assert (counting.ids_count(spaced, api), counting.received_text(spaced, api)) == fast[:2]

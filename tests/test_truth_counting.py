@@ -96,3 +96,50 @@ def test_bodies_cut_past_the_memory_budget_count_the_same(tok, monkeypatch: pyte
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_every_json_spelling_is_measured_alike(tok, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """One real instant server per spelling of its stream's JSON (`--json-style`: compact as the engines write it,
+    `spaces` as Python's json.dumps by default, `loose` every other spelling at once), the same load against each on
+    every API, token ids asked and not, with an error event mid-stream every 5th request, bodies kept whole and cut
+    past the memory budget: every request ends the same, counted the same way, to the same numbers."""
+    import subprocess
+    import sys
+
+    from specbench.load import client
+    from specbench.load.prompts import Prompt
+    from specbench.load.results import LoadSpec
+
+    def measured(style: str, budget: int) -> list[tuple[object, ...]]:
+        proc = subprocess.Popen([sys.executable, "-m", "specbench.testing.instant_server", "--port", "0", "--burst",
+                                 "4", "--accept-length", "3", "--error-event-every", "5", "--json-style", style],
+                                stdout=subprocess.PIPE, text=True)
+        out: list[tuple[object, ...]] = []
+        try:
+            port = int((proc.stdout.readline() if proc.stdout else "READY 0").split()[1])
+            monkeypatch.setattr(client, "KEEP_BODY_BYTES", budget)
+            for api in ("completions", "chat", "generate"):
+                prompt = Prompt(4, messages=({"role": "user", "content": "hello"},)) if api == "chat" else \
+                    Prompt(4, text="hello there")
+                for extra in ({"return_token_ids": True}, {}):
+                    spec = LoadSpec(f"http://127.0.0.1:{port}", model="instant", output_tokens=40, concurrency=1,
+                                    num_requests=6, warmup_requests=0, api=api, extra_body=extra,
+                                    token_counter=counting.tokenizer_counter(tok))
+                    run = client.run_load(spec, [prompt])
+                    out += [(api, bool(extra), r.output_tokens, r.counted_tokens, r.count_source,
+                             r.server_output_tokens, r.events, r.spec_verify_ct, r.error) for r in run.results]
+        finally:
+            proc.kill()
+            proc.wait()
+        return out
+
+    for budget in (1 << 28, 0):
+        compact = measured("compact", budget)
+        assert sum(1 for *_, error in compact if error is None) == 29  # 36 requests, every 5th an error event
+        assert {e for *_, e in compact if e} == {"error event: injected mid-stream error"}
+        assert {(api, ids, n, src) for api, ids, n, _, src, *_ in compact if n} == {
+            ("completions", True, 40, "token_ids"), ("completions", False, 40, "tokenizer"),
+            ("chat", True, 40, "token_ids"), ("chat", False, 40, "tokenizer"),
+            ("generate", True, 40, "token_ids"), ("generate", False, 40, "token_ids")}
+        for style in ("spaces", "loose"):
+            assert measured(style, budget) == compact, (style, budget)

@@ -119,3 +119,105 @@ def test_a_server_of_another_model_fails_before_the_first_cell(tmp_path: Path, t
         assert "'other-model'" in reason and "'wanted-model'" in reason
     assert rows(store, "SELECT count(*) FROM requests") == [(0,)]  # nothing was measured
     assert {s for (s,) in rows(store, "SELECT status FROM servers")} == {"failed"}
+
+
+@pytest.mark.parametrize("api", ["chat", "completions", "generate"])
+def test_a_server_writing_json_with_whitespace_is_measured_like_a_compact_one(tmp_path: Path, tok: Path,
+                                                                              api: str) -> None:
+    """The same matrix against three ground-truth servers that differ only in how they spell their stream's JSON
+    (`--json-style`: compact as both engines write it, `spaces` as Python's json.dumps does by default and
+    FastChat-style servers do, `loose` every other spelling JSON allows): every cell `done`, with the same request
+    count, the same verified and client-counted tokens, counted the same way."""
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", "2"]
+    variants = "".join(f"""
+[[server.spec]]
+label = "{style}"
+algorithm = "draft_model"
+flags = {{ "--json-style" = "{style}" }}
+""" for style in ("compact", "spaces", "loose"))
+    head = _matrix_head("spellings", cmd, free_port(), tok, ready_s=30, stop_s=5).replace(
+        "tokenizer = ", f'api = "{api}"\ntokenizer = ')
+    m = tmp_path / "m.toml"
+    m.write_text(head + variants + """
+[client]
+concurrency = [1, 3]
+prompt_tokens = 24
+output_tokens = 16
+num_requests = 6
+warmup_requests = 1
+""")
+    store = tmp_path / "r.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cells = rows(store, "SELECT label, json_extract(client_json, '$.concurrency'), status, metrics_json, "
+                        "(SELECT count(*) FROM requests q WHERE q.cell_id = c.cell_id) FROM cells c")
+    assert len(cells) == 6 and {status for _, _, status, _, _ in cells} == {"done"}
+    seen = {}
+    for label, conc, _, metrics, n in cells:
+        mt = json.loads(metrics)
+        seen[label, conc] = (n, mt["total_output_tokens"], mt["count_sources"], mt["early_stops"])
+    source = "token_ids" if api == "generate" else "tokenizer"
+    for conc in (1, 3):
+        assert seen["compact", conc] == (6, 6 * 16, {source: 6}, 0)
+        assert seen["spaces", conc] == seen["loose", conc] == seen["compact", conc]
+    reqs = rows(store, "SELECT c.label, json_extract(c.client_json, '$.concurrency'), r.idx, r.output_tokens, "
+                       "r.server_output_tokens, r.counted_tokens, r.count_source, r.error FROM requests r "
+                       "JOIN cells c USING(cell_id)")
+    by = {label: sorted(x[1:] for x in reqs if x[0] == label) for label in ("compact", "spaces", "loose")}
+    assert len(by["compact"]) == 12 and by["spaces"] == by["compact"] and by["loose"] == by["compact"]
+
+
+def _model_matrix(path: Path, tok: Path, model_line: str, cmd_extra: tuple[str, ...]) -> Path:
+    cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--step-ms", "2", *cmd_extra]
+    head = _matrix_head("model", cmd, free_port(), tok, ready_s=30, stop_s=5)
+    path.write_text(head.replace("tokenizer = ", f"{model_line}\ntokenizer = ") + """
+[[server.spec]]
+label = "ar"
+
+[[server.spec]]
+label = "spec"
+algorithm = "draft_model"
+
+[client]
+concurrency = 2
+prompt_tokens = 24
+output_tokens = 16
+num_requests = 4
+warmup_requests = 1
+""")
+    return path
+
+
+def test_model_on_an_openai_server_names_the_model_it_must_serve(tmp_path: Path, tok: Path) -> None:
+    """`model = "X"` with engine = "openai" is what `vllm bench serve --model X` is: the requests name X and the server
+    must list X on /v1/models. A server that does (its launch command says nothing of X: `--model instant`) is
+    measured, every request naming X; one that serves another model fails every cell before anything is measured,
+    with both names; `served_model_name` naming another model beside it is refused at load, in one line."""
+    record = tmp_path / "bodies.jsonl"
+    m = _model_matrix(tmp_path / "ok.toml", tok, 'model = "wanted-model"',
+                      ("--model", "instant", "--models-name", "wanted-model", "--record", str(record)))
+    store = tmp_path / "ok.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {s for (s,) in rows(store, "SELECT status FROM cells")} == {"done"}
+    assert rows(store, "SELECT count(*) FROM requests") == [(8,)]
+    sent = [json.loads(line)["body"] for line in record.read_text().splitlines()]
+    assert len(sent) >= 8 and {b.get("model") for b in sent} == {"wanted-model"}
+
+    m = _model_matrix(tmp_path / "wrong.toml", tok, 'model = "wanted-model"', ("--models-name", "other-model"))
+    store = tmp_path / "wrong.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    cells = rows(store, "SELECT status, reason FROM cells")
+    assert len(cells) == 2 and {s for s, _ in cells} == {"failed"}
+    for _, reason in cells:
+        assert "'other-model'" in reason and "'wanted-model'" in reason and "nothing was measured" in reason
+    assert rows(store, "SELECT count(*) FROM requests") == [(0,)]
+
+    both = m.read_text().replace('model = "wanted-model"', 'model = "wanted-model"\nserved_model_name = "other-model"')
+    m.write_text(both)
+    r = cli("run", str(m), "--store", str(tmp_path / "both.sqlite"), "--no-progress")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "served_model_name" in err[0] and "'wanted-model'" in err[0] and "'other-model'" in err[0]
+    assert not (tmp_path / "both.sqlite").exists()  # refused before anything ran

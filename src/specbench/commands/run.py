@@ -177,6 +177,7 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
     from specbench.predict.plan_matrix import predicted_text
 
     seen: set[str] = set()
+    said: dict[str, str] = {}  # server id -> the prompts warning printed under its first cell
     counts = {"launch": 0, "fixed": 0, "skipped": 0}
     for text in dict.fromkeys(_policy_text(r.get("repeat_policy") or {}) for r in rows):
         console.print(f"repeats: {text}", highlight=False, markup=False)
@@ -217,6 +218,9 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                 console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
             if r.get("duration_warning"):
                 console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
+            if r.get("prompts_warning") and r["prompts_warning"] != said.get(sid):  # once per server, not per cell
+                said[sid] = r["prompts_warning"]
+                console.print(f"           warning: {r['prompts_warning']}", highlight=False, markup=False)
     console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
                   f" {counts['skipped']} skipped; nothing was launched (dry run)")
 
@@ -235,14 +239,21 @@ def _policy_text(p: dict[str, Any]) -> str:
 
 
 def _warn_long_cells(spec: Any, err: Console) -> None:
-    """Before anything boots: each cell expected to run for more than LONG_CELL_S, in one line."""
+    """Before anything boots: each cell expected to run for more than LONG_CELL_S, in one line; each server whose
+    cells send random-token prompts to a real drafter (load/prompt_checks.py), once."""
+    from specbench.load.prompt_checks import random_prompts_warning
     from specbench.matrix.expansion import expand
     from specbench.matrix.preflight import duration_warning
 
+    said: set[tuple[str, str]] = set()
     for c in expand(spec)[1]:
         why = duration_warning(c.client)
         if why:
             err.print(f"specbench: warning: cell {c.cell_id} ({c.label}): {why}", highlight=False, markup=False)
+        why = random_prompts_warning(c.client, c.server)
+        if why and (c.server_id, why) not in said:
+            said.add((c.server_id, why))
+            err.print(f"specbench: warning: {c.label} tp={c.tp}: {why}", highlight=False, markup=False)
 
 
 @contextmanager

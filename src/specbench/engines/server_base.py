@@ -40,6 +40,7 @@ class ServerBase:
     needs_command: bool = True
     tolerate_plan_errors: bool = False
     neutral_flags: tuple[str, ...] = NEUTRAL_FLAGS
+    launches_model: bool = False
 
     def default_plan_version(self) -> str | None:
         return self.version

@@ -110,7 +110,9 @@ KEEP_BODY_BYTES = 256 << 20
 class _Keeper:
     """As a request ends: a body that carries token ids is counted at once (one C-level scan, counting.ids_count) and
     let go, so a run keeps no id-carrying body (keeping ~23 KB a request cost more CPU in fresh memory than the scan:
-    benchmarks/RESULTS.md, 2026-12-02); a text body is joined into one bytes within the budget, else cut."""
+    benchmarks/RESULTS.md, 2026-12-02); a text body is joined into one bytes within the budget, else cut. Only the
+    fast scan runs here (`parse=False`): a body whose JSON is spelled another way (`"token_ids": [1, 2]`) is kept,
+    and counted through the JSON fallback after the run, off the measured window (load/counting.py)."""
 
     def __init__(self, limit: int, api: str) -> None:
         self.left = limit
@@ -120,7 +122,7 @@ class _Keeper:
         if rec.body is None:
             return
         body = b"".join(rec.body)
-        n = counting.ids_count(body, self.api) if rec.error is None else None
+        n = counting.ids_count(body, self.api, parse=False) if rec.error is None else None
         if n is not None:
             rec.ids, rec.body = n, None
             return

@@ -21,6 +21,16 @@ than the content events, or outside the tolerance of the client's count makes th
 names both counts; the verified count (the client's where exact, else the server's once it agrees) is what the
 throughputs use. A request that asked `ignore_eos` and ended short of its `max_tokens` is flagged `early_stop`
 (the cell is `partial` unless the matrix allows early stops: `allow_early_stop`).
+
+Any valid JSON is read. The scanners are byte patterns of the compact spelling both engines write (`"text":"..."`,
+`"token_ids":[1,2]`): every occurrence of the key is matched, the compact spelling in the pattern's group, any other
+(whitespace around the colon as Python's `json.dumps` writes by default, a value of another type) as an empty group.
+Where an empty group shows up, or no text is found at all (a key spelled with escapes), the body's events are read
+again through `json` and written compactly (`compact_events`), and the same scanners read that: every spelling
+(whitespace, key order, escapes such as `\u00e9` and `\"`) is counted exactly as its compact spelling. The fallback
+runs only where the fast scan missed, and only after the run (`ids_count(..., parse=False)` as a request ends: a body
+the fast scan cannot read is kept for after the run). The one spelling not read this way: a `token_ids` key spelled
+with escapes (`"\u0074oken_ids"`), which no serializer writes; such a stream is counted with the tokenizer.
 """
 
 from __future__ import annotations
@@ -33,14 +43,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.load.stream import EV
+
 TEXT_ABS = 2  # tokens: re-tokenized text vs the server's count
 TEXT_REL = 0.10  # fraction of the count
 
-_IDS = re.compile(rb'"token_ids":\[([0-9, ]*)\]')  # a literal head: SRE's prefix search (2x an alternation's speed)
-_OUT_IDS = re.compile(rb'"output_ids":\[([0-9, ]*)\]')
-_STR = rb'"([^"\\]*(?:\\.[^"\\]*)*)"'  # a JSON string's body, the unrolled loop (SRE: 2x the alternation)
-_TEXT = {"completions": re.compile(rb'"text":' + _STR), "chat": re.compile(rb'"content":' + _STR)}
-_REASONING = re.compile(rb'"(?:reasoning_content|reasoning)":' + _STR)
+# Every occurrence of the key is matched (SRE's prefix search on the literal key: 2x an alternation's speed): the
+# compact value in the group, the empty group where the key is spelled otherwise (the fallback then reads the body).
+# (A key is followed by its colon, a string value never is: the optional colon costs nothing and keeps the group
+# the value alone.)
+_IDS = re.compile(rb'"token_ids":?(\[[0-9, ]*\]|null|)')
+_OUT_IDS = re.compile(rb'"output_ids":?(\[[0-9, ]*\]|null|)')
+_STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, the unrolled loop (SRE: 2x the alternation)
+_TEXT = {"completions": re.compile(rb'"text":?(' + _STR + rb'|null|)'),
+         "chat": re.compile(rb'"content":?(' + _STR + rb'|null|)')}
+_REASONING = re.compile(rb'"(?:reasoning_content|reasoning)":?(' + _STR + rb'|null|)')
+_NULL, _EMPTY = b"null", b"[]"
+# essentials: the whole fields in one scan each; a key spelled otherwise (or holding a value of another type) is
+# matched as the bare key
+_IDS_WHOLE = re.compile(rb'"token_ids"(?::(?:\[[0-9, ]*\]|null))?')
+_TEXT_WHOLE = re.compile(rb'"(?:text|content|reasoning_content|reasoning)"(?::(?:' + _STR + rb'|null))?')
+_BARE_TEXT = (b'"text"', b'"content"', b'"reasoning_content"', b'"reasoning"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,44 +72,108 @@ class Counted:
     source: str | None  # "token_ids" | "tokenizer" | None (not counted)
 
 
+def compact_events(body: bytes) -> bytes:
+    """The JSON events of a (possibly chunk-framed) SSE body, parsed and written again compactly as one JSON array
+    (`json.dumps` separators `,` `:`, the parsed key order, non-ASCII as `\\uXXXX`): what the fast scanners read for
+    a server that writes JSON another way. One parse and one write for the whole body (C-level); an event that is not
+    JSON ([DONE], one cut short) is left out."""
+    payloads = []
+    for part in (b"\n" + body).split(EV)[1:]:
+        end = part.find(b"\n")
+        p = (part if end < 0 else part[:end]).strip()
+        if p and p != b"[DONE]":
+            payloads.append(p)
+    try:
+        events = json.loads(b"[" + b",".join(payloads) + b"]")
+    except ValueError:  # one of them is not JSON: each on its own
+        events = []
+        for p in payloads:
+            try:
+                events.append(json.loads(p))
+            except ValueError:
+                continue
+    return json.dumps(events, separators=(",", ":")).encode()
+
+
+def _groups(pattern: re.Pattern[bytes], body: bytes, parse: bool = True) -> list[bytes] | None:
+    """Every match of a key's pattern in `body`: its compact values (`[..]`, `"..."`, `null`). Where the key is
+    spelled otherwise, the matches in the body's compactly rewritten events (None with `parse` False: not read)."""
+    found = pattern.findall(body)
+    if b"" not in found:
+        return found
+    if not parse:
+        return None
+    return [g for g in pattern.findall(compact_events(body)) if g]  # what the compact spelling gives
+
+
 def _n(ids: bytes) -> int:
     ids = ids.strip()
     return ids.count(b",") + 1 if ids else 0
 
 
-def ids_count(body: bytes, api: str, events: int | None = None) -> int | None:
-    """Output token ids in a streamed body; None when the stream carries none. C-level work only (one regex scan, a
-    join and a count): it runs once per request after the run (benchmarks/loadgen_overhead.py).
+def ids_count(body: bytes, api: str, events: int | None = None, *, parse: bool = True) -> int | None:
+    """Output token ids in a streamed body; None when the stream carries none. C-level work only where the body is
+    compact JSON (one regex scan, a join and a count): it runs once per request, as the request ends, with `parse`
+    False (benchmarks/loadgen_overhead.py): None then also where the key is spelled another way, and the body is
+    kept for the JSON fallback after the run.
 
     `/generate` (`events` given: `body` is only the last events the hot path kept, since SGLang's default resends the
     whole list in every event and a whole body grows as the square of the output): the last event's list when each
     kept list extends the one before; deltas (`--incremental-streaming-output`) are summed only when every event is
     in `body` (a single-event answer, or `events` None: the whole body), else None (not countable)."""
     if api == "generate":
-        if b'"output_ids":[' not in body:
+        if b'"output_ids"' not in body:
             return None
-        lists = _OUT_IDS.findall(body)
+        found = _groups(_OUT_IDS, body, parse)
+        lists = [g[1:-1] for g in found or () if g != _NULL]
+        if not lists:
+            return None
         if len(lists) >= 2 and all(b.startswith(a) for a, b in zip(lists, lists[1:])):
             return _n(lists[-1])
         if events is None or events <= len(lists):
             return sum(_n(x) for x in lists) if len(lists) >= 2 or events is None else _n(lists[-1])
         return None
-    lists = [x for x in _IDS.findall(body) if x]
-    if not lists:
-        return None if b'"token_ids":[' not in body else 0
-    return b",".join(lists).count(b",") + 1 if lists else 0  # every list's ids: its commas + 1
-
-
-_IDS_WHOLE = re.compile(rb'"token_ids":\[[0-9, ]*\]')
-_TEXT_WHOLE = re.compile(rb'"(?:text|content|reasoning_content|reasoning)":"[^"\\]*(?:\\.[^"\\]*)*"')
+    if b'"token_ids"' not in body:
+        return None
+    found = _groups(_IDS, body, parse)
+    if not found:
+        return None
+    nulls = found.count(_NULL)
+    if nulls == len(found):
+        return None
+    # every list's ids: its commas + 1, a null or an empty list none (each is one item of the join)
+    return b",".join(found).count(b",") + 1 - nulls - found.count(_EMPTY)
 
 
 def essentials(body: bytes) -> bytes:
-    """What ids_count / received_text read of an OpenAI-route body, and nothing else: its token-id lists when it has
-    them, else its text fields (a body cut so still counts the same)."""
-    if b'"token_ids":[' in body:
-        return b"".join(_IDS_WHOLE.findall(body))
-    return b"".join(_TEXT_WHOLE.findall(body))
+    """What ids_count / received_text read of an OpenAI-route body, and nothing else, compactly spelled: its token-id
+    fields when it has lists, else its text fields (a body cut so still counts the same). Runs as a request ends,
+    past the run's body budget only (load/client.py::KEEP_BODY_BYTES); a body in another spelling is parsed then."""
+    for parsed in (False, True):  # parsed: a value of another type stays unread, as in its compact spelling
+        ids = _IDS_WHOLE.findall(body) if b'"token_ids"' in body else []
+        if b'"token_ids"' in ids:
+            if not parsed:
+                body = compact_events(body)
+                continue
+            ids = [m for m in ids if m != b'"token_ids"']
+        if ids.count(b'"token_ids":null') < len(ids):
+            return b"".join(ids)
+        texts = _TEXT_WHOLE.findall(body)
+        if not texts or any(texts.count(k) for k in _BARE_TEXT):
+            if not parsed:
+                body = compact_events(body)
+                continue
+            texts = [m for m in texts if m not in _BARE_TEXT]
+        return b"".join(texts)
+    return b""
+
+
+def _text(values: list[bytes]) -> list[str]:
+    """The JSON strings (and nulls) of a key's matches, decoded."""
+    try:
+        return [v for v in json.loads(b"[" + b",".join(values) + b"]") if isinstance(v, str)]
+    except ValueError:
+        return []
 
 
 def received_text(body: bytes, api: str) -> str:
@@ -94,15 +181,14 @@ def received_text(body: bytes, api: str) -> str:
     `reasoning`), JSON escapes decoded."""
     if api not in _TEXT:
         return ""
-    parts = _TEXT[api].findall(body)
+    found = _TEXT[api].findall(body)
+    if b"" in found or not found:  # another spelling of the key, or none found: the events through `json`
+        body = compact_events(body)
+        found = [g for g in _TEXT[api].findall(body) if g]
+    parts = _text(found)
     if api == "chat" and b'"reasoning' in body:  # reasoning models stream their thinking in its own field
-        parts += _REASONING.findall(body)
-    if not parts:
-        return ""
-    try:
-        return "".join(json.loads(b'["' + b'","'.join(parts) + b'"]'))
-    except ValueError:
-        return ""
+        parts += _text([g for g in _groups(_REASONING, body) or () if g])
+    return "".join(parts)
 
 
 def server_count(value: Any) -> tuple[int | None, str | None]:

@@ -21,6 +21,8 @@ from specbench.load.stream import EV, Raw
 
 def _payloads(seg: bytes, limit: int = -1) -> list[bytes]:
     """The `data:` payloads in a stretch of a (possibly chunk-framed) SSE body, in order (the first `limit` only)."""
+    if seg.startswith(b"data:"):  # a body framed by Content-Length or the connection's close starts with an event
+        seg = b"\n" + seg
     out = []
     for part in seg.split(EV, limit)[1:limit + 1 if limit >= 0 else None]:
         end = part.find(b"\n")
@@ -50,12 +52,14 @@ def _has_content(obj: dict[str, Any], api: str) -> bool:
 
 
 def _error_text(seg: bytes) -> str | None:
+    """The message of the first error event (`{"error": ...}`, any spelling or key order) in a stretch of body."""
     for p in _payloads(seg):
-        if p.startswith(b'{"error"'):
+        if b'"error"' in p:
             obj = _loads(p) or {}
             err = obj.get("error")
-            msg = err.get("message") if isinstance(err, dict) else err
-            return f"error event: {msg}"
+            if err:
+                msg = err.get("message") if isinstance(err, dict) else err
+                return f"error event: {msg}"
     return None
 
 

@@ -20,8 +20,9 @@ _JSON_EV = b"\ndata: {"  # how both engines frame an event; anything else is che
 _DONE_EV = b"\ndata: [DONE]"  # the stream's last event (sse.py: both engines end every stream with it)
 
 
-# an event whose payload starts with neither `{` (a JSON object) nor `[` ([DONE]), after an optional space
-_BAD_EV = re.compile(rb"\ndata:(?:[^ {\[]| [^{\[])")
+# an event whose payload starts with neither `{` (a JSON object) nor `[` ([DONE]), after any spaces or tabs (SSE
+# strips one space; JSON allows leading whitespace)
+_BAD_EV = re.compile(rb"\ndata:[ \t]*[^ \t{\[]")
 EDGE = 16  # bytes of the stream kept across reads: longer than any marker above
 
 

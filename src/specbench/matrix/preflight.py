@@ -13,6 +13,7 @@ from typing import Any
 
 from specbench.engines.base import Engine, Launch, ServerAdapter, engine
 from specbench.errors import UserError
+from specbench.load.prompt_checks import random_prompts_warning
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import ServerTuple, expand
 from specbench.matrix.schema import MatrixSpec
@@ -152,6 +153,7 @@ def dry_run(spec: MatrixSpec,
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
             "plan_limits": plan_limits(pf.plan), "plan_limits_asked": plan_limits(pf.asked_plan),
             "repeat_policy": policy_of(c.client).as_json(), "aa_of": server.get("aa_of"),
+            "prompts_warning": random_prompts_warning(c.client, server),
         })
     return out
 

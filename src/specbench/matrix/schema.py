@@ -9,6 +9,7 @@ matrix finds its finished cells in the store.
     name = "incident"
     engine = "sglang"                    # sglang | vllm | local (embedded vLLM CPU) | openai (any server)
     command = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-27B"]
+    model = "Qwen/Qwen3.6-27B"           # optional: the model the server must serve (/v1/models; see below)
     host = "127.0.0.1"                   # the default; port = 30000 by default
     tokenizer = "path"                   # default: the model folder (or its HF-cache snapshot)
     api = "auto"                         # auto | chat | completions | generate (SGLang token ids)
@@ -27,6 +28,12 @@ matrix finds its finished cells in the store.
                 "normal:MEAN,STD" | "data"), multi_turn; temperature, top_p, top_k, seed, ignore_eos,
                 stop (a list; a list of lists is an axis)
     [[override]] when = {tp = 1}  server = {max_running_requests = 4}  client = {concurrency = [1, 2]}
+
+`model` on the embedded engine (`local`) is the model folder it serves (under SPECBENCH_MODELS). On every other
+engine the launch command names the model, and `model` is, as `vllm bench serve --model` and SGLang's
+`bench_serving --model` have it, the model the server must serve: the requests name it and `/v1/models` must list it
+at boot, else the server's cells fail before anything is measured, naming both (matrix/tuple_run.py::model_mismatch).
+It is `served_model_name` (the "model" field of requests) under its bench-tool name: both given, they must agree.
 
 See examples/demo.toml and examples/qwen36-27b-dflash-ddtree.toml. Errors name the file, the line and
 the key: pydantic gives the key path, `toml_load.key_lines` finds its line in the TOML text.
@@ -231,8 +238,12 @@ class MatrixSpec(_Strict):
     name: str = "matrix"
     engine: str  # a server kind of the engine registry: sglang | vllm | local | openai (any OpenAI-compatible server)
     command: list[str] = Field(default_factory=list)  # base launch command (argv), without the axes' flags
-    model: str | None = None  # local engine: a model name under SPECBENCH_MODELS (default tiny-target)
-    served_model_name: str | None = None  # the "model" field of requests; default: what /v1/models answers
+    # local engine: a model name under SPECBENCH_MODELS (default tiny-target); any other engine: the model the server
+    # must serve, as `served_model_name` (which it then defaults)
+    model: str | None = None
+    # the "model" field of requests, checked against /v1/models at boot; default: `model` where the engine does not
+    # launch it, else what /v1/models answers
+    served_model_name: str | None = Field(default=None, validate_default=True)
     tokenizer: str | None = None  # folder with tokenizer.json (+ chat template) for exact-length prompts
     # request endpoint: auto = /v1/chat/completions when the tokenizer has a chat template (else
     # /v1/completions), SGLang's /generate with token ids for --skip-tokenizer-init servers
@@ -286,6 +297,22 @@ class MatrixSpec(_Strict):
         if not 1 <= v <= 65535:
             raise ValueError(f"port must be in 1..65535, got {v}")
         return v
+
+    @field_validator("served_model_name")
+    @classmethod
+    def _served_model(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """`model` where the engine does not launch it (the launch command names the model) is the model the server
+        must serve: `served_model_name` unless that names another (a one-line refusal naming both)."""
+        from specbench.engines.base import servers
+
+        model, kind = info.data.get("model"), servers().get(str(info.data.get("engine")))
+        if not model or kind is None or kind(None).launches_model:
+            return v
+        if v is not None and v != model:
+            raise ValueError(f"`model` = {model!r} and `served_model_name` = {v!r} name different models; engine "
+                             f"{info.data.get('engine')!r} does not launch `model` (its command names the model), so "
+                             "both name the model the server must serve (/v1/models): give one of them")
+        return model
 
     @field_validator("phases")
     @classmethod

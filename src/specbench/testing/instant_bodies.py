@@ -72,8 +72,44 @@ def chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def sse(obj: Any) -> bytes:
-    return chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+# How the stream's JSON is spelled (`--json-style`): `compact` as both engines write it (`json.dumps` with separators
+# `,` `:`); `spaces` as Python's `json.dumps` writes by default (`", "`, `": "`, non-ASCII escaped), as FastChat-style
+# servers do; `loose` every other spelling JSON allows at once: keys in reverse order, spaces and tabs around every
+# separator, every character of every string value written as a `\uXXXX` escape, and `data:` framed without its space.
+JSON_STYLES = ("compact", "spaces", "loose")
+
+
+def _loose(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{ " + " ,\t".join(f"{json.dumps(k)} :\t{_loose(x)}" for k, x in reversed(v.items())) + " }"
+    if isinstance(v, (list, tuple)):
+        return "[ " + " , ".join(_loose(x) for x in v) + " ]"
+    if isinstance(v, str):
+        units = v.encode("utf-16-be")
+        return '"' + "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2)) + '"'
+    return json.dumps(v)
+
+
+def dumps(obj: Any, style: str = "compact") -> bytes:
+    """`obj` as JSON in one of JSON_STYLES."""
+    if style == "compact":
+        return json.dumps(obj, separators=(",", ":")).encode()
+    if style == "spaces":
+        return json.dumps(obj).encode()
+    if style == "loose":
+        return _loose(obj).encode()
+    raise ValueError(f"unknown JSON style {style!r}; use one of {JSON_STYLES}")
+
+
+def field(key: str, value: Any, style: str = "compact") -> bytes:
+    """How `"key": value` is spelled inside an object of `style` (the instant server patches fields of cached
+    events)."""
+    whole = dumps({key: value}, style)
+    return whole[2:-2] if style == "loose" else whole[1:-1]
+
+
+def sse(obj: Any, style: str = "compact") -> bytes:
+    return chunk((b"data:" if style == "loose" else b"data: ") + dumps(obj, style) + b"\n\n")
 
 
 DONE = chunk(b"data: [DONE]\n\n")
@@ -92,12 +128,12 @@ def steps(n: int, a: int) -> list[int]:
 
 
 def truth_event(api: str, pos: int, k: int, last: bool, model: str, ids: bool, meta: dict[str, Any] | None,
-                full: bool = True) -> bytes:
+                full: bool = True, style: str = "compact") -> bytes:
     """One event of the ground-truth stream: `k` tokens after `pos` (k = 0: the chat role chunk); token ids when the
     request asked `return_token_ids` (vLLM) and always on /generate (SGLang's cumulative `output_ids`)."""
     fin = ("length" if full else "stop") if last else None
     if api == "generate":
-        return sse({"text": text(0, pos + k), "output_ids": list(range(pos + k)), "meta_info": meta})
+        return sse({"text": text(0, pos + k), "output_ids": list(range(pos + k)), "meta_info": meta}, style)
     if api == "chat":
         delta: dict[str, Any] = {"role": "assistant", "content": ""} if k == 0 else {"content": text(pos, k)}
         choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
@@ -108,7 +144,7 @@ def truth_event(api: str, pos: int, k: int, last: bool, model: str, ids: bool, m
     if ids and k:
         choice["token_ids"] = list(range(pos, pos + k))
     obj["choices"] = [choice]
-    return sse(obj)
+    return sse(obj, style)
 
 
 def json_response(status: str, obj: Any, close: bool = False) -> bytes:
@@ -118,9 +154,11 @@ def json_response(status: str, obj: Any, close: bool = False) -> bytes:
             % (status.encode(), len(body), conn)) + body
 
 
-def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = False) -> list[bytes]:
+def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = False,
+                  style: str = "compact") -> list[bytes]:
     """The SSE events of one streamed answer of `n` tokens, `accept_length` a step (`/generate`: prompt_tokens -1,
-    patched in per request); `ids`: each choice carries its `token_ids`, as vLLM's with `return_token_ids`."""
+    patched in per request); `ids`: each choice carries its `token_ids`, as vLLM's with `return_token_ids`; `style`:
+    how its JSON is spelled (JSON_STYLES)."""
     sizes = steps(n, accept_length)
     evs: list[bytes] = []
     pos = 0
@@ -128,7 +166,7 @@ def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = 
     if api == "chat":
         evs.append(sse({"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                     "logprobs": None, "finish_reason": None}]}))
+                                     "logprobs": None, "finish_reason": None}]}, style))
     for k, size in enumerate(sizes):
         last = k == len(sizes) - 1
         fin = "length" if last else None
@@ -147,18 +185,18 @@ def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = 
         if ids and api != "generate":
             obj["choices"][0]["token_ids"] = list(range(pos, pos + size))
         pos += size
-        evs.append(sse(obj))
+        evs.append(sse(obj, style))
     return evs
 
 
-def stream_tail(api: str, n: int, prompt_tokens: int, usage: bool, model: str) -> bytes:
+def stream_tail(api: str, n: int, prompt_tokens: int, usage: bool, model: str, style: str = "compact") -> bytes:
     """What follows the events: the usage chunk (OpenAI APIs, when asked), `[DONE]` and the last chunk."""
     if api in ("chat", "completions") and usage:
         obj: dict[str, Any] = {
             "id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion", "created": 0,
             "model": model, "choices": [],
             "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}}
-        return sse(obj) + DONE + END
+        return sse(obj, style) + DONE + END
     return DONE + END
 
 

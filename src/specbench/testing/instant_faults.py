@@ -17,15 +17,15 @@ def due(every: Mapping[str, int], nth: int, n_events: int) -> dict[str, int]:
 
 
 async def inject(faults: Mapping[str, int], k: int, send: Callable[[bytes], None],
-                 transport: asyncio.Transport | None) -> bool:
-    """Inject the fault due at event `k`; True when the response ends here."""
+                 transport: asyncio.Transport | None, style: str = "compact") -> bool:
+    """Inject the fault due at event `k` (an event's JSON spelled in `style`); True when the response ends here."""
     if faults.get("close") == k:
         assert transport is not None
         transport.abort()
         return True
     if faults.get("error") == k:
         send(sse({"error": {"object": "error", "message": "injected mid-stream error",
-                            "type": "InternalServerError", "code": 500}}) + DONE + END)
+                            "type": "InternalServerError", "code": 500}}, style) + DONE + END)
         return True
     if faults.get("malformed") == k:
         send(chunk(b"data: <html>not json</html>\n\n"))  # then the stream goes on as if nothing happened

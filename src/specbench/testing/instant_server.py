@@ -22,6 +22,9 @@ SGLang's cumulative `output_ids`. Ground truth: `--step-ms` turns on a batch sch
 `--step-ms-per-running` per request running in the step: throughput saturates), cap (`--max-running`) and per-position
 acceptance (`--accept-rates`), and the lies `--usage-scale`, `--usage-offset`,
 `--early-eos`, `--models-name`, `--report-cap` (instant_truth.py).
+`--json-style compact|spaces|loose` spells the stream's JSON as both engines do (compact, the default), as Python's
+`json.dumps` does by default (`--json-spaces`, FastChat-style servers), or every other way JSON allows at once
+(instant_bodies.JSON_STYLES): the client must measure all three alike.
 `--record FILE` appends every POST body it receives to FILE, one `{"path": ..., "body": ...}` JSON line each
 (tests read what the client really sent). What it sends, as bytes: `instant_bodies.py`; the fault modes:
 `instant_faults.py`; this module is the socket side and the command line.
@@ -43,9 +46,11 @@ from specbench.testing import instant_faults, instant_truth
 from specbench.testing.instant_bodies import (
     DONE,
     END,
+    JSON_STYLES,
     SSE_HEAD,
     Stats,
     chunk,
+    field,
     json_response,
     sse,
     stream_events,
@@ -88,6 +93,7 @@ class Options:
     report_cap: int | None = None
     accepted_scale: float = 1.0  # lie: /metrics shows the accepted draft tokens (total and per position) x this
     truth_file: str | None = None
+    json_style: str = "compact"  # how the stream's JSON is spelled (instant_bodies.JSON_STYLES)
 
     def lie(self, n: int) -> int | float:
         v = n * self.usage_scale + self.usage_offset
@@ -115,13 +121,13 @@ class Server:
         key = (api, n, ids)
         if key in self._cache:
             return self._cache[key]
-        evs = stream_events(api, n, self.o.accept_length, self.o.model, ids)
+        evs = stream_events(api, n, self.o.accept_length, self.o.model, ids, self.o.json_style)
         if len(self._cache) < 4096:
             self._cache[key] = evs
         return evs
 
     def tail(self, api: str, n: int, prompt_tokens: int, usage: bool) -> bytes:
-        return stream_tail(api, n, prompt_tokens, usage and not self.o.no_usage, self.o.model)
+        return stream_tail(api, n, prompt_tokens, usage and not self.o.no_usage, self.o.model, self.o.json_style)
 
     def account(self, n: int, prompt_tokens: int) -> None:
         self.stats.account(n, prompt_tokens, self.o.accept_length, self.o.num_spec_tokens)
@@ -253,7 +259,8 @@ class _Proto(asyncio.Protocol):
             return
         evs = srv.events(api, n, bool(body.get("return_token_ids")))
         if api == "generate":  # prompt_tokens is per request: patch it into the cached events
-            evs = [e.replace(b'"prompt_tokens":-1', b'"prompt_tokens":%d' % ptoks) for e in evs]
+            mark = field("prompt_tokens", -1, o.json_style)
+            evs = [e.replace(mark, field("prompt_tokens", ptoks, o.json_style)) for e in evs]
             evs = [chunk(e[e.find(b"\r\n") + 2:-2]) for e in evs]
         tail = srv.tail(api, n, ptoks, usage)
         faults = instant_faults.due(o.fault_every(), nth, len(evs))
@@ -282,7 +289,7 @@ class _Proto(asyncio.Protocol):
                     await asyncio.sleep(o.itl_ms / 1000)
                 group = evs[i:i + o.burst]
                 for j, e in enumerate(group):
-                    if await instant_faults.inject(faults, i + j, self._send, self.t):
+                    if await instant_faults.inject(faults, i + j, self._send, self.t, o.json_style):
                         return
                     self._send(e)
             self._send(tail)
@@ -309,7 +316,7 @@ class _Proto(asyncio.Protocol):
                 return
             self._send(SSE_HEAD)
             if api == "chat":
-                self._send(truth_event(api, 0, 0, False, o.model, ids, None))
+                self._send(truth_event(api, 0, 0, False, o.model, ids, None, style=o.json_style))
             pos = 0
             while True:
                 k = await job.steps.get()
@@ -326,14 +333,14 @@ class _Proto(asyncio.Protocol):
                         if sched.rates:
                             meta["spec_verify_ct"] = job.verify_steps
                             meta["spec_correct_drafts_histogram"] = list(job.accepted_hist)
-                self._send(truth_event(api, pos, k, last, o.model, ids, meta, stop_at == n))
+                self._send(truth_event(api, pos, k, last, o.model, ids, meta, stop_at == n, o.json_style))
                 pos += k
             tail = b""
             if api in ("chat", "completions") and usage and not o.no_usage:
                 tail = sse({"id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion",
                             "created": 0, "model": o.model, "choices": [],
                             "usage": {"prompt_tokens": ptoks, "completion_tokens": o.lie(stop_at),
-                                      "total_tokens": ptoks + stop_at}})
+                                      "total_tokens": ptoks + stop_at}}, o.json_style)
             self._send(tail + DONE + END)
             self._account_truth(ptoks)
         finally:
@@ -390,6 +397,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     p.add_argument("--enforce-api-key", action="store_true", help="answer 401 without `Authorization: Bearer KEY`")
     p.add_argument("--model", default="instant")
     p.add_argument("--record", default=None, help="append every POST body received to this file (JSON lines)")
+    p.add_argument("--json-style", choices=JSON_STYLES, default="compact",
+                   help="how the stream's JSON is spelled: compact (as the engines), spaces (Python's json.dumps "
+                        "default), loose (every other spelling at once)")
+    p.add_argument("--json-spaces", action="store_const", const="spaces", dest="json_style",
+                   help="= --json-style spaces")
     t = p.add_argument_group("ground truth (instant_truth.py)")
     t.add_argument("--step-ms", type=float, default=0.0, help="a batch scheduler whose every step takes this long")
     t.add_argument("--step-ms-per-running", type=float, default=0.0,
@@ -418,7 +430,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    accept_rates=tuple(float(x) for x in a.accept_rates.split(",") if x.strip()), seed=a.seed,
                    metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
                    models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file,
-                   accepted_scale=a.accepted_scale,
+                   accepted_scale=a.accepted_scale, json_style=a.json_style,
                    require_key=a.api_key if a.enforce_api_key else None)
     if a.api_key is not None:
         print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)

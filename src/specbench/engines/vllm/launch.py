@@ -137,6 +137,7 @@ class LocalServer(VllmServer):
     name: str = "local"
     needs_command: bool = False
     tolerate_plan_errors: bool = True  # the tiny CPU models may be outside what the planner models
+    launches_model: bool = True  # `model`: the folder under SPECBENCH_MODELS it serves
 
     def default_plan_version(self) -> str | None:
         from specbench.engines.vllm.local import ENGINE_VERSION
