@@ -105,3 +105,14 @@ def test_decided_and_undecided_cells_on_the_dense_store() -> None:
         assert ("eagle3-sim3.5", 32.0) in marked and ("eagle3-sim3.5", 1.0) not in marked
         # TPOT decides what throughput leaves open at c = 32: the latency answer says so
         assert by_c[32].decision.headlines["tpot"].text.startswith("eagle3-sim3.5 (decided against every other)")
+
+
+def test_random_prompts_with_a_real_drafter_warn_beside_the_name(tmp_path: Path) -> None:
+    """The Llama EAGLE3 store (random token ids): the EAGLE3 configuration with its own (random) drafts carries the
+    random-prompts warning in its row and in every answer that names it; the simulated-acceptance one does not."""
+    w = report_paths([DATA / "h200-simulated-sglang-0.5.15.post1" / "h200-eagle3.db"], tmp_path / "r")
+    rows = [r for t in w.report.tables.phases for r in t.rows if r.status == "done"]
+    assert all(any("random tokens" in x for x in r.warnings) == (r.label == "eagle3") for r in rows)
+    for q in w.report.tables.questions:
+        h = q.decision.headline
+        assert ("random tokens" in h.text) == ("eagle3" in h.names)

@@ -132,15 +132,14 @@ def _notes(c: CellRecord) -> list[str]:
     return [n for n in notes if n]
 
 
-def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: str | None = None,
-             random_prompts: str | None = None) -> CellRow:
+def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: str | None = None) -> CellRow:
     """One phase-table row of an entry (report/compare.py)."""
     c = e.cell
     ar = ars.get(ar_key(e.store, c))
     d = derived_of(c, ar) if c.status == DONE else c.metrics
     cmp = vs_ar(c, ar)
     speedup, source = _speedup(c, cmp.get("throughput"), ar)
-    health = integrity(c, random_prompts) if c.metrics else None
+    health = integrity(c) if c.metrics else None
     notes = _notes(c) + list(health.warnings if health is not None else ())
     if source == "recomputed":
         notes.append(f"stored speedup {c.metric('speedup'):.4f} is not the ratio of the pooled throughputs "

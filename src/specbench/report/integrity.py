@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.load.prompt_checks import random_prompts_warning
 from specbench.load.speedup import is_rate_cell
 from specbench.matrix.cellrun import NO_RESET_ROUTE
 from specbench.report.records import CellRecord
@@ -104,10 +105,11 @@ def _saturation(m: Mapping[str, Any], closed: bool, asked: int | None, cap: int 
     return flag, reason
 
 
-def integrity(cell: CellRecord, random_prompts: str | None = None) -> Integrity:
-    """The cell's integrity; `random_prompts`: the warning of load/prompt_checks.py when its prompts are random
-    tokens with a real drafter."""
+def integrity(cell: CellRecord) -> Integrity:
+    """The cell's integrity, with the warning of load/prompt_checks.py when its prompts are random tokens with a
+    real drafter."""
     m = cell.metrics
+    random_prompts = random_prompts_warning(cell.client, cell.server)
     asked = cell.concurrency
     cap = _int(m.get("running_cap"))
     effective = _int(m.get("effective_concurrency"))
