@@ -1,8 +1,9 @@
 """The timeline figure (issue 34 item 7): what each cell of one question did over time, re-derived from its request
 rows' absolute times (`requests.sent_at`, `first_token_at`, `ended_at`; stores written before them have none and
 get no figure). One panel per cell: the requests in flight (sent, not ended: what the client held open) and the
-requests generating (first token seen, not ended: what the server was decoding), over the seconds since the cell's
-first send. Waves show as a sawtooth, synchronized prefills as a step up of `in flight` before `generating` follows,
+requests generating (first token seen, not ended: what the server was decoding), over the cell's measured time with
+its repeats laid end to end (a dashed line where the next begins: a repeat added by a later round ran on another
+boot, perhaps hours later). Waves show as a sawtooth, synchronized prefills as a step up of `in flight` before `generating` follows,
 a queue as `in flight` above `generating`, repeats as separate bursts.
 
 The question drawn: the highest concurrency of the first section's closed-loop questions whose cells all have times
@@ -38,6 +39,27 @@ def counts_over_time(spans: Sequence[tuple[float, float]]) -> tuple[list[float],
     return xs, ys
 
 
+def end_to_end(reqs: Sequence[RequestRecord]) -> tuple[dict[int | None, float], list[float]]:
+    """Each repeat's time shift so that the repeats lie end to end (a repeat added by a later round may have run
+    hours after the others, on another boot): repeat k starts where repeat k-1 ended, plus a tenth of its length as
+    a gap; and the times where each later repeat starts (the separators drawn)."""
+    by: dict[int | None, list[RequestRecord]] = {}
+    for q in reqs:
+        by.setdefault(q.repeat, []).append(q)
+    shift: dict[int | None, float] = {}
+    cuts: list[float] = []
+    at = 0.0
+    for k in sorted(by, key=lambda k: -1 if k is None else k):
+        start = min(q.sent_at for q in by[k] if q.sent_at is not None)
+        end = max(q.ended_at for q in by[k] if q.ended_at is not None)
+        if shift:
+            at += 0.1 * (end - start)
+            cuts.append(at)
+        shift[k] = start - at
+        at += end - start
+    return shift, cuts
+
+
 def _timed(reqs: Sequence[RequestRecord]) -> list[RequestRecord]:
     return [q for q in reqs if q.sent_at is not None and q.ended_at is not None]
 
@@ -65,17 +87,19 @@ def timeline_plot(questions: Sequence[Question], requests: Mapping[tuple[str, st
     for k, r in enumerate(cells):
         ax = grid[k // ncols][k % ncols]
         reqs = _timed(requests.get((r.store, r.cell_id), ()))
-        t0 = min(x.sent_at for x in reqs if x.sent_at is not None)
-        flight = counts_over_time([(x.sent_at - t0, x.ended_at - t0) for x in reqs  # type: ignore[operator]
-                                   if x.sent_at is not None and x.ended_at is not None])
-        gen = counts_over_time([(x.first_token_at - t0, x.ended_at - t0) for x in reqs  # type: ignore[operator]
-                                if x.ok and x.first_token_at is not None and x.ended_at is not None])
+        shift, cuts = end_to_end(reqs)
+        flight = counts_over_time([(x.sent_at - shift[x.repeat], x.ended_at - shift[x.repeat])  # type: ignore[operator]
+                                   for x in reqs])
+        gen = counts_over_time([(x.first_token_at - shift[x.repeat], x.ended_at - shift[x.repeat])  # type: ignore[operator]
+                                for x in reqs if x.ok and x.first_token_at is not None])
+        for c in cuts:  # where one repeat ends and the next begins (another boot, maybe hours later)
+            ax.axvline(c, color="#bbbbbb", linewidth=0.8, linestyle="--")
         ax.step(*flight, where="post", color=PALETTE[0], alpha=0.55, linewidth=1.2, label="in flight")
         ax.step(*gen, where="post", color=PALETTE[3], linewidth=1.2, label="generating")
         if q.concurrency:
             ax.axhline(q.concurrency, color="#888888", linewidth=0.8, linestyle=":")
         ax.set_title(f"#{r.rank} {r.series}", fontsize=9)
-        ax.set_xlabel("s since the cell's first send", fontsize=8)
+        ax.set_xlabel("s of measured time (repeats end to end)", fontsize=8)
         if k % ncols == 0:
             ax.set_ylabel("requests", fontsize=8)
         ax.grid(True, alpha=0.3)
@@ -86,6 +110,7 @@ def timeline_plot(questions: Sequence[Question], requests: Mapping[tuple[str, st
     grid[0][0].legend(fontsize=7, frameon=False, loc="upper right")
     caption = ("Per cell of the question drawn (the highest concurrency of the first section), re-derived from the "
                "request rows' absolute times: the requests in flight (sent, not ended) and generating (first token "
-               "seen, not ended); dotted: the concurrency asked. A sawtooth is waves of synchronized prefills; "
-               "in flight above generating is a queue; each repeat is its own burst.")
+               "seen, not ended), the repeats end to end (dashed: where the next repeat begins); dotted: the "
+               "concurrency asked. A sawtooth is waves of synchronized prefills; in flight above generating is a "
+               "queue.")
     return save(fig, path, "timeline.png", "Requests over time", caption, panels)
