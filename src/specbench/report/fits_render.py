@@ -144,6 +144,11 @@ def _stores(rows: Sequence[FitRow]) -> int:
     return len({r.setup.store for r in rows})
 
 
+def _md(text: str) -> str:
+    """Markdown text with HTML escaped (GitHub renders raw HTML: a `<script>` label stays text)."""
+    return escape(text, quote=False)
+
+
 def fits_markdown(rows: Sequence[FitRow]) -> list[str]:
     """The section as markdown lines: the heading, what the columns mean, one table per workload and its verdict."""
     lines = [f"## {TITLE}", ""]
@@ -154,13 +159,13 @@ def fits_markdown(rows: Sequence[FitRow]) -> list[str]:
         n = _stores(group)
         lines += [f"### {w.text()}", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         for r in group:
-            cells = [c.replace("|", "\\|") for c in values(r, n)]
+            cells = [_md(c).replace("|", "\\|") for c in values(r, n)]
             if r.best:
                 cells[1] = f"**{cells[1]}**"
             lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", verdict_text(group), ""]
+        lines += ["", _md(verdict_text(group)), ""]
         fixes = fix_lines(group)
-        lines += [f"- {f}" for f in fixes] + ([""] if fixes else [])
+        lines += [f"- {_md(f)}" for f in fixes] + ([""] if fixes else [])
     return lines
 
 

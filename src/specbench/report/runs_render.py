@@ -14,7 +14,7 @@ from specbench.report.runs_compare import Delta, PairResult, RunsComparison, Spe
 # only a file that starts with it.
 MARKER = "<!-- written by specbench compare: this file may be overwritten by it -->"
 
-PAIR_HEADER = ("config", "TP", "c", "workload", "lead: A -> B", "B vs A [95%]", "verdict", "TPOT mean B vs A",
+PAIR_HEADER = ("config", "TP", "c", "workload", "lead: A -> B", "B vs A [interval]", "verdict", "TPOT mean B vs A",
                "E2E p50 B vs A", "speedup vs AR: A -> B", "note")
 UNMATCHED_HEADER = ("store", "config", "cells", "why")
 UNITS = {"throughput": "tok/s", "tpot": "ms", "e2e": "ms"}
