@@ -3,6 +3,9 @@
 A matrix's `dataset` names one of:
 - `"specbench-mini"` (the default): 48 prompts written for specbench, 12 each of chat, code, math and
   summarisation (src/specbench/data/prompts/, Apache-2.0);
+- `"specbench-edit"`: 24 code-editing prompts (12 Python snippets, each to be returned whole with one variable
+  renamed or a comment added): the answer repeats the prompt, as in code editing, where prompt-lookup (n-gram)
+  drafting matches (src/specbench/data/prompts/, Apache-2.0);
 - `"random"`: words of the tokenizer's own vocabulary (load/prompts.py build_prompts), no text of its own;
 - a file: ShareGPT JSON (`[{"conversations": [{"from": "human" | "gpt" | "system", "value": ...}]}]`), JSONL
   (one object a line: `prompt` (or `question` / `instruction`) or chat `messages` [{role, content}] or ShareGPT
@@ -32,8 +35,9 @@ from typing import Any
 
 from specbench.errors import UserError
 
-RANDOM, MINI = "random", "specbench-mini"
-BUILTIN = (MINI, RANDOM)
+RANDOM, MINI, EDIT = "random", "specbench-mini", "specbench-edit"
+SHIPPED = (MINI, EDIT)  # files under src/specbench/data/prompts/
+BUILTIN = (MINI, EDIT, RANDOM)
 EXTRA_HINT = "pip install 'specbench-llm[datasets]'"
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant",
@@ -258,9 +262,9 @@ def _hf(spec: str) -> Iterable[tuple[Any, str]]:
 
 
 def _rows(name: str, base_dir: str | Path | None) -> tuple[Iterable[tuple[Any, str]], str]:
-    if name == MINI:
-        text = resources.files("specbench").joinpath("data/prompts/specbench-mini.jsonl").read_text("utf-8")
-        return _jsonl(text, MINI + ".jsonl"), MINI
+    if name in SHIPPED:
+        text = resources.files("specbench").joinpath(f"data/prompts/{name}.jsonl").read_text("utf-8")
+        return _jsonl(text, name + ".jsonl"), name
     if name.startswith("hf:"):
         return _hf(name), name
     path = resolve_path(name, base_dir)

@@ -9,8 +9,6 @@ from pydantic import ConfigDict, ValidationInfo, field_validator
 from specbench.matrix import client_checks
 from specbench.matrix.schema_base import _Strict, as_axis, axis_at_least
 
-DATASETS = frozenset({"specbench-mini", "random"})
-
 
 class ClientAxes(_Strict):
     """Client-side axes: each combination is one cell on the running server.

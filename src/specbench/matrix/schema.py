@@ -23,7 +23,7 @@ matrix finds its finished cells in the store.
                 num_steps, eagle_topk, ddtree_budget (lists expand), flags, env
     [client]    concurrency, prompt_tokens, output_tokens, num_requests, request_rate ("inf" or
                 req/s, Poisson), warmup_requests, slo_ttft_ms, slo_tpot_ms;
-                dataset ("specbench-mini" (default) | "random" | a .json ShareGPT / .jsonl / .csv / .parquet file |
+                dataset ("specbench-mini" (default) | "specbench-edit" | "random" | a .json ShareGPT / .jsonl / .csv / .parquet file |
                 "hf:NAME[:SPLIT]"), category, prompt_len / output_len ("fixed" | "uniform:LO,HI" |
                 "normal:MEAN,STD" | "data"), multi_turn; temperature, top_p, top_k, seed, ignore_eos,
                 stop (a list; a list of lists is an axis)
