@@ -18,6 +18,9 @@ CLIENT_KEYS = (("prompt_tokens", "in"), ("output_tokens", "out"), ("request_rate
                ("multi_turn", "multi"), ("temperature", "temp"), ("top_p", "top_p"), ("top_k", "top_k"),
                ("seed", "seed"), ("ignore_eos", "ignore_eos"), ("stop", "stop"), ("num_requests", "n"))
 ALWAYS_SHOWN = ("prompt_tokens", "output_tokens")  # shown even at their defaults
+# A length taken from the dataset's records (`prompt_len`/`output_len` = "data"): prompt_tokens is then not what is
+# sent (load/lengths.py), and output_tokens only caps each record's answer.
+FROM_DATA = {"prompt_tokens": ("prompt_len", "in=data"), "output_tokens": ("output_len", "out=data,cap={v}")}
 
 
 def value_text(v: Any) -> str:
@@ -28,13 +31,18 @@ def value_text(v: Any) -> str:
 
 def workload_text(client: Mapping[str, Any], *, skip: tuple[str, ...] = ("num_requests",)) -> str:
     """'in=256 out=64 data=mini cat=code temp=0.7 rate=4': every axis the cell sets to other than its default (a
-    closed loop's rate "inf" left out)."""
+    closed loop's rate "inf" left out); lengths from the records read 'in=data out=data,cap=160'."""
     parts = []
     for key, short in CLIENT_KEYS:
         v = client.get(key)
         if key in skip or v is None or (key not in ALWAYS_SHOWN and is_default(key, v)):
             continue
         if key == "request_rate" and str(v) == "inf":
+            continue
+        if v == "data" and any(length == key and tokens not in skip for tokens, (length, _) in FROM_DATA.items()):
+            continue  # said by the token count's own part
+        if key in FROM_DATA and client.get(FROM_DATA[key][0]) == "data":
+            parts.append(FROM_DATA[key][1].format(v=value_text(v)))
             continue
         parts.append(f"{short}={value_text(v)}")
     return " ".join(parts)

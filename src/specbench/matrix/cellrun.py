@@ -217,7 +217,7 @@ def run_cell(cell: Cell, ctx: CellContext, on_request: Callable[[Any], None] | N
     if not visit.finish and alive and len(new) == visit.repeats:
         return CellOutcome("continue", clamp=clamp_d)
     metrics = cell_metrics_repeats(every, cell)
-    metrics.update(dataset_note(cell, work, n * len(every)))
+    metrics.update(dataset_note(cell, work, every, n))
     metrics["clamped"] = clamp_d["clamped"]
     total = n * len(every)
     if not alive:
@@ -268,18 +268,30 @@ def early_stop_verdict(outcome: CellOutcome, metrics: dict[str, Any], client: Ma
                        outcome.metrics, outcome.clamp, outcome.requests)
 
 
-def dataset_note(cell: Cell, work: Any, sent: int) -> dict[str, Any]:
-    """`dataset_cycled`: the cell sent (`sent`, over all its repeats) more requests than its prompts hold distinct
-    ones (the dataset cycles, so a prefix cache can serve repeats of a prompt), with the numbers in
-    `dataset_warning`."""
+def dataset_note(cell: Cell, work: Any, every: Sequence[StoredRepeat], n: int) -> dict[str, Any]:
+    """`dataset_cycled`: a prefix cache could serve a measured prompt from an earlier request of the cell. Within one
+    repeat that is a prompt sent twice; across repeats only where the cache was not emptied between them (hygiene
+    before each repeat: with every reset answered, repeat 3 may reuse repeat 1's prompts and still start cold).
+    `distinct_prompts` counts the distinct measured prompts; `dataset_warning` says why when it cycled."""
     import json
 
-    distinct = len({json.dumps([p.text, p.token_ids, p.messages]) for p in work.prompts[:sent]})
-    cycled = distinct < sent
-    return {"dataset_cycled": cycled, "distinct_prompts": distinct,
-            "dataset_warning": (f"{sent} measured requests from {distinct} distinct prompts: the dataset "
-                                f"{cell.client.get('dataset') or 'specbench-mini'!r} cycles (or its records cut to "
-                                "the same text), so a prefix cache can serve repeats") if cycled else None}
+    def key(p: Any) -> str:
+        return json.dumps([p.text, p.token_ids, p.messages])
+
+    slots = max((r.record.repeat for r in every), default=0) + 1
+    sent = [repeat_prompts(work.prompts, n, slots, r.record.repeat)[:n] for r in every]
+    distinct = len({key(p) for prompts in sent for p in prompts})
+    within = max((len(prompts) - len({key(p) for p in prompts}) for prompts in sent), default=0)
+    emptied = all(isinstance(r.record.cache_reset, dict) and r.record.cache_reset.get("reset") is True
+                  for r in every[1:])
+    across = distinct < n * len(every) and not emptied
+    name = cell.client.get("dataset") or "specbench-mini"
+    why = (f"{within} of one repeat's {n} requests repeat a prompt: the dataset {name!r} cycles (or its records cut "
+           "to the same text), so a prefix cache can serve repeats" if within else
+           f"{n * len(every)} measured requests from {distinct} distinct prompts and the prefix cache not emptied "
+           f"between repeats: the dataset {name!r} cycles, so a prefix cache can serve a repeat from the one before"
+           if across else None)
+    return {"dataset_cycled": why is not None, "distinct_prompts": distinct, "dataset_warning": why}
 
 
 def failed_fraction_verdict(metrics: dict[str, Any], client: Mapping[str, Any], results: Any,
@@ -357,6 +369,13 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
 
 
 NO_RESET_ROUTE = "the server offers no prefix-cache reset route"  # `prefix_cache_reset.how` when none was tried
+
+
+def no_reset_route(how: str | None) -> bool:
+    """Did the server offer no reset route? None tried (NO_RESET_ROUTE), or the route answered 404: it is not mounted
+    (vLLM mounts /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1, vllm/entrypoints/serve/__init__.py@0.32.0), so
+    nothing failed: each repeat sends other prompts, and the cell says so instead of warning."""
+    return bool(how) and (str(how).startswith(NO_RESET_ROUTE) or " HTTP 404" in f" {how}")
 
 
 def hygiene(ctx: CellContext) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from specbench.decide import METRICS, Comparison, Metric, more_text
 from specbench.decide.verdict import level
-from specbench.matrix.cellrun import NO_RESET_ROUTE
+from specbench.matrix.cellrun import no_reset_route
 from specbench.report.rows import Best, CellRow, Question
 
 
@@ -351,7 +351,7 @@ def integrity_rows(rows: Sequence[CellRow]) -> tuple[tuple[str, ...], ...]:
             continue
         sat = "–" if i.oversaturated is None else ("yes" if i.oversaturated else "no")
         reset = "–" if i.cache_reset is None else ("yes" if i.cache_reset else
-                                                    "no route" if i.cache_reset_how == NO_RESET_ROUTE else "failed")
+                                                    "no route" if no_reset_route(i.cache_reset_how) else "failed")
         acc = f"simulated {i.simulated:g}" if i.simulated is not None else ("–" if r.speedup_source == "baseline"
                                                                              else "measured")
         out.append((r.series, fmt(r.tp), i.concurrency_text, fmt(i.observed), fmt(i.waves, 1), sat, reset,

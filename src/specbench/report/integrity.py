@@ -29,7 +29,7 @@ from typing import Any
 
 from specbench.load.prompt_checks import random_prompts_warning
 from specbench.load.speedup import is_rate_cell
-from specbench.matrix.cellrun import NO_RESET_ROUTE
+from specbench.matrix.cellrun import no_reset_route
 from specbench.report.records import CellRecord
 
 MIN_WAVES = 3.0  # the floor: under 3 waves a closed-loop cell measures its synchronized prefills
@@ -142,7 +142,7 @@ def _with_warnings(i: Integrity, cell: CellRecord, random_prompts: str | None) -
         w.append(f"running cap {i.cap} against the AR baseline's {m.get('baseline_running_cap')}: other widths")
     if i.oversaturated:
         w.append(f"over-saturated ({i.saturation_reason})" if i.saturation_reason else "over-saturated")
-    if i.cache_reset is False and i.cache_reset_how != NO_RESET_ROUTE:  # a reset that failed; none offered: stated
+    if i.cache_reset is False and not no_reset_route(i.cache_reset_how):  # a reset that failed; none offered: stated
         w.append(f"prefix cache not emptied before the cell ({i.cache_reset_how})" if i.cache_reset_how
                  else "prefix cache not emptied before the cell")
     if i.stalled_share is not None:

@@ -94,7 +94,8 @@ class VllmServer(ServerBase):
 
     def cache_reset_path(self) -> str | None:
         # vllm/entrypoints/serve/dev/cache/api_router.py::reset_prefix_cache@0.32.0 (POST), mounted only with
-        # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/__init__.py): elsewhere a 404, recorded as not reset
+        # VLLM_SERVER_DEV_MODE=1 (the embedded engine sets it, engines/vllm/local.py): elsewhere a 404, which
+        # matrix/cellrun.py::no_reset_route reads as "no route" (stated, not warned)
         return "/reset_prefix_cache"
 
     def running_cap(self, info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:

@@ -52,6 +52,11 @@ _OFFLINE_ENV = {
     "PYTHONUNBUFFERED": "1",
     # vllm/platforms/__init__.py: pick the CPU platform without relying on the installed version string.
     "VLLM_TARGET_DEVICE": "cpu",
+    # vllm/entrypoints/launchers/api_server/routers.py@0.32.0 mounts /reset_prefix_cache (and the other dev routes)
+    # only with VLLM_SERVER_DEV_MODE=1, as vllm/benchmarks/sweep/server.py sets it for its own cache resets: the
+    # runner empties the prefix cache before every measured run (matrix/cellrun.py::hygiene), so no repeat of a cell
+    # is served from an earlier one's cache. The server listens on 127.0.0.1 only.
+    "VLLM_SERVER_DEV_MODE": "1",
 }
 
 
