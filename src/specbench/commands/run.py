@@ -174,6 +174,7 @@ def round_lines(report: Any) -> list[str]:
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
     from specbench.load.integrity import concurrency_text
     from specbench.matrix.preflight import iter_phases
+    from specbench.matrix.repeat_metrics import request_count
     from specbench.predict.plan_matrix import predicted_text
 
     seen: set[str] = set()
@@ -210,7 +211,7 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
             console.print(f"           cell {r['cell']}: concurrency="
                           f"{concurrency_text(c['concurrency'], r.get('effective_concurrency_planned'), 'planner')}"
                           f" prompt={c['prompt_tokens']}"
-                          f" output={c['output_tokens']} requests={c['num_requests']} rate={c['request_rate']}"
+                          f" output={c['output_tokens']} requests={request_count(c)} rate={c['request_rate']}"
                           + _repeats_word(c)
                           + (f" {extra}" if extra else "") + f"{predicted_text(r)}",
                           highlight=False, markup=False)
