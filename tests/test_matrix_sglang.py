@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from proc_helpers import free_port
 from specbench.engines.sglang import launch as sg
 from specbench.engines.versions import parse_release
 from specbench.matrix import lifecycle
@@ -68,9 +69,7 @@ def test_client_mode_and_versions() -> None:
 
 @pytest.fixture(scope="module")
 def native_server(tmp_path_factory: pytest.TempPathFactory) -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = lifecycle.ServerProcess(
         argv=[sys.executable, "-m", "specbench.testing.instant_server", "--port", str(port), "--accept-length", "3"],
         env=dict(os.environ), log_path=Path(tmp_path_factory.mktemp("sg")) / "server.log").start()

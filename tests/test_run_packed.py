@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import fake_gpus
-from proc_helpers import pid_alive
+from proc_helpers import free_port, pid_alive
 from run_helpers import ROOT, cli, comparable, make_tokenizer, placements, rows, standin_matrix, wait
 from specbench.errors import UserError
 from specbench.matrix import gpus
@@ -31,26 +31,8 @@ def gpu_env(tmp_path: Path) -> dict[str, str]:
 
 
 def _port_block() -> int:
-    """A port with the next 8 free too (one per slot), below the kernel's ephemeral range: a block taken from that
-    range (free_port) can lose one of its ports to any test's outgoing connection before the server binds it (CI:
-    'address already in use')."""
-    import random
-
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(200):
-        p = random.randrange(10000, max(10001, low - 16))
-        if all(_free(p + i) for i in range(8)):
-            return p
-    raise AssertionError("no block of 8 free ports")
-
-
-def _free(port: int) -> bool:
-    from specbench.matrix.lifecycle import port_free
-
-    return port_free("127.0.0.1", port)
+    """A port with the next 8 free too (one per slot)."""
+    return free_port(8)
 
 
 def test_packed_run_is_the_serial_run_cell_for_cell(tmp_path: Path, tokenizer_dir: Path,
