@@ -30,7 +30,8 @@ $PIP transformers==5.12.1 tokenizers==0.22.2 \
  pybase64==1.5.1 pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
  python-multipart==0.0.34 setproctitle==1.3.8 sniffio==1.3.1 soundfile==0.14.0 cffi==2.1.1 \
  apache-tvm-ffi==0.1.11 uvicorn==0.54.0 watchfiles==1.3.0 pyzmq==27.3.0 zstandard==0.25.0 \
- opentelemetry-api==1.45.2 importlib-metadata==10.2.0   # fastapi 0.165 imports opentelemetry at import time
+ opentelemetry-api==1.45.2 importlib-metadata==10.2.0 \
+ tomli-w==1.2.0   # fastapi 0.165 imports opentelemetry at import time; tomli-w: specbench calibrate --quick
 # Repack sglang_kernel without FlashAttention-3 (flash_ops, 1.7 GB unpacked),
 # FlashMLA and the sm100 build: on an H200 (sm90) SGLang loads sm90/common_ops.
 k=$(ls "$dl"/sglang_kernel-0.4.4-*.whl); t=$(mktemp -d)

@@ -19,19 +19,40 @@ def register(app: typer.Typer) -> None:
 
 
 def calibrate_cmd(
-    stores: list[Path] = typer.Argument(..., help="results stores of `specbench run`"),
-    out: Optional[Path] = typer.Option(None, "--out", help="calibration file to write (default: print it)"),
+    stores: list[Path] = typer.Argument(..., help="results stores of `specbench run` (with --quick: one matrix)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="calibration file to write (default: print it; with "
+                                       "--quick: runs/<matrix>.calibration.json)"),
+    quick: bool = typer.Option(False, "--quick", help="plan and run the smallest calibration matrix for this "
+                               "matrix's GPU, engine release and model (AR and one speculative configuration at "
+                               "two concurrencies, two prompt lengths, two simulated accept lengths), then fit it"),
+    store: Optional[Path] = typer.Option(None, "--store", help="with --quick: the results store to run into "
+                                         "(default runs/<matrix>-quick.sqlite)"),
+    dry: bool = typer.Option(False, "--dry-run", help="with --quick: print the calibration matrix and how long it "
+                             "will take; run nothing"),
 ) -> None:
     from specbench.predict.api import calibrate
 
+    if quick:
+        from specbench.commands.calibrate_quick import quick as run_quick
+
+        if len(stores) != 1:
+            raise UserError("--quick takes one matrix file")
+        run_quick(stores[0], out, store, dry)
+        return
+    if store is not None or dry:
+        raise UserError("--store and --dry-run go with --quick")
+    _check_stores(stores, out)
     for s in stores:
         if not s.is_file():
             raise UserError(f"{s}: no such results store")
-    cal = calibrate([str(s) for s in stores])
+    cal = calibrate(list(dict.fromkeys(str(s.resolve()) for s in stores)))
     text = json.dumps(cal.to_json(), indent=1) + "\n"
     if out is None:
         sys.stdout.write(text)
         return
+    from specbench.commands.calibrate_quick import _check_out
+
+    _check_out(out, tuple(stores))
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -40,3 +61,12 @@ def calibrate_cmd(
         rms = "-" if c.step_rel_rms != c.step_rel_rms else f"{100 * c.step_rel_rms:.1f} %"
         sys.stderr.write(f"{c.key.text()}: {c.n_step} cells, step residual RMS {rms}\n")
     sys.stderr.write(f"wrote {out}\n")
+
+
+def _check_stores(stores: list[Path], out: Path | None) -> None:
+    seen: dict[Path, Path] = {}
+    for s in stores:
+        r = s.resolve()
+        if r in seen:
+            sys.stderr.write(f"warning: {s} is {seen[r]} again: counted once\n")
+        seen.setdefault(r, s)

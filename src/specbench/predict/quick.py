@@ -1,0 +1,174 @@
+"""`specbench calibrate --quick MATRIX`: the smallest matrix that pins the step model's constants for one GPU, engine
+release and model, derived from the user's own matrix (its engine, command, [plan], first server settings).
+
+What it measures, and why each cell is there (predict/model.py, the constants it pins):
+- AR at two concurrencies (1 and the user's largest, capped at QUICK_C_MAX) x two prompt lengths (the user's
+  shortest and LONG_FACTOR x it, within the context length): the per-step floor a + al*L, the per-sequence cost p,
+  the efficiency e and the context term h (the KV read grows with prompt x batch);
+- one speculative configuration (the user's first EAGLE / MTP / block-draft one) on the same grid, at two simulated
+  accept lengths (the engine's own switch, engines/simulate.py): the per-draft-forward cost d and the per-sequence
+  verify cost q; two accept lengths separate the step (which does not depend on acceptance) from its use;
+- few requests (QUICK_WAVES waves, one repeat): the step time of a cell is the mean over every decode step of its
+  requests, already ~128 x waves x c steps, so a second repeat moves it by well under the fit's residual.
+Pure: TOML document in, TOML document out (the command runs it with the runner and calibrates the store).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.predict.model import method_of
+
+QUICK_C_MAX = 32        # the largest concurrency a quick calibration measures (beyond it: "extrapolated")
+LONG_FACTOR = 4         # the long prompt is 4x the short one (512 -> 2,048)
+LONG_MAX = 8192
+QUICK_WAVES = 2
+ACCEPT_LENGTHS = (2.0, 3.0)
+# Boot and stop of one SGLang / vLLM server with CUDA graphs, Qwen3-8B, H100: 56-117 s per server including its cells
+# (tests/data/gpu-decide-sglang/gpu-decide-0515.db, servers.ended_at - started_at); the estimate takes 75 s a boot.
+BOOT_S = 75.0
+SERVER_KEYS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
+
+
+@dataclass(frozen=True)
+class QuickPlan:
+    """The quick matrix, and what it will measure."""
+
+    doc: dict[str, Any]
+    spec_label: str | None      # the speculative configuration it measures, e.g. "eagle3" (None: the matrix has none)
+    concurrencies: tuple[int, ...]
+    prompts: tuple[int, ...]
+    output_tokens: int
+    notes: tuple[str, ...]
+
+    simulated: bool = True
+
+    @property
+    def servers(self) -> int:
+        return 1 + ((len(ACCEPT_LENGTHS) if self.simulated else 1) if self.spec_label else 0)
+
+    @property
+    def cells(self) -> int:
+        return self.servers * len(self.concurrencies) * len(self.prompts)
+
+
+def _first(v: Any) -> Any:
+    return v[0] if isinstance(v, list) and v else v
+
+
+def _ints(v: Any) -> list[int]:
+    vals = v if isinstance(v, list) else [v]
+    return [int(x) for x in vals if isinstance(x, (int, float)) and not isinstance(x, bool)]
+
+
+def _spec_variants(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    specs = ((doc.get("server") or {}).get("spec")) or []
+    return [dict(s) for s in specs if isinstance(s, dict)]
+
+
+def _pick_spec(specs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first variant whose method has a draft step the engine can simulate acceptance for."""
+    for s in specs:
+        try:
+            m = method_of(_first(s.get("algorithm")))
+        except ValueError:
+            continue
+        if m in ("eagle", "mtp", "block"):
+            out = {k: _first(v) for k, v in s.items() if k not in ("simulated_accept_len", "label")}
+            flags = {k: _first(v) for k, v in (s.get("flags") or {}).items()}
+            env = dict(s.get("env") or {})
+            out.pop("flags", None), out.pop("env", None)
+            if flags:
+                out["flags"] = flags
+            if env:
+                out["env"] = env
+            base = str(s.get("label") or out.get("algorithm") or "spec").split("{")[0].rstrip("-_")
+            out["label"] = base.removesuffix("-sim").removesuffix("sim").rstrip("-_") or "spec"
+            return out
+    return None
+
+
+def _max_accept(spec: Mapping[str, Any]) -> float:
+    """The most a verify step can accept: draft tokens (chains: num_steps + 1), the bonus included."""
+    dt = spec.get("num_draft_tokens")
+    steps = spec.get("num_steps")
+    if isinstance(dt, int) and dt > 0:
+        return float(dt)
+    if isinstance(steps, int) and steps > 0:
+        return float(steps + 1)
+    return 16.0
+
+
+def quick_matrix(doc: Mapping[str, Any], simulate: bool = True) -> QuickPlan:
+    """The quick calibration matrix of a user's matrix document (tomllib.loads of its text). `simulate` False (the
+    engine cannot simulate acceptance): the speculative configuration runs once, at the acceptance the user's
+    dataset gives, on that dataset."""
+    notes: list[str] = []
+    out: dict[str, Any] = {k: copy.deepcopy(v) for k, v in doc.items()
+                           if k not in ("server", "client", "override", "phases", "name")}
+    out["name"] = f"{doc.get('name') or 'matrix'}-quick-calibration"
+    server_in = dict(doc.get("server") or {})
+    server: dict[str, Any] = {k: _first(v) for k, v in server_in.items() if k in SERVER_KEYS}
+    for table in ("flags", "env"):
+        vals = {k: _first(v) for k, v in (server_in.get(table) or {}).items()}
+        if vals:
+            server[table] = vals
+    spec = _pick_spec(_spec_variants(doc))
+    variants: list[dict[str, Any]] = [{"label": "ar"}]
+    if spec is not None:
+        hi = min(ACCEPT_LENGTHS[1], _max_accept(spec))
+        lo = min(ACCEPT_LENGTHS[0], 1.0 + (hi - 1.0) / 2)
+        base = spec["label"]
+        if simulate:
+            spec["label"] = base + "-sim{simulated_accept_len}"
+            spec["simulated_accept_len"] = sorted({round(lo, 2), round(hi, 2)})
+        variants.append(spec)
+    else:
+        notes.append("the matrix has no EAGLE / MTP / block-draft configuration: AR only (the draft constants stay "
+                     "those of the shipped calibration)")
+    server["spec"] = variants
+    client_in = dict(doc.get("client") or {})
+    conc = _ints(client_in.get("concurrency", 1)) or [1]
+    c_hi = max(4, min(max(conc), QUICK_C_MAX))
+    if max(conc) > QUICK_C_MAX:
+        notes.append(f"concurrency {max(conc)} is above the quick calibration's {QUICK_C_MAX}: predictions there are "
+                     "extrapolated")
+    prompts = _ints(client_in.get("prompt_tokens", 256)) or [256]
+    outs = _ints(client_in.get("output_tokens", 64)) or [64]
+    p_lo, out_tok = min(prompts), outs[0]
+    p_hi = min(max(max(prompts), LONG_FACTOR * p_lo), LONG_MAX)
+    ctx = server.get("context_length")
+    if isinstance(ctx, int) and ctx > 0 and p_hi + out_tok + 64 > ctx:
+        server["context_length"] = p_hi + out_tok + 64
+        notes.append(f"context_length {ctx} raised to {server['context_length']} for the long prompt ({p_hi} tokens)")
+    prompt_axis = sorted({p_lo, p_hi})
+    out["server"] = server
+    out["client"] = {"concurrency": sorted({1, c_hi}), "prompt_tokens": prompt_axis, "output_tokens": out_tok,
+                     "num_requests": QUICK_WAVES, "requests_per_concurrency": QUICK_WAVES, "warmup_requests": 2,
+                     "repeats": 1, "dataset": "random"}
+    if not simulate and spec is not None:
+        out["client"]["dataset"] = _first(client_in.get("dataset", "specbench-mini"))
+        out["client"]["prompt_len"] = "fixed"
+    for k in ("temperature", "ignore_eos", "api", "category"):
+        if k in client_in:
+            out["client"][k] = _first(client_in[k])
+    return QuickPlan(out, base if spec else None, tuple(sorted({1, c_hi})), tuple(prompt_axis), out_tok,
+                     tuple(notes), simulate)
+
+
+def estimate_s(plan: QuickPlan, cell_s: Mapping[tuple[str, int, int], float]) -> float:
+    """Wall seconds: a boot per server (BOOT_S) plus each cell's requests, from their predicted latency
+    (`cell_s`: (label kind 'ar' | 'spec', concurrency, prompt) -> seconds of one request; waves + warm-up)."""
+    total = plan.servers * BOOT_S
+    for kind in ("ar", "spec") if plan.spec_label else ("ar",):
+        reps = 1 if kind == "ar" or not plan.simulated else len(ACCEPT_LENGTHS)
+        for c in plan.concurrencies:
+            for p in plan.prompts:
+                one = cell_s.get((kind, c, p), math.nan)
+                if math.isfinite(one):
+                    total += reps * one * (QUICK_WAVES + 1)
+    return total
