@@ -45,7 +45,8 @@ def calibrate_cmd(
     for s in stores:
         if not s.is_file():
             raise UserError(f"{s}: no such results store")
-    cal = calibrate(list(dict.fromkeys(str(s.resolve()) for s in stores)))
+    unique = {s.resolve(): s for s in reversed(stores)}  # a store named twice (or through a link) counts once
+    cal = calibrate([str(unique[r]) for r in dict.fromkeys(s.resolve() for s in stores)])
     text = json.dumps(cal.to_json(), indent=1) + "\n"
     if out is None:
         sys.stdout.write(text)

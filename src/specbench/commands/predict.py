@@ -72,7 +72,7 @@ def predict_cmd(
         t.add_column(col, justify="left" if col in ("cell", "constants") else "right", no_wrap=True)
     for p in preds:
         iv = f"{p.speedup_lo:.2f}-{p.speedup_hi:.2f}x" if p.speedup_lo is not None and p.speedup_hi is not None else "-"
-        ceiling = "<= " if p.calibration_state == "uncalibrated" else ""  # the bare roofline: a ceiling on speed
+        ceiling = "<= " if p.calibration_state and p.tok_s_lo is None else ""  # the bare roofline: a ceiling
         t.add_row(str(p.tp), p.label, str(p.concurrency), str(p.batch or "-"), _x(p.accept_len),
                   ceiling + _x(p.tok_s, 1), _x(p.tpot_ms), _x(p.ttft_ms, 1), _x(p.speedup, 2, "x"), iv,
                   p.calibration_state or "-")
@@ -87,10 +87,17 @@ def predict_cmd(
     for msg, labels in errors.items():
         names = ", ".join(dict.fromkeys(labels))
         console.print(f"  not predicted ({len(labels)} cells: {names}): {msg}", highlight=False, markup=False)
-    if any(p.calibration_state == "uncalibrated" for p in preds):
-        console.print("  uncalibrated: the bare roofline (no overheads, full efficiency), a ceiling on tok/s "
-                      "(\"<=\"), no interval: `specbench calibrate` a store of this engine and GPU to narrow it",
-                      highlight=False, markup=False)
+    outside: dict[str, list[str]] = {}
+    for p in preds:
+        for why in p.outside:
+            outside.setdefault(why, []).append(p.label)
+    for why, labels in outside.items():
+        names = ", ".join(dict.fromkeys(labels))
+        console.print(f"  extrapolated ({len(labels)} cells: {names}): {why}", highlight=False, markup=False)
+    if outside or any(p.calibration_state == "uncalibrated" for p in preds):
+        console.print("  intervals: 95 % on the log scale, from the calibration's leave-one-store-out error, widened "
+                      "for each distance above; `specbench calibrate --quick MATRIX` measures this GPU, release and "
+                      "model in minutes and narrows them", highlight=False, markup=False)
     from specbench.report.fits_render import fits_rich
 
     console.print()

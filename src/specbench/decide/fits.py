@@ -8,8 +8,9 @@ The throughput at the reachable concurrency R, first of:
   above the cap counts at the cap: the engine runs the cap and queues the rest);
 - measured below: the done cell at the largest concurrency below R, marked (a lower bound of what R gives), with the
   step-cost model's prediction at R beside it where one can be made;
-- predicted: the step-cost model at R (predict/matrix.py), with its interval and calibration state (an uncalibrated
-  prediction is the bare roofline: a ceiling, shown as "<=", with no interval);
+- predicted: the step-cost model at R (predict/matrix.py), with its interval and calibration state (calibrated /
+  extrapolated / uncalibrated, predict/trust.py; only with no calibration at all is it the bare roofline: a ceiling,
+  shown as "<=", with no interval);
 - none, with why.
 
 Two sides build the rows: the matrix before anything runs (`setups_from_dry_run`, the dry run's rows: planned +
@@ -111,7 +112,7 @@ class Throughput:
     tok_s: float | None = None
     at: int | None = None                         # the running requests it is measured / predicted at
     interval: tuple[float, float] | None = None
-    calibration: str = ""                         # predicted: calibrated | borrowed | uncalibrated
+    calibration: str = ""                         # predicted: calibrated | extrapolated | uncalibrated
     source: str = ""                              # the cell id, or the prediction's constants
     note: str = ""                                # the marker (measured below), or why there is none
     predicted_at_reach: Predicted | None = None   # measured below: the model's number at the reachable concurrency
@@ -119,8 +120,8 @@ class Throughput:
 
     @property
     def ceiling(self) -> bool:
-        """An uncalibrated prediction: the bare roofline, an upper bound."""
-        return self.basis == "predicted" and self.calibration == "uncalibrated"
+        """A prediction without an interval (no calibration at all: the bare roofline), an upper bound."""
+        return self.basis == "predicted" and self.calibration == "uncalibrated" and self.interval is None
 
 
 @dataclass(frozen=True)
@@ -201,8 +202,8 @@ def _predicted(setup: Setup, at: int, predict: Predictor | None) -> tuple[Predic
 def _from_prediction(p: Predicted, at: int) -> Throughput:
     iv = (p.tok_s_lo, p.tok_s_hi) if p.tok_s_lo is not None and p.tok_s_hi is not None else None
     state = p.calibration_state
-    note = ("the bare roofline (no calibration for this engine and GPU): a ceiling, no interval"
-            if state == "uncalibrated" else "")
+    note = ("the bare roofline (no calibration): a ceiling, no interval" if iv is None and state == "uncalibrated"
+            else "; ".join(p.outside))
     return Throughput("predicted", p.tok_s, p.batch or at, iv, state, p.source, note)
 
 
@@ -225,7 +226,7 @@ def throughput_of(setup: Setup, predict: Predictor | None) -> Throughput:
         p, _ = _predicted(setup, r, predict)
         note = f"measured at {m.running} running, below the {r} it reaches"
         if p is not None and p.tok_s is not None:
-            ceiling = "<= " if p.calibration_state == "uncalibrated" else ""
+            ceiling = "<= " if p.calibration_state == "uncalibrated" and p.tok_s_lo is None else ""
             note += f" (predicted at {r}: {ceiling}{p.tok_s:,.1f} tok/s, {p.calibration_state})"
         return Throughput("measured_below", m.tok_s, m.running, m.interval, source=m.cell_id, note=note,
                           predicted_at_reach=p, warnings=m.warnings)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specbench.errors import UserError
 from specbench.predict.calibration import Calibration, ceilings
 from specbench.predict.fit import fit_classes
+from specbench.predict.judged import judge
 from specbench.predict.model import ROOFLINE, predict_cell
+from specbench.predict.trust import CALIBRATED, Coverage, coverage_of
 from specbench.predict.observe import Observation, all_observations
 from specbench.predict.roofline import Ceilings
 
@@ -44,9 +46,55 @@ def optimism(obs: Sequence[Observation]) -> dict[str, float | int]:
     return {"c1": med(ratios.get(1) or ratios[min(ratios)]), "cmax": med(ratios[hi]), "cmax_concurrency": hi}
 
 
-def calibrate_observations(obs: Sequence[Observation], stores: Sequence[str] = ()) -> Calibration:
+def calibrate_observations(obs: Sequence[Observation], stores: Sequence[str] = (),
+                           out_of_sample: bool = True) -> Calibration:
+    """The constants per class, what the cells covered, and (two stores or more, `out_of_sample`) the error of
+    predicting each store from the others (trust.py's base error)."""
     glob, fits = fit_classes(obs, _ceilings_of(obs))
-    return Calibration(tuple(fits), glob, tuple(stores), optimism(obs), source="fit")
+    cov = coverage_of((o.key.gpu, o.shape, o.accept_len) for o in obs if ceilings(o.key.gpu) is not None)
+    per = {f.key: coverage_of((o.key.gpu, o.shape, o.accept_len) for o in obs
+                              if (o.key if f.key.model else o.key.pooled()) == f.key) for f in fits}
+    cal = Calibration(tuple(fits), glob, tuple(stores), optimism(obs), source="fit", coverage=cov, coverages=per)
+    if out_of_sample and len({o.store for o in obs}) >= 2:
+        cal = replace(cal, out_of_sample=out_of_sample_error(obs))
+    return cal
+
+
+def _log_rms(v: Sequence[float]) -> float | None:
+    return round(math.sqrt(sum(x * x for x in v) / len(v)), 4) if v else None
+
+
+def out_of_sample_error(obs: Sequence[Observation]) -> dict[str, object]:
+    """Leave one store out: each store's cells predicted from a fit on the others, with that fit's own coverage (no
+    out-of-sample error of its own: it gets the floor); the log RMS of the speedup over the cells whose prediction
+    was `calibrated` (inside the rest's coverage: the widening terms of trust.py price the rest), and of tok/s."""
+    sp_in: list[float] = []
+    sp_all: list[float] = []
+    tok: list[float] = []
+    tok_all: list[float] = []
+    for store in dict.fromkeys(o.store for o in obs):
+        rest = [o for o in obs if o.store != store]
+        mine = [o for o in obs if o.store == store]
+        if not rest:
+            continue
+        cal = calibrate_observations(rest, out_of_sample=False)
+        for o in mine:
+            p = predict_stored(cal, o, baseline_of(o, mine))
+            if p is None:
+                continue
+            if o.tok_s > 0 and p.tok_s > 0:
+                tok_all.append(math.log(p.tok_s / o.tok_s))
+                if p.state == CALIBRATED:
+                    tok.append(tok_all[-1])
+            if p.speedup and o.speedup:
+                e = math.log(p.speedup / o.speedup)
+                sp_all.append(e)
+                if p.state == CALIBRATED:
+                    sp_in.append(e)
+    return {"speedup_log_rms": _log_rms(sp_in) or _log_rms(sp_all), "speedup_log_rms_all": _log_rms(sp_all),
+            "tok_s_log_rms": _log_rms(tok) or _log_rms(tok_all), "tok_s_log_rms_all": _log_rms(tok_all),
+            "n": len(sp_in), "n_all": len(sp_all),
+            "how": "leave one store out: each store predicted by a fit on the others (predict/api.py)"}
 
 
 def calibrate(paths: Sequence[str]) -> Calibration:
@@ -63,8 +111,20 @@ class StoredPrediction:
     tok_s: float
     tpot_ms: float
     speedup: float | None
-    rel_rms: float
+    sigma: float                 # log-scale SD of the speedup (trust.py)
     source: str
+    state: str = ""              # calibrated | extrapolated | uncalibrated
+    outside: tuple[str, ...] = ()
+    speedup_lo: float | None = None
+    speedup_hi: float | None = None
+
+    @property
+    def inside(self) -> bool | None:
+        """The measured speedup lies inside the stated interval."""
+        m = self.obs.speedup
+        if m is None or self.speedup_lo is None or self.speedup_hi is None:
+            return None
+        return self.speedup_lo <= m <= self.speedup_hi
 
     @property
     def speedup_error(self) -> float | None:
@@ -77,16 +137,17 @@ class StoredPrediction:
 
 def predict_stored(cal: Calibration, obs: Observation, baseline: Observation | None) -> StoredPrediction | None:
     """Predict a stored cell with its own measured accept length (acceptance is an input of the model)."""
-    ceil = ceilings(obs.key.gpu)
-    if ceil is None:
+    j = judge(cal, obs.key, obs.shape, obs.accept_len)
+    if j is None:
         return None
-    k, rms, src = cal.lookup(obs.key)
-    p = predict_cell(obs.shape, ceil, k, obs.accept_len)
-    sp = None
+    sp = lo = hi = None
     if baseline is not None:
-        b = predict_cell(baseline.shape, ceil, k, None)
-        sp = p.tok_s / b.tok_s if b.tok_s > 0 else None
-    return StoredPrediction(obs, p.tok_s, p.tpot_ms, sp, rms if math.isfinite(rms) else math.nan, src)
+        b = judge(cal, baseline.key, baseline.shape, None)
+        sp = j.pred.tok_s / b.pred.tok_s if b is not None and b.pred.tok_s > 0 else None
+        if sp is not None:
+            lo, hi = j.trust.interval(sp)
+    return StoredPrediction(obs, j.pred.tok_s, j.pred.tpot_ms, sp, j.trust.sigma, j.source, j.trust.state,
+                            j.trust.outside, lo, hi)
 
 
 def baseline_of(obs: Observation, pool: Sequence[Observation]) -> Observation | None:
@@ -112,6 +173,26 @@ def leave_one_out(paths: Sequence[str]) -> list[StoredPrediction]:
             if (o.store, o.label) != (store, label):
                 continue
             p = predict_stored(cal, o, baseline_of(o, obs))
+            if p is not None:
+                out.append(p)
+    return out
+
+
+def leave_one_store_out(paths: Sequence[str]) -> list[StoredPrediction]:
+    """Each store's speculative cells predicted from a calibration fitted on the other stores only: no label, drafter
+    or boot of the store is in the fit (what a user's new run is to the shipped calibration)."""
+    obs = all_observations(paths)
+    out: list[StoredPrediction] = []
+    for store in dict.fromkeys(o.store for o in obs):
+        rest = [o for o in obs if o.store != store]
+        if not rest:
+            continue
+        cal = calibrate_observations(rest, sorted({o.store for o in rest}))
+        mine = [o for o in obs if o.store == store]
+        for o in mine:
+            if o.accept_len is None:
+                continue
+            p = predict_stored(cal, o, baseline_of(o, mine))
             if p is not None:
                 out.append(p)
     return out

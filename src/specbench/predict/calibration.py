@@ -1,10 +1,13 @@
 """The calibration file: the fitted constants per class, versioned JSON (`specbench calibrate` writes it).
 
-{"format": "specbench-calibration", "version": 1, "stores": [...], "global": {params},
+{"format": "specbench-calibration", "version": 2, "stores": [...], "global": {params},
  "classes": [{"key": {engine, engine_version, gpu, attention_backend, cuda_graphs, model ("" = pooled over models)},
               "params": {a, al, am, p, e, d, q, f, g},
               "n_step", "n_ttft", "step_rel_rms", "ttft_rel_rms", "stores": [...]}],
- "roofline_optimism": {"c1": x, "cmax": x, "cmax_concurrency": N}}
+ "roofline_optimism": {"c1": x, "cmax": x, "cmax_concurrency": N},
+ "coverage": {gpus, methods, kinds, tps, topk_max, kv_scales, prompt: [lo, hi], batch: [lo, hi], accept: [lo, hi]},
+ "out_of_sample": {"speedup_log_rms": x, "tok_s_log_rms": x, "n": N, "how": "..."}}
+Version 1 files (no coverage, no out-of-sample error) are read: their predictions take the shipped calibration's.
 Params units: a, al, am, p, d, q, f in seconds (per step, per layer and per MoE layer per step, per sequence per
 step, per draft forward, per sequence per spec step, of TTFT); e and g are multipliers of the roofline time. The shipped calibrations are package data
 (specbench/data/calibrations/*.json), read when no --calibration is given.
@@ -25,24 +28,30 @@ from specbench.predict.cells import ClassKey
 from specbench.predict.fit import ClassFit
 from specbench.predict.model import Params
 from specbench.predict.roofline import Ceilings
+from specbench.predict.trust import Coverage
 from specbench.specs.gpu import find_gpu, gpu_perf
 
 FORMAT = "specbench-calibration"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)
 
-# How far a prediction's constants are from a fit on its own kind of cell (`Calibration.lookup`'s source says which):
-# calibrated (the class itself, or the class pooled over models), borrowed (another class of the same engine and GPU:
-# another release, attention backend or CUDA-graph mode), uncalibrated (no class for this engine and GPU: the bare
-# roofline, no overheads at full efficiency, a ceiling on speed with no interval).
-CALIBRATED, BORROWED, UNCALIBRATED = "calibrated", "borrowed", "uncalibrated"
+# GPU-to-GPU bandwidth per direction, GB/s, by the catalog name's family (NVIDIA datasheets: NVLink 4 900 GB/s total on
+# H100 / H200 / H800 SXM, NVLink 5 1.8 TB/s on B200 / GB200, NVLink 3 600 GB/s on A100 SXM; boards without NVLink:
+# PCIe Gen5 x16 64 GB/s, Gen4 32 GB/s). Only the TP > 1 all-reduce term reads it (predict/roofline.py::allreduce_s).
+LINK_GBS = (("B200", 900.0), ("GB200", 900.0), ("B300", 900.0), ("H200", 450.0), ("H100", 450.0), ("H800", 200.0),
+            ("H20", 450.0), ("A100", 300.0), ("A800", 200.0))
+PCIE_GBS = {"gen5": 64.0, "gen4": 32.0}
 
 
-def state_of(source: str) -> str:
-    """The calibration state of a `lookup` source text ("" for none)."""
-    for state in (CALIBRATED, BORROWED):
-        if source.startswith(state + ":"):
-            return state
-    return UNCALIBRATED if source.startswith("roofline only") else ""
+def link_gbs(name: str) -> float:
+    """Per-direction link bandwidth of a catalog GPU (PCIe boards: the PCIe link)."""
+    n = name.upper()
+    if "PCIE" in n or "RTX" in n or n.startswith("L4") or "NVL" in n and "H100 NVL" not in n:
+        return PCIE_GBS["gen5"] if any(t in n for t in ("H100", "H200", "RTX PRO", "L40S", "5090")) else PCIE_GBS["gen4"]
+    for family, gbs in LINK_GBS:
+        if family in n:
+            return gbs
+    return PCIE_GBS["gen4"]
 
 
 def ceilings(gpu_name: str) -> Ceilings | None:
@@ -52,7 +61,9 @@ def ceilings(gpu_name: str) -> Ceilings | None:
     except UserError:
         return None
     perf = gpu_perf(g)
-    return Ceilings(perf.mem_bw_gbs * 1e9, perf.bf16_dense_tflops * 1e12) if perf else None
+    if not perf:
+        return None
+    return Ceilings(perf.mem_bw_gbs * 1e9, perf.bf16_dense_tflops * 1e12, link_gbs(perf.gpu) * 1e9)
 
 
 @dataclass(frozen=True)
@@ -62,43 +73,86 @@ class Calibration:
     stores: tuple[str, ...] = ()
     optimism: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    coverage: Coverage = Coverage()
+    out_of_sample: dict[str, Any] = field(default_factory=dict)
+    coverages: dict[ClassKey, Coverage] = field(default_factory=dict)  # per class: what its own cells spanned
 
-    def lookup(self, key: ClassKey) -> tuple[Params, float, str]:
-        """(constants, relative RMS of a request's latency under them, where they come from) for a class: the exact
-        class, else a class of the same engine and GPU (named), else the pure roofline (with its measured optimism).
-        The RMS combines the step fit's and the TTFT fit's (both relative to the request's latency)."""
+    def _cov(self, key: ClassKey) -> Coverage:
+        return self.coverages.get(key) or self.coverage
+
+    def find(self, key: ClassKey) -> Found:
+        """The constants for a class and how far they were moved: the class itself (or pooled over models); else a
+        class of the same engine and GPU (another release / backend / graph mode); else the same engine on the
+        nearest GPU (by memory bandwidth), its constants moved by this GPU's roofline; else another engine's
+        global constants (uncalibrated); never the bare roofline while any class exists."""
         for want in (key, key.pooled()):
             for c in self.classes:
                 if c.key == want:
-                    return c.params, latency_rms(c), f"calibrated: {c.key.text()}"
-        near = [c for c in self.classes if (c.key.engine, c.key.gpu) == (key.engine, key.gpu) and not c.key.model]
-        if near:
-            c = min(near, key=lambda c: (c.key.engine_version != key.engine_version,
-                                         c.key.cuda_graphs != key.cuda_graphs,
-                                         c.key.attention_backend != key.attention_backend))
-            return c.params, latency_rms(c), f"borrowed: {c.key.text()} (no calibration for {key.text()})"
-        return Params(), math.nan, f"roofline only (no calibration for {key.text()}){self.optimism_text()}"
+                    return Found(c.params, f"calibrated: {c.key.text()}", {}, c.key.gpu, self._cov(c.key))
+        pooled = [c for c in self.classes if not c.key.model]
+        same_engine = [c for c in pooled if c.key.engine == key.engine]
+        if same_engine:
+            own = ceilings(key.gpu)
+
+            def distance(c: ClassFit) -> tuple[float, bool, bool, bool]:
+                other = ceilings(c.key.gpu)
+                bw = abs(math.log(own.bytes_per_s / other.bytes_per_s)) if own and other else 9.0
+                return (0.0 if c.key.gpu == key.gpu else 1.0 + bw, c.key.engine_version != key.engine_version,
+                        c.key.cuda_graphs != key.cuda_graphs, c.key.attention_backend != key.attention_backend)
+            c = min(same_engine, key=distance)
+            return Found(c.params, f"moved: {c.key.text()} (no calibration for {key.text()})", _moves(c.key, key),
+                         c.key.gpu, self._cov(c.key))
+        if pooled:
+            return Found(self.glob, f"uncalibrated: the constants of {pooled[0].key.engine} (no calibration of "
+                         f"{key.engine}: {key.text()})", {"engine": f"engine {key.engine} never calibrated: the "
+                         f"constants of {pooled[0].key.engine} moved by the roofline"}, "", self.coverage)
+        return Found(Params(), f"uncalibrated: no calibration at all, the bare roofline ({key.text()})",
+                     {"engine": "no calibration: the bare roofline"}, "", Coverage())
 
     def optimism_text(self) -> str:
         o = self.optimism
         if not o:
             return ""
-        return (f"; on the calibrated stores the roofline's tok/s is {o['c1']:.2f}x the measured at c=1 and "
+        return (f"on the calibrated stores the bare roofline's tok/s is {o['c1']:.2f}x the measured at c=1 and "
                 f"{o['cmax']:.2f}x at c={o['cmax_concurrency']}")
+
+    def base_sigma(self) -> float:
+        """The out-of-sample log RMS of the speedup (trust.py); NaN when this calibration could not measure it."""
+        v = self.out_of_sample.get("speedup_log_rms")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else math.nan
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "stores": list(self.stores), "global": asdict(self.glob),
                 "classes": [{"key": c.key.as_dict(), "params": asdict(c.params), "n_step": c.n_step,
                              "n_ttft": c.n_ttft, "step_rel_rms": _num(c.step_rel_rms),
-                             "ttft_rel_rms": _num(c.ttft_rel_rms), "stores": list(c.stores)} for c in self.classes],
-                "roofline_optimism": self.optimism}
+                             "ttft_rel_rms": _num(c.ttft_rel_rms), "stores": list(c.stores),
+                             "coverage": self._cov(c.key).as_dict()} for c in self.classes],
+                "roofline_optimism": self.optimism, "coverage": self.coverage.as_dict(),
+                "out_of_sample": self.out_of_sample}
 
 
-def latency_rms(c: ClassFit) -> float:
-    """sqrt(step RMS^2 + TTFT RMS^2): the step residuals are relative to the step, which is most of a request's
-    latency; the TTFT residuals are already relative to the latency (predict/fit.py)."""
-    t = c.ttft_rel_rms if math.isfinite(c.ttft_rel_rms) else 0.0
-    return math.sqrt(c.step_rel_rms ** 2 + t ** 2) if math.isfinite(c.step_rel_rms) else math.nan
+@dataclass(frozen=True)
+class Found:
+    """Constants for a class, what they are, and how they were moved (trust.py::assess reads `moved`)."""
+
+    params: Params
+    source: str
+    moved: dict[str, str]
+    from_gpu: str
+    coverage: Coverage = Coverage()  # what the cells of the class it comes from spanned
+
+
+def _moves(src: ClassKey, want: ClassKey) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if src.gpu != want.gpu:
+        out["gpu"] = f"GPU {want.gpu} never calibrated: the constants of {src.gpu} moved by its roofline"
+    if src.engine_version != want.engine_version:
+        out["release"] = f"{want.engine} {want.engine_version} never calibrated: {src.engine_version}'s constants"
+    if (src.attention_backend, src.cuda_graphs) != (want.attention_backend, want.cuda_graphs):
+        g = {True: "graphs", False: "eager"}
+        out["backend"] = (f"{want.attention_backend} / {g[want.cuda_graphs]} never calibrated: "
+                          f"{src.attention_backend} / {g[src.cuda_graphs]}'s constants")
+    return out
 
 
 def _num(x: float) -> float | None:
@@ -117,9 +171,11 @@ def _params(d: Any, where: str) -> Params:
 def from_json(doc: Any, source: str) -> Calibration:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise UserError(f"{source}: not a specbench calibration file (no \"format\": \"{FORMAT}\")")
-    if doc.get("version") != VERSION:
-        raise UserError(f"{source}: calibration version {doc.get('version')!r}; this specbench reads {VERSION}")
+    if doc.get("version") not in READS:
+        raise UserError(f"{source}: calibration version {doc.get('version')!r}; this specbench reads "
+                        f"{' and '.join(map(str, READS))}")
     classes = []
+    coverages: dict[ClassKey, Coverage] = {}
     for i, c in enumerate(doc.get("classes") or []):
         where = f"{source}: classes[{i}]"
         try:
@@ -131,10 +187,18 @@ def from_json(doc: Any, source: str) -> Calibration:
             classes.append(ClassFit(key, _params(c["params"], where), int(c.get("n_step") or 0),
                                     int(c.get("n_ttft") or 0), math.nan if rms is None else float(rms),
                                     math.nan if trms is None else float(trms), tuple(c.get("stores") or ())))
+            if c.get("coverage"):
+                coverages[key] = Coverage.from_dict(c["coverage"])
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{where}: malformed ({type(exc).__name__}: {exc})") from None
+    try:
+        cov = Coverage.from_dict(doc.get("coverage"))
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{source}: coverage malformed ({exc})") from None
+    oos = doc.get("out_of_sample") if isinstance(doc.get("out_of_sample"), dict) else {}
     return Calibration(tuple(classes), _params(doc.get("global") or {}, f"{source}: global"),
-                       tuple(doc.get("stores") or ()), dict(doc.get("roofline_optimism") or {}), source)
+                       tuple(doc.get("stores") or ()), dict(doc.get("roofline_optimism") or {}), source, cov,
+                       dict(oos), coverages)
 
 
 def read(path: Path) -> Calibration:
@@ -167,5 +231,11 @@ def merge(cals: Sequence[Calibration]) -> Calibration:
     if len(cals) == 1:
         return cals[0]
     classes = tuple(c for cal in cals for c in cal.classes)
+    cov = Coverage()
+    for cal in cals:
+        cov = cov.merged(cal.coverage)
+    # the first calibration's out-of-sample error, else the next that measured one (a one-store calibration cannot)
+    oos = next((cal.out_of_sample for cal in cals if math.isfinite(cal.base_sigma())), {})
+    covs = {k: v for cal in reversed(cals) for k, v in cal.coverages.items()}  # the first calibration's win
     return Calibration(classes, cals[0].glob, tuple(s for cal in cals for s in cal.stores), cals[0].optimism,
-                       ", ".join(c.source for c in cals))
+                       ", ".join(c.source for c in cals), cov, dict(oos), covs)

@@ -77,8 +77,18 @@ def _int(v: Any, default: int) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
+def kv_scale(argv: Sequence[str], target: ModelSpec) -> float:
+    """KV cache bytes per element over the model dtype's, from `--kv-cache-dtype` (SGLang and vLLM spell it alike:
+    fp8_e4m3 / fp8_e5m2 / fp8 / fp4_e2m1; auto / bf16 / the model dtype: 1)."""
+    from specbench.specs.dtypes import dtype_bytes
+
+    v = (_flag_value(argv, "--kv-cache-dtype") or "auto").lower()
+    size = 1.0 if v.startswith("fp8") else 0.5 if v.startswith("fp4") else None
+    return 1.0 if size is None else size / max(0.5, float(dtype_bytes(target.dtype)))
+
+
 def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan_table: Mapping[str, Any],
-               cap: int | None) -> CellShape:
+               cap: int | None, argv: Sequence[str] = ()) -> CellShape:
     """A cell's shape; raises ValueError / UserError when its models or method cannot be read."""
     target_src = plan_table.get("model_config")
     if not target_src:
@@ -107,4 +117,5 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan_tabl
     return CellShape(target=target, draft=draft, method=method, num_steps=steps, verify_tokens=max(1, verify),
                      tp=_int(settings.get("tp"), 1), concurrency=_int(client.get("concurrency"), 1),
                      cap=cap if cap and cap > 0 else _int(settings.get("max_running_requests"), 0) or None,
-                     prompt_tokens=prompt, output_tokens=out)
+                     prompt_tokens=prompt, output_tokens=out, topk=max(1, topk) if method == "eagle" else 1,
+                     kv_scale=kv_scale(argv, target))

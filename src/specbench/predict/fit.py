@@ -24,9 +24,10 @@ from specbench.predict.model import Params, prefill_roofline_s, step_features
 from specbench.predict.observe import Observation
 from specbench.predict.roofline import Ceilings
 
-STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-# typical sizes (the H200 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq
-STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3)
+STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# typical sizes (the H200 and H100 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq, x KV pass (k, ks,
+# k1, k1s: tests/data/h100-context-sglang-0.5.15.post1 gives ~3, ~13, ~6, ~45)
+STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3, 1.0, 5.0, 5.0, 20.0)
 TTFT_PRIOR = (0.0, 1.0)
 TTFT_SCALES = (1e-2, 1.0)
 # Pull weights, chosen by hand (no store decides them): weak enough that a class with ~10 cells follows its data
@@ -104,8 +105,9 @@ def _fit(obs: Sequence[Observation], ceil: Ceilings, step_prior: Sequence[float]
 
 
 def _params(xs: np.ndarray, xt: np.ndarray) -> Params:
-    a, al, am, p, e, d, q = (float(v) for v in xs)
-    return Params(a=a, al=al, am=am, p=p, e=e, d=d, q=q, f=float(xt[0]), g=float(xt[1]))
+    a, al, am, p, e, d, q, k, ks, k1, k1s = (float(v) for v in xs)
+    return Params(a=a, al=al, am=am, p=p, e=e, d=d, q=q, f=float(xt[0]), g=float(xt[1]), k=k, ks=ks, k1=k1,
+                  k1s=k1s)
 
 
 def fit_classes(obs: Sequence[Observation], ceilings: dict[str, Ceilings]) -> tuple[Params, list[ClassFit]]:

@@ -1,9 +1,8 @@
 """Predict every cell of a matrix: the dry run's cells (matrix/preflight.py::dry_run, the planner's
 max_running_requests per server) -> predicted tok/s, TPOT, speedup over the AR cell at the same TP, concurrency and
-load, with an interval of +/- 2 x the calibration's relative RMS latency residual (step and TTFT fits combined:
-calibration.py::latency_rms), sqrt(2) x that for a ratio of two predictions. Each prediction says how its constants
-were found (`calibration_state`: calibrated / borrowed / uncalibrated, calibration.py::state_of): an uncalibrated one
-is the bare roofline, a ceiling on speed with no interval, never shown as calibrated."""
+load, each with its trust (predict/trust.py): `calibration_state` calibrated / extrapolated (with what lies outside
+the calibration) / uncalibrated, and an interval on the log scale from the calibration's out-of-sample error widened
+for every such distance. Every predicted cell has an interval; none is the bare roofline."""
 
 from __future__ import annotations
 
@@ -13,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.predict.calibration import Calibration, ceilings, state_of
+from specbench.predict.calibration import Calibration, ceilings
 from specbench.predict.cells import cell_shape, class_key
-from specbench.predict.model import CellShape, predict_cell
-
-Z = 2.0  # interval half-width in residual RMS (35 of 38 leave-one-out cells fell inside: benchmarks/RESULTS.md)
+from specbench.predict.judged import ar_twin, judge
+from specbench.predict.model import CellShape
 
 
 @dataclass(frozen=True)
@@ -38,13 +36,16 @@ class Predicted:
     speedup_hi: float | None
     source: str
     error: str | None = None
-    tok_s_lo: float | None = None    # tok/s x (1 -/+ 2 x the class's relative RMS latency residual); null uncalibrated
+    tok_s_lo: float | None = None    # tok/s / exp(Z sigma) .. x exp(Z sigma) (trust.py)
     tok_s_hi: float | None = None
+    state: str = ""                  # calibrated | extrapolated | uncalibrated; "" when not predicted
+    outside: tuple[str, ...] = ()    # what lies outside the calibration (trust.py::assess)
+    sigma: float | None = None       # log-scale SD of the speedup
 
     @property
     def calibration_state(self) -> str:
-        """calibrated | borrowed | uncalibrated (calibration.py::state_of); "" when not predicted."""
-        return state_of(self.source) if self.tok_s is not None else ""
+        """calibrated | extrapolated | uncalibrated (predict/trust.py); "" when not predicted."""
+        return self.state if self.tok_s is not None else ""
 
     def as_dict(self) -> dict[str, Any]:
         def r(x: float | None, n: int) -> float | None:
@@ -54,7 +55,8 @@ class Predicted:
                 "tpot_ms": r(self.tpot_ms, 3), "ttft_ms": r(self.ttft_ms, 1), "speedup": r(self.speedup, 3),
                 "speedup_lo": r(self.speedup_lo, 3), "speedup_hi": r(self.speedup_hi, 3), "source": self.source,
                 "error": self.error, "tok_s_lo": r(self.tok_s_lo, 1), "tok_s_hi": r(self.tok_s_hi, 1),
-                "calibration_state": self.calibration_state}
+                "calibration_state": self.calibration_state, "outside_calibration": list(self.outside),
+                "sigma_log": r(self.sigma, 4)}
 
 
 def _accept(row: Mapping[str, Any], accept_len: float | None, measured: Mapping[str, float]) -> float | None:
@@ -64,6 +66,23 @@ def _accept(row: Mapping[str, Any], accept_len: float | None, measured: Mapping[
         return measured[row["label"]]
     sim = (row.get("server") or {}).get("simulated_accept_len")
     return float(sim) if isinstance(sim, (int, float)) and not isinstance(sim, bool) else None
+
+
+def max_accept(shape: CellShape) -> int:
+    """The most one verify step can accept, the bonus token included: a chain or tree of num_steps drafts accepts at
+    most num_steps + 1 (a tree's depth, not its width); a block or n-gram draft, its verify tokens."""
+    if shape.method in ("eagle", "mtp") and shape.num_steps > 0:
+        return shape.num_steps + 1
+    return max(1, shape.verify_tokens)
+
+
+def accept_problem(shape: CellShape, acc: float) -> str | None:
+    if not math.isfinite(acc) or acc < 1:
+        return f"accept length {acc:g} is not a number >= 1 (tokens per verify step, the bonus token included)"
+    most = max_accept(shape)
+    if acc > most + 1e-9:
+        return f"accept length {acc:g} is above {most}, the most this configuration can accept per verify step"
+    return None
 
 
 def _base_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -82,7 +101,8 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
     for row in rows:
         try:
             shapes.append((row, cell_shape(row.get("server") or {}, row.get("client") or {}, plan_table,
-                                           row.get("max_running_requests_planned")), None))
+                                           row.get("max_running_requests_planned"), row.get("command") or ()),
+                           None))
         except (ValueError, UserError) as exc:
             shapes.append((row, None, str(exc)))
     ar_tok: dict[tuple[Any, ...], float] = {}
@@ -97,13 +117,17 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
             err = f"GPU {gpu!r} has no roofline ceilings in the catalog (specs/gpu.py::PERF)"
         if err is None and shape is not None and shape.method != "ar" and acc is None:
             err = "no accept length: give --accept-len L or --acceptance-from STORE (or simulated_accept_len)"
+        if err is None and shape is not None and acc is not None:
+            err = accept_problem(shape, acc)
         if err is not None or shape is None or ceil is None:
             results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, 0, acc, None, None, None, None,
                                              None, None, "", err)
             continue
-        k, rms, src = cal.lookup(class_key(engine, version, gpu, row.get("command") or (),
-                                           str(plan_table.get("model_config") or "")))
-        p = predict_cell(shape, ceil, k, acc)
+        key = class_key(engine, version, gpu, row.get("command") or (), str(plan_table.get("model_config") or ""))
+        j = judge(cal, key, shape, acc)
+        if j is None:
+            continue
+        p = j.pred
         sp = lo = hi = None
         if shape.method == "ar":
             ar_tok[_base_key(row)] = p.tok_s
@@ -111,18 +135,15 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
         else:
             base = ar_tok.get(_base_key(row))
             if base is None:  # no AR cell in the matrix at this point: predict one
-                ar = CellShape(shape.target, None, "ar", 0, 1, shape.tp, shape.concurrency,
-                               _ar_cap(rows, row) or shape.cap, shape.prompt_tokens, shape.output_tokens)
-                base = predict_cell(ar, ceil, k, None).tok_s
+                twin = judge(cal, key, ar_twin(shape, _ar_cap(rows, row)), None)
+                base = twin.pred.tok_s if twin is not None else 0.0
             sp = p.tok_s / base if base > 0 else None
-            if sp is not None and math.isfinite(rms):
-                w = Z * math.sqrt(2.0) * rms
-                lo, hi = sp * (1 - w), sp * (1 + w)
-        t_lo = t_hi = None
-        if math.isfinite(rms):
-            t_lo, t_hi = p.tok_s * max(0.0, 1 - Z * rms), p.tok_s * (1 + Z * rms)
+            if sp is not None:
+                lo, hi = j.trust.interval(sp)
+        t_lo, t_hi = j.trust.interval(p.tok_s, tok_s=True)
         results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, p.batch, acc, p.tok_s, p.tpot_ms,
-                                         p.ttft_ms, sp, lo, hi, src, None, t_lo, t_hi)
+                                         p.ttft_ms, sp, lo, hi, j.source, None, t_lo, t_hi, j.trust.state,
+                                         j.trust.outside, j.trust.sigma)
     return [results[row["cell"]] for row in rows]
 
 

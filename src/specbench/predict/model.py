@@ -1,8 +1,17 @@
 """The step-cost model: one cell's decode / verify / draft step time, TTFT, tok/s, TPOT and speedup over AR.
 
 Per step at the batch that really runs, b = min(concurrency, max_running_requests the planner gives):
-  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1)
-  spec      T = a + al*L + am*L_moe + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + q * b
+  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1) + k * K + k1 * K1
+  spec      T = a + al*L + am*L_moe + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + q * b + (k + ks) * K
+                + (k1 + k1s) * K1
+with K = b * ctx * KV bytes per token / bandwidth, the seconds one pass over the batch's KV takes at peak bandwidth,
+and K1 = K at b = 1 (one sequence's pass: the part of the attention a batch cannot spread over the GPU; on the H100
+the AR step grew by 0.44 us per context token at b = 1 and by 0.25 + 0.19 b us at b = 16 / 32, the EAGLE3 step by
+2.4 us at b = 1: tests/data/h100-context-sglang-0.5.15.post1/):
+the attention's cost beyond the roofline grows with the context (issue 35: the H100 EAGLE3 step was 17 % slower at
+c = 1 and 44 % slower at c = 16 with 1,024-token prompts than with 512, where the roofline's KV bytes predicted ~1 %;
+the verify's and the draft's attention reads the KV more times than once), in units of the GPU's own bandwidth, so
+k and ks move to another GPU with its roofline. Tree drafts (topk > 1) draft topk tokens per sequence per step.
 with n the verify tokens per sequence (draft tokens; topk 1 chains: num_steps + 1), R the roofline seconds of
 predict/roofline.py, and the draft part by method:
   EAGLE / EAGLE3 / MTP (NEXTN): num_steps one-token draft forwards + one draft-extend forward over the n verified
@@ -22,7 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.predict.roofline import Ceilings, drafter_shape, forward_s, mtp_shape, target_shape
+from specbench.predict.roofline import (Ceilings, allreduce_s, drafter_shape, forward_s, kv_read_s, mtp_shape,
+                                        target_shape)
 from specbench.specs.model_types import ModelSpec
 
 # Method families by the algorithm names the engines take (SGLang --speculative-algorithm, vLLM "method").
@@ -57,6 +67,8 @@ class CellShape:
     cap: int | None               # max_running_requests (planner or engine); None: no cap known
     prompt_tokens: int
     output_tokens: int
+    topk: int = 1                 # EAGLE tree width: each draft step forwards topk tokens per sequence
+    kv_scale: float = 1.0         # KV cache dtype bytes / model dtype bytes (fp8 KV on a BF16 model: 0.5)
 
     @property
     def batch(self) -> int:
@@ -85,29 +97,40 @@ class Params:
     q: float = 0.0   # s per sequence per speculative step
     f: float = 0.0   # s of TTFT
     g: float = 1.0   # x roofline prefill time
+    k: float = 0.0   # x the KV read time at peak bandwidth, every step (attention beyond the roofline)
+    ks: float = 0.0  # x the KV read time at peak bandwidth, speculative steps only (verify + draft attention)
+    k1: float = 0.0   # x one sequence's KV read time, every step (the attention's per-sequence latency)
+    k1s: float = 0.0  # x one sequence's KV read time, speculative steps only
 
     def step_vector(self) -> tuple[float, ...]:
-        return (self.a, self.al, self.am, self.p, self.e, self.d, self.q)
+        return (self.a, self.al, self.am, self.p, self.e, self.d, self.q, self.k, self.ks, self.k1, self.k1s)
 
 
 ROOFLINE = Params()  # the pure roofline: no overhead, full efficiency
 
 
 def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
-    """The regressors of T = a + al*layers + am*moe_layers + p*b + e*R + d*n_fwd + q*b*[spec] for this cell."""
+    """The regressors of T = a + al*layers + am*moe_layers + p*b + e*R + d*n_fwd + q*b*[spec] + k*K + ks*K*[spec]
+    for this cell (R includes the TP all-reduce: roofline.py::allreduce_s)."""
     b = c.batch
     ts = target_shape(c.target, c.tp)
     layers = float(c.target.num_layers)
     moe = float(len(c.target.moe.moe_layers)) if c.target.moe else 0.0
+    kv = kv_read_s(ts, ceil, b, c.ctx) * c.kv_scale
+    kv1 = kv_read_s(ts, ceil, 1, c.ctx) * c.kv_scale
     if c.method == "ar":
-        return (1.0, layers, moe, float(b), forward_s(ts, ceil, b, 1, c.ctx), 0.0, 0.0)
-    r = forward_s(ts, ceil, b, c.verify_tokens, c.ctx)
+        r = forward_s(ts, ceil, b, 1, c.ctx, c.kv_scale) + allreduce_s(c.target, ceil, c.tp, b)
+        return (1.0, layers, moe, float(b), r, 0.0, 0.0, kv, 0.0, kv1, 0.0)
+    n = c.verify_tokens
+    r = forward_s(ts, ceil, b, n, c.ctx, c.kv_scale) + allreduce_s(c.target, ceil, c.tp, b * n)
     if c.method in ("eagle", "mtp"):
         ds = drafter_shape(c.draft, c.tp) if c.draft is not None else mtp_shape(c.target, c.tp)
-        r += c.num_steps * forward_s(ds, ceil, b, 1, c.ctx) + forward_s(ds, ceil, b, c.verify_tokens, c.ctx)
+        width = max(1, c.topk)
+        r += c.num_steps * forward_s(ds, ceil, b, width, c.ctx, c.kv_scale) + forward_s(ds, ceil, b, n, c.ctx,
+                                                                                        c.kv_scale)
     elif c.method == "block" and c.draft is not None:
-        r += forward_s(drafter_shape(c.draft, c.tp), ceil, b, c.verify_tokens, c.ctx)
-    return (1.0, layers, moe, float(b), r, float(c.n_fwd), float(b))
+        r += forward_s(drafter_shape(c.draft, c.tp), ceil, b, n, c.ctx, c.kv_scale)
+    return (1.0, layers, moe, float(b), r, float(c.n_fwd), float(b), kv, kv, kv1, kv1)
 
 
 def prefill_roofline_s(c: CellShape, ceil: Ceilings) -> float:

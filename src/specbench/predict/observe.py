@@ -111,7 +111,7 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         argv = srv.command if srv else ()
         cap = (srv.plan or {}).get("max_running_requests") if srv else None
         try:
-            shape = cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None)
+            shape = cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None, argv)
         except (ValueError, UserError):
             continue
         base = ar.get(cell.baseline_key)

@@ -50,16 +50,19 @@ class ForwardShape:
     flops_per_token: float      # 2 x active params
     attn_flops_per_ctx_token: float  # 4 x heads x head_dim x attention layers
 
-    def bytes(self, b: int, n: int, ctx: float) -> float:
+    def bytes(self, b: int, n: int, ctx: float, kv_scale: float = 1.0) -> float:
         tokens = b * n
         w = self.dense_bytes + tokens * self.embed_row_bytes
         if self.num_experts:
             routed = b * (1 + (n - 1) * VERIFY_ROUTING_SHARE)
             touched = 1.0 - (1.0 - self.experts_per_tok / self.num_experts) ** routed
             w += self.expert_bytes * touched
-        kv = b * (ctx * self.kv_bytes_per_token + min(ctx, self.sliding_window) * self.sliding_bytes_per_token)
         state = b * self.state_bytes * (2 + (n - 1))
-        return w + kv + state
+        return w + self.kv_bytes(b, ctx) * kv_scale + state
+
+    def kv_bytes(self, b: int, ctx: float) -> float:
+        """One pass over the KV cache of b sequences at context ctx (model dtype)."""
+        return b * (ctx * self.kv_bytes_per_token + min(ctx, self.sliding_window) * self.sliding_bytes_per_token)
 
     def flops(self, b: int, n: int, ctx: float) -> float:
         return b * n * (self.flops_per_token + ctx * self.attn_flops_per_ctx_token)
@@ -179,8 +182,30 @@ class Ceilings:
 
     bytes_per_s: float
     flops_per_s: float
+    link_bytes_per_s: float = 0.0  # GPU-to-GPU bandwidth per direction (predict/calibration.py::ceilings)
 
 
-def forward_s(shape: ForwardShape, ceil: Ceilings, b: int, n: int, ctx: float) -> float:
+def forward_s(shape: ForwardShape, ceil: Ceilings, b: int, n: int, ctx: float, kv_scale: float = 1.0) -> float:
     """Roofline seconds of one forward over b sequences x n tokens at context ctx."""
-    return max(shape.bytes(b, n, ctx) / ceil.bytes_per_s, shape.flops(b, n, ctx) / ceil.flops_per_s)
+    return max(shape.bytes(b, n, ctx, kv_scale) / ceil.bytes_per_s, shape.flops(b, n, ctx) / ceil.flops_per_s)
+
+
+def kv_read_s(shape: ForwardShape, ceil: Ceilings, b: int, ctx: float) -> float:
+    """Seconds one pass over the batch's KV takes at peak bandwidth (the context term's unit, model.py)."""
+    return shape.kv_bytes(b, ctx) / ceil.bytes_per_s
+
+
+# Per all-reduce launch and sync inside one node (NCCL ring over NVLink, small messages): ~10 us, the order NCCL's
+# own tests report for 8-GPU NVLink all-reduce of KB-sized buffers (nccl-tests all_reduce_perf, small sizes). No
+# store of this project has TP > 1: a cell with TP > 1 is 'extrapolated' (predict/trust.py).
+ALLREDUCE_LATENCY_S = 10e-6
+
+
+def allreduce_s(m: ModelSpec, ceil: Ceilings, tp: int, tokens: int) -> float:
+    """Seconds of the tensor-parallel all-reduces of one forward: two per layer (attention out, MLP out) of
+    tokens x hidden x 2 bytes, a ring moving 2 (tp - 1) / tp of it over the GPU's link (Ceilings.link_bytes_per_s)."""
+    if tp <= 1 or ceil.link_bytes_per_s <= 0:
+        return 0.0
+    size = tokens * m.hidden_size * dtype_bytes(m.dtype)
+    per = ALLREDUCE_LATENCY_S + 2 * (tp - 1) / tp * size / ceil.link_bytes_per_s
+    return 2 * m.num_layers * per

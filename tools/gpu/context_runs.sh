@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Device side (issue 35), after `bash tools/gpu/run_boots.sh .devwhl-b 0` on a warm machine: the quick calibration of
+# examples/h100-sglang-qwen3-8b-context.toml, the predictions it gives (written before the validation runs start),
+# then the validation matrices, each store resumed by the next call if the deadline cuts it.
+# usage: bash tools/gpu/context_runs.sh STEP DEADLINE_S      STEP: quick | context | dflash
+# The matrices name gpu = "H100"; on an H200 the copies under /tmp/mx name "H200" (nvidia-smi says which).
+set -uo pipefail
+step=$1; deadline=$2
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/mx
+export PYTHONPATH=/tmp/site:src:tools/gpu/shims PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
+  NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+bash tools/gpu/q3_8b_models.sh
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+gpu=H100; case "$name" in *H200*) gpu=H200;; esac
+for m in context dflash; do
+  sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-8b-$m.toml > /tmp/mx/$m.toml
+done
+echo "[context_runs] $name -> gpu = $gpu; step $step; deadline $deadline s; $(date -u +%FT%TZ)" | tee -a $OUT/steps.txt
+sb() { python3 -m specbench "$@"; }
+case "$step" in
+  quick)
+    t0=$(date +%s)
+    timeout -s INT "$deadline" python3 -m specbench calibrate --quick /tmp/mx/context.toml --store $OUT/quick.db \
+      --out $OUT/quick.calibration.json > $OUT/quick.txt 2>&1; echo "rc=$? wall=$(( $(date +%s) - t0 ))s" >> $OUT/quick.txt
+    tail -5 $OUT/quick.txt
+    if [ -f $OUT/quick.calibration.json ]; then
+      date -u +"predicted at %FT%TZ, before the validation runs" > $OUT/predicted-at.txt
+      sb predict /tmp/mx/context.toml --calibration $OUT/quick.calibration.json --json > $OUT/prediction-quick-context.json 2>&1
+      sb predict /tmp/mx/dflash.toml --calibration $OUT/quick.calibration.json --accept-len 1.0 --json > $OUT/prediction-quick-dflash.json 2>&1
+      sb predict /tmp/mx/context.toml --calibration $OUT/quick.calibration.json > $OUT/prediction-quick-context.txt 2>&1
+      head -30 $OUT/prediction-quick-context.txt
+    fi ;;
+  context|dflash)
+    db=$OUT/$step.db; [ -f .devrun/$step.db ] && cp .devrun/$step.db $db
+    timeout -s INT "$deadline" python3 -m specbench run /tmp/mx/$step.toml --store $db --no-progress > $OUT/run-$step.txt 2>&1
+    echo "rc=$?" >> $OUT/run-$step.txt; tail -25 $OUT/run-$step.txt ;;
+esac
+nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
