@@ -108,8 +108,12 @@ def test_a_gpu_never_calibrated_is_predicted_from_a_calibrated_one_with_its_inte
         t = r.throughput
         assert t.calibration == "extrapolated" and not t.ceiling and t.interval is not None
         lo, hi = t.interval
-        assert lo < t.tok_s < hi and hi / lo < 4
+        assert lo < t.tok_s < hi and hi / lo < 8  # a new GPU, DFlash blocks, a hybrid at 30k tokens, TP up to 4
         assert t.source.startswith("moved: ") and "never calibrated" in t.note
+    by_tp = {r.setup.tp: r.throughput.interval for r in predicted if r.setup.label == "ar"
+             and r.workload.prompt_tokens == 1024}
+    iv1, iv4 = by_tp[1], by_tp[4]
+    assert iv1 is not None and iv4 is not None and iv4[1] / iv4[0] > iv1[1] / iv1[0]  # TP 4: never calibrated
     md = "\n".join(fits_markdown(fits))
     assert "&lt;= " not in md and "extrapolated" in md
 
@@ -187,7 +191,9 @@ def test_the_dry_run_reaches_what_the_store_of_the_same_matrix_recorded():
             "mamba_ratio"]
         assert r.setup.reach.binds == "mamba"
         t = r.throughput
-        assert t.basis == "predicted" and t.calibration == "calibrated" and t.at == r.setup.reach.reachable
+        assert t.basis == "predicted" and t.at == r.setup.reach.reachable
+        # calibrated on this store's own model, but its MTP cells ran at c <= 8 (issue 35: said, not hidden)
+        assert t.calibration == ("calibrated" if r.setup.label == "ar" or t.at <= 8 else "extrapolated")
     best = next(r for r in fits if r.best)
     for r in fits:
         reaches = r.throughput.interval[1] >= (best.per_gpu or 0) * 0.97

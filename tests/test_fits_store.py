@@ -84,7 +84,9 @@ def test_the_throughput_is_the_cell_that_ran_at_the_reach_else_the_nearest_below
         t = got[label].throughput
         assert t.basis == "measured_below" and t.at == 8 and t.tok_s == stored[(label, 8)]
         p = t.predicted_at_reach
-        assert p is not None and p.batch == 24 and p.calibration_state == "calibrated"
+        # the store's MTP cells ran at c <= 8: at 24 the model is outside its calibration, and says so (issue 35)
+        assert p is not None and p.batch == 24 and p.calibration_state == "extrapolated"
+        assert p.outside == ("batch 24, speculative cells calibrated 1-8",)
         assert p.tok_s_lo < p.tok_s < p.tok_s_hi
         assert "below the 24 it reaches" in t.note
     assert got["mtp-sim2.5"].per_request == pytest.approx(stored[("mtp-sim2.5", 8)] / 8)
@@ -171,7 +173,8 @@ def test_a_launch_with_no_done_cell_at_or_below_its_reach_is_predicted_there():
     row = by_label(fit_rows([cut]))["mtp-sim2.5"]
     t = row.throughput
     assert t.basis == "predicted" and t.at == row.setup.reach.reachable == 24
-    assert t.calibration == "calibrated" and t.interval is not None and t.interval[0] < t.tok_s < t.interval[1]
+    assert t.calibration == "extrapolated" and "batch 24" in t.note  # its model's MTP cells ran at c <= 8
+    assert t.interval is not None and t.interval[0] < t.tok_s < t.interval[1]
     assert row.per_request == pytest.approx(t.tok_s / 24) and not t.ceiling
     # with its cells gone, its accept length is the simulated 2.5, not the 2.55 its cells measured (what the full
     # store's below-reach row predicts with): a shorter accept length, fewer tokens a step, a slower prediction

@@ -9,6 +9,7 @@ import pytest
 
 from predict_stores import LLAMA8, LLAMA70, QWEN_MOE, write_store
 from specbench.predict.api import calibrate, leave_one_out
+from specbench.predict.calibration import Calibration
 from specbench.predict.cells import ClassKey
 from specbench.predict.model import Params
 
@@ -42,20 +43,28 @@ def test_fit_recovers_known_constants(stores):
     assert got.f == pytest.approx(TRUE.f, rel=0.1)
 
 
-def test_per_model_classes_and_lookup(stores):
+def test_per_model_classes_and_find(stores):
     cal = calibrate(stores)
     models = {c.key.model for c in cal.classes}
     assert models == {"", LLAMA8.model, LLAMA70.model, QWEN_MOE.model}
-    k, rms, src = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H200", "triton", True, LLAMA8.model))
-    assert src.startswith("calibrated:") and LLAMA8.model in src and rms < 0.01
+    f = cal.find(ClassKey("sglang", "0.5.15.post1", "H200", "triton", True, LLAMA8.model))
+    assert f.source.startswith("calibrated:") and LLAMA8.model in f.source and not f.moved
     # a model never recorded gets the pooled class
-    k2, _, src2 = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H200", "triton", True, "Qwen/Qwen3-8B"))
-    assert "any model" in src2 and k2 == _pooled(cal).params
-    # another backend on the same GPU borrows, named; another GPU falls back to the roofline with its optimism
-    _, _, src3 = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H200", "flashinfer", True))
-    assert src3.startswith("borrowed:")
-    k4, rms4, src4 = cal.lookup(ClassKey("sglang", "0.5.15.post1", "H100 80GB", "triton", True))
-    assert k4 == Params() and math.isnan(rms4) and src4.startswith("roofline only") and "x the measured" in src4
+    f2 = cal.find(ClassKey("sglang", "0.5.15.post1", "H200", "triton", True, "Qwen/Qwen3-8B"))
+    assert "any model" in f2.source and f2.params == _pooled(cal).params and not f2.moved
+    # another backend on the same GPU: moved, named
+    f3 = cal.find(ClassKey("sglang", "0.5.15.post1", "H200", "flashinfer", True))
+    assert f3.source.startswith("moved:") and set(f3.moved) == {"backend"}
+    # another GPU: the H200's constants moved by the H100's roofline, never the bare roofline
+    f4 = cal.find(ClassKey("sglang", "0.5.15.post1", "H100 80GB", "triton", True))
+    assert f4.params == _pooled(cal).params and set(f4.moved) == {"gpu"} and f4.from_gpu == "H200"
+    # another engine: uncalibrated, the global constants
+    f5 = cal.find(ClassKey("vllm", "0.11.0", "H200", "default", True))
+    assert f5.source.startswith("uncalibrated:") and "engine" in f5.moved and f5.params == cal.glob
+    # no calibration at all: the bare roofline, said so
+    empty = Calibration((), Params())
+    f6 = empty.find(ClassKey("sglang", "0.5.15.post1", "H200", "triton", True))
+    assert f6.params == Params() and "bare roofline" in f6.source
 
 
 def test_roofline_optimism_is_measured(stores):

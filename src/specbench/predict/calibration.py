@@ -94,14 +94,18 @@ class Calibration:
         if same_engine:
             own = ceilings(key.gpu)
 
-            def distance(c: ClassFit) -> tuple[float, bool, bool, bool]:
+            def distance(c: ClassFit) -> tuple[bool, bool, bool, float, bool]:
+                """Same GPU first; then the graph mode (eager vs graphs moves every step's floor: tok/s x3-4 in
+                tests/data/h200-run), the backend, the nearest bandwidth, the release."""
                 other = ceilings(c.key.gpu)
                 bw = abs(math.log(own.bytes_per_s / other.bytes_per_s)) if own and other else 9.0
-                return (0.0 if c.key.gpu == key.gpu else 1.0 + bw, c.key.engine_version != key.engine_version,
-                        c.key.cuda_graphs != key.cuda_graphs, c.key.attention_backend != key.attention_backend)
+                return (c.key.gpu != key.gpu, c.key.cuda_graphs != key.cuda_graphs,
+                        c.key.attention_backend != key.attention_backend, bw, c.key.engine_version != key.engine_version)
             c = min(same_engine, key=distance)
+            # moved constants: the ranges are checked against everything calibrated (the context and batch terms
+            # are pulled towards the fit over all classes); the move itself is priced by its own terms
             return Found(c.params, f"moved: {c.key.text()} (no calibration for {key.text()})", _moves(c.key, key),
-                         c.key.gpu, self._cov(c.key))
+                         c.key.gpu, self.coverage)
         if pooled:
             return Found(self.glob, f"uncalibrated: the constants of {pooled[0].key.engine} (no calibration of "
                          f"{key.engine}: {key.text()})", {"engine": f"engine {key.engine} never calibrated: the "
@@ -148,10 +152,12 @@ def _moves(src: ClassKey, want: ClassKey) -> dict[str, str]:
         out["gpu"] = f"GPU {want.gpu} never calibrated: the constants of {src.gpu} moved by its roofline"
     if src.engine_version != want.engine_version:
         out["release"] = f"{want.engine} {want.engine_version} never calibrated: {src.engine_version}'s constants"
-    if (src.attention_backend, src.cuda_graphs) != (want.attention_backend, want.cuda_graphs):
-        g = {True: "graphs", False: "eager"}
-        out["backend"] = (f"{want.attention_backend} / {g[want.cuda_graphs]} never calibrated: "
-                          f"{src.attention_backend} / {g[src.cuda_graphs]}'s constants")
+    if src.attention_backend != want.attention_backend:
+        out["backend"] = (f"attention backend {want.attention_backend} never calibrated: "
+                          f"{src.attention_backend}'s constants")
+    if src.cuda_graphs != want.cuda_graphs:
+        g = {True: "CUDA graphs", False: "eager (no CUDA graphs)"}
+        out["graphs"] = f"{g[want.cuda_graphs]} never calibrated: the constants of {g[src.cuda_graphs]}"
     return out
 
 

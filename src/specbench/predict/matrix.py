@@ -131,7 +131,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
         sp = lo = hi = None
         if shape.method == "ar":
             ar_tok[_base_key(row)] = p.tok_s
-            sp = 1.0
+            sp = lo = hi = 1.0  # the baseline itself: 1 by definition
         else:
             base = ar_tok.get(_base_key(row))
             if base is None:  # no AR cell in the matrix at this point: predict one

@@ -5,6 +5,7 @@ the runner's dry run (commands/predict.py::plan_rows): this layer sits below mat
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,13 @@ def plan_table_of(spec: Any) -> dict[str, Any]:
 
 
 def load_calibration(path: Path | None) -> cal_io.Calibration:
-    return cal_io.read(path) if path is not None else cal_io.shipped()
+    """A user's calibration first (its classes win), the shipped ones behind it for every class it lacks, and their
+    out-of-sample error where it has none of its own (a one-store `calibrate --quick`)."""
+    if path is None:
+        return cal_io.shipped()
+    own = cal_io.read(path)
+    merged = cal_io.merge([own, cal_io.shipped()])
+    return replace(merged, source=own.source)
 
 
 def accept_from_store(path: Path) -> dict[str, float]:
