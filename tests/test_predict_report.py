@@ -29,10 +29,14 @@ def test_moe_store_predicted_vs_measured(tmp_path):
     assert len(spec) == 12
     for r in spec:
         cells = [c.strip() for c in r.strip("|").split("|")]
-        measured, predicted, err = float(cells[6]), float(cells[7]), cells[8]
+        measured, predicted, iv, inside, err = float(cells[6]), float(cells[7]), cells[8], cells[9], cells[10]
         m = re.fullmatch(r"([+-]\d+\.\d) %", err)
         assert m and abs(float(m.group(1)) - 100 * (predicted / measured - 1)) < 0.2
-        assert "Qwen/Qwen3-30B-A3B" in cells[9]
+        lo, hi = (float(x) for x in iv.split("-"))
+        assert lo < predicted < hi and inside == ("yes" if lo <= measured <= hi else "no")
+        assert cells[11] in ("calibrated", "extrapolated")
+        assert cells[12] == "yes (in-sample)"  # the shipped calibration was fitted on this very store: said
+        assert "Qwen/Qwen3-30B-A3B" in cells[13]
     html = w.html.read_text(encoding="utf-8")
     assert 'id="predicted"' in html and 'href="#predicted"' in html
 

@@ -88,7 +88,8 @@ class Calibration:
         for want in (key, key.pooled()):
             for c in self.classes:
                 if c.key == want:
-                    return Found(c.params, f"calibrated: {c.key.text()}", {}, c.key.gpu, self._cov(c.key))
+                    return Found(c.params, f"calibrated: {c.key.text()}", {}, c.key.gpu, self._cov(c.key),
+                                 _finite(c.step_rel_rms))
         pooled = [c for c in self.classes if not c.key.model]
         same_engine = [c for c in pooled if c.key.engine == key.engine]
         if same_engine:
@@ -105,7 +106,7 @@ class Calibration:
             # moved constants: the ranges are checked against everything calibrated (the context and batch terms
             # are pulled towards the fit over all classes); the move itself is priced by its own terms
             return Found(c.params, f"moved: {c.key.text()} (no calibration for {key.text()})", _moves(c.key, key),
-                         c.key.gpu, self.coverage)
+                         c.key.gpu, self.coverage, _finite(c.step_rel_rms))
         if pooled:
             return Found(self.glob, f"uncalibrated: the constants of {pooled[0].key.engine} (no calibration of "
                          f"{key.engine}: {key.text()})", {"engine": f"engine {key.engine} never calibrated: the "
@@ -144,6 +145,11 @@ class Found:
     moved: dict[str, str]
     from_gpu: str
     coverage: Coverage = Coverage()  # what the cells of the class it comes from spanned
+    fit_rms: float = 0.0  # the class's own step-fit residual (relative RMS): a class the model fits badly is less sure
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else 0.0
 
 
 def _moves(src: ClassKey, want: ClassKey) -> dict[str, str]:

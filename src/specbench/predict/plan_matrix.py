@@ -77,14 +77,16 @@ def with_predictions(spec: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[
 
 
 def predicted_text(row: Mapping[str, Any]) -> str:
-    """' predicted=1.42x [0.94-1.88]' for a dry-run line, '' when the cell has no prediction."""
+    """' predicted=1.42x [0.94-1.88] (extrapolated)' for a dry-run line (the state when not calibrated), '' when the
+    cell has no prediction."""
     p = row.get("predicted") or {}
     sp = p.get("speedup")
     if sp is None:
         return ""
     lo, hi = p.get("speedup_lo"), p.get("speedup_hi")
     iv = f" [{lo:.2f}-{hi:.2f}]" if lo is not None and hi is not None else ""
-    return f" predicted={sp:.2f}x{iv}"
+    state = p.get("calibration_state") or ""
+    return f" predicted={sp:.2f}x{iv}" + (f" ({state})" if state and state != "calibrated" else "")
 
 
 def shipped_or_none() -> cal_io.Calibration | None:

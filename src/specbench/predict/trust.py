@@ -166,10 +166,13 @@ def _beyond(v: float, lo: float, hi: float) -> float:
 
 
 def assess(shape: CellShape, accept: float | None, gpu: str, cov: Coverage, base_sigma: float,
-           moved: Mapping[str, str], bandwidth_ratio: float = 1.0, base_tok: float | None = None) -> Trust:
+           moved: Mapping[str, str], bandwidth_ratio: float = 1.0, base_tok: float | None = None,
+           fit_rms: float = 0.0) -> Trust:
     """The trust of one cell's prediction. `moved`: the constants came from another class, kind -> why
     ("gpu" / "release" / "backend" / "graphs" / "engine"); `bandwidth_ratio`: this GPU's bandwidth over the source GPU's;
-    `base_tok`: the calibration's out-of-sample tok/s error (default: the speedup's)."""
+    `base_tok`: the calibration's out-of-sample tok/s error (default: the speedup's); `fit_rms`: the class's own fit
+    residual, a floor under the base error (a class the model fits worse than the calibration predicts out of sample
+    is less sure; a one-store quick calibration has no out-of-sample error of its own)."""
     terms: list[float] = []
     tok_terms: list[float] = []
     outside: list[str] = []
@@ -183,9 +186,10 @@ def assess(shape: CellShape, accept: float | None, gpu: str, cov: Coverage, base
         n = len(terms)
         _range_terms(shape, accept, cov, terms, outside)
         tok_terms.extend(terms[n:])
-    base = max(BASE_FLOOR, base_sigma)
+    fit = fit_rms if math.isfinite(fit_rms) and fit_rms > 0 else 0.0
+    base = max(BASE_FLOOR, base_sigma, fit)
     sigma = math.sqrt(base ** 2 + sum(t * t for t in terms))
-    tok = max(BASE_FLOOR, base_tok if base_tok is not None and math.isfinite(base_tok) else base)
+    tok = max(BASE_FLOOR, base_tok if base_tok is not None and math.isfinite(base_tok) else base, fit)
     sigma_tok = math.sqrt(tok ** 2 + sum(t * t for t in tok_terms))
     state = UNCALIBRATED if "engine" in moved else EXTRAPOLATED if outside else CALIBRATED
     return Trust(state, tuple(outside), sigma, sigma_tok)

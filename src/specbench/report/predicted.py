@@ -2,8 +2,9 @@
 (specbench/predict/) predicts them from the shipped calibrations, beside what the store measured, and the error.
 
 Speculative cells are predicted with their own measured accept length (acceptance is the model's input, not its
-output). When the shipped calibrations were fitted on these very stores the errors are in-sample; the section says
-which calibration class each cell used. Built once when the report is (build.py), rendered by markdown.py / html.py.
+output). Each row carries the prediction's state (calibrated / extrapolated / uncalibrated, predict/trust.py), its
+interval and whether the measured speedup lies inside it, and whether the store was one the calibration was fitted
+on (then the error is in-sample). Built once when the report is (build.py), rendered by markdown.py / html.py.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class PredictedRow:
     speedup: float | None
     speedup_predicted: float | None
     source: str
+    state: str = ""
+    interval: tuple[float, float] | None = None
+    in_calibration: bool = False
 
     @property
     def error(self) -> float | None:
@@ -57,6 +61,7 @@ def predicted_section(paths: Sequence[str | Path], loaded: Sequence[LoadedStore]
         from specbench.predict.observe import all_observations
 
         cal = shipped()
+        fitted = {Path(s).name for s in cal.stores}  # by file name: the calibration keeps the paths it was given
         obs = all_observations(list(loaded) if loaded is not None else [str(p) for p in paths])
     except (UserError, ValueError, OSError) as exc:
         return PredictedSection(note=f"no predictions: {exc}")
@@ -68,8 +73,10 @@ def predicted_section(paths: Sequence[str | Path], loaded: Sequence[LoadedStore]
             continue
         if p is None:
             continue
+        iv = (p.speedup_lo, p.speedup_hi) if p.speedup_lo is not None and p.speedup_hi is not None else None
         rows.append(PredictedRow(Path(o.store).stem, o.label, o.shape.tp, o.shape.concurrency, o.tok_s, p.tok_s,
-                                 o.speedup, p.speedup if o.speedup is not None else None, p.source))
+                                 o.speedup, p.speedup if o.speedup is not None else None, p.source, p.state,
+                                 iv if o.speedup is not None else None, Path(o.store).name in fitted))
     note = "" if rows else "no predictions: no done cell on a GPU with roofline ceilings whose [plan] names the model"
     return PredictedSection(tuple(rows), cal.source, note)
 
@@ -78,18 +85,28 @@ def _f(x: float | None, fmt: str) -> str:
     return "–" if x is None else format(x, fmt)
 
 
+def _inside(r: PredictedRow) -> str:
+    if r.interval is None or r.speedup is None:
+        return "–"
+    return "yes" if r.interval[0] <= r.speedup <= r.interval[1] else "no"
+
+
 def _cells(r: PredictedRow) -> list[str]:
     err = r.error
+    iv = "–" if r.interval is None else f"{r.interval[0]:.2f}-{r.interval[1]:.2f}"
     return [r.store, r.label, str(r.tp), str(r.concurrency), _f(r.tok_s, ".1f"), _f(r.tok_s_predicted, ".1f"),
-            _f(r.speedup, ".3f"), _f(r.speedup_predicted, ".3f"), "–" if err is None else f"{100 * err:+.1f} %",
-            r.source]
+            _f(r.speedup, ".3f"), _f(r.speedup_predicted, ".3f"), iv, _inside(r),
+            "–" if err is None else f"{100 * err:+.1f} %", r.state or "–",
+            "yes (in-sample)" if r.in_calibration else "no", r.source]
 
 
-HEADER = ["store", "config", "TP", "c", "tok/s", "predicted tok/s", "speedup", "predicted speedup", "error",
-          "constants"]
+HEADER = ["store", "config", "TP", "c", "tok/s", "predicted tok/s", "speedup", "predicted speedup", "interval",
+          "inside", "error", "state", "store in the calibration", "constants"]
 INTRO = ("The step-cost model (`specbench predict`) with the calibration {cal}; speculative cells use their measured "
-         "accept length. Error: of the speedup, for AR cells of tok/s. In-sample where that calibration was fitted "
-         "on these stores.")
+         "accept length. Error: of the speedup, for AR cells of tok/s. Interval: 95 % on the log scale from the "
+         "calibration's leave-one-store-out error, widened where the cell lies outside what it calibrated (state "
+         "`extrapolated`). A store the calibration was fitted on is in-sample: its errors say how well the model fits, "
+         "not how well it predicts.")
 
 
 def markdown_lines(s: PredictedSection) -> list[str]:
