@@ -29,10 +29,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from specbench.predict.api import (StoredPrediction, baseline_of, calibrate_observations, leave_one_store_out,
-                                   predict_stored)
-from specbench.predict.observe import all_observations
+from specbench.predict.api import (
+    StoredPrediction,
+    baseline_of,
+    calibrate_observations,
+    leave_one_store_out,
+    predict_stored,
+)
 from specbench.predict.calibration import shipped
+from specbench.predict.observe import all_observations
 from specbench.predict.plan_matrix import predict_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -138,6 +138,11 @@ def test_one_line_errors(moe, argv, needle):
     ('{"format": "specbench-calibration", "version": 99}', "calibration version 99"),
     ('{"format": "specbench-calibration", "version": 1, "classes": [{"key": {}}]}', "classes[0]: malformed"),
     ('{"format": "specbench-calibration", "version": 1, "classes": [], "global": {"a": "x"}}', "must be numbers"),
+    # hand-edited constants a step cost cannot have (NaN, negative, 1e300, a boolean) are refused, not predicted
+    ('{"format": "specbench-calibration", "version": 2, "classes": [], "global": {"a": NaN}}', "physical range"),
+    ('{"format": "specbench-calibration", "version": 2, "classes": [], "global": {"p": -1e-3}}', "physical range"),
+    ('{"format": "specbench-calibration", "version": 2, "classes": [], "global": {"e": 1e300}}', "physical range"),
+    ('{"format": "specbench-calibration", "version": 2, "classes": [], "global": {"e": true}}', "physical range"),
 ])
 def test_bad_calibration_files(tmp_path, moe, text, needle):
     f = tmp_path / "cal.json"

@@ -3,8 +3,6 @@ cells follow the model exactly; leave-one-out on such stores predicts the left-o
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from predict_stores import LLAMA8, LLAMA70, QWEN_MOE, write_store

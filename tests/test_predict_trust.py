@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.predict.api import (baseline_of, calibrate, calibrate_observations, leave_one_store_out,
-                                   predict_stored)
+from specbench.predict.api import baseline_of, calibrate, calibrate_observations, leave_one_store_out, predict_stored
 from specbench.predict.calibration import Calibration, from_json, shipped
 from specbench.predict.cells import ClassKey
 from specbench.predict.judged import judge

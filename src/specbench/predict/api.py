@@ -12,9 +12,9 @@ from specbench.predict.calibration import Calibration, ceilings
 from specbench.predict.fit import fit_classes
 from specbench.predict.judged import judge
 from specbench.predict.model import ROOFLINE, predict_cell
-from specbench.predict.trust import CALIBRATED, Coverage, coverage_of
 from specbench.predict.observe import Observation, all_observations
 from specbench.predict.roofline import Ceilings
+from specbench.predict.trust import CALIBRATED, coverage_of
 
 
 def _ceilings_of(obs: Sequence[Observation]) -> dict[str, Ceilings]:

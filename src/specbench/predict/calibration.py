@@ -171,13 +171,26 @@ def _num(x: float) -> float | None:
     return None if not math.isfinite(x) else round(x, 6)
 
 
+PARAM_NAMES = ("a", "al", "am", "p", "e", "d", "q", "f", "g", "k", "ks", "k1", "k1s")
+# The largest value a constant can take and still be a step-cost constant: seconds at most 1 s; multipliers of a
+# roofline time at most 1000 (the largest fitted, k1s, is ~30). Beyond them a hand-edited file would give negative
+# or absurd speeds: refused in one line.
+PARAM_MAX = {"e": 1000.0, "g": 1000.0, "k": 1000.0, "ks": 1000.0, "k1": 1000.0, "k1s": 1000.0}
+
+
 def _params(d: Any, where: str) -> Params:
     if not isinstance(d, dict):
         raise UserError(f"{where}: params must be an object")
     try:
-        return Params(**{k: float(v) for k, v in d.items()})
+        vals = {k: float(v) for k, v in d.items() if not isinstance(v, bool)}
+        params = Params(**vals)
     except (TypeError, ValueError):
-        raise UserError(f"{where}: params must be numbers a, p, e, d, q, f, g; got {sorted(d)}") from None
+        raise UserError(f"{where}: params must be numbers {', '.join(PARAM_NAMES)}; got {sorted(d)}") from None
+    bad = [k for k, v in vals.items() if not (math.isfinite(v) and 0.0 <= v <= PARAM_MAX.get(k, 1.0))]
+    if bad or len(vals) != len(d) or params.e <= 0 or params.g <= 0:
+        raise UserError(f"{where}: params out of their physical range ({', '.join(sorted(bad)) or 'e and g > 0'}): "
+                        "times are seconds in [0, 1], multipliers in [0, 1000]")
+    return params
 
 
 def from_json(doc: Any, source: str) -> Calibration:
@@ -207,10 +220,11 @@ def from_json(doc: Any, source: str) -> Calibration:
         cov = Coverage.from_dict(doc.get("coverage"))
     except (TypeError, ValueError) as exc:
         raise UserError(f"{source}: coverage malformed ({exc})") from None
-    oos = doc.get("out_of_sample") if isinstance(doc.get("out_of_sample"), dict) else {}
+    raw = doc.get("out_of_sample")
+    oos: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
     return Calibration(tuple(classes), _params(doc.get("global") or {}, f"{source}: global"),
                        tuple(doc.get("stores") or ()), dict(doc.get("roofline_optimism") or {}), source, cov,
-                       dict(oos), coverages)
+                       oos, coverages)
 
 
 def read(path: Path) -> Calibration:

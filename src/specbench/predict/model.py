@@ -31,8 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.predict.roofline import (Ceilings, allreduce_s, drafter_shape, forward_s, kv_read_s, mtp_shape,
-                                        target_shape)
+from specbench.predict.roofline import (
+    Ceilings,
+    allreduce_s,
+    drafter_shape,
+    forward_s,
+    kv_read_s,
+    mtp_shape,
+    target_shape,
+)
 from specbench.specs.model_types import ModelSpec
 
 # Method families by the algorithm names the engines take (SGLang --speculative-algorithm, vLLM "method").
