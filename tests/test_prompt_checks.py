@@ -23,7 +23,9 @@ EXAMPLES = {
     "datasets-sampling.toml": set(),
     "demo-tiny.toml": set(),
     "demo.toml": set(),
+    "h100-sglang-qwen3-8b-context.toml": set(),
     "h100-sglang-qwen3-8b-decide.toml": set(),
+    "h100-sglang-qwen3-8b-dflash.toml": {"dflash16"},  # dummy weights measure the block draft's step, said
     "h200-sglang-ar-vs-mtp.toml": {"mtp"},
     "h200-sglang-eagle3.toml": {"eagle3"},
     "h200-sglang-qwen3-8b-eagle3.toml": set(),

@@ -91,7 +91,7 @@ def _check_out(out: Path, protected: tuple[Path, ...]) -> None:
 
 
 def quick(matrix: Path, out: Path | None, store: Path | None, dry: bool) -> None:
-    from specbench.predict.quick import ACCEPT_LENGTHS
+    from specbench.predict.quick import ACCEPT_LENGTHS, BOOT_S, FIRST_BOOT_S
 
     spec, text, plan, est = _quick_spec(matrix)
     store = store or Path("runs") / (matrix.stem + "-quick.sqlite")
@@ -101,7 +101,8 @@ def quick(matrix: Path, out: Path | None, store: Path | None, dry: bool) -> None
     say = sys.stderr.write
     say(f"quick calibration of {matrix}: ar{spec_txt}; c = {', '.join(map(str, plan.concurrencies))} x prompt "
         f"{', '.join(map(str, plan.prompts))} tokens, {plan.output_tokens} out: {plan.servers} boots, {plan.cells} "
-        f"cells, about {est / 60:.0f} min (boots {plan.servers} x 75 s + the cells' predicted requests)\n")
+        f"cells, about {est / 60:.0f} min (a first boot of {FIRST_BOOT_S:.0f} s, {BOOT_S:.0f} s each after it, and "
+        "the cells' predicted requests; measured on an H100: tests/data/h100-context-sglang-0.5.15.post1)\n")
     for n in plan.notes:
         say(f"  note: {n}\n")
     if dry:

@@ -28,9 +28,11 @@ LONG_FACTOR = 4         # the long prompt is 4x the short one (512 -> 2,048)
 LONG_MAX = 8192
 QUICK_WAVES = 2
 ACCEPT_LENGTHS = (2.0, 3.0)
-# Boot and stop of one SGLang / vLLM server with CUDA graphs, Qwen3-8B, H100: 56-117 s per server including its cells
-# (tests/data/gpu-decide-sglang/gpu-decide-0515.db, servers.ended_at - started_at); the estimate takes 75 s a boot.
-BOOT_S = 75.0
+# Boot of one SGLang 0.5.15 server with CUDA graphs, Qwen3-8B, H100 (tests/data/h100-context-sglang-0.5.15.post1/
+# h100-quick-8of12.db: servers.started_at to its first cell): 216 s for the first boot on a fresh machine (Triton JIT
+# and graph capture with cold caches), 105 s for the next; the gpu-decide servers took 56-117 s each with cells.
+FIRST_BOOT_S = 210.0
+BOOT_S = 105.0
 SERVER_KEYS = ("tp", "mem_fraction_static", "max_running_requests", "context_length")
 
 
@@ -161,9 +163,10 @@ def quick_matrix(doc: Mapping[str, Any], simulate: bool = True) -> QuickPlan:
 
 
 def estimate_s(plan: QuickPlan, cell_s: Mapping[tuple[str, int, int], float]) -> float:
-    """Wall seconds: a boot per server (BOOT_S) plus each cell's requests, from their predicted latency
+    """Wall seconds: the boots (the first FIRST_BOOT_S, the rest BOOT_S) plus each cell's requests, from their
+    predicted latency
     (`cell_s`: (label kind 'ar' | 'spec', concurrency, prompt) -> seconds of one request; waves + warm-up)."""
-    total = plan.servers * BOOT_S
+    total = FIRST_BOOT_S + (plan.servers - 1) * BOOT_S
     for kind in ("ar", "spec") if plan.spec_label else ("ar",):
         reps = 1 if kind == "ar" or not plan.simulated else len(ACCEPT_LENGTHS)
         for c in plan.concurrencies:
