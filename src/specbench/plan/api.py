@@ -35,11 +35,29 @@ def plan_result(argv: list[str] | str, opts: PlanOptions = PlanOptions()) -> Pla
         revs["model"] = opts.revision
     with revisions(revs), quantization_flag(_quantization_of(cmd.argv)):
         planned = cmd.engine.plan(cmd.argv, opts)
+        _target_is_not_a_drafter(opts.model_config or planned.result.model)
         added = origin_keys(planned.result, opts, cmd.notes)
     added.update(_concurrency_keys(planned))
     for key in CONCURRENCY_KEYS:  # an engine whose rules do not state them yet says null (docs/contracts.md)
         added.setdefault(key, None)
     return planned.result.updated(added)
+
+
+def _target_is_not_a_drafter(source: str | None) -> None:
+    """Identity before numbers: a drafter's config (DFlash, EAGLE) never stands for the target it drafts for."""
+    from specbench.errors import UserError
+    from specbench.specs.resolve import load_model_spec
+
+    if not source:
+        return
+    try:
+        spec = load_model_spec(source)
+    except UserError:
+        return
+    if spec.draft is not None:
+        raise UserError(f"the target {source!r} resolves to a drafter's config ({spec.architecture}, a {spec.draft.kind} "
+                        "draft model): a target is planned on its own config; pass --model-config PATH (its "
+                        "config.json or model folder)")
 
 
 def _quantization_of(argv: list[str]) -> str | None:

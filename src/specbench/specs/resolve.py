@@ -76,8 +76,8 @@ _VARIANT_WORDS = ("nvfp4", "mxfp4", "fp8", "int8", "int4", "awq", "gptq", "dflas
 def _bundled_match(name: str) -> Path | None:
     """The bundled config `name` means: its exact name (`org/name` or `org__name`), else the one config whose model
     name is the basename of `name` (`/models/gpt-oss-20b`: a server's local folder named after the model), else the
-    one longer name (`Qwen/Qwen3.6-27B` -> `Qwen__Qwen3.6-27B-bf16-derived`; with several, a plain name leaves out
-    the quantized variants and drafters). The doctor maps a log's model path through the same rules."""
+    one longer name (`Qwen/Qwen3.6-27B` -> `Qwen__Qwen3.6-27B-bf16-derived`); a plain name never takes a longer
+    name that is a quantized variant or a drafter (`Qwen/Qwen3.8-27B` is not `z-lab/Qwen3.8-27B-DFlash2`). The doctor maps a log's model path through the same rules."""
     raw = name.strip().replace("\\", "/").rstrip("/")
     key = raw.replace("/", "__").lower().removesuffix(".json")
     tail = raw.rsplit("/", 1)[-1].lower().removesuffix(".json").split("__", 1)[-1]
@@ -93,11 +93,24 @@ def _bundled_match(name: str) -> Path | None:
     if len(exact) == 1:
         return bundled_dir() / f"{exact[0]}.json"
     longer = [n for n, t in model.items() if t.startswith(tail + "-")]
-    if len(longer) > 1 and not any(w in tail for w in _VARIANT_WORDS):
-        longer = [n for n in longer if not any(w in model[n] for w in _VARIANT_WORDS)]
+    if not any(w in tail for w in _VARIANT_WORDS):  # a plain name never means a quantized variant or a drafter,
+        longer = [n for n in longer if not any(w in model[n] for w in _VARIANT_WORDS)]  # even the only longer one
     if not exact and len(longer) == 1:
         return bundled_dir() / f"{longer[0]}.json"
     return None
+
+
+def nearest_bundled(name: str, n: int = 3) -> list[str]:
+    """The bundled configs whose model name is closest to `name` (difflib), drafters and quantized variants only when
+    `name` is one: what to look at when a model cannot be resolved offline."""
+    import difflib
+
+    tail = name.strip().rstrip("/").rsplit("/", 1)[-1].lower()
+    variant = any(w in tail for w in _VARIANT_WORDS)
+    pool = {n_.split("__", 1)[-1].lower(): n_ for n_ in bundled_names()
+            if variant or not any(w in n_.lower().split("__", 1)[-1] for w in _VARIANT_WORDS)}
+    hits = difflib.get_close_matches(tail, list(pool), n=n, cutoff=0.6)
+    return [pool[h].replace("__", "/", 1) for h in hits]
 
 
 def is_repo_id(source: str) -> bool:
@@ -220,8 +233,11 @@ def _resolve(source: str, revision: str | None, s: hub.HubSettings, flag: str | 
         note = f"using the bundled config of {si.label} as a stand-in (offline fallback): see model_stand_in"
         return ModelOrigin(source, "bundled (offline fallback)", str(si.path), notes=(note,), stand_in=si.text,
                            overlay=si)
+    near = nearest_bundled(source)
+    hint = f"; nearest bundled: {', '.join(near)}" if near else ""
     raise ConfigError(f"cannot find a config for {source!r}: {', '.join(tried)}, not a bundled name "
-                      "(see `specbench plan --list-models`)")
+                      f"(see `specbench plan --list-models`){hint}; give its config.json or model folder, put it in "
+                      "the HF cache, or set HF_ENDPOINT to a Hub mirror you can reach")
 
 
 def resolve_model(source: str, revision: str | None = None) -> ModelOrigin:
