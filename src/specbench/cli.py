@@ -161,6 +161,10 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, prog_name="specbench")
     except UserError as exc:
         print(f"specbench: error: {exc}", file=sys.stderr)
+        if _wants_json(sys.argv[1:] if argv is None else argv):  # a JSON reader gets its answer on stdout too
+            import json
+
+            print(json.dumps({"status": "error", "error": str(exc)}))
         sys.exit(2)
     except KeyboardInterrupt:
         print("specbench: interrupted", file=sys.stderr)
@@ -171,6 +175,12 @@ def main(argv: list[str] | None = None) -> None:
         raise
     finally:
         _forget_caught_keyboard_interrupt()
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--json` among specbench's own options (before a `--` that starts a launch command)."""
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    return "--json" in own
 
 
 def _ctrl_c_in_typer(exc: SystemExit) -> bool:

@@ -53,6 +53,7 @@ def plan_cmd(
             typer.echo(n.replace("__", "/", 1))
         return
     argv = list(ctx.args)
+    _no_unknown_option(ctx, argv)
     engine_version = _checked_version(engine_version)
     for flag, value, positive in (("--gpu-mem-gib", gpu_mem_gib, True),
                                   ("--avail-before-load-gib", avail_before_load_gib, True),
@@ -77,7 +78,7 @@ def plan_cmd(
         given = {k for k, v in (("weights_gib", weights_gib), ("draft_weights_gib", draft_weights_gib),
                                 ("avail_before_load_gib", avail_before_load_gib), ("non_kv_gib", non_kv_gib))
                  if v is not None}
-        whatif = what_if(from_log, argv, opts, given)
+        whatif = what_if(from_log, argv, opts, given, gpu_given=gpu is not None or gpu_mem_gib is not None)
         argv, opts = whatif.argv, whatif.opts
     result = plan_result(argv, opts)
     if whatif is not None:
@@ -94,6 +95,20 @@ def plan_cmd(
         # `:fire:` in them into a glyph; its emoji table is also a fifth of rich's import cost
         render_plan(result, Console(emoji=False))
     raise typer.Exit(0)
+
+
+def _no_unknown_option(ctx: typer.Context, argv: list[str]) -> None:
+    """A launch command starts with a program (python, vllm, sglang, a path), never with an option: a leading
+    option is one of specbench's own, mistyped (`--modle-config`), and is named as such with the nearest one."""
+    import difflib
+
+    if not argv or not argv[0].startswith("-"):
+        return
+    word = argv[0].split("=", 1)[0]
+    known = [o for prm in ctx.command.params for o in getattr(prm, "opts", ()) if o.startswith("--")]
+    near = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]}?" if near else f" (its options: {', '.join(sorted(known))})"
+    raise UserError(f"`specbench plan` has no option {word}{hint} (the launch command goes after `--`)")
 
 
 # GiB bounds of a memory option: the largest accelerator memory is well below this (a typo or an overflow is not)

@@ -78,6 +78,29 @@ def _moved(option: str, measured: float, est_log: float | None, est_cmd: float |
                           f"(the planner's CMD - log estimates)"
 
 
+GPU_TOTAL_TOLERANCE = 0.03  # the same board reads within ~1 % across drivers; 3 % is another board
+
+
+def _same_gpu(opts: PlanOptions, log_total: Any, measured: dict[str, float],
+              gpu_given: bool) -> tuple[PlanOptions, str | None]:
+    """Free memory measured on one GPU never moves onto another: without --gpu the plan is on the log's GPU (its
+    total, as the log says it); a --gpu of another total is refused with both totals."""
+    from specbench.specs.gpu import gpu_for
+
+    if not isinstance(log_total, (int, float)) or log_total <= 0 or "avail_before_load_gib" not in measured:
+        return opts, None
+    if not gpu_given:
+        return (replace(opts, gpu=None, gpu_mem_gib=float(log_total)),
+                f"planned on the log's GPU: {log_total:.2f} GiB total, as the log says")
+    total = gpu_for(opts.gpu, opts.gpu_mem_gib).total_gib
+    if abs(total - log_total) > GPU_TOTAL_TOLERANCE * log_total:
+        where = f"--gpu-mem-gib {opts.gpu_mem_gib:g}" if opts.gpu_mem_gib else f"--gpu {opts.gpu}"
+        raise UserError(f"the log's GPU has {log_total:.2f} GiB in all and {where} has {total:.2f} GiB: the free "
+                        "memory it measured does not move to another GPU; drop the GPU option to plan on the log's "
+                        "GPU, or plan CMD without --from-log")
+    return opts, None
+
+
 def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
     """The doctor's facts for a re-plan (doctor/doctor.py::facts_for_plan); a log without an argument dump still
     gives its measured values (with `argv` None), since CMD says the launch, and CMD's engine reads them when the
@@ -92,7 +115,8 @@ def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
     return {"argv": None, "engine": facts.engine, "engine_version": infer_version(facts) if facts.engine else None,
             "avail_before_load_gib": facts.avail_before_load_gib, "weights_gib": facts.weights_gib,
             "draft_weights_gib": facts.draft_weights_gib, "non_kv_gib": eng.log_non_kv_gib(facts),
-            "model_config": None}
+            "model_config": None,
+            "gpu_total_gib": facts.total_gpu_memory_gib if facts.device != "cpu" else None}
 
 
 def _plan_log_launch(log_argv: list[str], log_opts: PlanOptions, est_cmd: dict[str, Any],
@@ -117,9 +141,10 @@ def _plan_log_launch(log_argv: list[str], log_opts: PlanOptions, est_cmd: dict[s
     return None, why
 
 
-def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str]) -> WhatIf:
+def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str], gpu_given: bool = False) -> WhatIf:
     """The argv and options that plan `cmd` (the log's own launch when empty) with the log's measured values;
-    `given`: the options the user set on the command line (kept as given)."""
+    `given`: the options the user set on the command line (kept as given); `gpu_given`: --gpu / --gpu-mem-gib was
+    set (else the plan is on the log's own GPU, where the log says its total)."""
     if not cmd:
         facts = facts_for_plan(log_path)   # the log's own launch (UserError without an argument dump)
         argv = list(facts["argv"])
@@ -128,10 +153,11 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str]) -
         argv = list(cmd)
     measured: dict[str, float] = {k: float(facts[k]) for k in MEASURED
                                   if facts.get(k) is not None and k not in given}
+    opts, gpu_note = _same_gpu(opts, facts.get("gpu_total_gib"), measured, gpu_given)
     base = replace(opts, engine_version=opts.engine_version or facts.get("engine_version"),
                    model_config=opts.model_config or (facts.get("model_config") if not cmd else None))
     record: dict[str, Any] = {"log": log_path, "command": "the log's own launch" if not cmd else "CMD",
-                              "measured": dict(measured), "applied": {}, "notes": []}
+                              "measured": dict(measured), "applied": {}, "notes": [gpu_note] if gpu_note else []}
     if not cmd or not measured:
         record["applied"] = dict(measured)
         return WhatIf(argv, _with(base, measured), record)

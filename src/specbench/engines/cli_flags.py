@@ -126,3 +126,29 @@ def unknown_flags_warning(engine: str, release: str, unknown: tuple[str, ...]) -
         return None
     return (f"unknown to {engine} {release} (its parser would stop with 'unrecognized arguments'; not planned): "
             + " ".join(unknown))
+
+
+def unknown_flags_failure(engine: str, flags: FlagList, unknown: tuple[str, ...]) -> str | None:
+    """The verdict's error for flags the release's parser does not have: argparse exits before anything loads
+    ("unrecognized arguments"), so the server does not start; each flag with the nearest one of that release."""
+    import difflib
+
+    words = [w.split()[0].split("=", 1)[0] for w in unknown if w.startswith("-")]
+    if not words:
+        return None
+    named = []
+    for w in words:
+        near = difflib.get_close_matches(w, list(flags.kinds), n=1, cutoff=0.6)
+        named.append(f"{w} (did you mean {near[0]}?)" if near else w)
+    return (f"{engine} {flags.release}'s argument parser exits before anything loads: unrecognized arguments: "
+            + ", ".join(named))
+
+
+def fail_on_unknown(out: dict[str, Any], failure: str | None) -> None:
+    """Make a plan's verdict the parser's exit: status fails, the error and the reason say it, and no fix is offered
+    that keeps the unknown flag (the fix is to spell it as the release does)."""
+    if not failure:
+        return
+    out["status"], out["error"] = "fails", failure
+    out["reason"] = f"{failure}. Without it: {out.get('reason') or ''}".rstrip()
+    out["fixes"] = []

@@ -40,7 +40,9 @@ class GpuSpec:
 CATALOG: tuple[GpuSpec, ...] = (
     GpuSpec("RTX PRO 6000 Blackwell", 97887, 188, ("rtx-pro-6000", "rtxpro6000", "pro6000", "rtx-pro-6000-blackwell",
                                                    "rtx pro 6000"), "sm120", "public log"),
-    GpuSpec("H100 80GB", 81559, 132, ("h100", "h100-sxm", "h100-80gb", "h100-pcie"), "sm90", "public log"),
+    GpuSpec("H100 80GB", 81559, 132, ("h100", "h100-sxm", "h100-80gb"), "sm90", "public log"),
+    # its own board, not the SXM one: 114 SMs, 2.0 TB/s HBM2e (NVIDIA H100 PCIe datasheet); memory as the SXM's 80 GB
+    GpuSpec("H100 PCIe", 81559, 114, ("h100-pcie", "h100-pcie-80gb"), "sm90", "spec"),
     GpuSpec("H200", 143771, 132, ("h200", "h200-sxm", "h200-141gb"), "sm90", "measured"),
     GpuSpec("H20", 97871, 78, ("h20",), "sm90", "public log"),
     GpuSpec("H800", 81559, 132, ("h800", "h800-sxm", "h800-80gb"), "sm90", "spec"),  # the H100's 80 GB HBM3 board
@@ -154,6 +156,7 @@ class GpuPerf:
 PERF: tuple[GpuPerf, ...] = (
     GpuPerf("H200", 4800, 989, "NVIDIA H200 datasheet (SXM: 4.8 TB/s HBM3e, BF16 dense 989 TFLOPS)"),
     GpuPerf("H100 80GB", 3350, 989, "NVIDIA H100 datasheet (SXM: 3.35 TB/s HBM3, BF16 dense 989 TFLOPS)"),
+    GpuPerf("H100 PCIe", 2000, 756, "NVIDIA H100 PCIe datasheet (2.0 TB/s HBM2e, BF16 dense 756 TFLOPS)"),
     GpuPerf("H800", 3350, 989, "the H100 SXM's memory and tensor cores (NVIDIA H800 datasheet)"),
     GpuPerf("H20", 4000, 148, "NVIDIA H20 datasheet (4.0 TB/s HBM3, BF16 dense 148 TFLOPS)"),
     GpuPerf("B200", 8000, 2250, "NVIDIA HGX B200 datasheet (8 TB/s HBM3e, BF16 dense 2.25 PFLOPS per GPU)"),

@@ -25,7 +25,7 @@ from typing import Any
 
 from specbench.contracts import GIB, ConcurrencyInputs, EnginePlan, PlanResult
 from specbench.engines import versions
-from specbench.engines.cli_flags import unknown_flags_warning
+from specbench.engines.cli_flags import fail_on_unknown, unknown_flags_failure, unknown_flags_warning
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import gpu as vllm_gpu
 from specbench.engines.vllm import start_checks as vllm_start
@@ -422,7 +422,8 @@ def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
     out["ignored_flags"] = list(args.ignored)
     out["not_modelled"] = not_modelled(args)
     out["unknown_flags"] = list(args.unknown)
-    warning = unknown_flags_warning("vLLM", release_flags(getattr(opts, "engine_version", None)).release, args.unknown)
+    flags = release_flags(getattr(opts, "engine_version", None))
+    warning = unknown_flags_warning("vLLM", flags.release, args.unknown)
     if warning:
         out["warnings"] = [*(out.get("warnings") or []), warning]
     out["reason"] = explain(p, ctx)
@@ -440,4 +441,6 @@ def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
         out["per_tp"] = table
     else:
         out["fixes"] = []
+    # the memory plan above is what it would be without them; the server itself never gets there
+    fail_on_unknown(out, unknown_flags_failure("vLLM", flags, args.unknown))
     return EnginePlan(PlanResult.from_json(out), _concurrency(args, p))  # the planner words the concurrency
