@@ -17,8 +17,9 @@ def _ephemeral_low() -> int:
 def _worker_range() -> tuple[int, int]:
     """This xdist worker's own slice of the ports below the kernel's ephemeral range: a port taken from that range
     (bind to 0) can be handed to any test's outgoing connection before the server binds it (CI twice: 'address
-    already in use'), and slices keep two workers from drawing the same port."""
-    low, high = 10000, max(10001, _ephemeral_low() - 16)
+    already in use'), and slices keep two workers from drawing the same port; below 20000 are Ray's default worker
+    ports (a gcs port drawn there made `ray start` refuse: 'worker_ports ... used by other components')."""
+    low, high = 20000, max(20001, _ephemeral_low() - 16)  # above Ray's worker ports (10002-19999, test_run_ray)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0

@@ -40,9 +40,11 @@ VERDICT = {
     "vllm-qwen3.6-35b-a3b-tp8": "ok", "vllm-qwen3.6-35b-a3b-tp8-mtp": "ok",
     "vllm-qwen3.5-397b-docker-positional-model": "ok", "vllm-qwen3.5-35b-a3b-cpu-docker-model-flag": "ok",
     "vllm-qwen3.5-397b-nvfp4-dp4-ep": "fails", "vllm-qwen3.5-397b-fp8-tp8-mtp": "ok",
-    "vllm-qwen3-235b-rocm-env-prefixed": "fails", "vllm-qwen3-235b-fp8-rocm-env-prefixed": "ok",
+    "vllm-qwen3-235b-rocm-env-prefixed": "fails", "vllm-qwen3-235b-fp8-rocm-env-prefixed": "fails",
     "vllm-nemotron3-nano-bf16-262k": "ok", "vllm-deepseek-r1-0528-tp8-ep": "ok",
     "vllm-deepseek-r1-0528-dp8-ep": "ok", "vllm-deepseek-r1-fp4-cuda-visible-devices": "ok",
+    # fp8-rocm: planned at the newest vLLM (the recipe names none), whose parser has no --disable-log-requests (now
+    # --enable-log-requests): it exits before loading (issue 36: an unknown flag is a FAIL in the engine's words)
     # dp8-ep: the recipe's own command; with --enable-expert-parallel each of the 8 ranks holds 1/8 of the experts
     # (engines/vllm/expert_parallel.py), it was "fails" while the planner gave every DP rank all of them
     "vllm-minimax-m2.7-tp4": "ok", "vllm-minimax-m2.7-dp8-ep": "ok", "vllm-minimax-m2.7-docker-tp4": "ok",

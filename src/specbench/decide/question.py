@@ -31,7 +31,7 @@ METRICS: dict[Metric, tuple[str, bool, str]] = {
     "tpot": ("tpot_ms_mean", True, "TPOT mean"),
     "e2e": ("e2e_ms_p50", True, "E2E p50"),
 }
-HeadlineKind = Literal["decided", "tie", "undecided", "single"]
+HeadlineKind = Literal["decided", "tie", "undecided", "single", "none"]
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,12 @@ class Decision:
 
     @property
     def headline(self) -> Headline:
-        return self.headlines[self.lead]
+        """The lead metric's answer; "none" when no arm has a measured value of it (every cell at 0 tok/s, say)."""
+        got = self.headlines.get(self.lead)
+        if got is not None:
+            return got
+        names = tuple(s.arm.name for s in self.standings[:1])
+        return Headline("none", self.lead, names, f"no configuration has a measured {self.lead}")
 
     def best(self, metric: Metric) -> Standing | None:
         return next((s for s in self.standings if s.arm.value(metric) is not None and s.vs_best.get(metric) is None),

@@ -128,20 +128,37 @@ def unknown_flags_warning(engine: str, release: str, unknown: tuple[str, ...]) -
             + " ".join(unknown))
 
 
-def unknown_flags_failure(engine: str, flags: FlagList, unknown: tuple[str, ...]) -> str | None:
+def unknown_flags_failure(engine: str, folder: Path, release: str | None, unknown: tuple[str, ...]) -> str | None:
     """The verdict's error for flags the release's parser does not have: argparse exits before anything loads
-    ("unrecognized arguments"), so the server does not start; each flag with the nearest one of that release."""
+    ("unrecognized arguments"), so the server does not start. A flag no known release has is a typo, named with the
+    nearest flag of that release; a flag another release has is named with the releases that have it, and is a
+    failure only when the release was given (without one the newest is assumed, and the plan keeps the warning). A
+    release outside the span of the flag lists (older than the oldest, newer than the newest) cannot be checked:
+    the warning stands alone."""
     import difflib
 
     words = [w.split()[0].split("=", 1)[0] for w in unknown if w.startswith("-")]
-    if not words:
+    lists = _lists(str(folder))
+    if not words or not lists:
         return None
-    named = []
+    want = _release(release) if release else None
+    if want is not None and not lists[0][0] <= Version(want.base_version) <= lists[-1][0]:
+        return None
+    flags = flag_list(folder, release)
+    typos, elsewhere = [], []
     for w in words:
-        near = difflib.get_close_matches(w, list(flags.kinds), n=1, cutoff=0.6)
-        named.append(f"{w} (did you mean {near[0]}?)" if near else w)
+        where = [str(v) for v, p in lists if w in _read(p, str(v)).kinds]
+        if where:
+            span = where[0] if len(where) == 1 else f"{where[0]} to {where[-1]}"
+            elsewhere.append(f"{w} (a flag of {engine} {span}, not of {flags.release})")
+            continue
+        near = difflib.get_close_matches(w, list(flags.kinds), n=1, cutoff=0.75)
+        typos.append(f"{w} (did you mean {near[0]}?)" if near else
+                     f"{w} (in no {engine} release specbench has read; another release's: pass --engine-version)")
+    if not typos and (release is None or not elsewhere):
+        return None
     return (f"{engine} {flags.release}'s argument parser exits before anything loads: unrecognized arguments: "
-            + ", ".join(named))
+            + ", ".join(typos + elsewhere))
 
 
 def fail_on_unknown(out: dict[str, Any], failure: str | None) -> None:

@@ -182,7 +182,7 @@ class Best:
     workload_full: str = ""
     best_spec_decision: str | None = None
     headline: str = ""  # the question's answer on its lead metric (decide/question.py: one of four statements)
-    headline_kind: str = ""  # decided | tie | undecided | single
+    headline_kind: str = ""  # decided | tie | undecided | single | none
 
     @property
     def best_spec_text(self) -> str:

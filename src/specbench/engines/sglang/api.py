@@ -12,7 +12,7 @@ from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import SglangArgs, parse_sglang_argv
 from specbench.engines.sglang.fixes import Solver, TpRow, fixes_from_rows
 from specbench.engines.sglang.formulas import NEWEST_SGLANG
-from specbench.engines.sglang.knobs import release_flags
+from specbench.engines.sglang.knobs import FLAG_LISTS
 from specbench.engines.sglang.plan import plan_sglang
 from specbench.engines.sglang.plan_stages import Measured
 from specbench.errors import UserError
@@ -69,7 +69,8 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     else:
         out["fixes"] = []
     # the memory plan above is what it would be without them; the server itself never gets there
-    fail_on_unknown(out, unknown_flags_failure("SGLang", release_flags(args.release or version), args.unknown))
+    fail_on_unknown(out, unknown_flags_failure("SGLang", FLAG_LISTS, opts.engine_version,
+                                               args.unknown))
     return EnginePlan(PlanResult.from_json(out), _concurrency(plan))
 
 

@@ -87,12 +87,12 @@ PLAN_KEYS: tuple[str, ...] = tuple(dict.fromkeys(
                                                              "speculative_ddtree_budget")]
     + ["mamba_radix_cache_strategy"]))
 
-_FLAG_LISTS = Path(__file__).with_name("cli_flags")
+FLAG_LISTS = Path(__file__).with_name("cli_flags")
 
 
 def release_flags(release: str | None) -> FlagList:
     """Every flag of that SGLang release (the newest list at or below it)."""
-    return flag_list(_FLAG_LISTS, release)
+    return flag_list(FLAG_LISTS, release)
 
 
 def spellings(flag: str) -> tuple[str, ...]:

@@ -102,12 +102,12 @@ PLAN_KEYS: tuple[str, ...] = tuple(k.key for k in KNOBS if k.replan)
 # Fix keys that are not flags but keys inside one (vllm/config/speculative.py::SpeculativeConfig).
 _SUB_AXES = {"num_speculative_tokens": "num_draft_tokens"}
 
-_FLAG_LISTS = Path(__file__).with_name("cli_flags")
+FLAG_LISTS = Path(__file__).with_name("cli_flags")
 
 
 def release_flags(release: str | None = None) -> FlagList:
     """Every flag `vllm serve` of that release accepts (the newest list at or below it)."""
-    return flag_list(_FLAG_LISTS, release)
+    return flag_list(FLAG_LISTS, release)
 
 
 def spellings(flag: str) -> tuple[str, ...]:

@@ -34,7 +34,7 @@ from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, 
 from specbench.engines.vllm.contract import contract, explain, plan_budget_rows
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
-from specbench.engines.vllm.knobs import release_flags
+from specbench.engines.vllm.knobs import FLAG_LISTS, release_flags
 from specbench.engines.vllm.layout import (
     MTP_METHODS,
     NO_DRAFT_METHODS,
@@ -442,5 +442,6 @@ def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
     else:
         out["fixes"] = []
     # the memory plan above is what it would be without them; the server itself never gets there
-    fail_on_unknown(out, unknown_flags_failure("vLLM", flags, args.unknown))
+    fail_on_unknown(out, unknown_flags_failure("vLLM", FLAG_LISTS, getattr(opts, "engine_version", None),
+                                               args.unknown))
     return EnginePlan(PlanResult.from_json(out), _concurrency(args, p))  # the planner words the concurrency
