@@ -239,6 +239,9 @@ class PlanResult:
     concurrency_summary: str | None = None
     # a model planned on a bundled stand-in config (specs/standin.py): which, what was assumed, what makes it exact
     model_stand_in: str | None = None
+    # the launch's GPUs besides TP: data- and pipeline-parallel sizes (1 without; plans written before read so)
+    dp: int = 1
+    pp: int = 1
     extra: Mapping[str, Any] = field(default_factory=dict)
     # the order the keys were emitted in (`to_json` writes them so; keys it does not name follow); not a key
     key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)

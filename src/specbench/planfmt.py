@@ -40,10 +40,15 @@ def print_fixes(p: PlanResult, con: Console) -> None:
                   + (f", {slots} Mamba slots" if slots is not None else ""), highlight=False)
 
 
+def _layout(p: PlanResult) -> str:
+    """TP, and DP / PP where the launch has them (a -dp=8 launch is not "x TP1")."""
+    return f"TP{p.tp}" + (f" x DP{p.dp}" if p.dp > 1 else "") + (f" x PP{p.pp}" if p.pp > 1 else "")
+
+
 def print_headline(p: PlanResult, con: Console, *, kind: bool) -> None:
     """What was planned: the model (with its kind when `kind`), the GPU and TP, the engine's rule set."""
     what = f" ({p.model_kind})" if kind else ""
-    con.print(f"[bold]{escape(str(p.model))}[/]{what} on {escape(str(p.gpu))} x TP{p.tp} — "
+    con.print(f"[bold]{escape(str(p.model))}[/]{what} on {escape(str(p.gpu))} x {_layout(p)} — "
               f"{p.engine} {escape(str(p.engine_version))} rules ({p.era})", highlight=False)
 
 

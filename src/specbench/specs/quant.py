@@ -134,16 +134,54 @@ class QuantSpec:
         return any(p.startswith(prefix) for p in self.excluded)
 
     def _excluded(self, module: str, norm: str) -> bool:
-        for pat in self.excluded:
-            p = pat.rstrip(".")
-            if fnmatch.fnmatch(module, p) or fnmatch.fnmatch(norm, normalise_module_name(p)):
+        return _exclusion(self.excluded).matches(module, norm)
+
+
+@dataclass(frozen=True)
+class _Exclusion:
+    """An exclude list compiled once (a 480B FP8 checkpoint lists ~560 modules; matched pattern by pattern, every
+    tensor of every plan of a fix search took 72-89 s). Same rules as pattern by pattern: fnmatch of the module or
+    of its normalised name; a pattern without '*' also matches the normalised name or a dotted prefix of it; any
+    pattern matches as the normalised name's final dotted component(s) ("lm_head")."""
+
+    globs: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]
+    whole: frozenset[str]        # plain patterns: equal to the module
+    whole_norm: frozenset[str]   # their normalised forms: equal to the normalised name
+    prefixes: frozenset[str]     # normalised patterns without '*': the name or a dotted prefix of it
+    suffixes: frozenset[str]     # every pattern: the name or its final dotted component(s)
+
+    def matches(self, module: str, norm: str) -> bool:
+        if module in self.whole or norm in self.whole_norm:
+            return True
+        parts = norm.split(".")
+        for i in range(1, len(parts) + 1):
+            if ".".join(parts[:i]) in self.prefixes or ".".join(parts[-i:]) in self.suffixes:
                 return True
-            # "lm_head" style plain names match the final component(s); patterns without '*' also prefix-match
-            if "*" not in p and (norm == normalise_module_name(p) or norm.startswith(normalise_module_name(p) + ".")):
-                return True
-            if norm.endswith("." + p) or norm == p:
-                return True
-        return False
+        return any(a.match(module) or b.match(norm) for a, b in self.globs)
+
+
+_EXCLUSIONS: dict[tuple[str, ...], _Exclusion] = {}
+
+
+def _exclusion(patterns: tuple[str, ...]) -> _Exclusion:
+    hit = _EXCLUSIONS.get(patterns)
+    if hit is not None:
+        return hit
+    globs, whole, whole_norm, prefixes, suffixes = [], set(), set(), set(), set()
+    for pat in patterns:
+        p = pat.rstrip(".")
+        np_ = normalise_module_name(p)
+        suffixes.add(p)
+        if "*" not in p:
+            prefixes.add(np_)
+        if any(c in p for c in "*?["):
+            globs.append((re.compile(fnmatch.translate(p)), re.compile(fnmatch.translate(np_))))
+        else:
+            whole.add(p)
+            whole_norm.add(np_)
+    got = _Exclusion(tuple(globs), frozenset(whole), frozenset(whole_norm), frozenset(prefixes), frozenset(suffixes))
+    _EXCLUSIONS[patterns] = got
+    return got
 
 
 _PREFIXES = ("model.language_model.", "language_model.model.", "language_model.", "model.", "backbone.")

@@ -53,6 +53,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     if drafter_note:
         out["notes"] = [*(out.get("notes") or []), drafter_note]
     out["unknown_flags"] = list(args.unknown)
+    out["dp"], out["pp"] = args.dp, args.pp  # the launch's GPUs: tp x pp, DP replicas inside the TP group or not
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
     if warning:
         out["warnings"] = [*(out.get("warnings") or []), warning]

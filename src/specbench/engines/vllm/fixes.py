@@ -61,9 +61,15 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
     table: list[dict] = []
     order = [args.tp] + [t for t in tp_sizes if t != args.tp]
     derived = derived_max_model_len(m, ctx.version, args.hf_overrides_dict)
+    gpus = args.tp * max(1, args.dp)  # with data parallelism, another TP keeps the GPUs the launch has
+    if args.dp > 1:
+        order = [t for t in order if gpus % t == 0]
     for tp in order:
-        a = args.with_(tp=tp)
-        base = {} if tp == args.tp else {"--tensor-parallel-size": tp}
+        dp = gpus // tp if args.dp > 1 else args.dp
+        a = args.with_(tp=tp, dp=dp)
+        base: dict[str, Any] = {} if tp == args.tp else {"--tensor-parallel-size": tp}
+        if base and args.dp > 1:
+            base["--data-parallel-size"] = dp
         at = r.attempt(a)
         if at is None:
             try:
@@ -130,6 +136,8 @@ def _apply(a: VllmArgs, ch: dict) -> VllmArgs:
             kw["gpu_memory_utilization"] = float(val)
         elif k == "--tensor-parallel-size":
             kw["tp"] = int(val)
+        elif k == "--data-parallel-size":
+            kw["dp"] = int(val)
         elif k == "VLLM_CPU_KVCACHE_SPACE":
             kw["env"] = tuple((x, y) for x, y in a.env if x != k) + ((k, str(val)),)
     return a.with_(**kw)

@@ -431,6 +431,7 @@ def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
                       if ctx.device == "cpu" else None)
     out["tp"] = args.tp
+    out["dp"], out["pp"] = args.dp, args.pp  # the launch's GPUs: tp x dp x pp (the headline says them)
     out["era"] = f"vLLM {'CPU' if ctx.device == 'cpu' else 'GPU'} {'V0' if vllm_gpu.is_v0(ctx.version) else 'V1'}"
     out["budget_rows"] = plan_budget_rows(out)
     if getattr(opts, "fixes", True):
