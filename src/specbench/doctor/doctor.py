@@ -248,12 +248,20 @@ def diagnose_text(raw: bytes | str, *, claimed_quant: str | None = None, engine_
         facts = replace(facts, model_config=model_config)
     if facts.lines == 0:
         return Diagnosis("unknown", None, facts, "The log is empty.")
+    if facts.engine is None and failure is None:
+        from specbench.logs.foreign import foreign_engine
+
+        other = foreign_engine(_text(raw))
+        if other is not None:
+            return Diagnosis("unknown", None, facts, f"This is a {other} log, not SGLang's or vLLM's: specbench "
+                             "reads only those two engines' logs, so nothing here is diagnosed or planned.")
     status = _status(facts, failure, warns, parsed.late_boot)
     sentences = _sentences(facts, failure, status, warns)
     notes = _notes(facts, claimed_quant, gpu) + _run_notes(facts, failure, parsed) + read_notes(_text(raw))
     plan, fixes, fix_notes = _fixes(facts, failure, status, warns, with_fixes, engine_version, gpu, draft_config,
                                     _text(raw))
-    budget = tuple(boot_budget_rows(facts))
+    rows = boot_budget_rows(facts)
+    budget = tuple(rows) if any(r.gib is not None for r in rows) else ()  # no table of dashes
     return Diagnosis(status, failure, facts, " ".join(sentences), budget, fixes, tuple(notes + fix_notes), plan,
                      warnings=warns)
 
