@@ -123,7 +123,12 @@ def test_calibrate_writes_a_file_predict_reads(tmp_path):
 @pytest.mark.parametrize("argv,needle", [
     (["predict", "/nonexistent/m.toml"], "no such matrix file"),
     (["predict", "MOE", "--calibration", "/nonexistent/cal.json"], "cannot read calibration"),
-    (["predict", "MOE", "--accept-len", "0.5"], "--accept-len must be >= 1"),
+    (["predict", "MOE", "--accept-len", "0.5"], "--accept-len must be a number >= 1"),
+    (["predict", "MOE", "--accept-len", "nan"], "--accept-len must be a number >= 1"),
+    (["predict", "MOE", "--accept-len", "inf"], "--accept-len must be a number >= 1"),
+    # a store none of whose labels is a speculative configuration of the matrix: said, never a silent fallback
+    (["predict", "MOE", "--acceptance-from", str(ROOT / "tests/data/h200-run-sglang-0.5.15.post1/h200.db")],
+     "none of the store's labels (mtp)"),
     (["predict", "MOE", "--accept-len", "2", "--acceptance-from", str(MOE_STORE)], "not both"),
     (["predict", "MOE", "--acceptance-from", "/nonexistent/s.db"], "no such results store"),
     (["calibrate", "/nonexistent/s.db"], "no such results store"),
@@ -143,6 +148,10 @@ def test_one_line_errors(moe, argv, needle):
     ('{"format": "specbench-calibration", "version": 2, "classes": [], "global": {"p": -1e-3}}', "physical range"),
     ('{"format": "specbench-calibration", "version": 2, "classes": [], "global": {"e": 1e300}}', "physical range"),
     ('{"format": "specbench-calibration", "version": 2, "classes": [], "global": {"e": true}}', "physical range"),
+    # "false" is a string, and a true one: refused, not read as CUDA graphs on
+    ('{"format": "specbench-calibration", "version": 2, "global": {}, "classes": [{"key": {"engine": "sglang", '
+     '"engine_version": "0.5.15.post1", "gpu": "H200", "attention_backend": "triton", "cuda_graphs": "false"}, '
+     '"params": {}}]}', "cuda_graphs must be true or false"),
 ])
 def test_bad_calibration_files(tmp_path, moe, text, needle):
     f = tmp_path / "cal.json"
@@ -168,3 +177,10 @@ def test_dry_run_shows_the_predicted_speedup(moe):
     rows = json.loads(sb("run", str(moe), "--dry-run", "--json").stdout)
     assert all(set(row["predicted"]) == documented("## `specbench predict` (and the dry run's `predicted`)")
                for row in rows)
+
+
+def test_calibrate_says_what_its_cells_cannot_pin():
+    """One store of 4 cells (h200-run: AR and MTP at c = 1 / 4, eager) for 11 step constants: said on stderr."""
+    r = sb("calibrate", str(ROOT / "tests/data/h200-run-sglang-0.5.15.post1/h200.db"))
+    assert r.returncode == 0, r.stderr
+    assert "warning: sglang 0.5.15.post1 / H200 / triton / eager / any model: 4 cells for 11 step constants" in r.stderr

@@ -50,6 +50,8 @@ def calibrate_cmd(
     text = json.dumps(cal.to_json(), indent=1) + "\n"
     if out is None:
         sys.stdout.write(text)
+        for line in thin_warnings(cal):
+            sys.stderr.write(f"warning: {line}\n")
         return
     from specbench.commands.calibrate_quick import _check_out
 
@@ -61,6 +63,8 @@ def calibrate_cmd(
     for c in cal.classes:
         rms = "-" if c.step_rel_rms != c.step_rel_rms else f"{100 * c.step_rel_rms:.1f} %"
         sys.stderr.write(f"{c.key.text()}: {c.n_step} cells, step residual RMS {rms}\n")
+    for line in thin_warnings(cal):
+        sys.stderr.write(f"warning: {line}\n")
     sys.stderr.write(f"wrote {out}\n")
 
 
@@ -71,3 +75,23 @@ def _check_stores(stores: list[Path], out: Path | None) -> None:
         if r in seen:
             sys.stderr.write(f"warning: {s} is {seen[r]} again: counted once\n")
         seen.setdefault(r, s)
+
+
+def thin_warnings(cal: object) -> list[str]:
+    """What a calibration cannot pin: a class with fewer cells than step constants (the rest stay at the prior
+    over all classes), a class without an AR cell (no baseline: its speedups borrow the AR step of other classes)."""
+    from specbench.predict.model import Params
+
+    n_const = len(Params().step_vector())
+    out = []
+    coverages = getattr(cal, "coverages", {})
+    for c in getattr(cal, "classes", ()):
+        if c.key.model:
+            continue
+        if c.n_step < n_const:
+            out.append(f"{c.key.text()}: {c.n_step} cells for {n_const} step constants: the others stay at the fit "
+                       "over every class (measure more concurrencies and prompt lengths: `calibrate --quick`)")
+        cov = coverages.get(c.key)
+        if cov is not None and "ar" not in cov.methods:
+            out.append(f"{c.key.text()}: no AR cell: its AR step, and so its speedups, come from other classes")
+    return out

@@ -205,8 +205,10 @@ def from_json(doc: Any, source: str) -> Calibration:
         where = f"{source}: classes[{i}]"
         try:
             k = c["key"]
+            if not isinstance(k["cuda_graphs"], bool):  # "false" is a true string: only JSON true / false
+                raise TypeError(f"cuda_graphs must be true or false, got {k['cuda_graphs']!r}")
             key = ClassKey(str(k["engine"]), str(k["engine_version"]), str(k["gpu"]), str(k["attention_backend"]),
-                           bool(k["cuda_graphs"]), str(k.get("model") or ""))
+                           k["cuda_graphs"], str(k.get("model") or ""))
             rms = c.get("step_rel_rms")
             trms = c.get("ttft_rel_rms")
             classes.append(ClassFit(key, _params(c["params"], where), int(c.get("n_step") or 0),

@@ -4,6 +4,7 @@ the runner's dry run (commands/predict.py::plan_rows): this layer sits below mat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -46,8 +47,14 @@ def accept_from_store(path: Path) -> dict[str, float]:
 
 def predict_spec(spec: Any, rows: Sequence[Mapping[str, Any]], calibration: cal_io.Calibration,
                  accept_len: float | None = None, measured: Mapping[str, float] | None = None) -> list[Predicted]:
-    if accept_len is not None and accept_len < 1:
-        raise UserError(f"--accept-len must be >= 1 (tokens per verify step), got {accept_len:g}")
+    if accept_len is not None and not (math.isfinite(accept_len) and accept_len >= 1):  # nan fails both tests
+        raise UserError(f"--accept-len must be a number >= 1 (tokens per verify step), got {accept_len:g}")
+    if measured is not None:
+        spec_labels = {str(r["label"]) for r in rows if str((r.get("server") or {}).get("algorithm") or "ar").lower()
+                       not in ("ar", "")}
+        if spec_labels and not spec_labels & set(measured):
+            raise UserError(f"--acceptance-from: none of the store's labels ({', '.join(sorted(measured))}) is a "
+                            f"speculative configuration of this matrix ({', '.join(sorted(spec_labels))})")
     return predict_rows(rows, plan_table_of(spec), spec.engine, calibration, accept_len, measured)
 
 
