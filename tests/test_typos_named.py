@@ -78,3 +78,14 @@ def test_from_log_never_moves_free_memory_to_another_gpu():
     doc = json.loads(ok.stdout)
     assert doc["gpu"] == "custom 22.05 GiB"
     assert any("the log's GPU: 22.05 GiB" in n for n in doc["from_log"]["notes"])
+
+
+def test_vllm_serve_with_model_flag_serves_it_whatever_stray_word_follows():
+    """vLLM moves `--model X` to the front as the positional model (FlexibleArgumentParser.parse_args@0.32.0): a stray
+    positional word (`/--served-model-name`, a broken line continuation) is an extra argument, never the model."""
+    out = plan_command("vllm serve --model Qwen/Qwen3-8B /--served-model-name foo".split(),
+                       PlanOptions(gpu="H200", fixes=False))
+    assert out["model"] == "Qwen/Qwen3-8B" and "/--served-model-name" in out["unknown_flags"]
+    assert out["status"] == "ok"  # not a flag: warned as unknown, not a parser failure of ours to invent
+    plain = plan_command("vllm serve Qwen/Qwen3-8B".split(), PlanOptions(gpu="H200", fixes=False))
+    assert plain["model"] == "Qwen/Qwen3-8B"

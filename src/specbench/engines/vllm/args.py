@@ -338,7 +338,12 @@ def parse_vllm_argv(argv: list[str], release: str | None = None) -> VllmArgs:
         else:
             r.ignored.append(words[i])
             i += 1
-    if model is not None:
+    if model is not None and serve and "model" in r.kw:
+        # `vllm serve ... --model X ...`: vLLM moves X to the front as the positional model_tag
+        # (utils/argparse_utils.py::FlexibleArgumentParser.parse_args@0.32.0), so X is served and a stray
+        # positional word is an extra argument, never the model (issue 36: `/--served-model-name` won over --model)
+        r.unknown.append(model)
+    elif model is not None:
         r.kw["model"] = model  # model_tag wins over --model (entrypoints/cli/serve.py::ServeSubcommand.cmd)
     _validate(r.kw)
     _fold_spec_flags(r.kw)
