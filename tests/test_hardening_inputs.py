@@ -54,7 +54,7 @@ def test_an_unknown_release_line_is_refused_with_the_known_rule_sets(engine_argv
 def test_a_newer_patch_is_planned_with_the_nearest_rules_and_a_loud_warning() -> None:
     r = _cli("plan", "--engine-version", "0.5.99", "--gpu", "H100", "--no-fixes", *PLAN)
     assert r.returncode == 0, r.stderr
-    assert "WARNING: SGLang 0.5.99 is newer than the newest rule set" in r.stdout + r.stderr
+    assert "warning: SGLang 0.5.99 is newer than the newest rule set" in r.stdout + r.stderr
 
 
 def _matrix(tmp_path: Path, body: str) -> Path:

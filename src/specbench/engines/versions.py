@@ -81,6 +81,6 @@ def rule_set_for(release: Release | str | None, known_releases: Iterable[str | R
         raise FlagError(f"--engine-version {r}: no {engine} {r.major}.x release is known (known {engine} rule sets: "
                         f"{listed}; releases up to {newest.major}.{newest.minor}.x are planned)")
     if r > newest:
-        return newest, (f"WARNING: {engine} {r} is newer than the newest rule set ({newest}); planned with the "
+        return newest, (f"{engine} {r} is newer than the newest rule set ({newest}); planned with the "
                         f"{newest} rules, which may not match this release")
     return r, None
