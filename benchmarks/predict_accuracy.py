@@ -29,13 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from specbench.predict.api import (
-    StoredPrediction,
-    baseline_of,
-    calibrate_observations,
-    leave_one_store_out,
-    predict_stored,
-)
+from specbench.predict.api import StoredPrediction, calibrate_observations, leave_one_store_out, predict_speculative
 from specbench.predict.calibration import shipped
 from specbench.predict.observe import all_observations
 from specbench.predict.plan_matrix import predict_spec
@@ -98,16 +92,7 @@ def _summary(name: str, rows: list[StoredPrediction]) -> None:
 def _held_out(train: list[str], test: list[str]) -> list[StoredPrediction]:
     obs = all_observations(train)
     cal = calibrate_observations(obs, train)
-    out: list[StoredPrediction] = []
-    for store in test:
-        mine = all_observations([store])
-        for o in mine:
-            if o.accept_len is None:
-                continue
-            p = predict_stored(cal, o, baseline_of(o, mine))
-            if p is not None:
-                out.append(p)
-    return out
+    return [p for store in test for p in predict_speculative(cal, all_observations([store]))]
 
 
 HEADER = ("| store | config | c | prompt | measured speedup | predicted [interval] | error | inside | state |\n"

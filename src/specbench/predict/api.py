@@ -188,11 +188,17 @@ def leave_one_store_out(paths: Sequence[str]) -> list[StoredPrediction]:
         if not rest:
             continue
         cal = calibrate_observations(rest, sorted({o.store for o in rest}))
-        mine = [o for o in obs if o.store == store]
-        for o in mine:
-            if o.accept_len is None:
-                continue
-            p = predict_stored(cal, o, baseline_of(o, mine))
-            if p is not None:
-                out.append(p)
+        out.extend(predict_speculative(cal, [o for o in obs if o.store == store]))
+    return out
+
+
+def predict_speculative(cal: Calibration, mine: Sequence[Observation]) -> list[StoredPrediction]:
+    """The speculative cells of one store's observations predicted by `cal`, each against its own AR cell."""
+    out: list[StoredPrediction] = []
+    for o in mine:
+        if o.accept_len is None:
+            continue
+        p = predict_stored(cal, o, baseline_of(o, mine))
+        if p is not None:
+            out.append(p)
     return out
