@@ -133,3 +133,14 @@ def test_the_device_quick_calibration_is_used_by_a_later_prediction():
             assert any("tree width topk 4" in w for w in c["outside_calibration"])
         else:
             assert c["calibration_state"] == "calibrated", c
+
+
+def test_the_quick_matrix_is_never_written_over_a_file_it_did_not_write(tmp_path):
+    """The quick matrix goes beside the store (STORE.toml): a user's file there is refused before anything boots."""
+    mine = tmp_path / "bench.toml"
+    mine.write_text("# my matrix\nname = 'x'\n", encoding="utf-8")
+    r = sb("calibrate", "--quick", str(CONTEXT), "--store", str(tmp_path / "bench.sqlite"),
+           "--out", str(tmp_path / "cal.json"))
+    assert r.returncode == 2 and "not a quick matrix specbench wrote" in r.stderr and "Traceback" not in r.stderr
+    assert mine.read_text(encoding="utf-8") == "# my matrix\nname = 'x'\n"
+    assert not (tmp_path / "bench.sqlite").exists() and not (tmp_path / "cal.json").exists()

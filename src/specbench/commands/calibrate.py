@@ -53,9 +53,9 @@ def calibrate_cmd(
         for line in thin_warnings(cal):
             sys.stderr.write(f"warning: {line}\n")
         return
-    from specbench.commands.calibrate_quick import _check_out
+    from specbench.commands.calibrate_quick import check_out
 
-    _check_out(out, tuple(stores))
+    check_out(out, tuple(stores))
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:

@@ -36,7 +36,7 @@ def _quick_spec(matrix: Path) -> tuple[Any, str, Any, float]:
     refusal = None
     for simulate in (True, False):
         plan = quick_matrix(doc, simulate)
-        text = ("# written by `specbench calibrate --quick " + matrix.name + "` (predict/quick.py)\n"
+        text = (MARK + " " + matrix.name + "` (predict/quick.py)\n"
                 + tomli_w.dumps(plan.doc))
         try:
             spec = parse_matrix(text, f"{matrix} (quick calibration)", matrix.parent)
@@ -72,7 +72,7 @@ def _estimate(spec: Any, plan: Any) -> float:
     return estimate_s(plan, cell_s)
 
 
-def _check_out(out: Path, protected: tuple[Path, ...]) -> None:
+def check_out(out: Path, protected: tuple[Path, ...]) -> None:
     """Never write a calibration over the store, the matrix, or a file that is not a calibration."""
     from specbench.predict.calibration import FORMAT
 
@@ -108,8 +108,26 @@ def quick(matrix: Path, out: Path | None, store: Path | None, dry: bool) -> None
     if dry:
         sys.stdout.write(text)
         return
-    _check_out(out, (store, matrix))
+    check_out(out, (store, matrix))
     _run_and_write(spec, text, matrix, store, out)
+
+
+MARK = "# written by `specbench calibrate --quick"
+
+
+def _check_quick_toml(path: Path, matrix: Path) -> None:
+    """The quick matrix is written beside the store: never over the user's matrix or any file it did not write."""
+    if path.exists() and matrix.exists() and path.resolve() == matrix.resolve():
+        raise UserError(f"--store {path.with_suffix('.sqlite')} would put the quick matrix over {matrix}: give the "
+                        "store another name")
+    if path.exists():
+        try:
+            head = path.read_text(encoding="utf-8")[:len(MARK)]
+        except (OSError, UnicodeDecodeError):
+            head = ""
+        if head != MARK:
+            raise UserError(f"{path} exists and is not a quick matrix specbench wrote: refusing to overwrite it "
+                            "(give --store another name)")
 
 
 def _run_and_write(spec: Any, text: str, matrix: Path, store: Path, out: Path) -> None:
@@ -120,6 +138,7 @@ def _run_and_write(spec: Any, text: str, matrix: Path, store: Path, out: Path) -
 
     store.parent.mkdir(parents=True, exist_ok=True)
     quick_toml = store.with_suffix(".toml")
+    _check_quick_toml(quick_toml, matrix)
     quick_toml.write_text(text, encoding="utf-8")
     t0 = time.monotonic()
     report = run_matrix(spec, text, str(quick_toml), RunOptions(store_path=store, progress=sys.stderr.isatty()),
