@@ -34,7 +34,7 @@ case "$step" in
     # the store and its logs stay under /tmp (a call brings back a limited number of files); only the checkpointed
     # .db (rollback-journal mode) and the run's text go to $OUT. A store under .devrun/ or /tmp/runs is resumed.
     mkdir -p /tmp/runs; db=/tmp/runs/$step.db
-    [ -f $db ] || { [ -f .devrun/$step.db ] && cp .devrun/$step.db $db; }
+    [ -f $db ] || { [ -f .devrun/$step.db ] && cp .devrun/$step.db $db && chmod u+w $db; }
     timeout -s INT "$deadline" python3 -m specbench run /tmp/mx/$step.toml --store $db --no-progress > /tmp/runs/run-$step.txt 2>&1
     echo "rc=$?" >> /tmp/runs/run-$step.txt; cat /tmp/runs/run-$step.txt >> $OUT/run-$step.txt; tail -25 /tmp/runs/run-$step.txt
     python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()" $db
