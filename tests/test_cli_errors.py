@@ -1,5 +1,6 @@
 """User mistakes end in one line on stderr and exit 2, never a traceback (real CLI subprocesses)."""
 
+import signal
 import subprocess
 import sys
 
@@ -27,15 +28,25 @@ CTRL_C_IN_PLAN = """
 import signal, sys
 import specbench.plan.api as api
 from specbench.cli import main
+# the disposition this test relies on, whatever the parent left: a background job (`nohup make test &`) starts us
+# with SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so the raised SIGINT would do nothing
+signal.signal(signal.SIGINT, signal.default_int_handler)
 api.plan_result = lambda *a, **k: signal.raise_signal(signal.SIGINT)  # a real SIGINT while the command works
 main(sys.argv[1:])
 """
 
 
+def _start_with_sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup make test &` starts pytest and so its children
+
+
+@pytest.mark.parametrize("started", ["foreground", "background"])
 @pytest.mark.parametrize("flag", [[], ["--json"]])
-def test_ctrl_c_in_a_command_says_interrupted_and_exits_130(flag):
-    """typer turns a KeyboardInterrupt inside a command into a silent exit 130; the user reads one line."""
+def test_ctrl_c_in_a_command_says_interrupted_and_exits_130(flag, started):
+    """typer turns a KeyboardInterrupt inside a command into a silent exit 130; the user reads one line. The same
+    whether the test runs in a terminal or as a background job that inherited SIGINT ignored."""
+    pre = _start_with_sigint_ignored if started == "background" else None
     r = subprocess.run([sys.executable, "-c", CTRL_C_IN_PLAN, "plan", *flag, "--", "vllm", "serve", "Qwen/Qwen3-8B"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, preexec_fn=pre)
     assert r.returncode == 130, r.stderr
     assert r.stderr.strip() == "specbench: interrupted" and r.stdout == ""
