@@ -109,6 +109,9 @@ class ModelSpec:
     max_position_embeddings: int | None = None
     quant: QuantSpec = field(default_factory=QuantSpec)
     attention_bias: bool = False
+    # groups of fields a stand-in assumed rather than read from the checkpoint (specs/assumed.py): they feed the
+    # numbers, never a start check's verdict
+    assumed: frozenset[str] = frozenset()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     origin: Any = field(default=None, repr=False, compare=False)  # specs/resolve.py::ModelOrigin: where it came from
 

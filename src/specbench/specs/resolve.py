@@ -302,6 +302,8 @@ def load_model_spec(source: str, *, name: str | None = None, revision: str | Non
         data, hq = _with_overlay(data, hq, origin.overlay)
     hq, notes = _as_published(origin, hq)
     spec = model_spec_from_dict(data, name=name or source, hf_quant_config=hq)
+    if origin.overlay is not None and origin.overlay.assumed:
+        spec = dataclasses.replace(spec, assumed=origin.overlay.assumed)
     said = read_name(source.strip().rstrip("/").rsplit("/", 1)[-1]).quant
     if said and spec.quant.method is None and not _QUANT_FLAG.get():
         notes += (f"the name says {said.upper()} but its config.json has no quantization_config: the weights are "

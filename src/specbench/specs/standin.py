@@ -183,6 +183,7 @@ class StandIn:
     fields: Mapping[str, Any]                   # config fields a known rename changes
     text: str                                   # the one line: stand-in, assumption, what makes it exact
     drop_quant: bool = False                    # a `-BF16` name planned on a quantized sibling: unquantized
+    assumed: frozenset[str] = frozenset()       # the field groups it assumed (specs/assumed.py)
 
 
 def _known_variant(base: Path, kind: str, bundled: dict[str, Path]) -> tuple[str, Path] | None:
@@ -232,7 +233,7 @@ def _drafter(source: str, tail: str, bundled: dict[str, Path]) -> StandIn | None
     return StandIn(best[2], label, None, None, {},
                    f"{source}: planned on the bundled {label}, a SpecForge {algo} template for the same target (its "
                    "shapes, not the published drafter's); the drafter's config.json makes it exact: a local folder, "
-                   "the HF cache, or the Hub")
+                   "the HF cache, or the Hub", assumed=frozenset({"shapes", "context", "quantization", "architecture"}))
 
 
 def _arch(p: Path) -> str | None:
@@ -286,7 +287,7 @@ def find_stand_in(source: str, why: str, match: Any, bundled: dict[str, Path], f
                 return StandIn(hit, label, None, None, {}, f"{source}: planned on the bundled config of {label} "
                                f"(same architecture) without its quantization, assumed from the name's "
                                f"`{'-'.join(nr.quant_words)}`; the checkpoint's config.json makes it exact",
-                               drop_quant=True)
+                               drop_quant=True, assumed=frozenset({"quantization"}))
             continue
         hit = match(f"{org}/{cand}" if org else cand) or match(cand)
         if hit is None or _is_drafter(hit):  # a drafter never stands in for a model
@@ -326,7 +327,9 @@ def _build(source: str, hit: Path, nr: NameRead, kind: str | None, org: str, fla
              + (f" (huggingface-cli download {repo} config.json)" if repo else "")
              + (", or the Hub (unset HF_HUB_OFFLINE)" if "OFFLINE" in why else ", or the Hub"))
     text = f"{source}: planned on the bundled config of {label} (same architecture){quant}{renamed}; {exact}"
-    return StandIn(hit, label, qc, hq, fields, text)
+    # what was written rather than read: the quantization (from the name or the flag), a rename's fields and shapes
+    assumed = ({"quantization"} if kind is not None else set()) | ({"context", "shapes"} if dropped else set())
+    return StandIn(hit, label, qc, hq, fields, text, assumed=frozenset(assumed))
 
 
 _ALGO_WORDS = {"EAGLE3": "eagle3", "EAGLE": "eagle3", "DFLASH": "dflash", "DDTREE": "dflash"}

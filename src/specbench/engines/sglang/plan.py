@@ -35,7 +35,7 @@ from specbench.engines.sglang.plan_stages import (
     resolve_setup,
 )
 from specbench.engines.sglang.plan_verdict import log_lines, verdict_warnings
-from specbench.engines.sglang.start_checks import check_mamba, first_failure, model_warnings
+from specbench.engines.sglang.start_checks import check_mamba, model_warnings, start_outcome
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model_types import ModelSpec
 
@@ -124,7 +124,8 @@ def _r(x: float | None) -> float | None:
 
 def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: GpuSpec, version_text: str,
                 measured: Measured = Measured()) -> SglangPlan:
-    start = first_failure(args, m, draft, version_text)
+    outcome = start_outcome(args, m, draft, version_text)
+    start = outcome.failure
     if start is not None and start.check in ("speculative_algorithm", "dflash_block"):
         args = args.with_(speculative_algorithm=None)  # the budget as far as it gets: without the refused spec
     s = resolve_setup(args, m, draft, gpu, version_text)
@@ -149,7 +150,8 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     cell = kv_cell(args, m, draft, s)
     pp = plan_pools(args, m, s, b, mamba, cell)
     sizes = allocation_sizes(args, m, draft, s, cell, mamba, pp)
-    warnings = verdict_warnings(args, s, w, b, mamba, pp, sizes, measured) + model_warnings(args, m, draft)
+    warnings = (verdict_warnings(args, s, w, b, mamba, pp, sizes, measured) + model_warnings(args, m, draft)
+                + outcome.assumed)
     pools = pp.pools
     return SglangPlan(
         **_budget_fields(args, gpu, s, w, b, mamba, warnings, pp.notes),

@@ -14,6 +14,7 @@ from typing import Any
 from specbench.engines import versions
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
+from specbench.specs import assumed as A
 from specbench.specs.model import draft_vocab_warning
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import awq_bits
@@ -265,21 +266,51 @@ def check_mamba(args: SglangArgs, m: ModelSpec, strategy: str | None, draft_toke
     return None
 
 
-def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
-                  version_text: str | None = None) -> StartFailure | None:
+@dataclass(frozen=True)
+class StartOutcome:
+    failure: StartFailure | None                # the first check that stops the start
+    assumed: tuple[str, ...] = ()               # failures of checks that read a stand-in's assumption: warnings
+
+
+# the field groups each model check reads (specs/assumed.py): a failure of one of them on an assumed field is a
+# warning, not the verdict
+_READS: dict[str, tuple[str, ...]] = {
+    "quantization": (A.QUANTIZATION,), "context": (A.CONTEXT,), "divisibility": (A.SHAPES,),
+    "architecture": (A.ARCHITECTURE,), "expert_parallel": (A.SHAPES,), "quant_config": (A.QUANTIZATION,),
+    "awq_bits": (A.QUANTIZATION,), "draft_model": (A.SHAPES, A.ARCHITECTURE),
+}
+
+
+def start_outcome(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
+                  version_text: str | None = None) -> StartOutcome:
     """The checks that run before any weight (argparse, server_args, model configs), in the engine's order. The
-    `choices=` lists were read in 0.5.12.post1 / 0.5.15.post1 only: releases after 0.5.17 skip that check."""
+    `choices=` lists were read in 0.5.12.post1 / 0.5.15.post1 only: releases after 0.5.17 skip that check. A model
+    check whose failure rests on a field a stand-in assumed gives a warning and the next check runs."""
     rel = versions.parse_release(version_text)
     read = rel is None or rel <= (0, 5, 17)
-    for check in (lambda: check_choices(args, dtypes=read, release=version_text), lambda: check_dflash_block(args),
-                  lambda: check_quantization(args, m), lambda: check_context(args, m, draft),
-                  lambda: check_divisibility(args, m, draft), lambda: check_architecture(m, version_text),
-                  lambda: check_expert_parallel(args, m), lambda: check_quant_config(m),
-                  lambda: check_awq_bits(m), lambda: check_draft_model(args, m, draft)):
+    checks = (("flags", lambda: check_choices(args, dtypes=read, release=version_text)),
+              ("flags", lambda: check_dflash_block(args)), ("quantization", lambda: check_quantization(args, m)),
+              ("context", lambda: check_context(args, m, draft)),
+              ("divisibility", lambda: check_divisibility(args, m, draft)),
+              ("architecture", lambda: check_architecture(m, version_text)),
+              ("expert_parallel", lambda: check_expert_parallel(args, m)),
+              ("quant_config", lambda: check_quant_config(m)), ("awq_bits", lambda: check_awq_bits(m)),
+              ("draft_model", lambda: check_draft_model(args, m, draft)))
+    assumed: list[str] = []
+    for kind, check in checks:
         f = check()
-        if f is not None:
-            return f
-    return None
+        if f is None:
+            continue
+        warning = A.demoted(f.error, _READS.get(kind, ()), (m, draft))
+        if warning is None:
+            return StartOutcome(f, tuple(assumed))
+        assumed.append(warning)
+    return StartOutcome(None, tuple(assumed))
+
+
+def first_failure(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None,
+                  version_text: str | None = None) -> StartFailure | None:
+    return start_outcome(args, m, draft, version_text).failure
 
 
 # -- the model's own config and the drafter against its target (#23). Read from sglang 0.5.15.post1.

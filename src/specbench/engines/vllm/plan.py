@@ -49,6 +49,7 @@ from specbench.engines.vllm.outcome import Context, VllmPlan
 from specbench.engines.vllm.pool import Charge, Grouping, Pool, PoolFailure, blocks_per_request, lcm_all, size_pool
 from specbench.engines.vllm.spec_checks import spec_start_failure
 from specbench.errors import UserError
+from specbench.specs.assumed import CONTEXT, demoted
 from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import gpu_for
@@ -282,12 +283,15 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     st = _start(args, m, draft, ctx)
     # the engine's own non-memory checks (start_checks.py; the expert-parallel ones: not_modelled.py): the flags,
     # then the model's and the drafter's configs
+    model_error, assumed = vllm_start.model_outcome(args, m, draft)
     start_error = (vllm_start.first_failure(args) or ep_start_failure(args) or spec_start_failure(args)
-                   or vllm_start.model_failure(args, m, draft))
+                   or model_error)
     if start_error is not None:
         return _failed(st, "start_check", start_error, None, {})
-    st = st.more(warnings=vllm_start.model_warnings(args, m, draft))
+    st = st.more(warnings=vllm_start.model_warnings(args, m, draft) + assumed)
     error, warning = _too_long(args, derived_max_model_len(m, ctx.version, args.hf_overrides_dict))
+    if error is not None and (late := demoted(error, (CONTEXT,), (m,))) is not None:
+        error, warning = None, late  # the derived length of a stand-in's assumed context decides nothing
     if error is not None:
         return _failed(st, "derived_max_len", error, None, {})
     if warning is not None:

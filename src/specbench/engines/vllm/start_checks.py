@@ -8,6 +8,7 @@ engine's own complaint (or None); `first_failure` runs them in the order vLLM bu
 from __future__ import annotations
 
 from specbench.engines.vllm.args import VllmArgs
+from specbench.specs import assumed as A
 from specbench.specs.model import draft_vocab_warning
 from specbench.specs.model_types import ModelSpec
 
@@ -63,25 +64,42 @@ def eagle_class(method: str, arch: str) -> str:
     return arch if arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
 
 
-def model_failure(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> str | None:
-    """What vLLM refuses in the model's own config or the drafter's, before any weight loads:
+def _model_failures(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> list[tuple[tuple[str, ...], str]]:
+    """What vLLM refuses in the model's own config or the drafter's, before any weight loads, with the field groups
+    each reads (specs/assumed.py):
     - AWQ of other than 4 bits: model_executor/layers/quantization/auto_awq.py::AWQMarlinConfig.__init__@0.32.0
       (TYPE_MAP holds 4 only);
     - an EAGLE / EAGLE3 drafter whose class vLLM has none of: model_executor/models/registry.py::
       _ModelRegistry._raise_for_unsupported@0.32.0."""
     from specbench.specs.quant import awq_bits  # the config's own keys, read alike by both engines
 
+    out: list[tuple[tuple[str, ...], str]] = []
     bits = awq_bits(m.raw)
     if bits is not None and bits != 4:
-        return (f"ValueError: Unsupported num_bits = {bits}. Supported: 4. For 8-bit AWQ, use Marlin backend by "
-                "setting backend='awq:marlin' or backend='marlin'.")
+        out.append(((A.QUANTIZATION,), f"ValueError: Unsupported num_bits = {bits}. Supported: 4. For 8-bit AWQ, use "
+                    "Marlin backend by setting backend='awq:marlin' or backend='marlin'."))
     s = args.speculative
     if draft is not None and s is not None and s.kind in ("eagle", "eagle3"):
         cls = eagle_class(s.kind, draft.architecture)
         if cls not in EAGLE_DRAFT_CLASSES:
-            return (f"ValueError: Model architectures ['{cls}'] are not supported for now. (the drafter's "
-                    f"{draft.architecture} has no {s.kind.upper()} draft class in vLLM)")
-    return None
+            out.append(((A.ARCHITECTURE,), f"ValueError: Model architectures ['{cls}'] are not supported for now. "
+                        f"(the drafter's {draft.architecture} has no {s.kind.upper()} draft class in vLLM)"))
+    return out
+
+
+def model_outcome(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> tuple[str | None, tuple[str, ...]]:
+    """(the first model failure that stands, the failures that rest on a stand-in's assumption: warnings)."""
+    assumed: list[str] = []
+    for reads, error in _model_failures(args, m, draft):
+        warning = A.demoted(error, reads, (m, draft))
+        if warning is None:
+            return error, tuple(assumed)
+        assumed.append(warning)
+    return None, tuple(assumed)
+
+
+def model_failure(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> str | None:
+    return model_outcome(args, m, draft)[0]
 
 
 def model_warnings(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> tuple[str, ...]:
