@@ -274,9 +274,9 @@ def _sentences(facts: LogFacts, failure: Failure | None, status: str, warns: tup
         msg = failure.message.rstrip()
         out.append(f"{head}: {msg}" + ("" if msg.endswith((".", "!", "?")) else "."))
         out += failure_sentences(facts, failure)
-    if status == "started":
-        out += started_sentences(facts)
     caps = [w.capped for w in warns if w.capped is not None]
+    if status == "started":  # a capped start is not "fine": the cap sentence below says what it lowered
+        out += [s.replace("Started fine", "Started", 1) if caps else s for s in started_sentences(facts)]
     if status == "started" and caps:
         out.append("Started, but capped: " + "; ".join(_cap_words(c) for c in caps[:4]) + ".")
     if status == "unknown":

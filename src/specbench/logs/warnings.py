@@ -121,10 +121,12 @@ def find_warnings(lines: list[Line], facts: LogFacts, rules: Sequence[WarningRul
             if rule.key and rule.key not in line.text:
                 continue
             m = rule.pattern.search(line.text)
+            text = _joined(lines, idx)
+            if m is None and len(text) > len(line.text.strip()):
+                m = rule.pattern.search(text)  # a record wrapped over lines (a paste): its numbers on the next one
             if m is None:
                 continue
             try:
-                text = _joined(lines, idx)
                 m = rule.pattern.search(text) or m
                 if rule.when is not None and not rule.when(m, facts):
                     continue

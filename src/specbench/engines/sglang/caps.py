@@ -120,6 +120,9 @@ def _input_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any
         engine_flags(text, "the engine's advice")
 
 
+_SUMMARY = re.compile(r"max_total_num_tokens=(\d+),.*?\bcontext_len=(\d+)", re.S)
+
+
 WARNINGS = (
     WarningRule("mamba_cap", _MAMBA_CAP, cap_of=_mamba_cap_of, fixes=_cap_fixes, key="capped to"),
     WarningRule("mrr_reduced", _REDUCED, cap_of=_reduced_of, fixes=_reduced_fixes, key="reduced from"),
@@ -129,6 +132,10 @@ WARNINGS = (
                 kind_fn=lambda m: "negative_profiled_kv_tokens" if int(m.group(2)) <= 0 else "max_total_tokens_capped",
                 key="profiled value"),
     WarningRule("kv_smaller_than_context", _FEWER, cap_of=_fewer_of, fixes=_fewer_fixes, key="KV pool holds"),
+    # the ready summary itself (model_executor/model_runner.py / scheduler.py@0.5.15.post1 log both numbers): a pool
+    # shorter than context_len starts without a word, and a request past the pool's length is refused at run time
+    WarningRule("kv_smaller_than_context", _SUMMARY, cap_of=_fewer_of, fixes=_fewer_fixes,
+                when=lambda m, f: int(m.group(1)) < int(m.group(2)), key="max_total_num_tokens="),
     # a request refused (or truncated) at run time: the pool's limit per request, not a start-up cap
     WarningRule("kv_smaller_than_context", re.compile(
         r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)"),
