@@ -115,6 +115,20 @@ def test_an_unknown_command_is_a_usage_error_with_a_suggestion():
     r = _cli("plna")
     assert r.returncode == 2
     assert "No such command 'plna'" in r.stderr and "'plan'" in r.stderr
+    # one line, as every user mistake (issue 36: "`plna` gives two errors", a usage block and a boxed panel)
+    assert r.stderr.splitlines() == [r.stderr.strip()] and r.stderr.startswith("specbench: error: "), r.stderr
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "--bogus", "m.toml"], "specbench run: No such option: --bogus"),
+    (["report"], "specbench report: Missing argument"),
+    (["models", "bild"], "No such command 'bild'. Did you mean 'build'?"),
+    (["--bogus"], "No such option: --bogus"),
+])
+def test_a_usage_mistake_is_one_line_naming_it(argv, said):
+    r = _cli(*argv)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == [r.stderr.strip()] and said in r.stderr and "--help'" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("argv", [PLAN, VLLM_PLAN], ids=["sglang", "vllm-json"])

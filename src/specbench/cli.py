@@ -17,6 +17,11 @@ from typer.core import TyperGroup
 
 from specbench.errors import UserError
 
+try:  # typer 0.29 carries its own click (typer/_click); earlier releases use click itself
+    from typer._click.exceptions import UsageError as _UsageError
+except ImportError:  # pragma: no cover - another typer release
+    from click.exceptions import UsageError as _UsageError  # type: ignore[no-redef]
+
 if TYPE_CHECKING:  # typer vendors click as typer._click; the separate click package is not needed at run time
     from typer._click import Command
 
@@ -78,6 +83,29 @@ class LazyGroup(TyperGroup):
         for name, cmd in self.commands.items():  # any registered directly on `app`
             lazy[name] = cmd
         self.commands = lazy
+
+    # A usage mistake (an unknown command or option, a missing argument, a value of the wrong kind) is one line,
+    # `specbench: error: ...` with exit status 2 as every other user mistake, not typer's boxed panel after a usage
+    # block: click raises these from the group's and the subcommand's parsing (click/core.py::Group.invoke builds
+    # the subcommand's context inside it), so both are turned into the project's UserError here.
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _UsageError as exc:
+            raise _one_line(exc) from None
+
+
+def _one_line(exc: _UsageError) -> UserError:
+    """`specbench run: No such option: --bogus (Possible options: --gpus); see 'specbench run --help'`."""
+    path = exc.ctx.command_path if exc.ctx is not None else "specbench"
+    said = " ".join(exc.format_message().split()).rstrip(".")
+    return UserError(f"{'' if path == 'specbench' else path + ': '}{said}; see '{path} --help'")
 
 
 _PLAIN = (str, int, float, bool, list[str])  # the annotations _install_plain_coercion serves
