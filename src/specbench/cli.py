@@ -20,7 +20,7 @@ from specbench.errors import UserError
 try:  # typer 0.29 carries its own click (typer/_click); earlier releases use click itself
     from typer._click.exceptions import UsageError as _UsageError
 except ImportError:  # pragma: no cover - another typer release
-    from click.exceptions import UsageError as _UsageError  # type: ignore[no-redef]
+    from click.exceptions import UsageError as _UsageError  # type: ignore[no-redef, assignment]
 
 if TYPE_CHECKING:  # typer vendors click as typer._click; the separate click package is not needed at run time
     from typer._click import Command
