@@ -189,11 +189,11 @@ def test_weights_estimate_error_keys(cmd, kw, target, draft):
 def test_vllm_expert_parallel_places_whole_experts():
     """FusedMoEParallelConfig.make / determine_expert_map@0.32.0: ep = tp x dp, rank 0 holds ceil(E / ep) whole
     experts. Qwen3-30B-A3B: 128 experts; routed experts are most of its 56.9 GiB."""
-    from specbench.engines.vllm.expert_parallel import _routed_bytes, expert_parallel_delta
+    from specbench.engines.vllm.expert_parallel import expert_parallel_delta, routed_bytes
     from specbench.specs.resolve import load_model_spec
 
     m = load_model_spec("Qwen/Qwen3-30B-A3B")
-    whole = _routed_bytes(m, 1)
+    whole = routed_bytes(m, 1)
     assert whole / 2**30 > 50
     assert expert_parallel_delta(m, 1, 1) == 0                      # one rank: nothing moves
     assert expert_parallel_delta(m, 4, 1) == pytest.approx(0, abs=2**20)  # 128 / 4 whole = a quarter of each

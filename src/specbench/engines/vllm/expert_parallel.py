@@ -21,7 +21,7 @@ def ep_size(tp: int, dp: int) -> int:
 _ROUTED: dict[tuple[int, int], tuple[ModelSpec, float]] = {}
 
 
-def _routed_bytes(m: ModelSpec, tp: int) -> float:
+def routed_bytes(m: ModelSpec, tp: int) -> float:
     """Bytes of the routed experts on one rank at `tp`; per (spec object, tp): the fix search plans the same model
     hundreds of times, and an FP8 checkpoint's exclude list made each pass ~0.35 s (480B: 72-89 s per plan)."""
     hit = _ROUTED.get((id(m), tp))
@@ -42,6 +42,6 @@ def expert_parallel_delta(m: ModelSpec, tp: int, dp: int) -> int:
         return 0
     ep = ep_size(tp, dp)
     n = m.moe.num_experts
-    whole = _routed_bytes(m, 1)  # every routed expert, unsplit
+    whole = routed_bytes(m, 1)  # every routed expert, unsplit
     local = -(-n // ep)
-    return int(whole * local / n - _routed_bytes(m, tp))
+    return int(whole * local / n - routed_bytes(m, tp))

@@ -17,6 +17,8 @@ from specbench.specs.model_types import ModelSpec
 
 MNS_SEARCH_MAX = 4096
 U_GRID = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # 0.30 .. 0.99
+# failures that a smaller --gpu-memory-utilization cures (memory held beyond ceil(T x u): fp8_sm8x.py)
+LOWER_U_HELPS = ("fp8_marlin_oom",)
 
 
 def _result(p: VllmPlan) -> dict[str, Any]:
@@ -93,6 +95,9 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
                     if r.ok(a.with_(env=env + (("VLLM_CPU_KVCACHE_SPACE", str(g)),))):
                         min_space = g
                         break
+        elif a.kv_cache_memory_bytes is None and at.error_kind in LOWER_U_HELPS:
+            # memory held outside the budget: the fix is the largest fraction below the asked one that starts
+            min_u = next((u for u in reversed(U_GRID) if u < at.u and r.ok(a.with_(gpu_memory_utilization=u))), None)
         elif a.kv_cache_memory_bytes is None:
             for u in U_GRID:
                 if r.ok(a.with_(gpu_memory_utilization=u)):

@@ -33,6 +33,7 @@ from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, cdiv, format_gib
 from specbench.engines.vllm.contract import contract, explain, plan_budget_rows
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
+from specbench.engines.vllm.fp8_sm8x import fp8_on_sm8x
 from specbench.engines.vllm.gpu_fit import vllm_total_bytes
 from specbench.engines.vllm.knobs import FLAG_LISTS, release_flags
 from specbench.engines.vllm.layout import (
@@ -301,6 +302,11 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     if b.failure is not None:
         return _failed(st, b.failure.kind, b.failure.message, b.K, b.budget)
     assert b.K is not None
+    f8 = fp8_on_sm8x(args, st.loaded, ctx.gpu, ctx.total_bytes or 0, st.u) if ctx.device != "cpu" else None
+    if f8 is not None:
+        st = st.more(warnings=f8.warnings)
+        if f8.failure is not None:
+            return _failed(st, "fp8_marlin_oom", f8.failure, b.K, b.budget)
     if ctx.device != "cpu" and vllm_gpu.is_v0(ctx.version):
         return _v0_plan(st, m, b.K, b.budget)
     return _pool_plan(st, args, m, draft, ctx, b.K, b.budget)
