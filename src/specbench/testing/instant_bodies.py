@@ -51,10 +51,10 @@ class Stats:
         out.append(f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{lab} 0.0\n")
         return "".join(out).encode()
 
-    def account(self, n: int, prompt_tokens: int, accept_length: int, num_spec_tokens: int) -> None:
+    def account(self, n: int, prompt_tokens: int | None, accept_length: int, num_spec_tokens: int) -> None:
         """One request served in full: `n` output tokens in steps of `accept_length` (1: no speculation)."""
         self.success += 1
-        self.prompt_tokens += prompt_tokens
+        self.prompt_tokens += prompt_tokens or 0
         self.generation_tokens += n
         if accept_length > 1:
             sizes = steps(n, accept_length)
@@ -118,8 +118,25 @@ SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\
             b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
 
 
-def text(i: int, k: int) -> str:
-    return "".join(" " + WORDS[(i + j) % len(WORDS)] for j in range(k))
+def text(i: int, k: int, salt: int = 0) -> str:
+    """Words i .. i+k-1 of the answer numbered `salt` (0: WORDS in order; another salt walks WORDS with another step
+    and start, so the answers to different prompts differ: about len(WORDS)^2 different answers)."""
+    step, start = 1 + salt % (len(WORDS) - 1), (salt // (len(WORDS) - 1)) % len(WORDS)
+    return "".join(" " + WORDS[((i + j) * step + start) % len(WORDS)] for j in range(k))
+
+
+def ids_of(i: int, k: int, salt: int = 0) -> list[int]:
+    """The token ids of the same words (one id per word; another salt, other ids)."""
+    return [salt * 4096 + x for x in range(i, i + k)]
+
+
+def prompt_salt(body: dict[str, Any]) -> int:
+    """Which answer a request gets: a hash of its prompt (`prompt`, `messages`, `input_ids` / `text`), so one prompt
+    always gets the same answer and different prompts (almost always) different ones, as a model's would."""
+    import zlib
+
+    key = {k: body.get(k) for k in ("prompt", "messages", "input_ids", "text")}
+    return zlib.crc32(json.dumps(key, sort_keys=True).encode()) % 3000
 
 
 def steps(n: int, a: int) -> list[int]:
@@ -128,23 +145,34 @@ def steps(n: int, a: int) -> list[int]:
 
 
 def truth_event(api: str, pos: int, k: int, last: bool, model: str, ids: bool, meta: dict[str, Any] | None,
-                full: bool = True, style: str = "compact") -> bytes:
+                full: bool = True, style: str = "compact", salt: int = 0) -> bytes:
     """One event of the ground-truth stream: `k` tokens after `pos` (k = 0: the chat role chunk); token ids when the
     request asked `return_token_ids` (vLLM) and always on /generate (SGLang's cumulative `output_ids`)."""
     fin = ("length" if full else "stop") if last else None
     if api == "generate":
-        return sse({"text": text(0, pos + k), "output_ids": list(range(pos + k)), "meta_info": meta}, style)
+        return sse({"text": text(0, pos + k, salt), "output_ids": ids_of(0, pos + k, salt), "meta_info": meta},
+                   style)
     if api == "chat":
-        delta: dict[str, Any] = {"role": "assistant", "content": ""} if k == 0 else {"content": text(pos, k)}
+        delta: dict[str, Any] = {"role": "assistant", "content": ""} if k == 0 else {"content": text(pos, k, salt)}
         choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
         obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": model}
     else:
-        choice = {"index": 0, "text": text(pos, k), "logprobs": None, "finish_reason": fin}
+        choice = {"index": 0, "text": text(pos, k, salt), "logprobs": None, "finish_reason": fin}
         obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": model}
     if ids and k:
-        choice["token_ids"] = list(range(pos, pos + k))
+        choice["token_ids"] = ids_of(pos, k, salt)
     obj["choices"] = [choice]
     return sse(obj, style)
+
+
+def empty_event(api: str, model: str, style: str = "compact") -> bytes:
+    """An event that carries no text and no token (as servers send between tokens: a held-back partial character, a
+    keep-alive): chat `delta.content` "", completions `text` "" (`/generate`: none, its events are cumulative)."""
+    if api == "chat":
+        return sse({"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": model,
+                    "choices": [{"index": 0, "delta": {"content": ""}, "logprobs": None, "finish_reason": None}]}, style)
+    return sse({"id": "cmpl-0", "object": "text_completion", "created": 0, "model": model,
+                "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": None}]}, style)
 
 
 def json_response(status: str, obj: Any, close: bool = False) -> bytes:
@@ -155,7 +183,7 @@ def json_response(status: str, obj: Any, close: bool = False) -> bytes:
 
 
 def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = False,
-                  style: str = "compact") -> list[bytes]:
+                  style: str = "compact", salt: int = 0) -> list[bytes]:
     """The SSE events of one streamed answer of `n` tokens, `accept_length` a step (`/generate`: prompt_tokens -1,
     patched in per request); `ids`: each choice carries its `token_ids`, as vLLM's with `return_token_ids`; `style`:
     how its JSON is spelled (JSON_STYLES)."""
@@ -172,38 +200,40 @@ def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = 
         fin = "length" if last else None
         if api == "chat":
             obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
-                                   "choices": [{"index": 0, "delta": {"content": text(pos, size)},
+                                   "choices": [{"index": 0, "delta": {"content": text(pos, size, salt)},
                                                 "logprobs": None, "finish_reason": fin}]}
         elif api == "completions":
             obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": m,
-                   "choices": [{"index": 0, "text": text(pos, size), "logprobs": None, "finish_reason": fin}]}
+                   "choices": [{"index": 0, "text": text(pos, size, salt), "logprobs": None,
+                                "finish_reason": fin}]}
         else:  # generate: cumulative text, meta_info per event (SGLang native)
-            obj = {"text": text(0, pos + size), "output_ids": list(range(pos + size)),
+            obj = {"text": text(0, pos + size, salt), "output_ids": ids_of(0, pos + size, salt),
                    "meta_info": {"id": "0", "finish_reason": {"type": "length", "length": n} if last else None,
                                  "prompt_tokens": -1, "completion_tokens": pos + size, "cached_tokens": 0,
                                  "spec_verify_ct": k + 1 if accept_length > 1 else 0}}
         if ids and api != "generate":
-            obj["choices"][0]["token_ids"] = list(range(pos, pos + size))
+            obj["choices"][0]["token_ids"] = ids_of(pos, size, salt)
         pos += size
         evs.append(sse(obj, style))
     return evs
 
 
-def stream_tail(api: str, n: int, prompt_tokens: int, usage: bool, model: str, style: str = "compact") -> bytes:
+def stream_tail(api: str, n: int, prompt_tokens: int | None, usage: bool, model: str, style: str = "compact") -> bytes:
     """What follows the events: the usage chunk (OpenAI APIs, when asked), `[DONE]` and the last chunk."""
     if api in ("chat", "completions") and usage:
         obj: dict[str, Any] = {
             "id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion", "created": 0,
             "model": model, "choices": [],
-            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}}
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": (prompt_tokens or 0) + n,
+                      "completion_tokens": n}}
         return sse(obj, style) + DONE + END
     return DONE + END
 
 
-def whole_response(api: str, n: int, ptoks: int, model: str, accept_length: int) -> bytes:
+def whole_response(api: str, n: int, ptoks: int | None, model: str, accept_length: int) -> bytes:
     """The non-stream answer of `n` tokens, as one HTTP response."""
     t = text(0, n)
-    usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n}
+    usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": (ptoks or 0) + n}
     if api == "chat":
         obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": model,
                                "choices": [{"index": 0, "message": {"role": "assistant", "content": t},

@@ -50,8 +50,10 @@ from specbench.testing.instant_bodies import (
     SSE_HEAD,
     Stats,
     chunk,
+    empty_event,
     field,
     json_response,
+    prompt_salt,
     sse,
     stream_events,
     stream_tail,
@@ -94,6 +96,13 @@ class Options:
     accepted_scale: float = 1.0  # lie: /metrics shows the accepted draft tokens (total and per position) x this
     truth_file: str | None = None
     json_style: str = "compact"  # how the stream's JSON is spelled (instant_bodies.JSON_STYLES)
+    # identity lies (load/honesty.py must catch each) and one honest oddity
+    answer_model: str | None = None  # lie: every answer names this model, whatever /v1/models and the request say
+    switch_model: str | None = None  # lie: after `switch_after` answers, /v1/models and the answers name this model
+    switch_after: int = 0
+    same_answer: bool = False  # lie: every prompt gets the same answer (a cache or a stub)
+    prompt_tokens_lie: int | None = None  # lie: usage / meta_info prompt_tokens is this, whatever was sent
+    empty_events: bool = False  # honest: an event without text between every two content events
 
     def lie(self, n: int) -> int | float:
         v = n * self.usage_scale + self.usage_offset
@@ -110,39 +119,58 @@ class Server:
         self.o = opts
         self.stats = Stats()
         self.count = 0
-        self._cache: dict[tuple[str, int, bool], list[bytes]] = {}
+        self._cache: dict[tuple[str, int, bool, int, str], list[bytes]] = {}
         self.sched: instant_truth.Scheduler | None = None
         if opts.step_ms > 0:
             self.sched = instant_truth.Scheduler(opts.step_ms / 1000, opts.max_running, opts.accept_rates, opts.seed,
                                                  opts.step_ms_per_running / 1000)
 
     # ---- event bodies, cached per (api, n) ------------------------------------------------
-    def events(self, api: str, n: int, ids: bool = False) -> list[bytes]:
-        key = (api, n, ids)
+    def events(self, api: str, n: int, ids: bool = False, salt: int = 0, model: str = "") -> list[bytes]:
+        key = (api, n, ids, salt, model)
         if key in self._cache:
             return self._cache[key]
-        evs = stream_events(api, n, self.o.accept_length, self.o.model, ids, self.o.json_style)
+        evs = stream_events(api, n, self.o.accept_length, model or self.o.model, ids, self.o.json_style, salt)
+        if self.o.empty_events and api != "generate" and evs:
+            empty = empty_event(api, model or self.o.model, self.o.json_style)
+            evs = [x for e in evs[:-1] for x in (e, empty)] + evs[-1:]
         if len(self._cache) < 4096:
             self._cache[key] = evs
         return evs
 
-    def tail(self, api: str, n: int, prompt_tokens: int, usage: bool) -> bytes:
-        return stream_tail(api, n, prompt_tokens, usage and not self.o.no_usage, self.o.model, self.o.json_style)
+    def tail(self, api: str, n: int, prompt_tokens: int | None, usage: bool, model: str = "") -> bytes:
+        return stream_tail(api, n, prompt_tokens, usage and not self.o.no_usage, model or self.o.model,
+                           self.o.json_style)
 
-    def account(self, n: int, prompt_tokens: int) -> None:
+    def served_name(self) -> str:
+        """What /v1/models lists: the switched model once `switch_after` answers were sent."""
+        o = self.o
+        if o.switch_model and self.count > o.switch_after:
+            return o.switch_model
+        return o.models_name or o.model
+
+    def answer_model(self, body: dict[str, Any]) -> str:
+        """The model an answer names: the one the request named (as vLLM and SGLang echo it), unless lying."""
+        o = self.o
+        if o.answer_model:
+            return o.answer_model
+        if o.switch_model and self.count > o.switch_after:
+            return o.switch_model
+        sent = body.get("model")
+        return sent if isinstance(sent, str) and sent else self.served_name()
+
+    def account(self, n: int, prompt_tokens: int | None) -> None:
         self.stats.account(n, prompt_tokens, self.o.accept_length, self.o.num_spec_tokens)
 
 
-def _prompt_tokens(body: dict[str, Any]) -> int:
-    """The server has no tokenizer: token ids are counted, text is estimated at 4 bytes per token."""
+def _prompt_tokens(body: dict[str, Any]) -> int | None:
+    """The server has no tokenizer: token ids are counted; text is not (reported as null: unknown, never a guess)."""
     if "input_ids" in body:
         return len(body["input_ids"])
     p = body.get("prompt")
     if isinstance(p, list) and p and isinstance(p[0], int):
         return len(p)
-    if "messages" in body:
-        return max(1, sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4)
-    return max(1, len(str(p if p is not None else body.get("text", ""))) // 4)
+    return None
 
 
 class _Proto(asyncio.Protocol):
@@ -199,7 +227,7 @@ class _Proto(asyncio.Protocol):
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             elif path == "/v1/models":
                 self._send(json_response("200 OK", {"object": "list", "data": [
-                    {"id": o.models_name or o.model, "object": "model", "owned_by": "specbench",
+                    {"id": srv.served_name(), "object": "model", "owned_by": "specbench",
                      "max_model_len": 32768}]}))
             elif path == "/metrics":
                 body = srv.stats.prometheus(o.model, "sglang" if srv.sched is not None and o.metrics == "sglang"
@@ -246,23 +274,25 @@ class _Proto(asyncio.Protocol):
         if o.max_output is not None:
             n = min(n, o.max_output)
         n = max(1, n)
-        ptoks = _prompt_tokens(body)
+        ptoks = _prompt_tokens(body) if o.prompt_tokens_lie is None else o.prompt_tokens_lie
+        salt = 0 if o.same_answer else prompt_salt(body)
+        model = srv.answer_model(body)
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if srv.sched is not None:  # every request through the scheduler, the readiness probe's too
             self.busy = True
             asyncio.ensure_future(self._truth(api, n, ptoks, usage, bool(body.get("return_token_ids")),
-                                              bool(body.get("stream"))))
+                                              bool(body.get("stream")), salt, model))
             return
         if not body.get("stream"):
-            self._send(whole_response(api, n, ptoks, o.model, o.accept_length))
+            self._send(whole_response(api, n, ptoks, model, o.accept_length))
             srv.account(n, ptoks)
             return
-        evs = srv.events(api, n, bool(body.get("return_token_ids")))
+        evs = srv.events(api, n, bool(body.get("return_token_ids")), salt, model)
         if api == "generate":  # prompt_tokens is per request: patch it into the cached events
             mark = field("prompt_tokens", -1, o.json_style)
             evs = [e.replace(mark, field("prompt_tokens", ptoks, o.json_style)) for e in evs]
             evs = [chunk(e[e.find(b"\r\n") + 2:-2]) for e in evs]
-        tail = srv.tail(api, n, ptoks, usage)
+        tail = srv.tail(api, n, ptoks, usage, model)
         faults = instant_faults.due(o.fault_every(), nth, len(evs))
         if o.ttft_ms or o.itl_ms or faults:
             self.busy = True
@@ -278,7 +308,7 @@ class _Proto(asyncio.Protocol):
             self._send(tail)
         srv.account(n, ptoks)
 
-    async def _paced(self, evs: list[bytes], tail: bytes, faults: dict[str, int], n: int, ptoks: int) -> None:
+    async def _paced(self, evs: list[bytes], tail: bytes, faults: dict[str, int], n: int, ptoks: int | None) -> None:
         o = self.srv.o
         try:
             self._send(SSE_HEAD)
@@ -299,7 +329,8 @@ class _Proto(asyncio.Protocol):
             if self.buf:
                 self.data_received(b"")
 
-    async def _truth(self, api: str, n: int, ptoks: int, usage: bool, ids: bool, stream: bool = True) -> None:
+    async def _truth(self, api: str, n: int, ptoks: int | None, usage: bool, ids: bool, stream: bool = True,
+                     salt: int = 0, model: str = "") -> None:
         """One answer through the ground-truth scheduler (instant_truth.py), streamed with the lies asked for, or
         whole (not streamed: the readiness probe) once its last step is done."""
         srv, o = self.srv, self.srv.o
@@ -311,36 +342,40 @@ class _Proto(asyncio.Protocol):
             if not stream:
                 while await job.steps.get():
                     pass
-                self._send(whole_response(api, stop_at, ptoks, o.model, 1))
+                self._send(whole_response(api, stop_at, ptoks, model or o.model, 1))
                 self._account_truth(ptoks)
                 return
             self._send(SSE_HEAD)
             if api == "chat":
-                self._send(truth_event(api, 0, 0, False, o.model, ids, None, style=o.json_style))
+                self._send(truth_event(api, 0, 0, False, model or o.model, ids, None, style=o.json_style))
             pos = 0
             while True:
                 k = await job.steps.get()
                 if k == 0:
                     break
                 last = pos + k >= stop_at
-                meta = None
+                meta: dict[str, Any] | None = None
                 if api == "generate":
                     meta = {"id": "0", "prompt_tokens": ptoks, "completion_tokens": pos + k, "cached_tokens": 0,
                             "finish_reason": ({"type": "length", "length": n} if stop_at == n else
                                               {"type": "stop", "matched": 0}) if last else None}
                     if last:
+                        assert meta is not None
                         meta["completion_tokens"] = o.lie(stop_at)
                         if sched.rates:
                             meta["spec_verify_ct"] = job.verify_steps
                             meta["spec_correct_drafts_histogram"] = list(job.accepted_hist)
-                self._send(truth_event(api, pos, k, last, o.model, ids, meta, stop_at == n, o.json_style))
+                if pos and o.empty_events and api != "generate":
+                    self._send(empty_event(api, model or o.model, o.json_style))
+                self._send(truth_event(api, pos, k, last, model or o.model, ids, meta, stop_at == n, o.json_style,
+                                       salt))
                 pos += k
             tail = b""
             if api in ("chat", "completions") and usage and not o.no_usage:
                 tail = sse({"id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion",
-                            "created": 0, "model": o.model, "choices": [],
+                            "created": 0, "model": model or o.model, "choices": [],
                             "usage": {"prompt_tokens": ptoks, "completion_tokens": o.lie(stop_at),
-                                      "total_tokens": ptoks + stop_at}}, o.json_style)
+                                      "total_tokens": (ptoks or 0) + stop_at}}, o.json_style)
             self._send(tail + DONE + END)
             self._account_truth(ptoks)
         finally:
@@ -349,14 +384,14 @@ class _Proto(asyncio.Protocol):
                 self.data_received(b"")
 
 
-    def _account_truth(self, ptoks: int) -> None:
+    def _account_truth(self, ptoks: int | None) -> None:
         """The counters /metrics shows, from what the scheduler did (every request it served), and the truth file."""
         srv = self.srv
         sched = srv.sched
         assert sched is not None
         st = srv.stats
         st.success += 1
-        st.prompt_tokens += ptoks
+        st.prompt_tokens += ptoks or 0
         lie = srv.o.accepted_scale
         st.generation_tokens, st.drafts = sched.generated, sched.verify_steps
         st.accepted = round(sched.accepted * lie)
@@ -417,6 +452,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
     t.add_argument("--report-cap", type=int, default=None, help="lie: /server_info reports this cap")
     t.add_argument("--accepted-scale", type=float, default=1.0,
                    help="lie: /metrics shows the accepted draft tokens x F (vLLM counters)")
+    t.add_argument("--answer-model", default=None, help="lie: every answer names this model")
+    t.add_argument("--switch-model", default=None, help="lie: after --switch-after answers, serve this model")
+    t.add_argument("--switch-after", type=int, default=0)
+    t.add_argument("--same-answer", action="store_true", help="lie: one answer for every prompt (a cache, a stub)")
+    t.add_argument("--prompt-tokens-lie", type=int, default=None, help="lie: report this many prompt tokens")
+    t.add_argument("--empty-events", action="store_true", help="an event without text between every two tokens")
     t.add_argument("--truth-file", default=None, help="write what the scheduler really did here after each request")
     a = p.parse_args(argv)
     if a.burst < 1 or a.accept_length < 1:
@@ -431,7 +472,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, int, Options]:
                    metrics=a.metrics, usage_scale=a.usage_scale, usage_offset=a.usage_offset, early_eos=a.early_eos,
                    models_name=a.models_name, report_cap=a.report_cap, truth_file=a.truth_file,
                    accepted_scale=a.accepted_scale, json_style=a.json_style,
-                   require_key=a.api_key if a.enforce_api_key else None)
+                   require_key=a.api_key if a.enforce_api_key else None, answer_model=a.answer_model,
+                   switch_model=a.switch_model, switch_after=a.switch_after, same_answer=a.same_answer,
+                   prompt_tokens_lie=a.prompt_tokens_lie, empty_events=a.empty_events)
     if a.api_key is not None:
         print(f"server_args=ServerArgs(model_path={a.model!r}, api_key={a.api_key!r}, port={a.port})", flush=True)
     return a.host, a.port, opts
