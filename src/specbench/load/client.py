@@ -26,12 +26,14 @@ them: `run_load` / `arun_load`; each other name is imported from the module that
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from specbench.errors import UserError
-from specbench.load import counting
+from specbench.load import counting, honesty
 from specbench.load.bodies import http_request, request_body
 from specbench.load.prompts import Prompt
 from specbench.load.results import LoadRun, LoadSpec, RequestResult
@@ -77,7 +79,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         def hook(r: Raw) -> None:
             keeper(r)
             if on_done is not None:
-                on_done(finalize(r, spec.api, t_start, spec.include_usage))
+                on_done(finalize(r, spec.api, t_start, spec.include_usage, model=spec.model))
         if spec.request_rate is None:
             await closed_loop(pool, measured, recs, spec.concurrency or 1, deadline, spec.request_timeout_s, hook)
         else:
@@ -92,11 +94,12 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
     recount = spec.token_counter is not None and spec.api != "generate"
     bodies = [b"".join(r.body) if r.body is not None else
               (r.tail if spec.count_tokens and spec.api == "generate" else None) for r in sent]
-    results = tuple(counting.verify([finalize(r, spec.api, t_start, spec.include_usage, body=b,
-                                              ignore_eos=spec.ignore_eos, recount=recount)
-                                     for r, b in zip(sent, bodies)],
-                                    bodies, spec.api, spec.ignore_eos, spec.token_counter))
-    return LoadRun(results=results, duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
+    results = counting.verify([finalize(r, spec.api, t_start, spec.include_usage, body=b, ignore_eos=spec.ignore_eos,
+                                        recount=recount, model=spec.model)
+                               for r, b in zip(sent, bodies)],
+                              bodies, spec.api, spec.ignore_eos, spec.token_counter)
+    results = _same_answers(results, [prompts[r.idx % len(prompts)] for r in results])
+    return LoadRun(results=tuple(results), duration_s=max(t_last - t_start, 1e-9), started_at=t_wall,
                    warmup_errors=tuple(warmup_errors),
                    client_cpu_s=cpu1 - cpu0, client_stalls=stalls)
 
@@ -122,14 +125,23 @@ class _Keeper:
         if rec.body is None:
             return
         body = b"".join(rec.body)
-        n = counting.ids_count(body, self.api, parse=False) if rec.error is None else None
-        if n is not None:
-            rec.ids, rec.body = n, None
+        scan = counting.ids_scan(body, parse=False) if rec.error is None else None
+        # kept where more events carry no ids than a stream's edges (role, finish, usage, [DONE]): its events are
+        # then read one by one after the run (sse.finalize), so that the empty ones are no tokens
+        if scan is not None and scan.events + honesty.NON_CONTENT_MAX >= rec.n_ev:
+            rec.ids, rec.digest, rec.body = scan.tokens, scan.digest, None
             return
         if len(body) > self.left:
             body = counting.essentials(body)
         self.left -= len(body)
         rec.body = [body]
+
+
+def _same_answers(results: list[RequestResult], prompts: Sequence[Prompt]) -> list[RequestResult]:
+    """The requests whose answer a cache or a stub gave (honesty.identical_answers) made errors with the reason."""
+    keys = [json.dumps([p.text, p.messages, p.token_ids], sort_keys=True) for p in prompts]
+    same = honesty.identical_answers(results, keys)
+    return [dataclasses.replace(r, error=same[i]) if i in same else r for i, r in enumerate(results)]
 
 
 def run_load(spec: LoadSpec, prompts: Sequence[Prompt],

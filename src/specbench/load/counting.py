@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.load.honesty import digest
 from specbench.load.stream import EV
 
 TEXT_ABS = 2  # tokens: re-tokenized text vs the server's count
@@ -133,6 +134,21 @@ def ids_count(body: bytes, api: str, events: int | None = None, *, parse: bool =
         if events is None or events <= len(lists):
             return sum(_n(x) for x in lists) if len(lists) >= 2 or events is None else _n(lists[-1])
         return None
+    scan = ids_scan(body, parse=parse)
+    return scan.tokens if scan is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class IdsScan:
+    """The token ids of an OpenAI-route stream: how many, how many events carry some, their digest."""
+    tokens: int
+    events: int
+    digest: str
+
+
+def ids_scan(body: bytes, *, parse: bool = True) -> IdsScan | None:
+    """ids_count of an OpenAI-route body, with the events that carry ids and a digest of the ids (load/honesty.py);
+    None when the stream carries none (or, `parse` False, spells them another way)."""
     if b'"token_ids"' not in body:
         return None
     found = _groups(_IDS, body, parse)
@@ -141,8 +157,11 @@ def ids_count(body: bytes, api: str, events: int | None = None, *, parse: bool =
     nulls = found.count(_NULL)
     if nulls == len(found):
         return None
+    empty = found.count(_EMPTY)
+    joined = b",".join(found)
     # every list's ids: its commas + 1, a null or an empty list none (each is one item of the join)
-    return b",".join(found).count(b",") + 1 - nulls - found.count(_EMPTY)
+    return IdsScan(joined.count(b",") + 1 - nulls - empty, len(found) - nulls - empty,
+                   digest(joined.replace(b" ", b"").replace(b"null", b"").replace(b"[]", b"")))
 
 
 def essentials(body: bytes) -> bytes:

@@ -56,7 +56,7 @@ class RequestResult:
     ttft_s: float | None
     e2e_s: float | None
     itl_s: tuple[float, ...]
-    prompt_tokens: int | None  # the server's `usage` / `meta_info` count, else the prompt's own count
+    prompt_tokens: int | None  # the client's count of the prompt it sent, else the server's (load/honesty.py)
     output_tokens: int  # the verified count (load/counting.py): the client's where exact, else the server's
     error: str | None = None
     spec_verify_ct: int | None = None  # SGLang meta_info
@@ -68,6 +68,7 @@ class RequestResult:
     max_tokens: int | None = None  # the output tokens the request asked for
     early_stop: bool = False  # asked ignore_eos, ended before max_tokens
     accept_hist: tuple[int, ...] | None = None  # SGLang meta_info spec_correct_drafts_histogram ([k]: steps with k)
+    answer_digest: str | None = None  # the answer's content digest (load/honesty.py), None when not kept
 
     @property
     def ok(self) -> bool:

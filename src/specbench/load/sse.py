@@ -9,12 +9,13 @@ error with its reason, never a shorter measurement."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.load import counting
+from specbench.load import counting, honesty
 from specbench.load.results import RequestResult
 from specbench.load.stream import EV, Raw
 
@@ -72,16 +73,19 @@ class _Tail:
     error: str | None = None
     done: bool = False  # the last event was [DONE]
     malformed: int = 0  # kept last events that are not JSON
+    objs: tuple[Any, ...] = ()  # the kept last events, parsed (None: [DONE] or not JSON)
 
 
 def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *, body: bytes | None = None,
-             ignore_eos: bool = False, recount: bool = False) -> RequestResult:
+             ignore_eos: bool = False, recount: bool = False, model: str = "") -> RequestResult:
     """One request's record -> its RequestResult (times relative to `t_start`, the start of the measured run).
     `usage_expected`: the request asked for the usage chunk (chat / completions with include_usage). The server's
     output-token count is checked (load/counting.py::check) against the token ids counted as the request ended
     (`rec.ids`) or those in `body` (the kept body, or /generate's last events) when it holds them, else against the content events and the max_tokens asked; the
     tokenizer's count of a text body follows in counting.verify (`recount`: the check waits for it there when the
-    body holds no ids)."""
+    body holds no ids). Identity (load/honesty.py): the answer must name `model`, the model the request asked for;
+    the server's prompt_tokens must be the client's count (which is the request's); a kept body's events are read
+    whole, so that events without content are no tokens and have no times."""
     start = rec.t0 - t_start
     e2e = rec.t_end - rec.t0 if rec.t_end else None
     error = _transport_error(rec)
@@ -91,23 +95,32 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *
     k_start = _leading_non_content(rec.head, api)
     tail = _read_tail(rec.tail, api)
     if tail.error is None:
-        tail = _Tail(tail.k_end, tail.usage, tail.meta, _incomplete(rec, api, tail, usage_expected), tail.done)
+        tail = dataclasses.replace(tail, error=_incomplete(rec, api, tail, usage_expected))
     if tail.error is not None:
         return RequestResult(rec.idx, start, None, e2e, (), rec.prompt_tokens, 0, tail.error, events=rec.n_ev)
-    n_content = max(0, rec.n_ev - k_start - tail.k_end)
-    ts = _content_times(rec, k_start, n_content)
+    objs = honesty.parse_events(body) if body is not None and api != "generate" else None
+    if objs is not None and len(objs) == rec.n_ev:  # the whole stream: its content events, one by one
+        ts = [t for t, c in zip(_event_times(rec), honesty.content_mask(objs, api)) if c]
+        n_content = len(ts)
+    else:
+        n_content = max(0, rec.n_ev - k_start - tail.k_end)
+        ts = _content_times(rec, k_start, n_content)
+        objs = [_loads(p) for p in _payloads(rec.head, 4)] + list(tail.objs)
     ttft = ts[0] - rec.t0 if ts else None
     itl = tuple(map(operator.sub, ts[1:], ts))
     prompt_tokens, server, verify, accept, count_error = _token_counts(rec.prompt_tokens, tail)
+    count_error = honesty.model_problem(model, honesty.named_models(objs)) or count_error
     if not ts:
         return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, server if server is not None else 0,
                              "no content events in the response", verify, accept, 0, server,
                              max_tokens=rec.max_tokens)
     counted = counting.Counted(rec.ids, "token_ids") if rec.ids is not None else counting.Counted(None, None)
+    answer = rec.digest
     if body is not None and rec.ids is None:
         n = counting.ids_count(body, api, n_content if api == "generate" else None)
         if n is not None:
             counted = counting.Counted(n, "token_ids")
+        answer = _answer_digest(body, api, tail)
     if count_error is not None:
         out = n_content
     elif recount and counted.tokens is None:  # counting.verify counts the text and checks then
@@ -122,7 +135,16 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *
     hist_t = tuple(int(x) for x in hist) if isinstance(hist, list) and all(
         isinstance(x, int) and not isinstance(x, bool) for x in hist) else None
     return RequestResult(rec.idx, start, ttft, e2e, itl, prompt_tokens, out, count_error, verify, accept, n_content,
-                         server, counted.tokens, counted.source, rec.max_tokens, early, accept_hist=hist_t)
+                         server, counted.tokens, counted.source, rec.max_tokens, early, accept_hist=hist_t,
+                         answer_digest=answer)
+
+
+def _answer_digest(body: bytes, api: str, tail: _Tail) -> str | None:
+    """The digest of the answer a kept body holds (load/honesty.py): its token ids, else its text."""
+    if api == "generate":
+        return honesty.generate_digest(tail.objs)
+    scan = counting.ids_scan(body)
+    return scan.digest if scan is not None else honesty.text_digest(counting.received_text(body, api))
 
 
 def _incomplete(rec: Raw, api: str, tail: _Tail, usage_expected: bool) -> str | None:
@@ -188,32 +210,39 @@ def _read_tail(tail: bytes, api: str) -> _Tail:
         if _has_content(obj, api):
             break
         k_end += 1
-    return _Tail(k_end, usage, meta, None, done, malformed)
+    return _Tail(k_end, usage, meta, None, done, malformed, tuple(objs))
 
 
-def _content_times(rec: Raw, k_start: int, n_content: int) -> list[float]:
-    """One timestamp per content event (events of one read share its time)."""
+def _event_times(rec: Raw) -> list[float]:
+    """One timestamp per event (events of one read share its time)."""
     ts: list[float] = []
     for t, k in rec.marks:
         ts.extend([t] * k)
-    return ts[k_start:k_start + n_content]
+    return ts
+
+
+def _content_times(rec: Raw, k_start: int, n_content: int) -> list[float]:
+    """One timestamp per content event, where the events in between are taken to be all content."""
+    return _event_times(rec)[k_start:k_start + n_content]
 
 
 def _token_counts(prompt_tokens: int | None,
                   tail: _Tail) -> tuple[int | None, int | None, int | None, float | None, str | None]:
     """(prompt tokens, the server's output-token count, spec_verify_ct, accept length, why the server's count is not a
-    count): the server's counts where it gives them (checked against the client's in load/counting.py)."""
+    count): the client's prompt count where it has one (the server's checked against it: honesty.prompt_problem),
+    the server's output counts where it gives them (checked against the client's in load/counting.py)."""
     server_count = counting.server_count
     server: int | None = None
     error: str | None = None
     verify: int | None = None
     accept: float | None = None
     usage, meta = tail.usage, tail.meta
+    said: Any = None
     if usage is not None:
-        prompt_tokens = usage.get("prompt_tokens", prompt_tokens)
+        said = usage.get("prompt_tokens")
         server, error = server_count(usage.get("completion_tokens"))
     if meta is not None:
-        prompt_tokens = meta.get("prompt_tokens", prompt_tokens)
+        said = meta.get("prompt_tokens")
         server, error = server_count(meta.get("completion_tokens"))
         v = meta.get("spec_verify_ct")
         if isinstance(v, int) and v > 0:
@@ -221,6 +250,7 @@ def _token_counts(prompt_tokens: int | None,
             accept = server / v if server is not None else None
         elif isinstance(meta.get("spec_accept_length"), (int, float)):
             accept = float(meta["spec_accept_length"])
-    if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool):
-        prompt_tokens = None
-    return prompt_tokens, server, verify, accept, error
+    said = said if isinstance(said, int) and not isinstance(said, bool) else None
+    known = prompt_tokens if isinstance(prompt_tokens, int) and prompt_tokens > 0 else None
+    error = error or honesty.prompt_problem(known, said)
+    return (known if known is not None else said), server, verify, accept, error

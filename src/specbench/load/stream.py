@@ -30,7 +30,7 @@ class Raw:
     """What the hot path records about one request; turned into a RequestResult after the run."""
 
     __slots__ = ("idx", "prompt_tokens", "t0", "t_end", "marks", "n_ev", "head", "reads", "reads_ev", "tail",
-                 "status", "error", "error_ev", "err_body", "bad_ev", "body", "max_tokens", "ids")
+                 "status", "error", "error_ev", "err_body", "bad_ev", "body", "max_tokens", "ids", "digest")
 
     def __init__(self, idx: int, prompt_tokens: int, max_tokens: int | None = None, keep_body: bool = False) -> None:
         self.idx = idx
@@ -39,6 +39,7 @@ class Raw:
         # every body read, by reference (no copy), for counting the received tokens after the run (load/counting.py)
         self.body: list[bytes] | None = [] if keep_body else None
         self.ids: int | None = None  # the token ids the body carried, counted as the request ended (client._Keeper)
+        self.digest: str | None = None  # and their digest (load/honesty.py: identical answers to different prompts)
         self.t0 = self.t_end = 0.0
         self.marks: list[tuple[float, int]] = []
         self.n_ev = 0
