@@ -107,6 +107,8 @@ def facts_for_plan(path: str | Path) -> dict[str, Any]:
         "draft_weights_gib": facts.draft_weights_gib,
         "non_kv_gib": engine(facts.engine).log_non_kv_gib(facts),
         "model_config": facts_model_source(facts),
+        "model": facts.server_args.get("model_path") or facts.server_args.get("model"),
+        "model_class": facts.model_class,
         "gpu_total_gib": facts.total_gpu_memory_gib if facts.device != "cpu" else None,
     }
 

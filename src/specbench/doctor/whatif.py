@@ -87,7 +87,7 @@ def _same_gpu(opts: PlanOptions, log_total: Any, measured: dict[str, float],
     total, as the log says it); a --gpu of another total is refused with both totals."""
     from specbench.specs.gpu import gpu_for
 
-    if not isinstance(log_total, (int, float)) or log_total <= 0 or "avail_before_load_gib" not in measured:
+    if not isinstance(log_total, (int, float)) or log_total <= 0 or not measured:
         return opts, None
     if not gpu_given:
         return (replace(opts, gpu=None, gpu_mem_gib=float(log_total)),
@@ -99,6 +99,65 @@ def _same_gpu(opts: PlanOptions, log_total: Any, measured: dict[str, float],
                         "memory it measured does not move to another GPU; drop the GPU option to plan on the log's "
                         "GPU, or plan CMD without --from-log")
     return opts, None
+
+
+# the weights a log measured against CMD's own estimate at CMD's launch: outside this band it is not a boot of
+# CMD's checkpoint (a quantized variant weighs 0.25-0.6x its BF16 model; the estimate is good to a few %)
+WEIGHTS_BAND = (0.7, 1.4)
+
+
+def _shape(source: str | None) -> tuple[Any, ...] | None:
+    """What tells two checkpoints apart: class, widths, depth, vocabulary, quantization (None: does not resolve)."""
+    from specbench.specs.resolve import load_model_spec
+
+    if not source:
+        return None
+    try:
+        m = load_model_spec(source)
+    except (UserError, ValueError, OSError):
+        return None
+    return (m.architecture, m.hidden_size, m.num_layers, m.vocab_size, m.num_kv_heads, m.quant.method)
+
+
+def _same_launch_kind(facts: dict[str, Any], cmd: list[str]) -> None:
+    """A log measures one engine: its numbers (and its release) never move to another engine's launch."""
+    log_engine = facts.get("engine")
+    cmd_engine = read_command(cmd).engine.name
+    if log_engine and cmd_engine and log_engine != cmd_engine:
+        raise UserError(f"the log is {log_engine}'s and CMD launches {cmd_engine}: memory one engine measured does not "
+                        f"move to the other (nor its release); plan CMD without --from-log, or give a {cmd_engine} log")
+
+
+def _same_model(facts: dict[str, Any], est_cmd: dict[str, Any], cmd_config: str | None) -> bool:
+    """Measured weights and memory hold for the checkpoint that was loaded: CMD must load the same one. Refused
+    naming both when the log's model resolves to other shapes than CMD's; True when both resolve (and agree),
+    False when the log's model cannot be read here (then its weights decide: `_weights_match`)."""
+    log_model, cmd_model = facts.get("model"), est_cmd.get("model")
+    log_shape, cmd_shape = _shape(facts.get("model_config")), _shape(cmd_config or cmd_model)
+    if log_shape is None or cmd_shape is None:
+        return False
+    if log_shape != cmd_shape:
+        raise UserError(f"the log measured {log_model} and CMD launches {cmd_model}, another checkpoint "
+                        f"({log_shape[0]} {log_shape[1]} wide x {log_shape[2]} layers, "
+                        f"{log_shape[5] or 'unquantized'}, against {cmd_shape[0]} {cmd_shape[1]} x {cmd_shape[2]}, "
+                        f"{cmd_shape[5] or 'unquantized'}): its weights and memory do not move; plan CMD without "
+                        "--from-log, or give a log of CMD's model")
+    return True
+
+
+def _weights_match(facts: dict[str, Any], measured: dict[str, float], est: float | None, cmd_model: Any) -> str:
+    """A log whose model cannot be read here: its measured weights against the planner's estimate for the same
+    launch (the log's own, planned with CMD's model; or CMD's when the log has no argument dump)."""
+    w = measured.get("weights_gib")
+    named = f"the log's {facts['model']}" if facts.get("model") else "the log's model (not named)"
+    if w is not None and est is not None and est > 0:
+        ratio = w / est
+        if not WEIGHTS_BAND[0] <= ratio <= WEIGHTS_BAND[1]:
+            raise UserError(f"{named} loaded {w:.2f} GiB of weights per GPU, {ratio:.2f}x what CMD's {cmd_model} "
+                            f"weighs by its config at the log's launch ({est:.2f} GiB): not a boot of CMD's model; "
+                            "plan CMD without --from-log, or give a log of CMD's model")
+    said = f" ({facts['model_class']})" if facts.get("model_class") else ""
+    return f"{named}{said} is taken as CMD's {cmd_model}: its measured weights match CMD's config"
 
 
 def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
@@ -115,7 +174,7 @@ def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
     return {"argv": None, "engine": facts.engine, "engine_version": infer_version(facts) if facts.engine else None,
             "avail_before_load_gib": facts.avail_before_load_gib, "weights_gib": facts.weights_gib,
             "draft_weights_gib": facts.draft_weights_gib, "non_kv_gib": eng.log_non_kv_gib(facts),
-            "model_config": None,
+            "model_config": None, "model": None, "model_class": facts.model_class,
             "gpu_total_gib": facts.total_gpu_memory_gib if facts.device != "cpu" else None}
 
 
@@ -151,6 +210,7 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str], g
     else:
         facts = measured_from_log(log_path, cmd)
         argv = list(cmd)
+        _same_launch_kind(facts, argv)
     measured: dict[str, float] = {k: float(facts[k]) for k in MEASURED
                                   if facts.get(k) is not None and k not in given}
     opts, gpu_note = _same_gpu(opts, facts.get("gpu_total_gib"), measured, gpu_given)
@@ -162,9 +222,10 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str], g
         record["applied"] = dict(measured)
         return WhatIf(argv, _with(base, measured), record)
     log_argv = facts.get("argv")
-    est_log = est_cmd = None
+    est_log = None
+    est_cmd = plan_command(argv, _bare(base))   # CMD itself must plan: its errors are the user's to see
+    resolved_same = _same_model(facts, est_cmd, opts.model_config)
     if log_argv:
-        est_cmd = plan_command(argv, _bare(base))   # CMD itself must plan: its errors are the user's to see
         est_log, why = _plan_log_launch(log_argv, _bare(replace(base, model_config=opts.model_config
                                                                 or facts.get("model_config"))), est_cmd, record)
         if est_log is None:
@@ -173,6 +234,9 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str], g
     else:
         record["notes"].append("the log has no argument dump, so its launch is unknown: its values are applied to CMD "
                                "as measured (same TP and batch shape assumed)")
+    if not resolved_same:
+        record["notes"].append(_weights_match(facts, measured, _estimate(est_log or est_cmd, "weights_gib"),
+                                              est_cmd.get("model")))
     applied: dict[str, float] = {}
     for option, value in measured.items():
         if est_log is None or est_cmd is None:

@@ -17,6 +17,11 @@ V_LOAD = re.compile(r"(?:Model loading took|Loading model weights took) " + NUM 
 _V_TOTAL = re.compile(r"total_gpu_memory \(" + NUM + GB + r"\) x gpu_memory_utilization \(" + NUM + r"\) = "
                       + NUM + GB)
 SNUM = r"(-?\d+(?:\.\d+)?)"  # a profiled size can be negative (the profile left less than nothing for the KV cache)
+# V0 0.6.x (worker/worker.py::Worker.determine_num_available_blocks): "Memory profiling results:
+# total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB
+# non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90"
+_V_V0_PROFILE = re.compile(r"Memory profiling results: total_gpu_memory=" + NUM + r" ?GiB\b.*?non_torch_memory="
+                           + SNUM + r" ?GiB\b.*?kv_cache_size=" + SNUM + r" ?GiB\b.*?gpu_memory_utilization=" + NUM)
 _V_V0_BREAKDOWN = re.compile(
     r"model weights take " + NUM + GB + r"; non_torch_memory takes " + SNUM + GB
     + r"; PyTorch activation peak memory takes " + NUM + GB
@@ -165,6 +170,8 @@ _ROWS: tuple[tuple[Callable[[str], Any], _Handler], ...] = (
     (V_LOAD.search, _groups(("weights_gib", to_float))),
     (_V_TOTAL.search, _groups(("total_gpu_memory_gib", to_float), ("gpu_memory_utilization", to_float),
                               ("budget_gib", to_float))),
+    (_V_V0_PROFILE.search, _groups(("total_gpu_memory_gib", to_float), ("non_torch_gib", to_float),
+                                   ("available_kv_gib", to_float), ("gpu_memory_utilization", to_float))),
     (_V_V0_BREAKDOWN.search, _groups(("weights_gib", to_float), ("non_torch_gib", to_float),
                                      ("activation_peak_gib", to_float), ("available_kv_gib", to_float))),
     (_V_AVAIL_KV.search, _groups(("available_kv_gib", to_float))),
