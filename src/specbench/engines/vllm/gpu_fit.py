@@ -21,11 +21,15 @@ Three rules, each with the logs it rests on:
 
 from __future__ import annotations
 
+import re
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from specbench.contracts import GIB
 from specbench.engines.vllm.common import Version
-from specbench.specs.gpu import GpuSpec
+from specbench.specs.gpu import GpuSpec, find_gpu
 
 
 @dataclass(frozen=True)
@@ -34,22 +38,112 @@ class VllmTotal:
     source: str
 
 
-# The total vLLM logs per card ("Free memory on device (a/b GiB)" b, or R / u of "Desired GPU memory utilization
-# is (u, R GiB)" where it is finer), keyed by the catalog name (specs/gpu.py).
+# ------------------------------------------------------------------------------------- the fitting rules
+# Each fitted constant below is what one of these pure functions gives on the whole corpus (tests/data/vllm-gpu-
+# corpus/logs.json; tests/test_vllm_gpu_kfold.py checks it), so benchmarks/vllm_gpu_kfold.py can refit them with a
+# log (and its thread, its card) held out and score that log with the refitted numbers.
+
+
+def thread_of(log: Mapping[str, Any]) -> str:
+    """'owner/repo#N' of a corpus record's GitHub thread: logs of one thread are one boot setup, not independent."""
+    m = re.search(r"github\.com/([^/]+/[^/]+)/(?:issues|pull|discussions)/(\d+)", str(log.get("url") or ""))
+    return f"{m.group(1)}#{m.group(2)}" if m else str(log.get("url") or log.get("id"))
+
+
+def total_reading(log: Mapping[str, Any]) -> float | None:
+    """T in GiB as one log prints it: R / u of "Desired GPU memory utilization is (u, R GiB)" (R = ceil(T u) to
+    0.01 GiB over u: finer than T itself), else the b of "Free memory on device (a/b GiB)"; None for a log that
+    does not name its card (`gpu_note`) or is not scored (`score: false`)."""
+    if not log.get("gpu") or log.get("gpu_note") or log.get("score") is False:
+        return None
+    lg = log.get("logged") or {}
+    if lg.get("requested_gib") and log.get("u"):
+        return float(lg["requested_gib"]) / float(log["u"])
+    return float(lg["total_gib"]) if lg.get("total_gib") else None
+
+
+def _in_catalog(card: str) -> bool:
+    try:
+        return find_gpu(card).name == card
+    except Exception:  # FlagError: a card the catalog (specs/gpu.py) does not list
+        return False
+
+
+def fit_vllm_totals(logs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per catalog card: the median over its threads of each thread's median `total_reading`, in GiB to 0.01."""
+    by_card: dict[str, dict[str, list[float]]] = {}
+    for e in logs:
+        r = total_reading(e)
+        if r is not None and _in_catalog(str(e["gpu"])):
+            by_card.setdefault(str(e["gpu"]), {}).setdefault(thread_of(e), []).append(r)
+    return {card: round(statistics.median(statistics.median(v) for v in threads.values()), 2)
+            for card, threads in sorted(by_card.items())}
+
+
+def fit_driver_gap(totals: Mapping[str, float]) -> int:
+    """nvidia-smi's total (the catalog, specs/gpu.py) less vLLM's, in MiB: the median over the cards with a fitted
+    total and discrete memory (a positive gap: the GB10's unified memory reads above its catalog total)."""
+    gaps = []
+    for card, gib in totals.items():
+        gap = find_gpu(card).total_mib - gib * 1024 if _in_catalog(card) else 0.0
+        if gap > 0:
+            gaps.append(gap)
+    return round(statistics.median(gaps)) if gaps else 0
+
+
+GRAPH_OUTLIER_GIB = 20.0  # estimates of tens of GiB are vllm#45178's extrapolation outliers, not fitted
+
+
+def graph_points(logs: Sequence[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """(N graphs, "Estimated CUDA graph memory" GiB) of the logs printing both ("Profiling CUDA graph memory:
+    PIECEWISE=N[, FULL=M]", or the capture bars' counts)."""
+    out = []
+    for e in logs:
+        c, est = e.get("capture") or {}, (e.get("logged") or {}).get("cuda_graph_estimate_gib")
+        n = int(c.get("piecewise", 0)) + int(c.get("full", 0))
+        if n and est is not None and est < GRAPH_OUTLIER_GIB and e.get("score") is not False:
+            out.append((n, float(est)))
+    return out
+
+
+def fit_graph_price(logs: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+    """(GRAPH_SHARED_GIB, GRAPH_GIB_PER_GRAPH): least squares of the estimate on N - 1 over `graph_points`, to
+    0.0001 and 0.00001 GiB."""
+    pts = graph_points(logs)
+    if len({n for n, _ in pts}) < 2:
+        raise ValueError("the CUDA-graph price needs logs at two capture counts at least")
+    fit = statistics.linear_regression([n - 1 for n, _ in pts], [g for _, g in pts])
+    return round(fit.intercept, 4), round(fit.slope, 5)
+
+
+def fit_gdn_copies(points: Sequence[tuple[float, float, float]]) -> int:
+    """GDN_FP32_COPIES from (activation at 0 copies, at 1 copy, the log's transient peak) per Gated-DeltaNet log
+    (the planner's activation for the log's launch, benchmarks/vllm_gpu_kfold.py::gdn_points): the median copies
+    the logs imply, rounded to a whole tensor; 0 without such a log."""
+    ks = [(peak - a0) / (a1 - a0) for a0, a1, peak in points if a1 > a0]
+    return max(0, round(statistics.median(ks))) if ks else 0
+
+
+# ------------------------------------------------------------------------------------- the fitted constants
+# The total vLLM logs per card (`fit_vllm_totals` on the corpus), keyed by the catalog name (specs/gpu.py).
 VLLM_TOTALS: dict[str, VllmTotal] = {
     "RTX 5090": VllmTotal(31.39, "public log: https://github.com/noonghunna/club-3090/issues/1087 (30.27/31.4 GiB; "
                                  "(0.92, 28.88 GiB) -> 31.39)"),
-    "RTX 3090": VllmTotal(23.55, "public log: https://github.com/noonghunna/club-3090/pull/1139 (23.15/23.56 GiB; "
-                                 "(0.92, 21.67 GiB) -> 23.55)"),
+    "RTX 3090": VllmTotal(23.56, "public logs: https://github.com/noonghunna/club-3090/pull/1139 ((0.92, 21.67 GiB) "
+                                 "-> 23.55), https://github.com/wtdcode/vllm-backport/issues/34 ((0.935, 22.03 GiB) "
+                                 "-> 23.56), https://github.com/vllm-project/vllm/issues/10517 (23.58 GiB): median"),
     "A100 80GB": VllmTotal(79.32, "public log: https://github.com/vllm-project/vllm-omni/issues/276 (2x A100 80GB: "
-                                  "0.49/79.32 GiB)"),
-    "L4": VllmTotal(22.05, "public log: https://github.com/pytorch/pytorch/issues/175666 (19.77/22.05 GiB)"),
-    "DGX Spark GB10": VllmTotal(121.69, "public log: https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/"
-                                        "issues/204 (GB10, 121.69 GiB each; unified memory)"),
+                                  "0.49/79.32 GiB; (0.6, 47.59 GiB) -> 79.32)"),
+    "L4": VllmTotal(22.04, "public log: https://github.com/pytorch/pytorch/issues/175666 (19.77/22.05 GiB; "
+                           "(0.9, 19.84 GiB) -> 22.04)"),
+    "DGX Spark GB10": VllmTotal(121.66, "public logs: https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/"
+                                        "issues/204 (121.69 GiB), https://github.com/MiaAI-Lab/"
+                                        "DeepSeek-v4-Flash-One-DGX-Spark/issues/4 (121.63 GiB): median (unified "
+                                        "memory)"),
 }
-# nvidia-smi total minus vLLM's, in MiB, for the cards above with discrete memory: 5090 464, 3090 461, L4 455,
-# A100 80GB 696; the median (462.2, rounded) is used for a card without a vLLM log.
-DRIVER_GAP_MIB = 462
+# nvidia-smi total minus vLLM's, in MiB (`fit_driver_gap`): 5090 464, 3090 451, L4 465, A100 80GB 696; the median
+# is used for a card without a vLLM log.
+DRIVER_GAP_MIB = 464
 
 
 def vllm_total_bytes(gpu: GpuSpec) -> tuple[int, str]:
@@ -156,3 +250,31 @@ def graph_estimate_applied(v: Version) -> bool:
     """The estimate is subtracted by default from 0.20.0 (vllm/envs.py::VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
     default "1"; vllm#37296's 0.18 log says it "will become the default in v0.19")."""
     return v >= (0, 20, 0)
+
+
+# ------------------------------------------------------------------------------------- held-out (k-fold) errors
+@dataclass(frozen=True)
+class HeldOut:
+    """A check's error with the log held out (its thread and card too) and every fitted constant refitted without
+    it (benchmarks/vllm_gpu_kfold.py): n checks, the median and largest |error| in %, the share within 5%."""
+    n: int
+    median_pct: float
+    max_pct: float
+    within_5pct: float
+
+
+# BEGIN k-fold (written by benchmarks/vllm_gpu_kfold.py --write)
+KFOLD_DATE = "2026-12-06"
+KFOLD_COMMAND = "PYTHONPATH=src python benchmarks/vllm_gpu_kfold.py --write"
+KFOLD_LOGS = 35
+KFOLD: dict[str, HeldOut] = {
+    "requested": HeldOut(7, 0.0, 0.3, 1.0),
+    "activation": HeldOut(5, 0.5, 3.2, 1.0),
+    "budget": HeldOut(5, 0.9, 2.1, 1.0),
+    "pool": HeldOut(4, 0.5, 1.1, 1.0),
+    "cold": HeldOut(3, 11.4, 45.1, 0.0),
+    "graph": HeldOut(3, 31.5, 38.6, 0.0),
+    "kv": HeldOut(9, 0.9, 2.1, 1.0),
+    "scored": HeldOut(21, 0.4, 3.2, 1.0),
+}
+# END k-fold
