@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from specbench.errors import UserError
 from specbench.matrix.schema import MatrixSpec
+from specbench.userfile import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -295,13 +296,10 @@ def resolve_paths(spec: MatrixSpec, text: str, source: str, base_dir: str | Path
 def load_matrix(path: str | Path) -> tuple[MatrixSpec, str]:
     """Read and validate a matrix file; returns the spec and its text (stored with the results)."""
     p = Path(path)
-    try:
-        if p.is_file() and p.stat().st_size > MAX_BYTES:
-            raise UserError(f"{p}: the matrix file is {p.stat().st_size} bytes; a matrix file is at most "
-                            f"{MAX_BYTES} bytes")
-        text = p.read_text(encoding="utf-8")
+    try:  # a regular UTF-8 file of at most MAX_BYTES (userfile.py: a FIFO, a device, a store is one line at once)
+        text = read_text(p, "matrix file", MAX_BYTES)
     except FileNotFoundError:
         raise UserError(f"{p}: no such matrix file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{p}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
     return parse_matrix(text, str(p), p.parent), text

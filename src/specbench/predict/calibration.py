@@ -30,6 +30,7 @@ from specbench.predict.model import Params
 from specbench.predict.roofline import Ceilings
 from specbench.predict.trust import Coverage
 from specbench.specs.gpu import find_gpu, gpu_perf
+from specbench.userfile import parse_json, read_text
 
 FORMAT = "specbench-calibration"
 VERSION = 2
@@ -201,6 +202,13 @@ def from_json(doc: Any, source: str) -> Calibration:
                         f"{' and '.join(map(str, READS))}")
     classes = []
     coverages: dict[ClassKey, Coverage] = {}
+    for name, kind in (("classes", list), ("stores", list), ("global", dict), ("coverage", dict),
+                       ("out_of_sample", dict), ("roofline_optimism", dict)):
+        if doc.get(name) is not None and not isinstance(doc[name], kind):
+            raise UserError(f"{source}: {name} must be {'a list' if kind is list else 'an object'}, got "
+                            f"{type(doc[name]).__name__}")
+    stores = _names(doc.get("stores"), f"{source}: stores")
+    optimism = _optimism(doc.get("roofline_optimism"), f"{source}: roofline_optimism")
     for i, c in enumerate(doc.get("classes") or []):
         where = f"{source}: classes[{i}]"
         try:
@@ -213,7 +221,8 @@ def from_json(doc: Any, source: str) -> Calibration:
             trms = c.get("ttft_rel_rms")
             classes.append(ClassFit(key, _params(c["params"], where), int(c.get("n_step") or 0),
                                     int(c.get("n_ttft") or 0), math.nan if rms is None else float(rms),
-                                    math.nan if trms is None else float(trms), tuple(c.get("stores") or ())))
+                                    math.nan if trms is None else float(trms),
+                                    _names(c.get("stores"), f"{where}: stores")))
             if c.get("coverage"):
                 coverages[key] = Coverage.from_dict(c["coverage"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -224,21 +233,51 @@ def from_json(doc: Any, source: str) -> Calibration:
         raise UserError(f"{source}: coverage malformed ({exc})") from None
     raw = doc.get("out_of_sample")
     oos: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
-    return Calibration(tuple(classes), _params(doc.get("global") or {}, f"{source}: global"),
-                       tuple(doc.get("stores") or ()), dict(doc.get("roofline_optimism") or {}), source, cov,
-                       oos, coverages)
+    return Calibration(tuple(classes), _params(doc.get("global") or {}, f"{source}: global"), stores, optimism,
+                       source, cov, oos, coverages)
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    """A list of store paths (absent: none); a string would read as its characters."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: must be a list of store paths (strings)")
+    return tuple(value)
+
+
+OPTIMISM_KEYS = ("c1", "cmax", "cmax_concurrency")
+
+
+def _optimism(value: Any, where: str) -> dict[str, Any]:
+    """roofline_optimism: absent / null / {} (a calibration that measured none), or all three of its keys: the
+    roofline's tok/s over the measured at c=1 and at the largest concurrency (finite, > 0), and that concurrency (an
+    integer >= 1). A part of it, a string or a number is a damaged file, not an optimism of unknown parts."""
+    if not value:
+        return {}
+    if not isinstance(value, dict) or sorted(value) != sorted(OPTIMISM_KEYS):
+        raise UserError(f"{where}: must hold exactly {', '.join(OPTIMISM_KEYS)} (or be empty)")
+    ratios = [value["c1"], value["cmax"]]
+    conc = value["cmax_concurrency"]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+               for x in ratios):
+        raise UserError(f"{where}: c1 and cmax must be finite numbers > 0")
+    if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
+        raise UserError(f"{where}: cmax_concurrency must be an integer >= 1")
+    return dict(value)
+
+
+MAX_BYTES = 16 << 20  # a calibration of every class of every engine is tens of kB
 
 
 def read(path: Path) -> Calibration:
+    """A calibration file the user named: a regular UTF-8 file of JSON (userfile.py: a FIFO, a device, a store,
+    another encoding is one line at once), then its fields checked (from_json)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "calibration file", MAX_BYTES)
     except OSError as exc:
         raise UserError(f"cannot read calibration {path}: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    return from_json(doc, str(path))
+    return from_json(parse_json(text, str(path), "not JSON"), str(path))
 
 
 def shipped() -> Calibration:

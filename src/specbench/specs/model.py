@@ -18,11 +18,10 @@ readers together and reads the file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from specbench.errors import ConfigError
+from specbench.errors import ConfigError, UserError
 from specbench.specs.model_families import (
     check_heads,
     draft_info,
@@ -66,19 +65,23 @@ def model_spec_from_dict(config: Mapping[str, Any], *, name: str = "model",
     )
 
 
+CONFIG_MAX_BYTES = 32 << 20  # the largest published config.json is tens of kB
+
+
 def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Read config.json (and a sibling hf_quant_config.json if present). One-line errors on bad input."""
     import os
 
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+    from specbench.userfile import read_json
+
+    try:  # a regular UTF-8 file (userfile.py: a FIFO, a device, another encoding, a 5,000-digit number: one line)
+        data = read_json(path, "config.json", CONFIG_MAX_BYTES)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
         raise ConfigError(f"expected a config.json file, got a directory: {path}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from None
+    except UserError as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
     if not isinstance(data, dict):
@@ -89,9 +92,8 @@ def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
                  path[: -len(".json")] + "__hf_quant_config.json" if path.endswith(".json") else ""):
         if cand and os.path.isfile(cand) and os.path.abspath(cand) != os.path.abspath(path):
             try:
-                with open(cand, encoding="utf-8") as fh:
-                    hq = json.load(fh)
-            except (OSError, ValueError):
+                hq = read_json(cand, "hf_quant_config.json", CONFIG_MAX_BYTES)
+            except (OSError, UserError):
                 raise ConfigError(f"{cand}: not valid JSON") from None
             break
     return data, hq
