@@ -6,7 +6,8 @@ For each log of tests/data/vllm-gpu-corpus/logs.json, the logs of its thread and
 of that card are held out; the fitted constants are refitted from the rest with the rules of
 engines/vllm/gpu_fit.py (`fit_vllm_totals`, `fit_driver_gap`, `fit_graph_price`, `fit_gdn_copies`), patched in
 for that one evaluation, and the held-out log is put to benchmarks/vllm_gpu_corpus.py's checks (pool, requested,
-activation, budget scored at 5%; graph, cold reported). A held-out card is priced as a card without a log is:
+activation, budget scored at 5%; graph, cold reported), and, for the logs printing a capture count N, the price line's
+estimate at that N against the logged one (graph_price, reported). A held-out card is priced as a card without a log is:
 nvidia-smi's total less the refitted median gap. In-sample: the same checks with the constants fitted on all the
 logs given (the shipped ones, for the whole corpus).
 
@@ -40,7 +41,7 @@ from specbench.engines.vllm import gpu_fit
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "tests" / "data" / "vllm-gpu-corpus" / "logs.json"
 GPU_FIT = ROOT / "src" / "specbench" / "engines" / "vllm" / "gpu_fit.py"
-CHECKS = ("requested", "activation", "budget", "pool", "cold", "graph")
+CHECKS = ("requested", "activation", "budget", "pool", "cold", "graph", "graph_price")
 SCORED = ("requested", "activation", "budget", "pool")
 
 
@@ -113,6 +114,17 @@ def held_out(e: Mapping[str, Any], logs: Sequence[Mapping[str, Any]]) -> set[str
             if gpu_fit.thread_of(o) == gpu_fit.thread_of(e) or (card and o.get("gpu") == card)}
 
 
+def price_rows(logs: Sequence[Mapping[str, Any]], fit: Fit, which: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """graph_price: "Estimated CUDA graph memory" from the price line at the log's own capture count N (the graph
+    check less the capture-count rules: the price alone), reported."""
+    rows = []
+    for e in which:
+        for n, est in gpu_fit.graph_points([e]):
+            got = fit.graph_shared_gib + fit.graph_gib_per_graph * (n - 1)
+            rows.append({"id": e["id"], "check": "graph_price", "want": est, "got": round(got, 4), "ok": None})
+    return rows
+
+
 def _error(r: Mapping[str, Any]) -> float | None:
     if r["got"] is None or not r["want"]:
         return None
@@ -133,6 +145,11 @@ def evaluate(logs: Sequence[Mapping[str, Any]], bench: Any) -> dict[str, list[di
             for r in bench.log_checks([e]):
                 rows_out.append({**r, "held_out": len(out), "gdn_copies": fit.gdn_copies,
                                  "gap_mib": fit.gap_mib})
+    rows_in += price_rows(logs, refit(logs, points), scored)
+    for e in scored:
+        out = held_out(e, logs)
+        rows_out += [{**r, "held_out": len(out)}
+                     for r in price_rows(logs, refit([o for o in logs if o["id"] not in out], points), [e])]
     res = {}
     for key, rows in (("in", rows_in), ("out", rows_out)):
         res[key] = [{**r, "error": _error(r)} for r in rows if r["check"] in CHECKS and _error(r) is not None]
