@@ -54,6 +54,10 @@ from specbench.load.results import OPTIONAL_CLIENT_KEYS
 from specbench.matrix import client_checks
 from specbench.matrix.client_schema import ClientAxes
 from specbench.matrix.schema_base import AR_NAMES, FlagValue, Scalar, _Strict, as_axis, axis_at_least
+from specbench.matrix.schema_label import check_label
+
+# what a speculative variant's label may name (expansion.py fills each axis value, and the draft model)
+LABEL_PARAMS = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget", "simulated_accept_len", "draft_model")
 
 
 class SpecVariant(_Strict):
@@ -90,6 +94,9 @@ class SpecVariant(_Strict):
                     raise ValueError(f"`{name}` needs an `algorithm` (this variant is autoregressive)")
             if SPEC_V2_ENV in self.env:
                 raise ValueError(f"{SPEC_V2_ENV} must not be set for an autoregressive variant")
+        if self.label is not None:
+            params = [n for n in LABEL_PARAMS if getattr(self, n) is not None]
+            check_label(self.label, params, template=not self.is_ar)
         for name in ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget"):
             axis_at_least(getattr(self, name), 1, f"`{name}`")
         for a in as_axis(self.simulated_accept_len):
