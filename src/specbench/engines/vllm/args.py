@@ -288,7 +288,8 @@ def _knob_value(knob: Knob, flag: str, words: list[str], i: int, eq: str, val: s
     try:
         return knob.type(val), used
     except FlagError as exc:
-        raise FlagError(f"{flag}: {exc}") from None
+        said = str(exc)
+        raise FlagError(said if said.startswith(flag) else f"{flag}: {said}") from None
     except ValueError:
         typ = getattr(knob.type, "__name__", "value")
         raise FlagError(f"{flag}: expected {typ}, got {val!r}") from None

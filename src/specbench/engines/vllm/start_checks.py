@@ -8,6 +8,7 @@ engine's own complaint (or None); `first_failure` runs them in the order vLLM bu
 from __future__ import annotations
 
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.quant_checks import quantization_failure
 from specbench.specs import assumed as A
 from specbench.specs.model import draft_vocab_warning
 from specbench.specs.model_types import ModelSpec
@@ -67,6 +68,7 @@ def eagle_class(method: str, arch: str) -> str:
 def _model_failures(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> list[tuple[tuple[str, ...], str]]:
     """What vLLM refuses in the model's own config or the drafter's, before any weight loads, with the field groups
     each reads (specs/assumed.py):
+    - --quantization against the checkpoint's quantization (quant_checks.py);
     - AWQ of other than 4 bits: model_executor/layers/quantization/auto_awq.py::AWQMarlinConfig.__init__@0.32.0
       (TYPE_MAP holds 4 only);
     - an EAGLE / EAGLE3 drafter whose class vLLM has none of: model_executor/models/registry.py::
@@ -74,6 +76,10 @@ def _model_failures(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> li
     from specbench.specs.quant import awq_bits  # the config's own keys, read alike by both engines
 
     out: list[tuple[tuple[str, ...], str]] = []
+    quant = quantization_failure(args.quantization, m.quant.method,
+                                 allow_deprecated="--allow-deprecated-quantization" in args.flags_seen)
+    if quant is not None:
+        out.append(((A.QUANTIZATION,), quant))
     bits = awq_bits(m.raw)
     if bits is not None and bits != 4:
         out.append(((A.QUANTIZATION,), f"ValueError: Unsupported num_bits = {bits}. Supported: 4. For 8-bit AWQ, use "

@@ -77,10 +77,13 @@ def parse_speculative_config(text: str) -> SpeculativeConfig:
     k = data.get("num_speculative_tokens")
     if k is None:
         raise FlagError("--speculative-config needs num_speculative_tokens")
-    try:
-        k = int(k)
-    except (TypeError, ValueError):
-        raise FlagError(f"--speculative-config: num_speculative_tokens must be an integer, got {k!r}") from None
+    # config/speculative.py::SpeculativeConfig.num_speculative_tokens: int (pydantic, strict about fractions)@0.32.0:
+    # 2.5 is refused ("Input should be a valid integer, got a number with a fractional part"), never read as 2
+    if isinstance(k, bool) or not (isinstance(k, int) or (isinstance(k, float) and k.is_integer())
+                                   or (isinstance(k, str) and k.strip().lstrip("-").isdigit())):
+        raise FlagError(f"--speculative-config: num_speculative_tokens must be an integer, got {k!r} (vLLM: Input "
+                        "should be a valid integer)")
+    k = int(k)
     if k < 1:
         raise FlagError(f"--speculative-config: num_speculative_tokens must be at least 1, got {k}")
     dtp = data.get("draft_tensor_parallel_size")
