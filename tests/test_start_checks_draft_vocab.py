@@ -41,3 +41,23 @@ def test_a_drafter_of_another_vocabulary_is_warned_about_by_both_engines(engine)
 def test_the_same_vocabulary_or_a_declared_draft_vocabulary_is_not(engine):
     for draft in (_draft(), _draft(vocab_size=32000, draft_vocab_size=32000), None):
         assert not [w for w in _warnings(engine, draft) if "vocab_size" in w]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_an_eagle3_drafter_trained_for_another_targets_vocabulary_is_warned_about(engine):
+    # a Llama-3 EAGLE3 drafter (vocab_size 128256, draft_vocab_size 32000: SpecForge's llama3-8B-eagle3) on Qwen3-8B:
+    # its d2t maps into Llama's token ids, which are not Qwen's
+    got = [w for w in _warnings(engine, _draft(vocab_size=128256, draft_vocab_size=32000)) if "EAGLE3" in w]
+    assert len(got) == 1 and "128256" in got[0] and str(TARGET.vocab_size) in got[0]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_moe_config_with_no_experts_is_warned_about(engine):
+    moe = json.loads((Path(__file__).parents[1] / "src" / "specbench" / "data" / "configs" /
+                      "Qwen__Qwen3-30B-A3B.json").read_text())
+    m = model_spec_from_dict({**moe, "num_experts": 0}, name="moe0")
+    args = (parse_sglang_argv(["python", "-m", "sglang.launch_server", "--model-path", "m"]) if engine == "sglang"
+            else parse_vllm_argv(["vllm", "serve", "m"]))
+    warn = sglang_warnings if engine == "sglang" else vllm_warnings
+    assert any("0 experts" in w for w in warn(args, m, None))
+    assert not any("0 experts" in w for w in warn(args, model_spec_from_dict(moe, name="moe"), None))

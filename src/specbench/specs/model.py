@@ -100,9 +100,34 @@ def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
 
 
 def draft_vocab_warning(m: ModelSpec, draft: ModelSpec | None) -> str | None:
-    """The drafter's vocabulary is not the target's (an EAGLE3 drafter maps its own through `d2t`, declared by
-    `draft_vocab_size`): engines serve it, but its token ids are not the target's, so its drafts are rejected."""
-    if draft is None or draft.vocab_size == m.vocab_size or draft.raw.get("draft_vocab_size"):
+    """The drafter's vocabulary is not the target's: engines serve it, but its token ids are not the target's, so
+    its drafts are rejected. An EAGLE3 drafter's `vocab_size` is the vocabulary of the target it was trained for
+    (its own smaller one, `draft_vocab_size`, maps into it through `d2t`: SpecForge's configs, SGLang
+    models/llama_eagle3.py@0.5.15.post1), so it too must equal the target's; one that states only its own draft
+    vocabulary (vocab_size = draft_vocab_size) says nothing about the target's and is not warned about."""
+    if draft is None or draft.vocab_size == m.vocab_size:
         return None
+    own = draft.raw.get("draft_vocab_size")
+    if own:
+        if own == draft.vocab_size:  # its vocab_size is its own draft vocabulary: d2t says where it maps
+            return None
+        return (f"the EAGLE3 drafter was trained for a vocabulary of {draft.vocab_size} tokens (its d2t maps its "
+                f"{draft.raw['draft_vocab_size']} into it), the target has {m.vocab_size}: its drafts are another "
+                "tokenizer's ids and are rejected (acceptance near zero)")
     return (f"the drafter's vocab_size {draft.vocab_size} is not the target's {m.vocab_size}: its token ids "
             "are not the target's, so its drafts are rejected (acceptance near zero)")
+
+
+def moe_without_experts_warning(m: ModelSpec) -> str | None:
+    """A MoE config whose expert count is 0 while it routes tokens to experts (num_experts_per_tok > 0): the model
+    code builds every layer as a dense MLP of `intermediate_size` instead (transformers' and the engines' Qwen3-MoE
+    / Qwen2-MoE classes: `num_experts > 0` gates the sparse block), so it starts with a fraction of the weights."""
+    text = m.raw.get("text_config")
+    raw: Mapping[str, Any] = text if isinstance(text, dict) else m.raw
+    count = next((raw[k] for k in ("num_experts", "n_routed_experts", "num_local_experts") if k in raw), None)
+    top_k = next((raw[k] for k in ("num_experts_per_tok", "moe_topk") if k in raw), None)
+    if count == 0 and isinstance(top_k, int) and top_k > 0:
+        return (f"the config has 0 experts but routes each token to {top_k} (num_experts_per_tok): the model code "
+                "then builds every layer as a dense MLP, so it is planned with a fraction of a MoE's weights; the "
+                "config is wrong")
+    return None

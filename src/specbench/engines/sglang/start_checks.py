@@ -15,7 +15,7 @@ from specbench.engines import versions
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import KV_CACHE_DTYPE_CHOICES, SglangArgs
 from specbench.specs import assumed as A
-from specbench.specs.model import draft_vocab_warning
+from specbench.specs.model import draft_vocab_warning, moe_without_experts_warning
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import awq_bits
 
@@ -357,4 +357,6 @@ def model_warnings(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None) -> t
         out.append(f"the config routes each token to {m.moe.experts_per_tok} experts (num_experts_per_tok): SGLang "
                    "starts, but every MoE layer adds nothing; the config is wrong")
     vocab = draft_vocab_warning(m, draft)
+    if (no_experts := moe_without_experts_warning(m)) is not None:
+        out.append(no_experts)
     return (*out, vocab) if vocab else tuple(out)

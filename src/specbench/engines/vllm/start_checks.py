@@ -10,7 +10,7 @@ from __future__ import annotations
 from specbench.engines.vllm.args import VllmArgs
 from specbench.engines.vllm.quant_checks import quantization_failure
 from specbench.specs import assumed as A
-from specbench.specs.model import draft_vocab_warning
+from specbench.specs.model import draft_vocab_warning, moe_without_experts_warning
 from specbench.specs.model_types import ModelSpec
 
 # config/model.py::ModelDType@0.32.0
@@ -122,5 +122,7 @@ def model_warnings(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None) -> tup
     if draft is not None and draft.hidden_size != m.hidden_size:
         out.append(f"Target embedding dim ({m.hidden_size}) differs from draft embedding dim ({draft.hidden_size}). "
                    "Keeping separate embedding weights. (vLLM serves it; the drafter must bring its own embedding)")
+    if (no_experts := moe_without_experts_warning(m)) is not None:
+        out.append(no_experts)
     vocab = draft_vocab_warning(m, draft)
     return (*out, vocab) if vocab else tuple(out)
