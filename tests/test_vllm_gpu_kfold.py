@@ -93,3 +93,40 @@ def test_the_stored_held_out_figures_are_a_re_runs(kfold, result):
         assert got["max_pct"] == pytest.approx(stored.max_pct, abs=0.11), check
         assert got["within_5pct"] == pytest.approx(stored.within_5pct, abs=0.011), check
     assert {"requested", "budget", "pool", "cold", "graph", "activation", "scored"} <= set(gpu_fit.KFOLD)
+
+
+def test_the_fit_sizes_the_plan_names_are_the_corpus(kfold):
+    assert gpu_fit.GRAPH_FIT_LOGS == len(gpu_fit.graph_points(LOGS))
+    assert gpu_fit.GDN_FIT_LOGS == len(kfold.gdn_points(LOGS, kfold.corpus_bench()))
+    for card, total in gpu_fit.VLLM_TOTALS.items():
+        assert total.logs == sum(1 for e in LOGS if e.get("gpu") == card and gpu_fit.total_reading(e) is not None)
+
+
+def _plan(cmd: str, gpu: str, **kw):
+    from specbench.contracts import PlanOptions
+    from specbench.plan.api import plan_command
+
+    cfg = str(ROOT / "src" / "specbench" / "data" / "configs" / "Qwen__Qwen3-8B.json")
+    return plan_command(cmd, PlanOptions(gpu=gpu, engine_version="0.32.0", model_config=cfg, fixes=False, **kw))
+
+
+def test_each_plan_says_which_terms_are_measured_and_which_fitted_with_their_held_out_error():
+    p = _plan("vllm serve Qwen/Qwen3-8B --max-model-len 16384", "RTX 5090")
+    b = p["budget"]
+    terms = {t["term"]: t for t in b["terms"]}
+    assert list(terms) == ["total", "weights", "activation", "cuda_graph", "non_torch", "requested", "available_kv"]
+    for t in terms.values():
+        assert t["budget_field"] is None or t["budget_field"] in b  # the budget number the term describes
+    assert terms["total"]["kind"] == "fitted: 1 log"  # the 5090's total: club-3090#1087
+    assert terms["total"]["expected_error_pct"] == gpu_fit.KFOLD["requested"].median_pct
+    assert terms["cuda_graph"]["kind"] == f"fitted: {gpu_fit.GRAPH_FIT_LOGS} logs"
+    assert terms["cuda_graph"]["expected_error_pct"] == gpu_fit.KFOLD["graph_price"].median_pct
+    assert terms["available_kv"]["expected_error_pct"] == gpu_fit.KFOLD["cold"].median_pct
+    assert terms["weights"]["kind"] == "estimate" and terms["weights"]["expected_error_pct"] is None
+    # a card without a vLLM log: the total is the gap estimate; measured inputs say so and move the KV error basis
+    q = _plan("vllm serve Qwen/Qwen3-8B --max-model-len 16384 --enforce-eager", "H100", weights_gib=15.3)
+    qt = {t["term"]: t for t in q["budget"]["terms"]}
+    assert qt["total"]["kind"] == "estimate" and str(gpu_fit.DRIVER_GAP_MIB) in qt["total"]["source"]
+    assert qt["weights"]["kind"] == "measured (log/flag)"
+    assert qt["cuda_graph"]["kind"] == "engine code" and q["budget"]["cuda_graph_gib"] == 0
+    assert qt["available_kv"]["expected_error_pct"] == gpu_fit.KFOLD["budget"].median_pct

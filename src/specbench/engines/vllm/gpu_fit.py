@@ -36,6 +36,7 @@ from specbench.specs.gpu import GpuSpec, find_gpu
 class VllmTotal:
     gib: float
     source: str
+    logs: int = 1  # the corpus logs the fitted total rests on (fit_vllm_totals' readings of the card)
 
 
 # ------------------------------------------------------------------------------------- the fitting rules
@@ -129,15 +130,15 @@ def fit_gdn_copies(points: Sequence[tuple[float, float, float]]) -> int:
 VLLM_TOTALS: dict[str, VllmTotal] = {
     "RTX 5090": VllmTotal(31.39, "public log: https://github.com/noonghunna/club-3090/issues/1087 (30.27/31.4 GiB; "
                                  "(0.92, 28.88 GiB) -> 31.39)"),
-    "RTX 3090": VllmTotal(23.56, "public logs: https://github.com/noonghunna/club-3090/pull/1139 ((0.92, 21.67 GiB) "
+    "RTX 3090": VllmTotal(23.56, logs=4, source="public logs: https://github.com/noonghunna/club-3090/pull/1139 ((0.92, 21.67 GiB) "
                                  "-> 23.55), https://github.com/wtdcode/vllm-backport/issues/34 ((0.935, 22.03 GiB) "
                                  "-> 23.56), https://github.com/vllm-project/vllm/issues/10517 (23.58 GiB): median"),
-    "A100 80GB": VllmTotal(79.29, "public logs: https://github.com/vllm-project/vllm-omni/issues/276 (0.49/79.32 GiB; "
+    "A100 80GB": VllmTotal(79.29, logs=2, source="public logs: https://github.com/vllm-project/vllm-omni/issues/276 (0.49/79.32 GiB; "
                                   "(0.6, 47.59 GiB) -> 79.32), https://github.com/ovg-project/kvcached/issues/110 "
                                   "(67.24/79.25 GiB; (0.9, 71.33 GiB) -> 79.26): median"),
     "L4": VllmTotal(22.04, "public log: https://github.com/pytorch/pytorch/issues/175666 (19.77/22.05 GiB; "
                            "(0.9, 19.84 GiB) -> 22.04)"),
-    "DGX Spark GB10": VllmTotal(121.69, "public logs: https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/"
+    "DGX Spark GB10": VllmTotal(121.69, logs=4, source="public logs: https://github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/"
                                         "issues/204 (121.69 GiB) and /issues/47 ((0.87, 105.87 GiB) -> 121.69), "
                                         "https://github.com/MiaAI-Lab/DeepSeek-v4-Flash-One-DGX-Spark/issues/4 "
                                         "(121.63 GiB): median (unified memory)"),
@@ -282,3 +283,74 @@ KFOLD: dict[str, HeldOut] = {
     "scored": HeldOut(24, 0.3, 3.2, 1.0),
 }
 # END k-fold
+
+
+# ------------------------------------------------------------------------------------- the plan's budget terms
+GRAPH_FIT_LOGS = 11   # len(graph_points(corpus)): the logs the CUDA-graph price is fitted to
+GDN_FIT_LOGS = 2      # the GDN summary lines GDN_FP32_COPIES is fitted to (vllm_gpu_kfold.py::gdn_points)
+MEASURED = "measured (log/flag)"
+
+
+def _held_out(check: str) -> tuple[float | None, str]:
+    k = KFOLD.get(check)
+    if k is None:
+        return None, "no held-out check covers this term"
+    return k.median_pct, (f"k-fold {check}: median |error| {k.median_pct}% (max {k.max_pct}%) over {k.n} held-out "
+                          f"checks of {KFOLD_LOGS} logs, {KFOLD_DATE} (benchmarks/vllm_gpu_kfold.py)")
+
+
+def budget_terms(gpu: GpuSpec, *, weights_measured: bool, non_kv_measured: bool, graph_applied: bool,
+                 gdn: bool, kv_bytes_given: bool) -> list[dict[str, Any]]:
+    """Per term of the vLLM GPU budget (plan JSON `budget.terms`): where its number comes from ("engine code",
+    "measured (log/flag)", "fitted: N logs", "estimate") and the held-out (k-fold) error of that term where a check
+    of the corpus covers it (`expected_error_pct`, the median |error| in %; null where none does); `budget_field` names
+    the budget number the term is (null for non-torch memory, which is inside `non_kv_gib`)."""
+    keys: dict[str, str | None] = {"total": "total_gib", "weights": "weights_gib", "activation": "activation_gib",
+            "cuda_graph": "cuda_graph_gib", "non_torch": None, "requested": "requested_gib",
+            "available_kv": "available_kv_gib"}
+
+    def term(name: str, kind: str, source: str, check: str | None) -> dict[str, Any]:
+        if check:
+            err, basis = _held_out(check)
+        else:
+            err, basis = None, ("as given" if kind == MEASURED else "the engine's arithmetic, exact on its inputs"
+                                if kind == "engine code" else "no held-out check of the corpus covers this term")
+        return {"term": name, "budget_field": keys[name], "kind": kind, "source": source, "expected_error_pct": err,
+                "error_basis": basis}
+
+    def fitted(n: int) -> str:
+        return f"fitted: {n} log" + ("" if n == 1 else "s")
+
+    hit = VLLM_TOTALS.get(gpu.name)
+    if hit is not None:
+        total = term("total", fitted(hit.logs), hit.source, "requested")
+    elif not gpu.sms:
+        total = term("total", MEASURED, "--gpu-mem-gib", None)
+    else:
+        total = term("total", "estimate", f"nvidia-smi's total less the {DRIVER_GAP_MIB} MiB median driver gap "
+                     f"(gpu_fit.py::fit_driver_gap)", "requested")
+    requested = term("requested", "engine code", "R = ceil(T x u) (v1/worker/utils.py::request_memory)",
+                     "requested" if total["expected_error_pct"] is not None else None)
+    weights = (term("weights", MEASURED, "--weights-gib", None) if weights_measured
+               else term("weights", "estimate", "the checkpoint's tensors (specs/weights.py)", None))
+    if non_kv_measured:
+        activation = term("activation", MEASURED, "--non-kv-gib", None)
+        graph = term("cuda_graph", MEASURED, "--non-kv-gib", None)
+        non_torch = term("non_torch", MEASURED, "--non-kv-gib", None)
+    else:
+        activation = term("activation", fitted(GDN_FIT_LOGS) if gdn else "engine code",
+                          "the profile run's forward or dummy sampler, the larger (gpu_fit.py::forward_bytes, "
+                          "sampler_bytes)" + ("; GDN fp32 copies fitted (GDN_FP32_COPIES)" if gdn else ""),
+                          "activation")
+        graph = (term("cuda_graph", fitted(GRAPH_FIT_LOGS), "graphs captured x the per-graph price "
+                      "(gpu_fit.py::fit_graph_price)", "graph_price") if graph_applied
+                 else term("cuda_graph", "engine code", "not subtracted by this release / launch "
+                           "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, --enforce-eager)", None))
+        non_torch = term("non_torch", "estimate", "0.1 GiB, one measured breakdown (gpu.py::NON_TORCH_GIB), inside "
+                         "non_kv_gib", None)
+    if kv_bytes_given:
+        kv = term("available_kv", MEASURED, "--kv-cache-memory-bytes", None)
+    else:
+        kv = term("available_kv", "engine code", "K = R - weights - non-KV (gpu.py::gpu_budget)",
+                  None if weights_measured and non_kv_measured else "budget" if weights_measured else "cold")
+    return [total, weights, activation, graph, non_torch, requested, kv]

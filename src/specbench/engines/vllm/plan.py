@@ -34,7 +34,7 @@ from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, 
 from specbench.engines.vllm.contract import contract, explain, plan_budget_rows
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.fp8_sm8x import fp8_on_sm8x
-from specbench.engines.vllm.gpu_fit import vllm_total_bytes
+from specbench.engines.vllm.gpu_fit import budget_terms, vllm_total_bytes
 from specbench.engines.vllm.knobs import FLAG_LISTS, release_flags
 from specbench.engines.vllm.layout import (
     MTP_METHODS,
@@ -205,6 +205,12 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
               "activation_gib": round(gb.activation_bytes / GIB, 3) if not gb.non_kv_measured else None,
               "kv_cache_memory_bytes": gb.kv_bytes, "available_kv_gib": format_gib(gb.kv_bytes),
               "source": gb.source}
+    # additive: per term, where its number comes from and its held-out (k-fold) error (gpu_fit.py::budget_terms)
+    budget["terms"] = budget_terms(ctx.gpu, weights_measured=ctx.weights_gib is not None,
+                                   non_kv_measured=gb.non_kv_measured, graph_applied=gb.cuda_graph_bytes > 0,
+                                   gdn=getattr(st.loaded, "gdn", None) is not None,
+                                   kv_bytes_given=args.kv_cache_memory_bytes is not None
+                                   and not vllm_gpu.is_v0(st.setup.version))
     return _Budget(gb.kv_bytes, budget, tuple(gb.lines), gb.failure)
 
 
