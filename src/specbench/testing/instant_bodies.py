@@ -118,10 +118,15 @@ SSE_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\
             b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
 
 
+_STEPS = [k for k in range(1, len(WORDS)) if math.gcd(k, len(WORDS)) == 1]
+
+
 def text(i: int, k: int, salt: int = 0) -> str:
     """Words i .. i+k-1 of the answer numbered `salt` (0: WORDS in order; another salt walks WORDS with another step
-    and start, so the answers to different prompts differ: about len(WORDS)^2 different answers)."""
-    step, start = 1 + salt % (len(WORDS) - 1), (salt // (len(WORDS) - 1)) % len(WORDS)
+    and start, so the answers to different prompts differ: 24 x 56 different answers). Each step is coprime with
+    len(WORDS), so every answer cycles through all the words, as salt 0 does: no answer repeats a word that a
+    tokenizer splits in two more often than WORDS in order does (a text count then stays within its tolerance)."""
+    step, start = _STEPS[salt % len(_STEPS)], (salt // len(_STEPS)) % len(WORDS)
     return "".join(" " + WORDS[((i + j) * step + start) % len(WORDS)] for j in range(k))
 
 
@@ -136,7 +141,7 @@ def prompt_salt(body: dict[str, Any]) -> int:
     import zlib
 
     key = {k: body.get(k) for k in ("prompt", "messages", "input_ids", "text")}
-    return zlib.crc32(json.dumps(key, sort_keys=True).encode()) % 3000
+    return zlib.crc32(json.dumps(key, sort_keys=True).encode()) % (len(_STEPS) * len(WORDS))
 
 
 def steps(n: int, a: int) -> list[int]:
