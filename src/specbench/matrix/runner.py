@@ -35,7 +35,7 @@ from specbench.matrix.expansion import Cell, ServerTuple, expand
 from specbench.matrix.preflight import preflight
 from specbench.matrix.rounds import Repeats, planned_visit, question_key, question_rows
 from specbench.matrix.schema import MatrixSpec
-from specbench.matrix.store import Store, damage_error, lock_store
+from specbench.matrix.store import Store, check_log_folder, damage_error, lock_store
 from specbench.matrix.tuple_run import StoreWriteError, run_tuple
 from specbench.matrix.visits import policy_of
 
@@ -54,6 +54,7 @@ class RunOptions:
     executor: str = "local"  # local | ray
     ray_address: str | None = None
     order: tuple[str, ...] | None = None  # server ids to run first, in this order, within each phase (--order)
+    new_matrix: bool = False  # run another matrix into a store holding one's results (--new-matrix)
 
 
 @dataclass
@@ -98,14 +99,16 @@ def run_matrix(spec: MatrixSpec, matrix_text: str, matrix_path: str, opts: RunOp
         tuples = sorted(tuples, key=lambda st: (st.phase, rank.get(st.server_id, len(rank))))
     lock = lock_store(opts.store_path)
     store = Store(opts.store_path)
+    log_dir = opts.log_dir or log_dir_for(opts.store_path)
     try:
         store.check_writable()
+        store.claim(spec.name, matrix_text, str(matrix_path), spec.engine, replace=opts.new_matrix)
+        check_log_folder(log_dir)
     except UserError:
         store.close()
         lock.close()
         raise
     report = RunReport(opts.store_path)
-    log_dir = opts.log_dir or log_dir_for(opts.store_path)
     store.set_meta({"matrix_path": str(matrix_path), "matrix_text": matrix_text, "engine": spec.engine,
                     "engine_version": spec.plan.engine_version or "", "host": spec.host, "name": spec.name,
                     "specbench_version": specbench.__version__})

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import UserError
+from specbench.matrix.store_meta import check_log_folder, other_matrix
 from specbench.matrix.store_rows import (
     RequestRow,
     StoredRepeat,
@@ -32,7 +33,7 @@ from specbench.matrix.store_rows import (
 )
 from specbench.redact import redact_obj
 
-__all__ = ["RequestRow", "Store", "StoredRepeat", "lock_store"]
+__all__ = ["RequestRow", "Store", "StoredRepeat", "check_log_folder", "lock_store"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta    (key TEXT PRIMARY KEY, value TEXT);
@@ -229,6 +230,16 @@ class Store:
         self.close()
 
     # -- meta
+    def claim(self, name: str, text: str, path: str, engine: str, replace: bool = False) -> None:
+        """Refuse, in one line naming both, a matrix other than the one whose results this store holds
+        (other_matrix); `replace` (run --new-matrix) lets it in: its text then replaces the stored one."""
+        meta = self.meta()
+        why = other_matrix(meta, name, text, engine)
+        if why is not None and not replace:
+            raise UserError(f"{self.path}: holds the results of {meta.get('matrix_path') or 'another matrix'} "
+                            f"({why}); {path} is another matrix: give --store another file, or --new-matrix to run "
+                            "it into this store anyway (its text then replaces the stored one)")
+
     def set_meta(self, items: dict[str, Any]) -> None:
         with self._tx():
             for k, v in items.items():

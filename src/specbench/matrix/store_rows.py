@@ -27,8 +27,23 @@ def _j(value: Any) -> str | None:
 
 
 def _t(text: str | None) -> str | None:
-    """A text column (log, reason) with its secrets masked."""
-    return None if text is None else redact_text(text)
+    """A text column (log, reason, a path) with its secrets masked."""
+    return None if text is None else redact_text(storable(text))
+
+
+def storable(text: str) -> str:
+    """Text SQLite can hold: a path with bytes that are no UTF-8 (a folder named in Latin-1, which Python reads as
+    lone surrogates) is written with those bytes as `\\xNN` escapes, not a UnicodeEncodeError mid-run."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no file name gives (JSON's "\ud800")
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _unj(text: str | None) -> Any:
