@@ -2,7 +2,9 @@
 
 A folder is only ever replaced file by file from its manifest: a new or empty folder is written, one with our
 manifest has exactly the files that manifest lists removed first, and any other non-empty folder is refused with
-one line (`report --out ~` must never delete what it did not write). The folder is written from here, except the PNGs: each figure saves itself (plot_base.py `save`, called through
+one line (`report --out ~` must never delete what it did not write). The manifest is never missing from a folder
+being written and never cut (write_report): a report killed anywhere leaves a folder the next report replaces; one
+cut by an older specbench gives the names it still holds (_salvaged). The folder is written from here, except the PNGs: each figure saves itself (plot_base.py `save`, called through
 plots.all_plots). Every other module of the package only reads (load.py) or computes.
 """
 
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -17,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specbench.errors import UserError
+from specbench.matrix.store_rows import storable
 from specbench.report.compare import load_stores
 from specbench.report.fits import fit_rows
 from specbench.report.html import render_html
@@ -33,7 +38,8 @@ from specbench.report.tables import build_tables
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
              "pareto.png", "accept_length.png", "accept_pos.png", "memory.png", "gpu_memory.png", "gpu_util.png",
              "gpu_power.png", "timeline.png")
-MANIFEST = ".specbench-report.json"  # {"written_by": "specbench report", "files": [relative paths]}
+MANIFEST = ".specbench-report.json"  # {"written_by": "specbench report", "complete": bool, "files": [relative paths]}
+MANIFEST_TMP = MANIFEST + ".tmp"  # the next manifest while it is written (renamed over MANIFEST)
 
 
 @dataclass(frozen=True)
@@ -52,30 +58,68 @@ def default_out(store_path: str | Path) -> Path:
 
 
 def write_report(stores: Sequence[LoadedStore], out_dir: str | Path, now: datetime | None = None) -> Written:
-    """Render every part of the report for already-loaded stores into out_dir (created; old PNGs/logs replaced)."""
+    """Render every part of the report for already-loaded stores into out_dir (created; old PNGs/logs replaced).
+
+    The folder always has a manifest that lists every file of ours in it, whenever the report is killed: first one
+    that lists the earlier report's files and every file this one may write (`complete: false`), then the earlier
+    files are removed, then the report written, then the manifest of exactly what was written; each manifest is
+    written whole to a temporary file and renamed over the last (os.replace), never cut mid-write."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _clear_previous(out)  # a figure or log that has no data this time must not linger from an earlier report
-        return _write_all(stores, out, now)
+        earlier = _earlier_files(out)
+        tables = build_tables(stores)
+        _write_manifest(out, [*earlier, *_planned(tables)], complete=False)
+        _remove(out, earlier)  # a figure or log that has no data this time must not linger from an earlier report
+        return _write_all(stores, tables, out, now)
     except OSError as exc:  # disk full, a read-only folder: one line
         raise UserError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
 
 
-def _clear_previous(out: Path) -> None:
-    """Remove the files our manifest lists (and the folders they leave empty); refuse a folder we did not write."""
+def _earlier_files(out: Path) -> list[str]:
+    """The files the folder's manifest lists (none in a new or empty folder); a folder we did not write refused."""
     manifest = out / MANIFEST
     if not manifest.is_file():
-        if any(out.iterdir()):
+        if any(p.name != MANIFEST_TMP for p in out.iterdir()):
             raise UserError(f"{out}: not empty and not a specbench report folder (no {MANIFEST}); "
                             f"give a new or empty folder to --out")
-        return
+        return []
+    text = manifest.read_text(encoding="utf-8", errors="replace")
     try:
-        files = json.loads(manifest.read_text(encoding="utf-8")).get("files")
-    except (ValueError, AttributeError):
-        files = None
+        doc = json.loads(text)
+    except ValueError:
+        files = _salvaged(text)  # cut mid-write (a specbench before the atomic manifest was killed writing it)
+    else:
+        files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise UserError(f"{manifest}: damaged report manifest; remove the folder or give another --out")
+    return files
+
+
+_HEAD = '{\n "written_by": "specbench report",'
+_NAME = re.compile(r'"((?:[^"\\]|\\.)*)"(?=\s*[,\]])')
+
+
+def _salvaged(text: str) -> list[str] | None:
+    """The file names of a manifest cut mid-write: the whole names its text holds after `"files": [` (None when
+    the text is no start of a manifest of ours). The names it lost are files this report writes over or leaves."""
+    if not (text.startswith(_HEAD) or _HEAD.startswith(text)):
+        return None
+    at = text.find('"files": [')
+    if at < 0:
+        return []
+    return [json.loads(f'"{m.group(1)}"') for m in _NAME.finditer(text, at + len('"files": ['))]
+
+
+def _planned(tables: Tables) -> list[str]:
+    """Every file this report may write (a superset: the figures that have data are known only once drawn)."""
+    folders = [f"section-{i}/" for i in range(1, len(tables.sections) + 1)] or [""]
+    return ["report.md", "report.html", *(d + n for d in folders for n in PNG_NAMES),
+            *(str(log.relpath) for log in tables.logs)]
+
+
+def _remove(out: Path, files: Sequence[str]) -> None:
+    """Remove the listed files (regular files inside the folder only) and the folders they leave empty."""
     root = out.resolve()
     for rel in files:
         if (out / rel).is_symlink():
@@ -91,11 +135,22 @@ def _clear_previous(out: Path) -> None:
                 d.rmdir()  # only when empty
             except OSError:
                 break
-    manifest.unlink()
 
 
-def _write_all(stores: Sequence[LoadedStore], out: Path, now: datetime | None) -> Written:
-    tables = build_tables(stores)
+def _write_manifest(out: Path, files: Sequence[str], complete: bool) -> None:
+    """The manifest, whole or not at all: written to a temporary file beside it, then renamed over it."""
+    tmp = out / MANIFEST_TMP
+    tmp.write_text(json.dumps({"written_by": "specbench report", "complete": complete,
+                               "files": sorted(set(files))}, indent=1), encoding="utf-8")
+    os.replace(tmp, out / MANIFEST)
+
+
+def _text(path: Path, text: str) -> None:
+    """A text file of the report; a store path of bytes that are no UTF-8 (a Latin-1 folder name) as \\xNN."""
+    path.write_text(storable(text), encoding="utf-8")
+
+
+def _write_all(stores: Sequence[LoadedStore], tables: Tables, out: Path, now: datetime | None) -> Written:
     # the logs are written by a thread while the figures draw: 20,000 cell logs are 20,000 file creations, time in
     # the kernel (the GIL let go) that overlaps the drawing on a second core
     plots = _plots(stores, tables, out)  # on two cores where it is safe (report/twocores.py)
@@ -105,13 +160,11 @@ def _write_all(stores: Sequence[LoadedStore], out: Path, now: datetime | None) -
     report = build_report(stores, tables, plots, stamp)
     report = replace(report, predicted=predicted_section([s.path for s in stores], stores), fits=fit_rows(stores))
     md = out / "report.md"
-    md.write_text(render_markdown(report), encoding="utf-8")
+    _text(md, render_markdown(report))
     html = out / "report.html"
-    html.write_text(render_html(report, {p.name: p.path.read_bytes() for p in plots}), encoding="utf-8")
+    _text(html, render_html(report, {p.name: p.path.read_bytes() for p in plots}))
     written = [md, html, *(p.path for p in plots), *logs]
-    (out / MANIFEST).write_text(json.dumps({"written_by": "specbench report",
-                                            "files": sorted(str(p.relative_to(out)) for p in written)}, indent=1),
-                                encoding="utf-8")
+    _write_manifest(out, [str(p.relative_to(out)) for p in written], complete=True)
     return Written(out_dir=out, markdown=md, html=html, pngs=tuple(p.path for p in plots), logs=tuple(logs),
                    report=report)
 
@@ -124,7 +177,7 @@ def _write_logs(tables: Tables, out: Path) -> list[Path]:
         if path.parent not in folders:
             path.parent.mkdir(parents=True, exist_ok=True)
             folders.add(path.parent)
-        path.write_text(log.text, encoding="utf-8")
+        _text(path, log.text)
         logs.append(path)
     return logs
 

@@ -18,6 +18,7 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.matrix import store as store_schema
 from specbench.redact import redact_obj, redact_text
+from specbench.report.impossible import DAMAGED, impossible
 from specbench.report.records import CellRecord, LoadedStore, RequestRecord, ServerRecord, cell_sort_key, natural_key
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -285,13 +286,19 @@ def _cell_record(r: dict[str, Any], warnings: list[str],
                  reqs: Mapping[str, list[RequestRecord]] | None = None) -> CellRecord:
     cid = str(r["cell_id"])
     metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
+    status, reason = str(r["status"] or "pending"), r["reason"]
+    why = impossible(status, metrics)
+    if why is not None:  # numbers no run writes: the cell is shown damaged, none of its numbers (impossible.py)
+        warnings.append(f"cells[{cid}]: {why}: shown as damaged, without its numbers")
+        status, reason, metrics = DAMAGED, f"damaged store: {why}", {}
     listed = metrics.get("accept_lengths")
     if isinstance(listed, list) and listed:
         accepts = tuple(float(a) for a in listed
                         if isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a))
     else:
         # requests.accept_len of the successful requests, in idx order (used when accept_lengths is absent)
-        accepts = tuple(q.accept_len for q in (reqs or {}).get(cid, []) if q.ok and q.accept_len is not None)
+        accepts = tuple(q.accept_len for q in (reqs or {}).get(cid, []) if q.ok and q.accept_len is not None
+                        and status != DAMAGED)
     return CellRecord(
         cell_id=cid,
         server_id=r["server_id"],
@@ -299,8 +306,8 @@ def _cell_record(r: dict[str, Any], warnings: list[str],
         tp=_int(r["tp"]),
         algorithm=r["algorithm"],
         label=str(r["label"] or r["algorithm"] or cid),
-        status=str(r["status"] or "pending"),
-        reason=r["reason"],
+        status=status,
+        reason=reason,
         attempts=_int(r["attempts"]) or 0,
         started_at=_float(r["started_at"]),
         ended_at=_float(r["ended_at"]),

@@ -10,7 +10,8 @@ from specbench.decide import Decision, Metric
 from specbench.report.integrity import Integrity
 
 DONE = "done"
-FAILED_STATES = ("failed", "partial", "skipped")  # partial: more requests failed than max_failed_fraction
+# partial: more requests failed than max_failed_fraction; damaged: stored numbers no run writes (impossible.py)
+FAILED_STATES = ("failed", "partial", "skipped", "damaged")
 
 
 @dataclass(frozen=True)
