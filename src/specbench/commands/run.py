@@ -329,6 +329,8 @@ def register(app: typer.Typer) -> None:
                                               " the matrix's `repeats`, a {min, max} range too)"),
         order: str = typer.Option("matrix", "--order", help="matrix (as written) or predicted (AR first, then the "
                                   "servers with the highest predicted speedup: `specbench predict`)"),
+        new_matrix: bool = typer.Option(False, "--new-matrix", help="run this matrix into a store that holds another "
+                                        "matrix's results (another name, engine or [plan] table)"),
     ) -> None:
         """Run a benchmark matrix (resumable: finished cells are kept; failed ones re-run with --retry-failed)."""
         from rich.console import Console
@@ -359,7 +361,7 @@ def register(app: typer.Typer) -> None:
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
                           progress=not no_progress and not as_json and sys.stderr.isatty(),
                           gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address,
-                          order=_order(order, spec))
+                          order=_order(order, spec), new_matrix=new_matrix)
         err = Console(stderr=True, soft_wrap=True)
         _warn_long_cells(spec, err)
         with _damage_is_one_line(store_path):
