@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -112,3 +113,54 @@ def test_a_lost_ray_worker_fails_its_cells_with_the_reason(tmp_path: Path, token
             "--address", ray_address, env=_env())
     assert r.returncode == 0, r.stderr
     assert rows(store, "SELECT status, attempts FROM cells") == [("done", 2), ("done", 2)]
+
+
+def _one_error(r: subprocess.CompletedProcess[str]) -> str:
+    """The run's `specbench: error:` line (Ray's own log lines may come before it)."""
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("specbench: error: --executor ray: "), r.stderr
+    return last
+
+
+def test_a_dead_address_is_one_line_not_minutes_of_retries(tmp_path: Path, tokenizer_dir: Path) -> None:
+    m = standin_matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, tp="1", specs=0, concurrency="[1]")
+    port = free_port()  # nothing listens on it
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        r = cli("run", str(m), "--store", str(tmp_path / "r.sqlite"), "--no-progress", "--executor", "ray",
+                "--address", address, env=_env(), timeout=120)  # Ray alone retries for minutes
+        assert f"no Ray cluster at {address}" in _one_error(r)
+    assert rows(tmp_path / "r.sqlite", "SELECT count(*) FROM cells WHERE status != 'pending'") in ([(0,)], [])
+
+
+def test_an_address_that_accepts_but_never_answers_is_refused(tmp_path: Path, tokenizer_dir: Path) -> None:
+    m = standin_matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, tp="1", specs=0, concurrency="[1]")
+    with socket.socket() as silent:  # connections complete in its backlog; nothing is ever said
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        r = cli("run", str(m), "--store", str(tmp_path / "r.sqlite"), "--no-progress", "--executor", "ray",
+                "--address", address, env=_env(), timeout=120)
+    assert f"no Ray cluster at {address}: no answer within" in _one_error(r)
+
+
+def test_a_cluster_without_gpus_is_refused_before_any_task(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """No address: a new local Ray instance, started with no GPU (CUDA_VISIBLE_DEVICES empty); every task would
+    ask for num_gpus = tp and wait forever."""
+    m = standin_matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, tp="1", specs=0, concurrency="[1]")
+    env = {k: v for k, v in _env().items() if k != "RAY_ADDRESS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    r = cli("run", str(m), "--store", str(tmp_path / "r.sqlite"), "--no-progress", "--executor", "ray", env=env,
+            timeout=240)
+    assert "has no GPU" in _one_error(r)
+    assert rows(tmp_path / "r.sqlite", "SELECT status FROM cells") in ([], [("pending",)])
+
+
+def test_a_tuple_wider_than_every_node_fails_with_the_reason(tmp_path: Path, tokenizer_dir: Path,
+                                                            ray_address: str) -> None:
+    m = standin_matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, tp="[1, 16]", specs=0, concurrency="[1]")
+    store = tmp_path / "r.sqlite"
+    r = cli("run", str(m), "--store", str(store), "--no-progress", "--executor", "ray", "--address", ray_address,
+            env=_env(), timeout=240)
+    assert r.returncode == 1, r.stderr
+    assert rows(store, "SELECT tp, status, reason FROM cells ORDER BY tp") == [
+        (1, "done", None), (16, "failed", "tp=16 needs a Ray node with 16 GPUs; the cluster's largest has 8")]
