@@ -140,7 +140,9 @@ def test_bad_gpu_lists_are_one_line_errors(tmp_path: Path, text: str) -> None:
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("specbench: error: --gpus")
 
 
-def test_discovery_from_cuda_visible_devices_then_nvidia_smi(gpu_env: dict[str, str]) -> None:
+def test_discovery_from_cuda_visible_devices_then_nvidia_smi(gpu_env: dict[str, str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", gpu_env["PATH"])  # the stand-in's 8 GPUs, not this machine's
     assert gpus.discover({"CUDA_VISIBLE_DEVICES": "2,3,5"}) == ("2", "3", "5")
     out = subprocess.run([sys.executable, "-c", "import os; from specbench.matrix import gpus; "
                           "print(gpus.discover(os.environ), len(gpus.topology() or {}))"],

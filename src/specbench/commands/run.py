@@ -274,24 +274,27 @@ def _damage_is_one_line(store_path: Path) -> Iterator[None]:
         raise one_line from None
 
 
-def _gpus(text: Optional[str]) -> Optional[tuple[str, ...]]:
+def _gpus(text: Optional[str], dry: bool) -> Optional[tuple[str, ...]]:
+    """--gpus resolved (matrix/gpus.py), said on stderr; a dry run also says which GPUs another process fills."""
     if text is None:
         return None
     import os
 
-    from specbench.matrix.gpus import resolve
+    from specbench.matrix.gpus import resolve, usable
 
-    return resolve(text, os.environ)
+    choice = resolve(text, os.environ)
+    free = usable(choice.ids, choice.listing)
+    for line in (*choice.warnings, *free.unknown, *(f"{s}; a run skips it" for s in free.skipped if dry)):
+        sys.stderr.write(f"specbench: warning: {line}\n")
+    if dry:  # a run says it once the GPUs another process fills are left out (matrix/packing.py)
+        sys.stderr.write(f"specbench: {choice.using}\n")
+    return choice.ids
 
 
-def _executor(name: str, gpus: Optional[str]) -> str:
-    from specbench.errors import UserError
+def _executor(name: str, gpus: Optional[str], address: Optional[str]) -> str:
+    from specbench.matrix.ray_exec import check_executor
 
-    if name not in ("local", "ray"):
-        raise UserError(f"--executor {name!r}: expected local or ray")
-    if name == "ray" and gpus is not None:
-        raise UserError("--gpus is for --executor local; on Ray the cluster assigns the GPUs")
-    return name
+    return check_executor(name, gpus, address)
 
 
 def _order(name: str, spec: Any) -> Optional[tuple[str, ...]]:
@@ -346,6 +349,8 @@ def register(app: typer.Typer) -> None:
         if repeats is not None:
             spec = spec.model_copy(update={"client": spec.client.model_copy(update={"repeats": repeats})})
         console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
+        run_executor = _executor(executor, gpus, address)  # checked in a dry run too
+        run_gpus = _gpus(gpus, dry)
         if dry:
             from specbench.predict.plan_matrix import with_predictions
             from specbench.redact import redact_obj
@@ -360,7 +365,7 @@ def register(app: typer.Typer) -> None:
         store_path = store or default_store_path(matrix)
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
                           progress=not no_progress and not as_json and sys.stderr.isatty(),
-                          gpus=_gpus(gpus), executor=_executor(executor, gpus), ray_address=address,
+                          gpus=run_gpus, executor=run_executor, ray_address=address,
                           order=_order(order, spec), new_matrix=new_matrix)
         err = Console(stderr=True, soft_wrap=True)
         _warn_long_cells(spec, err)

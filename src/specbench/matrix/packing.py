@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -64,12 +65,8 @@ def core_slices(n: int) -> list[tuple[int, ...] | None]:
 
 def run_packed(spec: MatrixSpec, work: list[tuple[ServerTuple, list[Cell]]], adapter: ServerAdapter, store: Any,
                progress: Any, report: Any, log_dir: Path, baseline: list[int] | None, opts: Any) -> None:
-    gpus = tuple(opts.gpus)
-    if not gpus:
-        from specbench.errors import UserError
-
-        raise UserError("--gpus: no GPU to run on")
-    packer = Packer(spec, store, progress, report, log_dir, baseline, gpus)
+    gpus, skipped = usable_gpus(tuple(opts.gpus))
+    packer = Packer(spec, store, progress, report, log_dir, baseline, gpus, skipped)
     try:
         for phase in by_phase(work):
             jobs = []
@@ -87,11 +84,28 @@ def run_packed(spec: MatrixSpec, work: list[tuple[ServerTuple, list[Cell]]], ada
         report.messages.extend(orphans.reap_orphans(store))  # a worker that died with its server up
 
 
+def usable_gpus(gpus: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The `--gpus` this run may use now (after the orphans of earlier runs were stopped): without those whose
+    memory another process holds, each said on stderr; a one-line error when none is left."""
+    from specbench.errors import UserError
+
+    if not gpus:
+        raise UserError("--gpus: no GPU to run on")
+    free = gpu_mod.usable(gpus, gpu_mod.list_gpus())
+    if not free.ids:
+        raise UserError(f"--gpus: every GPU it names is in use by another process ({'; '.join(free.skipped)}): "
+                        "free them, or name others")
+    for line in free.skipped:
+        sys.stderr.write(f"specbench: warning: {line}: skipped\n")
+    sys.stderr.write(f"specbench: --gpus: using GPU {', '.join(free.ids)}\n")
+    return free.ids, free.skipped
+
+
 class Packer:
     def __init__(self, spec: MatrixSpec, store: Any, progress: Any, report: Any, log_dir: Path,
-                 baseline: list[int] | None, gpus: tuple[str, ...]):
+                 baseline: list[int] | None, gpus: tuple[str, ...], skipped: tuple[str, ...] = ()):
         self.spec, self.store, self.progress, self.report = spec, store, progress, report
-        self.log_dir, self.baseline, self.gpus = log_dir, baseline, gpus
+        self.log_dir, self.baseline, self.gpus, self.skipped = log_dir, baseline, gpus, skipped
         self.pool = gpu_mod.GpuPool(gpus, gpu_mod.topology())
         self.ports = slot_ports(spec.host, spec.port, len(gpus))
         self.cores = core_slices(len(gpus))
@@ -103,7 +117,8 @@ class Packer:
 
     def too_big(self, pf: Preflight, todo: list[Cell]) -> None:
         record_server(self.spec, pf, self.store)
-        reason = f"tp={pf.server.tp} needs {pf.server.tp} GPUs; --gpus gives {len(self.gpus)}"
+        busy = f" ({len(self.skipped)} more in use by another process)" if self.skipped else ""
+        reason = f"tp={pf.server.tp} needs {pf.server.tp} GPUs; --gpus gives {len(self.gpus)}{busy}"
         self.store.update_server(pf.server.server_id, status="failed")
         fail_cells(self.store, self.report, self.progress, todo, reason, cell_server_json(pf))
 
