@@ -49,7 +49,12 @@ def test_rule_set_for():
     known = formulas.SGLANG_RULE_SETS
     assert rule_set_for("0.5.12.post1", known, "SGLang") == ((0, 5, 12), None)
     assert rule_set_for("0.5.13", known, "SGLang") == ((0, 5, 13), None)   # between sets: the engine's boundaries
-    assert rule_set_for("0.4.0", known, "SGLang") == ((0, 4, 0), None)     # older: accepted as today
+    # older than any release read: planned, with a warning that names the oldest read (issue 37: 0.4.0 was planned
+    # with the 0.5.12 rules without a word)
+    r, warning = rule_set_for("0.4.0", known, "SGLang")
+    assert r == (0, 4, 0) and "older than the oldest release specbench has read (0.5.12)" in warning
+    assert rule_set_for("0.6.4", VLLM_RULE_SETS, "vLLM", oldest="0.6.0")[1] is None  # the V0 rules read
+    assert "older" in rule_set_for("0.4.0", VLLM_RULE_SETS, "vLLM", oldest="0.6.0")[1]
     r, warning = rule_set_for("0.6.1", known, "SGLang")
     assert r == (0, 5, 23) and "newer than the newest rule set" in warning and "0.5.23" in warning
     with pytest.raises(FlagError) as e:

@@ -62,12 +62,13 @@ def require_release(text: str | None, engine: str, example: str, flag: str = "--
 
 
 def rule_set_for(release: Release | str | None, known_releases: Iterable[str | Release],
-                 engine: str) -> tuple[Release, str | None]:
+                 engine: str, oldest: str | None = None) -> tuple[Release, str | None]:
     """The release whose rules plan `release`, and a warning text (or None).
 
     `known_releases` are the releases the engine's rule sets were read from. A release newer than the newest one is
     planned with the newest set plus a warning; a release at or below it is its own (the engine's rule code picks
-    the set by its boundaries); an unreadable one is a FlagError that lists the known releases."""
+    the set by its boundaries), with a warning when it is older than `oldest` (the oldest release whose code was
+    read; default the oldest rule set); an unreadable one is a FlagError that lists the known releases."""
     known = sorted({k if isinstance(k, Release) else require_release(k, engine, "") for k in known_releases})
     if not known:
         raise ValueError(f"no known {engine} releases")
@@ -83,4 +84,8 @@ def rule_set_for(release: Release | str | None, known_releases: Iterable[str | R
     if r > newest:
         return newest, (f"{engine} {r} is newer than the newest rule set ({newest}); planned with the "
                         f"{newest} rules, which may not match this release")
+    first = require_release(oldest, engine, "") if oldest else known[0]
+    if r < first:
+        return r, (f"{engine} {r} is older than the oldest release specbench has read ({first}); planned with the "
+                   f"{first} rules, which may not match this release")
     return r, None

@@ -404,7 +404,8 @@ def load_models(args: VllmArgs, opts) -> tuple[ModelSpec, ModelSpec | None]:
 
 def context_for(args: VllmArgs, opts) -> Context:
     version_text = opts.engine_version or NEWEST_VLLM
-    v, newer = versions.rule_set_for(version_text, VLLM_RULE_SETS, "vLLM")
+    # the V0 rules (gpu.py::v0_pool, worker/worker.py of the 0.6 line) are the oldest vLLM code read
+    v, newer = versions.rule_set_for(version_text, VLLM_RULE_SETS, "vLLM", oldest="0.6.0")
     device = detect_device(args, opts.gpu)
     for name, val in (("--weights-gib", opts.weights_gib), ("--draft-weights-gib", opts.draft_weights_gib),
                       ("--non-kv-gib", opts.non_kv_gib)):
