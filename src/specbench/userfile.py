@@ -36,14 +36,17 @@ _MAGICS = ((b"SQLite format 3\x00", "a SQLite database (a results store?)"), (b"
 
 def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
     """The bytes of a regular file of at most `max_bytes`; a FIFO, a device, a socket is a UserError at once."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket file (or a device with no driver): opened by no one
+            _refuse_kind(path, what, os.stat(path).st_mode)
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        kind = next((name for test, name in _KINDS if test(mode)), None if stat.S_ISREG(mode) else "not a file")
-        if kind is not None:
-            raise UserError(f"{path}: is {kind}, not a regular file: give the {what} itself")
+        _refuse_kind(path, what, mode)
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read(max_bytes + 1)
@@ -52,6 +55,12 @@ def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise UserError(f"{path}: the {what} is more than {max_bytes} bytes; a {what} is at most {max_bytes} bytes")
     return data
+
+
+def _refuse_kind(path: str | Path, what: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "no regular file")
+        raise UserError(f"{path}: is {kind}, not a regular file: give the {what} itself")
 
 
 def decode(data: bytes, where: str, what: str) -> str:
