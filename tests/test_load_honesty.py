@@ -40,6 +40,19 @@ def test_the_answer_must_name_the_model_the_request_asked_for() -> None:
         assert r.error is not None and "'other'" in r.error and "'served-x'" in r.error
 
 
+def test_an_answer_naming_another_name_the_server_serves_is_honest() -> None:
+    """vLLM with --served-model-name first alias answers every request with its first name, whatever alias the
+    request asked (entrypoints/openai/models/serving.py::OpenAIServingModels.model_name@0.32.0): an answer naming a
+    name /v1/models listed at boot is the same server; a name it never listed is not."""
+    with _server("--answer-model", "first") as url:
+        same = run_load(LoadSpec(url, model="second", served_models=("first", "second"), output_tokens=8,
+                                 concurrency=2, num_requests=4), TEXT)
+        other = run_load(LoadSpec(url, model="second", served_models=("second", "third"), output_tokens=8,
+                                  concurrency=2, num_requests=4), TEXT)
+    assert all(r.ok for r in same.results), [r.error for r in same.results]
+    assert all(r.error is not None and "'first'" in r.error for r in other.results)
+
+
 def test_prompt_tokens_are_the_clients_and_the_servers_are_checked() -> None:
     with _server() as url:  # token ids are counted by the server; text is not (null): the client's count either way
         ids = run_load(LoadSpec(url, output_tokens=8, concurrency=2, num_requests=4), IDS)

@@ -79,7 +79,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
         def hook(r: Raw) -> None:
             keeper(r)
             if on_done is not None:
-                on_done(finalize(r, spec.api, t_start, spec.include_usage, model=spec.model))
+                on_done(finalize(r, spec.api, t_start, spec.include_usage, model=spec.model, served=spec.served_models))
         if spec.request_rate is None:
             await closed_loop(pool, measured, recs, spec.concurrency or 1, deadline, spec.request_timeout_s, hook)
         else:
@@ -95,7 +95,7 @@ async def arun_load(spec: LoadSpec, prompts: Sequence[Prompt],
     bodies = [b"".join(r.body) if r.body is not None else
               (r.tail if spec.count_tokens and spec.api == "generate" else None) for r in sent]
     results = counting.verify([finalize(r, spec.api, t_start, spec.include_usage, body=b, ignore_eos=spec.ignore_eos,
-                                        recount=recount, model=spec.model)
+                                        recount=recount, model=spec.model, served=spec.served_models)
                                for r, b in zip(sent, bodies)],
                               bodies, spec.api, spec.ignore_eos, spec.token_counter)
     results = _same_answers(results, [prompts[r.idx % len(prompts)] for r in results])

@@ -87,11 +87,13 @@ def named_models(objs: Sequence[Any]) -> list[str]:
     return out
 
 
-def model_problem(sent: str, named: Sequence[str]) -> str | None:
-    """Why the answer is not from the model the request named (checked at boot on /v1/models), or None."""
+def model_problem(sent: str, named: Sequence[str], served: Sequence[str] = ()) -> str | None:
+    """Why the answer is not from the model the request named (checked at boot on /v1/models), or None. `served`:
+    every name /v1/models listed at boot, each an honest answer (vLLM names its first served name for any alias)."""
     if not sent or not named:
         return None
-    other = [m for m in named if m.rstrip("/") != sent.rstrip("/")]
+    ok = {m.rstrip("/") for m in (sent, *served)}
+    other = [m for m in named if m.rstrip("/") not in ok]
     if not other:
         return None
     return (f"the answer names model {', '.join(repr(m) for m in other)}, but the request asked for {sent!r}, the "

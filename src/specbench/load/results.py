@@ -89,6 +89,9 @@ class LoadSpec:
     base_url: str
     api: Api = "completions"
     model: str = ""
+    # every name /v1/models listed at boot: an answer may name any of them (vLLM answers with its first served name
+    # whatever alias the request asked: entrypoints/openai/models/serving.py::OpenAIServingModels.model_name@0.32.0)
+    served_models: tuple[str, ...] = ()
     output_tokens: int = 128
     concurrency: int | None = 1
     request_rate: float | None = None

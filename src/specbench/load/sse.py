@@ -77,7 +77,8 @@ class _Tail:
 
 
 def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *, body: bytes | None = None,
-             ignore_eos: bool = False, recount: bool = False, model: str = "") -> RequestResult:
+             ignore_eos: bool = False, recount: bool = False, model: str = "",
+             served: tuple[str, ...] = ()) -> RequestResult:
     """One request's record -> its RequestResult (times relative to `t_start`, the start of the measured run).
     `usage_expected`: the request asked for the usage chunk (chat / completions with include_usage). The server's
     output-token count is checked (load/counting.py::check) against the token ids counted as the request ended
@@ -109,7 +110,7 @@ def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *
     ttft = ts[0] - rec.t0 if ts else None
     itl = tuple(map(operator.sub, ts[1:], ts))
     prompt_tokens, server, verify, accept, count_error = _token_counts(rec.prompt_tokens, tail)
-    count_error = honesty.model_problem(model, honesty.named_models(objs)) or count_error
+    count_error = honesty.model_problem(model, honesty.named_models(objs), served) or count_error
     if not ts:
         return RequestResult(rec.idx, start, None, e2e, (), prompt_tokens, server if server is not None else 0,
                              "no content events in the response", verify, accept, 0, server,

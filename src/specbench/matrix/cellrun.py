@@ -175,6 +175,7 @@ def load_spec(cell: Cell, ctx: CellContext, api: Api, output_tokens: int) -> Any
     rate_v = None if isinstance(rate, str) or rate is None or math.isinf(float(rate)) else float(rate)
     stop = c.get("stop")
     return LoadSpec(base_url=ctx.base_url, api=api, model=_model_name(ctx),
+                    served_models=tuple(ctx.cache.get("served", ())),
                     output_tokens=output_tokens, concurrency=int(c["concurrency"]), request_rate=rate_v,
                     num_requests=request_count(c), warmup_requests=int(c.get("warmup_requests") or 0),
                     request_timeout_s=ctx.spec.timeouts.request_s,

@@ -196,6 +196,7 @@ class TupleRun:
                           server_info=self.cell_server["effective"], settings=self.pf.settings, proc=self.proc,
                           plan=self.pf.plan, boot_started_at=self.boot_started_at)
         served = self.adapter.served_models(self.cell_server["effective"])
+        ctx.cache["served"] = tuple(served or ())  # every name an honest answer may carry (load/honesty.py)
         if served and not self.spec.served_model_name and self.adapter.client_mode(self.launch.argv) == "openai":
             ctx.cache["model"] = served[0]  # read back at boot: no cell asks /v1/models again
         for i, c in enumerate(self.todo):
