@@ -27,6 +27,7 @@ from typing import Any
 
 from specbench.engines import server_auth
 from specbench.engines.base import Launch, ServerAdapter
+from specbench.engines.openai.server import served_models_now
 from specbench.errors import UserError
 from specbench.matrix import identity, lifecycle, orphans, telemetry
 from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
@@ -238,6 +239,8 @@ class TupleRun:
                                lambda rep: self.store.put_repeat(c.cell_id, rep))
         outcome = telemetry.attach(outcome, gpu, self.store, c.cell_id, append=not visit_of(c).fresh)
         wrong = self.not_ours() if self.proc.alive() else None  # a server that exited: its cell says so (cellrun)
+        if wrong is None and self.proc.alive():
+            wrong = model_changed(ctx.cache.get("served"), served_models_now(self.base_url))
         if wrong is not None:
             return CellOutcome("failed", reason=f"{wrong} after the cell; its measurement is discarded")
         return outcome
@@ -380,6 +383,16 @@ def model_mismatch(spec: MatrixSpec, argv: list[str], served: list[str] | None) 
         return None
     return (f"serves model {', '.join(repr(s) for s in served)} (/v1/models), but the matrix / launch command names "
             f"{want!r}; nothing was measured")
+
+
+def model_changed(at_boot: tuple[str, ...] | None, now: list[str] | None) -> str | None:
+    """The server's model changed since the boot's /v1/models check (a restart with another model, a reload): the
+    cell's answers may be another model's. Every route, /generate included (its answers name no model: load/honesty.py
+    checks the OpenAI routes' per request). None when either list is unknown or they agree."""
+    if not at_boot or now is None or set(now) == set(at_boot):
+        return None
+    return (f"the server's /v1/models changed during the cell: {', '.join(repr(m) for m in at_boot)} at boot, "
+            f"{', '.join(repr(m) for m in now) or 'nothing'} now (another model answered)")
 
 
 def safe_read_back(adapter: ServerAdapter, base_url: str, log_text: str) -> dict[str, Any]:

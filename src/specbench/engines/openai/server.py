@@ -122,6 +122,19 @@ def served_model(base_url: str, timeout_s: float = 10.0) -> str | None:
     return data[0]["id"] if data else None
 
 
+def served_models_now(base_url: str, timeout_s: float = 10.0) -> list[str] | None:
+    """Every id GET /v1/models lists now; None when it cannot be read (no answer, not JSON): unknown, not a change."""
+    try:
+        with httpclient.client(trust_env=False, timeout=timeout_s, headers=server_auth.headers()) as c:
+            r = c.get(base_url + "/v1/models")
+        data = r.json().get("data") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id") is not None]
+
+
 def openai_probe(base_url: str, timeout_s: float) -> None:
     """One short completion through the OpenAI API; raises on failure."""
     model = served_model(base_url, min(timeout_s, 10.0))
