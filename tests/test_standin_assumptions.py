@@ -107,6 +107,7 @@ def test_no_start_verdict_in_the_corpora_rests_on_a_synthesized_field(monkeypatc
                 assert got.get("model_stand_in"), f"{e['id']}: {what} changed the verdict without the stand-in named"
     assert checked >= 15, checked  # the corpora hold 25 stand-in plans (2026-12-06)
     assert flipped_plans >= 60, flipped_plans
+    print(f"stand-in plans {checked}, flipped plans {flipped_plans}")
 
 
 def test_a_name_said_quantization_does_not_overrule_the_users_flag() -> None:
