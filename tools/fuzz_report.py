@@ -1,6 +1,6 @@
 """Run the fuzz strategies (tests/fuzz/strategies.py) through the real CLI and print the category table.
 
-    PYTHONPATH=src .venv/bin/python tools/fuzz_report.py [--strategy hostile|plausible|all] [--n 130]
+    PYTHONPATH=src .venv/bin/python tools/fuzz_report.py [--strategy hostile|plausible|all|pass4] [--n 130]
         [--only config,logs] [--show 5] [--seed 0]
 
 Two strategies: `hostile` (tests/fuzz/strategies.py: garbage values, broken files) and `plausible`
@@ -32,6 +32,26 @@ from fuzz.strategies import CATEGORIES as HOSTILE  # noqa: E402
 
 STRATEGIES = {"hostile": HOSTILE, "plausible": PLAUSIBLE, "all": {**HOSTILE, **PLAUSIBLE}}
 CATEGORIES = STRATEGIES["all"]
+# Pass 4 (issue 37): fixed lists of plausible-but-wrong inputs, one module per area (tests/fuzz/pass4_<area>.py, each
+# `cases(tmp) -> list[Case]` with its oracle written before the run); every case runs, `--n` does not apply
+PASS4 = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "tests" / "fuzz").glob("pass4_*.py"))
+
+
+def run_pass4(module: str, show: int) -> tuple[Counter[str], list[str]]:
+    import importlib
+    import tempfile
+
+    counts: Counter[str] = Counter()
+    bad: list[str] = []
+    mod = importlib.import_module(f"fuzz.{module}")
+    runner = getattr(mod, "run", run_case)  # a module whose cases need more than run_case gives (an env) has its own
+    with tempfile.TemporaryDirectory(prefix=f"fuzz-{module}-") as tmp:
+        for case in mod.cases(Path(tmp)):
+            cls, why, _ = runner(case)
+            counts[cls] += 1
+            if cls in ("traceback", "hang", "wrong") and len(bad) < show:
+                bad.append(f"{module}: {cls}: {why} <- {case.what[:300]}")
+    return counts, bad
 
 
 def run_category(name: str, n: int, seed: int) -> tuple[Counter[str], list[str]]:
@@ -53,28 +73,29 @@ def run_category(name: str, n: int, seed: int) -> tuple[Counter[str], list[str]]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--strategy", choices=sorted(STRATEGIES), default="hostile")
+    ap.add_argument("--strategy", choices=sorted([*STRATEGIES, "pass4"]), default="hostile")
     ap.add_argument("--n", type=int, default=120, help="examples per category (default 120: 600 hostile, 720 "
                                                        "plausible)")
     ap.add_argument("--only", default="", help="comma-separated categories")
     ap.add_argument("--show", type=int, default=10, help="failing examples to print per category")
     ap.add_argument("--seed", type=int, default=0, help="0: the same examples every run")
     a = ap.parse_args()
-    names = [c for c in (a.only.split(",") if a.only else STRATEGIES[a.strategy])]
+    pool = PASS4 if a.strategy == "pass4" else STRATEGIES[a.strategy]
+    names = [c for c in (a.only.split(",") if a.only else pool)]
     rows, problems, t0 = [], [], time.monotonic()
     for name in names:
-        counts, bad = run_category(name, a.n, a.seed)
+        counts, bad = run_pass4(name, a.show) if name in PASS4 else run_category(name, a.n, a.seed)
         rows.append((name, counts))
         problems += bad[: a.show]
-    head = f"{'category':10} {'inputs':>7} {'one-line errors':>16} {'correct':>8} {'tracebacks':>11} {'hangs':>6} " \
+    head = f"{'category':14} {'inputs':>7} {'one-line errors':>16} {'correct':>8} {'tracebacks':>11} {'hangs':>6} " \
            f"{'silent wrong':>13}"
     print(head)
     total: Counter[str] = Counter()
     for name, c in rows:
         total.update(c)
-        print(f"{name:10} {sum(c.values()):7} {c['error']:16} {c['correct']:8} {c['traceback']:11} {c['hang']:6} "
+        print(f"{name:14} {sum(c.values()):7} {c['error']:16} {c['correct']:8} {c['traceback']:11} {c['hang']:6} "
               f"{c['wrong']:13}")
-    print(f"{'total':10} {sum(total.values()):7} {total['error']:16} {total['correct']:8} {total['traceback']:11} "
+    print(f"{'total':14} {sum(total.values()):7} {total['error']:16} {total['correct']:8} {total['traceback']:11} "
           f"{total['hang']:6} {total['wrong']:13}   ({time.monotonic() - t0:.0f} s)")
     for p in problems:
         print(p)
