@@ -1,0 +1,26 @@
+"""Pass 4 of the planner fuzz (tests/fuzz/pass4_planner.py, issues 36 and 37) through the real CLI: every planner
+input a user plausibly gets wrong ends as a one-line error or a correct answer (no traceback, no hang, no silent
+wrong result)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from fuzz.pass4_planner import cases, run
+
+
+def test_every_planner_input_of_pass4_ends_as_an_error_or_a_correct_answer(tmp_path: Path) -> None:
+    import specbench.commands.plan  # noqa: F401  (each case is a fork of this process: import once here)
+    import specbench.doctor.whatif  # noqa: F401
+
+    all_cases = cases(tmp_path)
+    assert len(all_cases) >= 120
+    bad: list[str] = []
+    tally: Counter[str] = Counter()
+    for case in all_cases:
+        cls, why, _ = run(case)
+        tally[cls] += 1
+        if cls not in ("error", "correct"):
+            bad.append(f"[{case.category}] {case.what}: {cls}: {why}")
+    assert not bad, f"{dict(tally)}\n" + "\n".join(bad)
