@@ -180,7 +180,8 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     finally:
         if second.poll() is None:
             second.kill()
-    assert second.returncode == 0, err[-3000:]
+    assert second.returncode == 0, (err[-3000:], out[-3000:], _safe_rows(
+        store, "SELECT label, client_json, status, reason FROM cells WHERE status != 'done'"))
     return {"store": store, "report": tmp / "rep", "first": after_first, "stderr": err}
 
 

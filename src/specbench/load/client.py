@@ -137,10 +137,18 @@ class _Keeper:
         rec.body = [body]
 
 
+def _content(p: Prompt) -> tuple[object, ...]:
+    """What a prompt says, as comparable units: its token ids, else the words of its text or its messages."""
+    if p.token_ids is not None:
+        return tuple(p.token_ids)
+    text = p.text if p.text is not None else " ".join(str(m.get("content", "")) for m in p.messages or ())
+    return tuple(text.split())
+
+
 def _same_answers(results: list[RequestResult], prompts: Sequence[Prompt]) -> list[RequestResult]:
     """The requests whose answer a cache or a stub gave (honesty.identical_answers) made errors with the reason."""
     keys = [json.dumps([p.text, p.messages, p.token_ids], sort_keys=True) for p in prompts]
-    same = honesty.identical_answers(results, keys)
+    same = honesty.identical_answers(results, keys, [_content(p) for p in prompts])
     return [dataclasses.replace(r, error=same[i]) if i in same else r for i, r in enumerate(results)]
 
 

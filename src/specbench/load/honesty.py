@@ -20,6 +20,7 @@ functions, run after the run, off the measured window).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -131,21 +132,41 @@ def generate_digest(objs: Sequence[Any]) -> str | None:
     return digest(json.dumps(parts, separators=(",", ":")).encode()) if parts else None
 
 
-def identical_answers(results: Sequence[Any], prompts: Sequence[Hashable]) -> dict[int, str]:
+# Two prompts this alike (difflib's ratio over their tokens / words) may honestly get one answer: a model continues
+# near-identical text alike (the engine test's code prompts differ in one identifier per line, 0.75; "note about
+# apples number 1" / "... 2", 0.86, and a small model answered them identically). Different texts score well below.
+SAME_NEAR = 0.5
+
+
+def _unlike(seqs: Sequence[Sequence[Hashable]], need: int) -> int:
+    """How many of `seqs` are unlike each other (pairwise ratio < SAME_NEAR), counted up to `need`."""
+    reps: list[Sequence[Hashable]] = []
+    for s in seqs:
+        if all(difflib.SequenceMatcher(None, s, r, autojunk=False).ratio() < SAME_NEAR for r in reps):
+            reps.append(s)
+            if len(reps) >= need:
+                break
+    return len(reps)
+
+
+def identical_answers(results: Sequence[Any], prompts: Sequence[Hashable],
+                      contents: Sequence[Sequence[Hashable]] | None = None) -> dict[int, str]:
     """Requests (index into `results`) that got one answer (`answer_digest`) given to most of the run's different
     prompts (`prompts[i]`: a key of the prompt results[i] was sent), with the reason: at least SAME_MIN_PROMPTS
-    different prompts and more than half of those whose answers have a digest, answers of at least SAME_MIN_TOKENS
-    tokens. The same prompt sent twice may well get the same answer (temperature 0): it counts once."""
-    covered: dict[str, set[Hashable]] = {}
+    different prompts unlike each other (`contents[i]`: its tokens or words; near-identical prompts may honestly get
+    one answer), more than half of those whose answers have a digest, answers of at least SAME_MIN_TOKENS tokens. The
+    same prompt sent twice may well get the same answer (temperature 0): it counts once."""
+    covered: dict[str, dict[Hashable, Sequence[Hashable]]] = {}
     every: set[Hashable] = set()
-    for r, p in zip(results, prompts):
+    for i, (r, p) in enumerate(zip(results, prompts)):
         d = getattr(r, "answer_digest", None)
         if r.error is None and d is not None and r.output_tokens >= SAME_MIN_TOKENS:
-            covered.setdefault(d, set()).add(p)
+            covered.setdefault(d, {})[p] = contents[i] if contents is not None else (p,)
             every.add(p)
     out: dict[int, str] = {}
     for d, ps in covered.items():
-        if len(ps) >= SAME_MIN_PROMPTS and 2 * len(ps) > len(every):
+        if len(ps) >= SAME_MIN_PROMPTS and 2 * len(ps) > len(every) \
+                and _unlike(list(ps.values()), SAME_MIN_PROMPTS) >= SAME_MIN_PROMPTS:
             why = (f"the same answer (digest {d}) to {len(ps)} of {len(every)} different prompts: a cache or a stub "
                    "answered, not the model")
             out.update({i: why for i, r in enumerate(results)
