@@ -52,7 +52,7 @@ class SglangEngine(EngineModules):
         """A dump with the <= 0.5.13 argument names is planned on the 0.5.12 rules."""
         from specbench.engines.sglang import logrules
 
-        return "0.5.12" if logrules.sglang_era(facts.server_args) == "<=0.5.13" else None
+        return "0.5.12" if logrules.dump_predates_0514(facts.server_args) else None
 
     def log_plan_argv(self, facts: LogFacts, text: str | None) -> list[str]:
         from specbench.engines.sglang.knobs import PLAN_KEYS

@@ -14,6 +14,7 @@ from specbench.contracts import GIB
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.formulas import mamba_ratio, mamba_state, resolve_spec
 from specbench.engines.sglang.fromlog import args_from_dump
+from specbench.engines.sglang.rules import rules_for_dump
 from specbench.engines.versions import parse_release
 from specbench.errors import FlagError, UserError
 from specbench.logs.facts import LogFacts
@@ -50,15 +51,10 @@ def draft_tokens(facts: LogFacts) -> int | None:
     return args.speculative_num_draft_tokens or args.speculative_dflash_block_size or None
 
 
-def sglang_era(args: dict[str, Any]) -> str | None:
-    """`<=0.5.13` when the dump still has `mamba_scheduler_strategy` (renamed `mamba_radix_cache_strategy` in
-    0.5.14: the ServerArgs field of sglang server_args.py, as the dumps in tests/data/sglang-0.5.12.post1/ and
-    tests/data/sglang-0.5.15.post1/ show); `>=0.5.14` with the new name; None when neither appears."""
-    if "mamba_scheduler_strategy" in args:
-        return "<=0.5.13"
-    if "mamba_radix_cache_strategy" in args:
-        return ">=0.5.14"
-    return None
+def dump_predates_0514(args: dict[str, Any]) -> bool:
+    """The dump still has `mamba_scheduler_strategy`, the field's name up to 0.5.13 (renamed
+    `mamba_radix_cache_strategy` in 0.5.14: rules.py::rules_for_dump)."""
+    return "mamba_scheduler_strategy" in args
 
 
 def scratch_before_split(facts: LogFacts) -> bool:
@@ -70,7 +66,8 @@ def scratch_before_split(facts: LogFacts) -> bool:
     version = parse_release(facts.engine_version)
     if version is not None:
         return version < (0, 5, 13)
-    return sglang_era(facts.server_args) == "<=0.5.13"
+    rules = rules_for_dump(facts.server_args)
+    return rules is not None and rules.mamba_scratch_before_split
 
 
 def slots_per_request(facts: LogFacts) -> tuple[int | None, str]:
@@ -87,11 +84,11 @@ def slots_per_request(facts: LogFacts) -> tuple[int | None, str]:
     if args.get("disable_radix_cache") is True:
         return 1, "disable_radix_cache=True"  # formulas.py::mamba_ratio: 1 without the radix cache
     strategy = args.get("mamba_radix_cache_strategy", args.get("mamba_scheduler_strategy"))
-    era = sglang_era(args)
+    rules = rules_for_dump(args)
     overlap = args.get("disable_overlap_schedule") is not True
-    if era == "<=0.5.13" and spec_algorithm(args) == "DFLASH":
+    if rules is not None and rules.dflash_without_overlap and spec_algorithm(args) == "DFLASH":
         overlap = False  # DFLASH always ran without overlap up to 0.5.13 (read in the 0.5.12.post1/0.5.13.post1 wheels)
-    if strategy == "auto" and era == "<=0.5.13":
+    if strategy == "auto" and dump_predates_0514(args):
         strategy = "no_buffer"
     if strategy not in ("extra_buffer", "extra_buffer_lazy", "no_buffer"):
         return None, ""

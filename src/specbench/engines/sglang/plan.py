@@ -173,7 +173,7 @@ def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budg
     """The fields every plan states, failing or not: the inputs and the memory budget before the pools."""
     st = mamba.state
     return dict(
-        engine_version=s.version_text, era=s.era, gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=s.tp,
+        engine_version=s.version_text, era=s.rules.era, gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=s.tp,
         mem_fraction_static=s.mem_fraction, mem_fraction_defaulted=args.mem_fraction_static is None,
         context_len=s.context_len, avail_before_load_gib=round(b.before_load_gib, 3),
         avail_before_load_source=b.before_load_source, context_overhead_gib=b.context_overhead_gib,

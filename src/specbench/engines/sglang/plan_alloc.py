@@ -43,7 +43,7 @@ def plan_pools(args: SglangArgs, m: ModelSpec, s: Setup, b: Budget, mamba: Mamba
     r = args.mamba_full_memory_ratio if args.mamba_full_memory_ratio is not None else 0.9
     st = mamba.state
     pools = size_pools(PoolInputs(
-        era=s.era, rest_gib=b.rest_gib, per_slot=st.per_slot if st else 0, draft_tokens=spec.num_draft_tokens,
+        rules=s.rules, rest_gib=b.rest_gib, per_slot=st.per_slot if st else 0, draft_tokens=spec.num_draft_tokens,
         ratio=mamba.ratio or 1, mamba_full_memory_ratio=r, mrr=mrr_req, max_mamba_cache_size=args.max_mamba_cache_size,
         disable_radix_cache=args.disable_radix_cache, cell=cell.total, page=args.page_size or 1,
         max_total_tokens=args.max_total_tokens, context_len=s.context_len,
@@ -134,7 +134,7 @@ def _mamba_sizes(s: Setup, mamba: Mamba, pp: PoolPlan) -> tuple[float | None, ..
     if spec.algorithm and pp.reserves_spec_state:
         D = spec.num_draft_tokens
         ism_g = st.layers * (S + 1) * D * st.ssm_elems * st.ssm_bytes / GIB
-        if s.era == "v0512" or spec.topk > 1:
+        if not s.rules.conv_window_dedup or spec.topk > 1:
             icw_g = st.layers * (S + 1) * D * st.conv_elems * st.conv_bytes / GIB
         else:  # deduplicated sliding window (0.5.14+, CUDA, topk <= 1)
             icw_g = st.layers * (S + 1) * st.conv_dim_rank * (D + st.conv_kernel - 2) * st.conv_bytes / GIB

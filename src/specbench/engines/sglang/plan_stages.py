@@ -26,6 +26,7 @@ from specbench.engines.sglang.formulas import (
     resolve_defaults,
     resolve_spec,
 )
+from specbench.engines.sglang.rules import SglangRules, rules_for
 from specbench.engines.sglang.start_checks import derived_context_length
 from specbench.errors import FlagError
 from specbench.specs.gpu import GpuSpec, context_overhead
@@ -60,13 +61,13 @@ def mxfp4_moe_pad(gpu: GpuSpec) -> tuple[int, int]:
 # 0.05 keeps both within 1.2 %. 0.5.15.post1 on the H200: with identical `Load weight end. avail mem=88.07 GB`,
 # Qwen3.6-27B gets 175 Mamba slots at context 32,768 (A < 88.053 GiB at sizing) but 176 at context 4,096
 # (A >= 88.053): the residue grows with the context length. Fit to both: 0.01 GiB + 0.9 KiB per context token
-# (0.040 GiB at 32k, 0.014 GiB at 4k). 0.5.18+: not measured, taken as 0.5.15.
-OTHER_RESIDENT_GIB = {"v0512": 0.05}
+# (0.040 GiB at 32k, 0.014 GiB at 4k). 0.5.18+: not measured, taken as 0.5.15. The fixed 0.05 is the 0.5.12 row's
+# `fixed_other_resident_gib` (rules.py).
 
 
-def other_resident_gib(era: str, context_len: int) -> float:
-    if era in OTHER_RESIDENT_GIB:
-        return OTHER_RESIDENT_GIB[era]
+def other_resident_gib(rules: SglangRules, context_len: int) -> float:
+    if rules.fixed_other_resident_gib is not None:
+        return rules.fixed_other_resident_gib
     return 0.01 + 0.9 * 1024 * context_len / GIB
 
 
@@ -98,11 +99,8 @@ class Measured:
 
 
 def era_of(version: Version) -> str:
-    if version <= (0, 5, 12):
-        return "v0512"
-    if version <= (0, 5, 17):
-        return "v0515"
-    return "v0523"
+    """The plan contract's `era` of a release: its rule row's name (rules.py)."""
+    return rules_for(version).era
 
 
 # ------------------------------------------------------------------------------------------------ 1. setup
@@ -111,7 +109,7 @@ class Setup:
     """The targeted release, the TP layout, the speculative setup and the engine's defaults."""
     version_text: str
     version: Version
-    era: str
+    rules: SglangRules           # the release line's rule row (rules.py)
     gpu: GpuSpec
     tp: int
     attn_tp: int
@@ -143,7 +141,7 @@ def resolve_setup(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: 
     defaults = resolve_defaults(args, m, gpu, version)
     f = args.mem_fraction_static if args.mem_fraction_static is not None else defaults.mem_fraction_static
     ctx = args.context_length or derived_context_length(m.raw)
-    return Setup(version_text, version, era_of(version), gpu, tp, attn_tp, spec, defaults, f, ctx, tuple(warnings),
+    return Setup(version_text, version, rules_for(version), gpu, tp, attn_tp, spec, defaults, f, ctx, tuple(warnings),
                  tuple(notes))
 
 
@@ -273,18 +271,18 @@ def plan_budget(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, measured: 
     # from 0.5.14 the draft weights load BEFORE the pools are sized (<= 0.5.13: after)
     draft_before = s.version >= (0, 5, 14)
     other = measured.other_resident_gib if measured.other_resident_gib is not None \
-        else other_resident_gib(s.era, s.context_len)
+        else other_resident_gib(s.rules, s.context_len)
     A = B - w.gib - (w.draft_gib if draft_before else 0.0) - other
     slack = B * (1 - s.mem_fraction)
     # kv_cache_configurator.py::mm_runtime_reservation_gb (0.5.18+): SGLANG_VLM_CACHE_SIZE_MB, default 100 MB, kept
     # back for multimodal models (the feature-cache term only applies to cuda_ipc/cuda_vmm transports)
-    mm = 100 / 1024 if (w.model.is_multimodal and w.include_vision and s.era == "v0523") else 0.0
+    mm = s.rules.vlm_cache_reserve_gib if (w.model.is_multimodal and w.include_vision) else 0.0
     return Budget(B, b_src, round(ov_gib, 3), ov_src, draft_before, A, slack, A - slack - mm)
 
 
 def no_memory_error(s: Setup, b: Budget) -> str | None:
     """R <= 0 before the pools: 0.5.14+ raise a ValueError naming the weights (<= 0.5.12 fail in the pools)."""
-    if b.rest_gib > 0 or s.era == "v0512":
+    if b.rest_gib > 0 or not s.rules.no_memory_checked_first:
         return None
     A, B = b.at_sizing_gib, b.before_load_gib
     need = (1 - A / B)
@@ -323,7 +321,8 @@ def choose_mamba(args: SglangArgs, m: ModelSpec, s: Setup) -> Mamba | Refusal:
     strategy = _mamba_strategy(args, m, s, overlap)
     if strategy == "no_buffer" and s.version >= (0, 5, 14):
         overlap = False  # no_buffer forces disable_overlap_schedule (overrides.py)
-    if s.era == "v0512" and s.spec.algorithm and strategy == "no_buffer" and not args.disable_radix_cache:
+    if s.rules.spec_refuses_no_buffer_radix and s.spec.algorithm and strategy == "no_buffer" \
+            and not args.disable_radix_cache:
         return Refusal(
             f"ValueError: Speculative decoding for {m.architecture} is not compatible with radix cache when using "
             f"--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
@@ -334,9 +333,9 @@ def choose_mamba(args: SglangArgs, m: ModelSpec, s: Setup) -> Mamba | Refusal:
 
 def _overlap_schedule(args: SglangArgs, s: Setup) -> bool:
     overlap = not args.disable_overlap_schedule
-    if s.era == "v0512" and s.spec.algorithm in DFLASH_FAMILY:
+    if s.rules.dflash_without_overlap and s.spec.algorithm in DFLASH_FAMILY:
         overlap = False  # server_args.py (0.5.12): DFLASH always runs without the overlap scheduler
-    if s.era == "v0512" and s.spec.algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
+    if s.rules.eagle_overlap_needs_spec_v2 and s.spec.algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
         env = dict(args.env)
         spec_v2 = env.get("SGLANG_ENABLE_SPEC_V2", "1" if s.version >= (0, 5, 12) else "0").lower() in ("1", "true")
         overlap = overlap and spec_v2
@@ -347,7 +346,7 @@ def _mamba_strategy(args: SglangArgs, m: ModelSpec, s: Setup, overlap: bool) -> 
     req = (args.mamba_strategy or "auto").lower()
     if req != "auto":
         return req
-    if s.era == "v0512" or s.version <= (0, 5, 13):
+    if s.version <= (0, 5, 13):  # `auto` was no_buffer up to 0.5.13 (server_args.py@0.5.12.post1 / 0.5.13)
         return "no_buffer"
     arch_ok = m.architecture.startswith(_EXTRA_BUFFER_ARCHS)
     return "extra_buffer" if arch_ok and (overlap or (args.page_size or 1) > 1) else "no_buffer"
@@ -390,30 +389,30 @@ def swa_cell(m: ModelSpec, attn_tp: int, kvd: str, draft_full_layers: int = 0, *
 
 
 def kv_cell(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, s: Setup) -> KvCell:
-    spec, era = s.spec, s.era
+    spec, rules = s.spec, s.rules
     kvd = kv_dtype(args, m)
     c = kv_cell_bytes(m, s.attn_tp, kvd)
     L = len(m.attention_layers)
     draft_c = 0
     if spec.algorithm in DFLASH_FAMILY and draft is not None and L > 0:
-        if era == "v0523":
+        if rules.dflash_draft_cell == "own_dtype":
             dkv = args.speculative_draft_kv_cache_dtype or kvd
             draft_c = draft_kv_cell_bytes(draft, s.attn_tp, dkv)
             c_total = c + draft_c
         else:  # dflash_utils.py::scale_kv_cell_size_per_token_for_dflash (layer-scaled, ceil)
             c_total = (c * (L + spec.draft_layers) + L - 1) // L
             draft_c = c_total - c
-    elif spec.algorithm in EAGLE_FAMILY and era != "v0512" \
+    elif spec.algorithm in EAGLE_FAMILY and rules.eagle_draft_cell != "none" \
             and s.version >= (0, 5, 14) and L > 0 \
             and (args.speculative_draft_model_path or m.architecture in _DRAFT_PATH_DEFAULT_ARCHS):
-        if era == "v0523":
+        if rules.eagle_draft_cell == "floor_share":
             draft_c = (c * spec.draft_layers) // L  # c += floor(c·Ld/L)
         else:
             draft_c = int(c * (1 + spec.draft_layers / L)) - c  # pool_configurator.py (0.5.15)
         c_total = c + draft_c
     else:
         c_total = c
-    if c_total <= 0 and not (era == "v0523" and m.linear_layers):
+    if c_total <= 0 and not (rules.sizes_kv_less_models and m.linear_layers):
         raise FlagError(f"{m.name}: no KV-holding layers (pure recurrent models are not planned for SGLang "
                         f"{s.version_text}; 0.5.18+ sizes them: engines/sglang/pools.py::_kv_tokens)")
     swa = swa_cell(m, s.attn_tp, kvd, spec.draft_layers if draft_c and spec.algorithm in EAGLE_FAMILY else 0,

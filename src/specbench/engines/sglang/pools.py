@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.contracts import GIB
+from specbench.engines.sglang.rules import SglangRules
 
 
 @dataclass(frozen=True)
 class PoolInputs:
-    era: str                 # "v0512" | "v0515" | "v0523"
+    rules: SglangRules       # the release line's rule row (rules.py)
     rest_gib: float          # R: free after weights minus the runtime slack B·(1−f)
     per_slot: int            # p, bytes of conv+ssm state per Mamba slot (0 for non-hybrid)
     draft_tokens: int        # D (0 without speculative decoding)
@@ -65,7 +66,8 @@ def _mrr_v0512(i: PoolInputs, n: int, k: int | None) -> int:
 def _mrr_v0515(i: PoolInputs, n: int, k: int | None) -> int:
     """_resolve_max_num_reqs (0.5.15) / KVCacheConfigurator.resolve_max_num_reqs (0.5.23)."""
     est = max(min(int(n / i.context_len * 512), 4096), 2048)
-    mrr = min(max(1, i.mrr // i.dp) if i.era == "v0523" else i.mrr // i.dp, n // 2) if i.mrr is not None \
+    mrr = min(max(1, i.mrr // i.dp) if i.rules.mrr_per_dp_at_least_one else i.mrr // i.dp, n // 2) \
+        if i.mrr is not None \
         else min(est, n // 2)
     if k is not None:
         mrr = min(mrr, k // i.ratio)
@@ -146,7 +148,7 @@ def _mamba_joint(i: PoolInputs) -> _Mamba | Pools:
     """`v0515` / `v0523`: the joint solve, then the main state K·p (`v0523`: (K+1)·p); Pools with the engine's
     error when K <= 0."""
     p = i.per_slot
-    pad = 1 if i.era == "v0523" else 0
+    pad = i.rules.mamba_main_extra_slot
     k, scratch_reqs, scratch_gib, R = _joint_slots(i, pad)
     if k <= 0:
         return Pools(k, 0, 0, scratch_reqs, scratch_gib, 0.0, 0.0,
@@ -181,7 +183,7 @@ def _with_mrr(i: PoolInputs, mb: _Mamba, n: int, kv_gib: float) -> Pools:
     def pools(mrr: int, error: str | None, kind: str | None, capped: bool = False) -> Pools:
         return Pools(k, n, mrr, mb.scratch_reqs, mb.scratch_gib, mb.main_gib, kv_gib, error, kind, capped)
 
-    if i.era == "v0512":
+    if i.rules.mamba_scratch_before_split:
         mrr = _mrr_v0512(i, n, k)
         if mrr <= 0:
             return pools(mrr, "AssertionError: max_running_request is zero", "max_running_request_zero",
@@ -203,7 +205,7 @@ def size_pools(i: PoolInputs) -> Pools:
     """The steps in the engine's order: the Mamba state (hybrid models only, by era), the KV pool from what is left,
     then max_running_requests."""
     if i.per_slot > 0:
-        mamba = _mamba_v0512(i) if i.era == "v0512" else _mamba_joint(i)
+        mamba = _mamba_v0512(i) if i.rules.mamba_scratch_before_split else _mamba_joint(i)
         if isinstance(mamba, Pools):
             return mamba
     else:
