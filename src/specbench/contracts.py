@@ -10,6 +10,7 @@ Pure, no I/O, no heavy imports.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from types import MappingProxyType
@@ -419,6 +420,31 @@ class PlanOptions:
     fixes: bool = True  # search the nearest working configurations per TP size
     tp_sizes: tuple[int, ...] = (1, 2, 4, 8)
     revision: str | None = None  # the target's Hub revision, over the command's --revision
+
+
+# The memory options of PlanOptions and their bounds, one owner for `specbench plan`'s flags and a matrix's [plan]
+# table (issue 38: `gpu_mem_gib = 0` passed a matrix and was refused by plan): field -> must it be above 0. A GPU or
+# the free memory before loading of 0 GiB is no GPU; measured weights and non-KV memory may be 0.
+PLAN_GIB_FIELDS: dict[str, bool] = {"gpu_mem_gib": True, "avail_before_load_gib": True, "weights_gib": False,
+                                    "draft_weights_gib": False, "non_kv_gib": False}
+# the largest accelerator memory is well below this (a typo or an overflow is not)
+MAX_PLAN_GIB = 16384.0
+
+
+def plan_gib_problem(field: str, value: object) -> str | None:
+    """Why `value` cannot be the PlanOptions memory field `field` (a finite number of GiB in its bounds), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return f"{value!r}: expected a number of GiB"
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"{str(value)[:40]!r}: expected a number of GiB"
+    positive = PLAN_GIB_FIELDS[field]
+    if not math.isfinite(x) or x < 0 or (positive and x == 0) or x > MAX_PLAN_GIB:
+        return f"{x}: expected a finite number of GiB {'> 0' if positive else '>= 0'} and <= {MAX_PLAN_GIB:.0f}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import TYPE_CHECKING, Optional
 
@@ -55,11 +54,10 @@ def plan_cmd(
     argv = list(ctx.args)
     _no_unknown_option(ctx, argv)
     engine_version = _checked_version(engine_version)
-    for flag, value, positive in (("--gpu-mem-gib", gpu_mem_gib, True),
-                                  ("--avail-before-load-gib", avail_before_load_gib, True),
-                                  ("--weights-gib", weights_gib, False), ("--draft-weights-gib", draft_weights_gib, False),
-                                  ("--non-kv-gib", non_kv_gib, False)):
-        _check_gib(flag, value, positive)
+    for field, value in (("gpu_mem_gib", gpu_mem_gib), ("avail_before_load_gib", avail_before_load_gib),
+                         ("weights_gib", weights_gib), ("draft_weights_gib", draft_weights_gib),
+                         ("non_kv_gib", non_kv_gib)):
+        _check_gib(field, value)
     if not argv and not from_log:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")
@@ -111,25 +109,20 @@ def _no_unknown_option(ctx: typer.Context, argv: list[str]) -> None:
     raise UserError(f"`specbench plan` has no option {word}{hint} (the launch command goes after `--`)")
 
 
-# GiB bounds of a memory option: the largest accelerator memory is well below this (a typo or an overflow is not)
-MAX_GIB = 16384.0
 # the characters of a release as written on PyPI or in a build name (0.5.15.post1, v0.32.0+cpu, 0.5.17-cu130):
 # a value made of them is read by the engine's own version rules (which refuse an unreadable one, naming the
 # known rule sets); anything else is refused here without being repeated
 _RELEASE_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,39}")
 
 
-def _check_gib(flag: str, value: object, positive: bool) -> None:
-    """A memory option (or the value --from-log took from a log) is a finite number of GiB in range, else one line."""
-    if value is None:
-        return
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise UserError(f"{flag}: expected a number of GiB, got {str(value)[:40]!r}") from None
-    low = "> 0" if positive else ">= 0"
-    if not math.isfinite(x) or x < 0 or (positive and x == 0) or x > MAX_GIB:
-        raise UserError(f"{flag} {x}: expected a finite number of GiB {low} and <= {MAX_GIB:.0f}")
+def _check_gib(field: str, value: object) -> None:
+    """A memory option (or the value --from-log took from a log) within PlanOptions' bounds
+    (contracts.py::plan_gib_problem, the matrix's [plan] table checks the same), else one line."""
+    from specbench.contracts import plan_gib_problem
+
+    why = plan_gib_problem(field, value)
+    if why is not None:
+        raise UserError(f"--{field.replace('_', '-')} {why}")
 
 
 def _checked_version(text: str | None) -> str | None:

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from specbench.contracts import LaunchTarget
+from specbench.contracts import LaunchTarget, plan_gib_problem
 from specbench.engines.server_base import SPEC_V2_ENV
 from specbench.load.results import OPTIONAL_CLIENT_KEYS
 from specbench.matrix import client_checks
@@ -235,9 +235,10 @@ class PlanSettings(_Strict):
 
     @field_validator("gpu_mem_gib", "avail_before_load_gib", "weights_gib", "draft_weights_gib", "non_kv_gib")
     @classmethod
-    def _gib(cls, v: float | None) -> float | None:
-        if v is not None and not 0 <= v <= 1e6:
-            raise ValueError(f"must be in 0..1e6 GiB, got {v}")
+    def _gib(cls, v: float | None, info: ValidationInfo) -> float | None:
+        why = plan_gib_problem(str(info.field_name), v)  # the bounds `specbench plan` checks (contracts.py)
+        if why is not None:
+            raise ValueError(why)
         return v
 
 
