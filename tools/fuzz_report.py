@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
-from fuzz.harness import run_case  # noqa: E402
+from fuzz.harness import run_all, run_case  # noqa: E402
 from fuzz.plausible import PLAUSIBLE  # noqa: E402
 from fuzz.strategies import CATEGORIES as HOSTILE  # noqa: E402
 
@@ -41,17 +41,11 @@ def run_pass4(module: str, show: int) -> tuple[Counter[str], list[str]]:
     import importlib
     import tempfile
 
-    counts: Counter[str] = Counter()
-    bad: list[str] = []
     mod = importlib.import_module(f"fuzz.{module}")
     runner = getattr(mod, "run", run_case)  # a module whose cases need more than run_case gives (an env) has its own
     with tempfile.TemporaryDirectory(prefix=f"fuzz-{module}-") as tmp:
-        for case in mod.cases(Path(tmp)):
-            cls, why, _ = runner(case)
-            counts[cls] += 1
-            if cls in ("traceback", "hang", "wrong") and len(bad) < show:
-                bad.append(f"{module}: {cls}: {why} <- {case.what[:300]}")
-    return counts, bad
+        counts, bad = run_all(mod.cases(Path(tmp)), runner)
+    return counts, [f"{module}: {b[:400]}" for b in bad[:show]]
 
 
 def run_category(name: str, n: int, seed: int) -> tuple[Counter[str], list[str]]:

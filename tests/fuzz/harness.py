@@ -11,12 +11,14 @@ The child is a fork of this process, so `specbench` is imported once; each examp
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 CLASSES = ("error", "correct", "traceback", "hang", "wrong")
@@ -143,3 +145,36 @@ def run_case(case: Case) -> tuple[str, str, Result]:
     res = run_cli(case.argv, cwd=case.cwd, timeout_s=float(case.extra.get("timeout_s", TIMEOUT_S)))  # type: ignore[arg-type]
     cls, why = classify(case, res)
     return cls, why, res
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str | None]) -> Iterator[None]:
+    """os.environ with `env` applied (None: unset) while the block runs: a forked case inherits it."""
+    old = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_all(cases: Iterable[Case], runner: Callable[[Case], tuple[str, str, Result]] | None = None
+            ) -> tuple[Counter[str], list[str]]:
+    """Every case through `runner` (run_case): the tally per class and one line per case that is neither a one-line
+    error nor correct."""
+    tally: Counter[str] = Counter()
+    bad: list[str] = []
+    for case in cases:
+        cls, why, _ = (runner or run_case)(case)
+        tally[cls] += 1
+        if cls not in ("error", "correct"):
+            bad.append(f"[{case.category}] {case.what}: {cls}: {why}")
+    return tally, bad

@@ -14,10 +14,9 @@ import re
 import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
-from fuzz.harness import Case, Result, run_case
+from fuzz.harness import Case, Result, environment, run_case
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the stand-in nvidia-smi
 import fake_gpus  # noqa: E402
@@ -172,24 +171,6 @@ def cases(tmp: Path) -> list[Case]:
     m.write_text(MATRIX)
     smis = _smis(tmp)
     return [*_gpus_cases(m, smis), *_cvd_cases(m, smis), *_busy_cases(m, tmp, smis), *_ray_cases(m, tmp, smis)]
-
-
-@contextmanager
-def environment(env: Mapping[str, str | None]) -> Iterator[None]:
-    old = {k: os.environ.get(k) for k in env}
-    try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def run(case: Case) -> tuple[str, str, Result]:

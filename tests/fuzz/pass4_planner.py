@@ -14,13 +14,12 @@ Cases run offline (HF_HUB_OFFLINE, an empty HF_HOME): `run(case)` sets that arou
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from fuzz.harness import Case, Result, run_case
+from fuzz.harness import Case, Result, environment, run_case
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -250,24 +249,9 @@ def cases(tmp: Path) -> list[Case]:
             *_usage()]
 
 
-@contextlib.contextmanager
-def offline(home: Path) -> Iterator[None]:
-    keep = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_HOME", "HF_HUB_CACHE")}
-    os.environ.update({"HF_HUB_OFFLINE": "1", "HF_HOME": str(home)})
-    os.environ.pop("HF_HUB_CACHE", None)
-    try:
-        yield
-    finally:
-        for k, v in keep.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def run(case: Case) -> tuple[str, str, Result]:
     """harness.run_case offline, with an empty HF cache: the planner's bundled configs only."""
     home = Path(os.environ.get("TMPDIR", "/tmp")) / "specbench-fuzz-empty-hf"
     home.mkdir(exist_ok=True)
-    with offline(home):
+    with environment({"HF_HUB_OFFLINE": "1", "HF_HOME": str(home), "HF_HUB_CACHE": None}):
         return run_case(case)

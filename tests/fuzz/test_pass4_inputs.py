@@ -4,10 +4,9 @@ no silent wrong result)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
-from fuzz.harness import run_case
+from fuzz.harness import run_all
 from fuzz.pass4_inputs import cases
 
 
@@ -25,11 +24,5 @@ def test_every_input_of_pass4_ends_as_an_error_or_a_correct_answer(tmp_path: Pat
     _warm()
     all_cases = cases(tmp_path)
     assert len(all_cases) >= 200
-    bad: list[str] = []
-    tally: Counter[str] = Counter()
-    for case in all_cases:
-        cls, why, _ = run_case(case)
-        tally[cls] += 1
-        if cls not in ("error", "correct"):
-            bad.append(f"[{case.category}] {case.what}: {cls}: {why}")
+    tally, bad = run_all(all_cases)
     assert not bad, f"{dict(tally)}\n" + "\n".join(bad)

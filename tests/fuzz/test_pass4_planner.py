@@ -4,9 +4,9 @@ wrong result)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
+from fuzz.harness import run_all
 from fuzz.pass4_planner import cases, run
 
 
@@ -16,11 +16,5 @@ def test_every_planner_input_of_pass4_ends_as_an_error_or_a_correct_answer(tmp_p
 
     all_cases = cases(tmp_path)
     assert len(all_cases) >= 120
-    bad: list[str] = []
-    tally: Counter[str] = Counter()
-    for case in all_cases:
-        cls, why, _ = run(case)
-        tally[cls] += 1
-        if cls not in ("error", "correct"):
-            bad.append(f"[{case.category}] {case.what}: {cls}: {why}")
+    tally, bad = run_all(all_cases, run)
     assert not bad, f"{dict(tally)}\n" + "\n".join(bad)
