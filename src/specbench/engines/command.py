@@ -181,7 +181,7 @@ def read_command(cmd: str | Sequence[str], engine_name: str | None = None) -> Co
                 raise UserError(f"the image {image} runs {name}, which specbench does not plan (it plans SGLang "
                                 f"and vLLM)")
         owners: list[Any] = [picked] if picked else list(engines().values())
-        found = [(e, e.image_argv(image, args, entry)) for e in owners if getattr(e, "image_argv", None)]
+        found = [(e, e.image_argv(image, args, entry)) for e in owners]
         hits = [(e, a) for e, a in found if a is not None]
         if hits:
             picked, rest = hits[0]
