@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from specbench.contracts import GIB
 from specbench.engines.vllm.args import VllmArgs
+from specbench.engines.vllm.common import Version
 from specbench.engines.vllm.expert_parallel import expert_parallel_delta, routed_bytes
+from specbench.engines.vllm.gpu import requested_bytes
 from specbench.specs.gpu import GpuSpec
 from specbench.specs.model_types import ModelSpec
 
@@ -45,7 +47,8 @@ def _fp8_weights(m: ModelSpec) -> bool:
     return m.quant.method is not None and d is not None and d.name.startswith("fp8")
 
 
-def fp8_on_sm8x(args: VllmArgs, m: ModelSpec, gpu: GpuSpec | None, total_bytes: int, u: float) -> Fp8Sm8x | None:
+def fp8_on_sm8x(args: VllmArgs, m: ModelSpec, gpu: GpuSpec | None, total_bytes: int, u: float,
+                v: Version) -> Fp8Sm8x | None:
     """None unless FP8 weights (the checkpoint's, or `--quantization fp8` at load: `m` is the model as loaded) meet an
     SM 8.x GPU."""
     if gpu is None or gpu.arch not in _NO_FP8 or not _fp8_weights(m):
@@ -60,8 +63,7 @@ def fp8_on_sm8x(args: VllmArgs, m: ModelSpec, gpu: GpuSpec | None, total_bytes: 
         experts += expert_parallel_delta(m, args.tp, args.dp)
     bpv = m.quant.scheme_for("experts", m.dtype, is_expert=True).bytes_per_param or 1.0
     outside = int(experts / bpv * OUTSIDE_BYTES_PER_EXPERT_VALUE)
-    requested = -(-int(total_bytes * u * 1e6) // 1_000_000)  # ceil(T x u), as the budget
-    held = requested + outside
+    held = requested_bytes(total_bytes, u, v) + outside  # R, as the budget (gpu.py)
     said = (f"its FP8 MoE experts run through Marlin, measured holding {outside / GIB:.2f} GiB per GPU outside the "
             f"KV budget (2 bytes a routed-expert value: {SOURCE}; one public measurement)")
     if held <= total_bytes:

@@ -167,11 +167,16 @@ def activation_estimate(m, setup: Setup, tp: int) -> int:
     return max(forward_bytes(m, T, tp), sampler_bytes(m.vocab_size, rows, setup.version))
 
 
+def requested_bytes(total_bytes: int, u: float, v: Version) -> int:
+    """R = ceil(T·u) (0.14+; a plain T·u before): v1/worker/utils.py::request_memory."""
+    return math.ceil(total_bytes * u) if v >= (0, 14, 0) else int(total_bytes * u)
+
+
 def gpu_budget(args: VllmArgs, m, setup: Setup, gpu: GpuSpec, total_bytes: int, weights_bytes: int,
                non_kv_gib: float | None, free_at_start_gib: float | None = None) -> GpuBudget:
     v = setup.version
     u = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else default_u(v)
-    R = math.ceil(total_bytes * u) if v >= (0, 14, 0) else int(total_bytes * u)
+    R = requested_bytes(total_bytes, u, v)
     pre = context_overhead(gpu, args.tp * args.pp if v >= (0, 11, 0) else 1).gib
     # F0: measured ("Free memory on device (F0/T GiB) on startup", --avail-before-load-gib) or T minus the estimate
     # (the overhead table is measured against nvidia-smi's total, specs/gpu.py, not against vLLM's smaller T)

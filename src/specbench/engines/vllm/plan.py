@@ -55,6 +55,7 @@ from specbench.specs.dtypes import dtype_bytes
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import gpu_for
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
+from specbench.specs.memo import per_spec
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import scheme_for_flag
 from specbench.specs.resolve import load_spec_for
@@ -98,26 +99,12 @@ class _Budget:
     failure: PoolFailure | None
 
 
-_DERIVED: dict[tuple[str, int, Any], tuple[ModelSpec, ModelSpec]] = {}
-
-
-def _derived(kind: str, m: ModelSpec, key: Any, make: Any) -> ModelSpec:
-    """One derived spec per (source spec object, change): the fix search plans the same launch ~150 times, and a new
-    object each time missed the weights memo (specs/weights.py::_memo keys on the object): 0.86 s for one plan of a
-    --dtype float16 launch (vllm-gpu-294). The source is kept in the value so its id() is not reused while cached."""
-    k = (kind, id(m), key)
-    hit = _DERIVED.get(k)
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    if len(_DERIVED) > 1024:
-        _DERIVED.clear()
-    out: ModelSpec = make()
-    _DERIVED[k] = (m, out)
-    return out
-
-
+# One derived spec per (source spec object, change) (specs/memo.py): the fix search plans the same launch ~150 times,
+# and a new object each time missed the weights memo (it keys on the object): 0.86 s for one plan of a --dtype float16
+# launch (vllm-gpu-294).
 def _with_dtype(m: ModelSpec, dtype: str) -> ModelSpec:
-    return _derived("dtype", m, dtype, lambda: dataclasses.replace(m, dtype=dtype)) if m.dtype != dtype else m
+    return per_spec("as-dtype", m, dtype, compute=lambda: dataclasses.replace(m, dtype=dtype)) if m.dtype != dtype \
+        else m
 
 
 def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) -> _Start:
@@ -144,7 +131,7 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
         # online quantization of an unquantized checkpoint (`--quantization fp8`: Fp8LinearMethod /
         # Fp8MoEMethod keep linears and experts in fp8 with per-tensor fp32 scales, embed/lm_head unquantized:
         # model_executor/layers/quantization/fp8.py@0.32.0)
-        mw = _derived("quant", mw, args.quantization, lambda: dataclasses.replace(mw, quant=online))
+        mw = per_spec("online-quant", mw, args.quantization, compute=lambda: dataclasses.replace(mw, quant=online))
         notes.append(f"weights planned as {mw.quant.label}: --quantization {args.quantization} quantizes at load")
     W_t = weight_bytes(mw, args.tp)
     W_d = _draft_bytes(m, draft, args, setup)
@@ -326,7 +313,8 @@ def plan_once(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Contex
     if b.failure is not None:
         return _failed(st, b.failure.kind, b.failure.message, b.K, b.budget)
     assert b.K is not None
-    f8 = fp8_on_sm8x(args, st.loaded, ctx.gpu, ctx.total_bytes or 0, st.u) if ctx.device != "cpu" else None
+    f8 = fp8_on_sm8x(args, st.loaded, ctx.gpu, ctx.total_bytes or 0, st.u, ctx.version) \
+        if ctx.device != "cpu" else None
     if f8 is not None:
         st = st.more(warnings=f8.warnings)
         if f8.failure is not None:
