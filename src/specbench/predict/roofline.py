@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.specs.dtypes import dtype_bytes
+from specbench.specs.memo import per_spec
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import Scheme
 from specbench.specs.weights import Tensor, mtp_draft_tensors, tensors_per_rank
@@ -140,29 +141,16 @@ def _shape(m: ModelSpec, tensors: list[Tensor], tp: int, *, kv_layers: int | Non
         flops_per_token=2.0 * active, attn_flops_per_ctx_token=4.0 * heads * m.head_dim * attn_layers)
 
 
-_MEMO: dict[tuple[str, int, int], tuple[ModelSpec, ForwardShape]] = {}
-
-
-def _memo(kind: str, m: ModelSpec, tp: int, compute) -> ForwardShape:  # type: ignore[no-untyped-def]
-    """Per (spec object, tp): a 500-cell matrix asks for the same few models again and again."""
-    hit = _MEMO.get((kind, id(m), tp))
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    v = compute()
-    _MEMO[(kind, id(m), tp)] = (m, v)
-    return v
-
-
 def target_shape(m: ModelSpec, tp: int) -> ForwardShape:
     """The target model's forward (decode and verify)."""
-    return _memo("t", m, tp, lambda: _shape(m, tensors_per_rank(m, tp, include_vision=False), tp))
+    return per_spec("t", m, tp, compute=lambda: _shape(m, tensors_per_rank(m, tp, include_vision=False), tp))
 
 
 def mtp_shape(m: ModelSpec, tp: int) -> ForwardShape:
     """One built-in MTP / NextN draft forward: its decoder layer(s), `fc`, and the lm_head it shares with the
     target (specs/weights.py::mtp_draft_tensors; its own embed_tokens is replaced by the target's)."""
     tensors = [t for t in mtp_draft_tensors(m, tp) if not t.name.endswith("embed_tokens")]
-    return _memo("m", m, tp, lambda: _shape(m, tensors, tp, kv_layers=max(1, m.mtp_layers)))
+    return per_spec("m", m, tp, compute=lambda: _shape(m, tensors, tp, kv_layers=max(1, m.mtp_layers)))
 
 
 def drafter_shape(d: ModelSpec, tp: int) -> ForwardShape:
@@ -173,7 +161,7 @@ def drafter_shape(d: ModelSpec, tp: int) -> ForwardShape:
     if kind == "dflash":
         tensors = [t for t in tensors if t.group not in ("embed", "lm_head")]
     rows = int(d.draft.draft_vocab_size) if (d.draft and d.draft.draft_vocab_size) else None
-    return _memo("d", d, tp, lambda: _shape(d, tensors, tp, drop_embed=True, lm_head_rows=rows))
+    return per_spec("d", d, tp, compute=lambda: _shape(d, tensors, tp, drop_embed=True, lm_head_rows=rows))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.specs.memo import per_spec
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.quant import MXFP4, Scheme
 
@@ -183,30 +184,13 @@ def _moe(m: ModelSpec, p: str, t: int, pad: tuple[int, int] = (1, 1)) -> list[Te
     return res
 
 
-_CACHE: dict[tuple, tuple[ModelSpec, int]] = {}
-
-
-def _memo(kind: str, m: ModelSpec, *key, compute):
-    """Memoise per (ModelSpec object, args): a plan search asks for the same weights hundreds of times.
-    The spec is kept in the value so its id() cannot be reused while cached."""
-    k = (kind, id(m), *key)
-    hit = _CACHE.get(k)
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    v = compute()
-    if len(_CACHE) > 4096:
-        _CACHE.clear()
-    _CACHE[k] = (m, v)
-    return v
-
-
 def weight_bytes(m: ModelSpec, tp: int, *, include_vision: bool = True, scheme_override: Scheme | None = None,
                  moe_pad: tuple[int, int] = (1, 1), rope_itemsize: int = 0, mxfp4_hopper_swizzle: bool = False) -> int:
     """Bytes of weights on one GPU at tensor-parallel size `tp`; `moe_pad` as in `tensors_per_rank`;
     `rope_itemsize` > 0 adds the rotary cos/sin cache the engine builds at model init (`rope_cache_bytes`);
     `mxfp4_hopper_swizzle` adds what the triton_kernels MXFP4 path on sm90 keeps after loading
     (`mxfp4_hopper_swizzle_extra_bytes`)."""
-    return _memo("w", m, tp, include_vision, scheme_override, moe_pad, rope_itemsize, mxfp4_hopper_swizzle,
+    return per_spec("w", m, tp, include_vision, scheme_override, moe_pad, rope_itemsize, mxfp4_hopper_swizzle,
                  compute=lambda: _weight_bytes(m, tp, include_vision=include_vision, scheme_override=scheme_override,
                                                moe_pad=moe_pad) + rope_cache_bytes(m, rope_itemsize)
                  + (mxfp4_hopper_swizzle_extra_bytes(m, tp, moe_pad) if mxfp4_hopper_swizzle else 0))
@@ -316,7 +300,7 @@ pools are sized in tests/data/sglang-0.5.15.post1/q36_27b_mrr16_mf85_mtp.log).""
 
 
 def mtp_draft_bytes(m: ModelSpec, tp: int) -> int:
-    return _memo("mtp", m, tp, compute=lambda: _mtp_draft_bytes(m, tp))
+    return per_spec("mtp", m, tp, compute=lambda: _mtp_draft_bytes(m, tp))
 
 
 def _mtp_draft_bytes(m: ModelSpec, tp: int) -> int:
@@ -335,7 +319,7 @@ def draft_model_bytes(d: ModelSpec, tp: int, *, shares_target_embed: bool = Fals
     """`shares_target_embed`: the engine drops an EAGLE drafter's own embed_tokens before it measures the weights
     (vLLM: v1/spec_decode/llm_base_proposer.py::_maybe_share_embeddings@0.32.0 when the checkpoint has none);
     SGLang allocates it and only later points it at the target's (`set_embed`), so its log counts it."""
-    return _memo("draft", d, tp, shares_target_embed, rope_itemsize, max_positions,
+    return per_spec("draft", d, tp, shares_target_embed, rope_itemsize, max_positions,
                  compute=lambda: _draft_model_bytes(d, tp, shares_target_embed)
                  + rope_cache_bytes(d, rope_itemsize, max_positions))
 

@@ -10,6 +10,7 @@ Everything else (attention, shared experts, embeddings) keeps its TP split; dens
 
 from __future__ import annotations
 
+from specbench.specs.memo import per_spec
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.weights import tensors_per_rank
 
@@ -18,21 +19,12 @@ def ep_size(tp: int, dp: int) -> int:
     return max(1, tp) * max(1, dp)
 
 
-_ROUTED: dict[tuple[int, int], tuple[ModelSpec, float]] = {}
-
-
 def routed_bytes(m: ModelSpec, tp: int) -> float:
     """Bytes of the routed experts on one rank at `tp`; per (spec object, tp): the fix search plans the same model
     hundreds of times, and an FP8 checkpoint's exclude list made each pass ~0.35 s (480B: 72-89 s per plan)."""
-    hit = _ROUTED.get((id(m), tp))
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    total = 0.0
-    for t in tensors_per_rank(m, tp):
-        if t.expert:
-            total += t.params * m.quant.scheme_for(t.name, m.dtype, is_expert=True).bytes_per_param
-    _ROUTED[(id(m), tp)] = (m, total)
-    return total
+    return per_spec("routed", m, tp, compute=lambda: sum(
+        t.params * m.quant.scheme_for(t.name, m.dtype, is_expert=True).bytes_per_param
+        for t in tensors_per_rank(m, tp) if t.expert))
 
 
 def expert_parallel_delta(m: ModelSpec, tp: int, dp: int) -> int:
