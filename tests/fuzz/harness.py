@@ -152,18 +152,18 @@ def environment(env: Mapping[str, str | None]) -> Iterator[None]:
     """os.environ with `env` applied (None: unset) while the block runs: a forked case inherits it."""
     old = {k: os.environ.get(k) for k in env}
     try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(env)
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(old)
+
+
+def _apply(env: Mapping[str, str | None]) -> None:
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def run_all(cases: Iterable[Case], runner: Callable[[Case], tuple[str, str, Result]] | None = None
