@@ -12,7 +12,7 @@ export PYTHONPATH=/tmp/site:src:tools/gpu/shims PYTHONUNBUFFERED=1 HF_HUB_OFFLIN
 bash tools/gpu/q3_8b_models.sh
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 gpu=H100; case "$name" in *H200*) gpu=H200;; esac
-for m in context dflash dflash8 fp8kv c64; do
+for m in context dflash dflash8 fp8kv c64 tree8; do
   sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-8b-$m.toml > /tmp/mx/$m.toml
 done
 echo "[context_runs] $name -> gpu = $gpu; step $step; deadline $deadline s; $(date -u +%FT%TZ)" | tee -a $OUT/steps.txt
@@ -30,7 +30,7 @@ case "$step" in
       sb predict /tmp/mx/context.toml --calibration $OUT/quick.calibration.json > $OUT/prediction-quick-context.txt 2>&1
       head -30 $OUT/prediction-quick-context.txt
     fi ;;
-  context|dflash|dflash8|fp8kv|c64)
+  context|dflash|dflash8|fp8kv|c64|tree8)
     # the store and its logs stay under /tmp (a call brings back a limited number of files); only the checkpointed
     # .db (rollback-journal mode) and the run's text go to $OUT. A store under .devrun/ or /tmp/runs is resumed.
     mkdir -p /tmp/runs; db=/tmp/runs/$step.db
