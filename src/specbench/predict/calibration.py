@@ -172,11 +172,11 @@ def _num(x: float) -> float | None:
     return None if not math.isfinite(x) else round(x, 6)
 
 
-PARAM_NAMES = ("a", "al", "am", "p", "e", "d", "q", "f", "g", "k", "ks", "k1", "k1s")
+PARAM_NAMES = ("a", "al", "am", "p", "e", "d", "q", "f", "g", "k", "ks", "k1", "k1s", "kf", "t", "db")
 # The largest value a constant can take and still be a step-cost constant: seconds at most 1 s; multipliers of a
 # roofline time at most 1000 (the largest fitted, k1s, is ~30). Beyond them a hand-edited file would give negative
 # or absurd speeds: refused in one line.
-PARAM_MAX = {"e": 1000.0, "g": 1000.0, "k": 1000.0, "ks": 1000.0, "k1": 1000.0, "k1s": 1000.0}
+PARAM_MAX = {"e": 1000.0, "g": 1000.0, "k": 1000.0, "ks": 1000.0, "k1": 1000.0, "k1s": 1000.0, "kf": 1000.0}
 
 
 def _params(d: Any, where: str) -> Params:

@@ -24,10 +24,16 @@ from specbench.predict.model import Params, prefill_roofline_s, step_features
 from specbench.predict.observe import Observation
 from specbench.predict.roofline import Ceilings
 
-STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+# Physical lower bounds: e >= 1 (no kernel reads faster than the GPU's peak bandwidth: e = 1 / the achieved fraction
+# of it); every other constant >= 0 (no overhead is negative). Unbounded, a class of one model traded e against the
+# per-layer floor al (both constant over its cells): the H100 Qwen3-8B class fitted e = 0.04 and al = 160 us, i.e.
+# weights read 26x faster than peak, which moves to no other model or GPU (issue 35).
+STEP_LOWER = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 # typical sizes (the H200 and H100 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq, x KV pass (k, ks,
-# k1, k1s: tests/data/h100-context-sglang-0.5.15.post1 gives ~3, ~13, ~6, ~45)
-STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3, 1.0, 5.0, 5.0, 20.0)
+# k1, k1s: tests/data/h100-context-sglang-0.5.15.post1 gives ~3, ~13, ~6, ~45), x FLOP time at peak (kf),
+# s per extra tree draft token (t: ~2e-5 on the H100 trees), s per block draft forward (db)
+STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3, 1.0, 5.0, 5.0, 20.0, 1.0, 1e-5, 1e-3)
 TTFT_PRIOR = (0.0, 1.0)
 TTFT_SCALES = (1e-2, 1.0)
 # Pull weights, chosen by hand (no store decides them): weak enough that a class with ~10 cells follows its data
@@ -49,8 +55,13 @@ class ClassFit:
 
 
 def _solve(rows: np.ndarray, y: np.ndarray, prior: Sequence[float], scales: Sequence[float],
-           pull: float) -> np.ndarray:
-    """min |rows @ x - y|^2 + pull^2 |(x - prior) / scales|^2 with x >= 0 (active set)."""
+           pull: float, lower: Sequence[float] | None = None) -> np.ndarray:
+    """min |rows @ x - y|^2 + pull^2 |(x - prior) / scales|^2 with x >= lower (0 by default; active set)."""
+    if lower is not None and any(lower):
+        lb = np.array(lower, dtype=float)
+        shifted = _solve(rows, y - (rows @ lb if len(rows) else 0.0), [max(0.0, p - b) for p, b in zip(prior, lb)],
+                         scales, pull)
+        return shifted + lb
     k = len(prior)
     fixed: set[int] = set()
     x = np.array(prior, dtype=float)
@@ -99,15 +110,15 @@ def _fit(obs: Sequence[Observation], ceil: Ceilings, step_prior: Sequence[float]
     sr, sy = _step_rows(obs, ceil)
     tobs = _ttft_obs(obs)
     tr, ty = _ttft_rows(tobs, ceil)
-    xs = _solve(sr, sy, step_prior, STEP_SCALES, pull)
+    xs = _solve(sr, sy, step_prior, STEP_SCALES, pull, STEP_LOWER)
     xt = _solve(tr, ty, ttft_prior, TTFT_SCALES, pull)
     return xs, xt, _rms(sr, sy, xs), _rms(tr, ty, xt), len(tobs)
 
 
 def _params(xs: np.ndarray, xt: np.ndarray) -> Params:
-    a, al, am, p, e, d, q, k, ks, k1, k1s = (float(v) for v in xs)
+    a, al, am, p, e, d, q, k, ks, k1, k1s, kf, t, db = (float(v) for v in xs)
     return Params(a=a, al=al, am=am, p=p, e=e, d=d, q=q, f=float(xt[0]), g=float(xt[1]), k=k, ks=ks, k1=k1,
-                  k1s=k1s)
+                  k1s=k1s, kf=kf, t=t, db=db)
 
 
 def fit_classes(obs: Sequence[Observation], ceilings: dict[str, Ceilings]) -> tuple[Params, list[ClassFit]]:
@@ -121,7 +132,7 @@ def fit_classes(obs: Sequence[Observation], ceilings: dict[str, Ceilings]) -> tu
     tobs = _ttft_obs(usable)
     tr = np.vstack([_ttft_rows([o], ceilings[o.key.gpu])[0] for o in tobs]) if tobs else np.zeros((0, 2))
     ty = np.array([o.ttft_s / o.e2e_s for o in tobs])
-    gs = _solve(sr, np.ones(len(sr)), STEP_PRIOR, STEP_SCALES, GLOBAL_PULL)
+    gs = _solve(sr, np.ones(len(sr)), STEP_PRIOR, STEP_SCALES, GLOBAL_PULL, STEP_LOWER)
     gt = _solve(tr, ty, TTFT_PRIOR, TTFT_SCALES, GLOBAL_PULL)
     glob = _params(gs, gt)
     fits: list[ClassFit] = []

@@ -35,7 +35,8 @@ def judge(cal: Calibration, key: ClassKey, shape: CellShape, accept: float | Non
     base = cal.base_sigma()
     tok = cal.out_of_sample.get("tok_s_log_rms")
     trust = assess(shape, accept, key.gpu, found.coverage, base if math.isfinite(base) else DEFAULT_SIGMA,
-                   found.moved, ratio, float(tok) if isinstance(tok, (int, float)) else None, found.fit_rms)
+                   found.moved, ratio, float(tok) if isinstance(tok, (int, float)) else None, found.fit_rms,
+                   cal.coverage)
     return Judged(predict_cell(shape, ceil, found.params, accept), trust, found.source)
 
 

@@ -41,6 +41,7 @@ class Predicted:
     state: str = ""                  # calibrated | extrapolated | uncalibrated; "" when not predicted
     outside: tuple[str, ...] = ()    # what lies outside the calibration (trust.py::assess)
     sigma: float | None = None       # log-scale SD of the speedup
+    load: str = ""                   # the client's "prompt+output" tokens (a matrix that varies them tells cells apart)
 
     @property
     def calibration_state(self) -> str:
@@ -56,7 +57,7 @@ class Predicted:
                 "speedup_lo": r(self.speedup_lo, 3), "speedup_hi": r(self.speedup_hi, 3), "source": self.source,
                 "error": self.error, "tok_s_lo": r(self.tok_s_lo, 1), "tok_s_hi": r(self.tok_s_hi, 1),
                 "calibration_state": self.calibration_state, "outside_calibration": list(self.outside),
-                "sigma_log": r(self.sigma, 4)}
+                "sigma_log": r(self.sigma, 4), "load": self.load}
 
 
 def _accept(row: Mapping[str, Any], accept_len: float | None, measured: Mapping[str, float]) -> float | None:
@@ -83,6 +84,13 @@ def accept_problem(shape: CellShape, acc: float) -> str | None:
     if acc > most + 1e-9:
         return f"accept length {acc:g} is above {most}, the most this configuration can accept per verify step"
     return None
+
+
+def _load(c: Mapping[str, Any]) -> str:
+    """"prompt+output" tokens of a cell's client (the fixed lengths, or a dataset's caps), "" when it names neither."""
+    prompt = c.get("prompt_tokens") or c.get("prompt_len")
+    out = c.get("output_tokens") or c.get("output_len")
+    return f"{prompt or '?'}+{out or '?'}" if prompt or out else ""
 
 
 def _base_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -121,7 +129,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
             err = accept_problem(shape, acc)
         if err is not None or shape is None or ceil is None:
             results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, 0, acc, None, None, None, None,
-                                             None, None, "", err)
+                                             None, None, "", err, load=_load(c))
             continue
         key = class_key(engine, version, gpu, row.get("command") or (), str(plan_table.get("model_config") or ""))
         j = judge(cal, key, shape, acc)
@@ -143,7 +151,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
         t_lo, t_hi = j.trust.interval(p.tok_s, tok_s=True)
         results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, p.batch, acc, p.tok_s, p.tpot_ms,
                                          p.ttft_ms, sp, lo, hi, j.source, None, t_lo, t_hi, j.trust.state,
-                                         j.trust.outside, j.trust.sigma)
+                                         j.trust.outside, j.trust.sigma, _load(c))
     return [results[row["cell"]] for row in rows]
 
 

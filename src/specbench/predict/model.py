@@ -1,9 +1,12 @@
 """The step-cost model: one cell's decode / verify / draft step time, TTFT, tok/s, TPOT and speedup over AR.
 
 Per step at the batch that really runs, b = min(concurrency, max_running_requests the planner gives):
-  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1) + k * K + k1 * K1
-  spec      T = a + al*L + am*L_moe + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + q * b + (k + ks) * K
-                + (k1 + k1s) * K1
+  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1) + k * K + k1 * K1 + kf * F
+  spec      T = a + al*L + am*L_moe + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + db * [block] + q * b
+                + (k + ks) * K + (k1 + k1s) * K1 + kf * F + t * b * (topk - 1) * num_steps
+with F the step's FLOPs at peak FLOP/s (the GEMMs' shortfall where a verify runs many tokens), e >= 1 (no kernel reads
+faster than peak bandwidth: predict/fit.py::STEP_LOWER), t the cost of each extra tree branch token and db the block
+draft's own per-forward cost (step_features says what measured each);
 with K = b * ctx * KV bytes per token / bandwidth, the seconds one pass over the batch's KV takes at peak bandwidth,
 and K1 = K at b = 1 (one sequence's pass: the part of the attention a batch cannot spread over the GPU; on the H100
 the AR step grew by 0.44 us per context token at b = 1 and by 0.25 + 0.19 b us at b = 16 / 32, the EAGLE3 step by
@@ -16,7 +19,8 @@ with n the verify tokens per sequence (draft tokens; topk 1 chains: num_steps + 
 predict/roofline.py, and the draft part by method:
   EAGLE / EAGLE3 / MTP (NEXTN): num_steps one-token draft forwards + one draft-extend forward over the n verified
                                 positions (n_fwd = num_steps + 1);
-  DFLASH / DDTREE:              one block forward of n tokens (n_fwd = 1);
+  DFLASH / DDTREE:              one block forward of n tokens through the drafter and the target's lm_head, which it
+                                borrows (n_fwd = 1);
   NGRAM:                        nothing (n_fwd = 0).
 with L the target's layers and L_moe its MoE layers; a (s per step), al / am (s per layer / MoE layer: the launch
 floor of a layer's kernels, which a small batch pays whatever its bytes), p (s per sequence), e (roofline multiplier
@@ -35,7 +39,9 @@ from specbench.predict.roofline import (
     Ceilings,
     allreduce_s,
     drafter_shape,
+    flops_s,
     forward_s,
+    head_shape,
     kv_read_s,
     mtp_shape,
     target_shape,
@@ -108,9 +114,13 @@ class Params:
     ks: float = 0.0  # x the KV read time at peak bandwidth, speculative steps only (verify + draft attention)
     k1: float = 0.0   # x one sequence's KV read time, every step (the attention's per-sequence latency)
     k1s: float = 0.0  # x one sequence's KV read time, speculative steps only
+    kf: float = 0.0   # x the step's FLOP time at peak FLOP/s (the GEMMs' shortfall from peak where many tokens run)
+    t: float = 0.0    # s per extra tree draft token (b x (topk - 1) x num_steps: top-k over the branches, tree masks)
+    db: float = 0.0   # s per block draft forward (DFlash / DDTree: its own worker, not EAGLE's per-step d)
 
     def step_vector(self) -> tuple[float, ...]:
-        return (self.a, self.al, self.am, self.p, self.e, self.d, self.q, self.k, self.ks, self.k1, self.k1s)
+        return (self.a, self.al, self.am, self.p, self.e, self.d, self.q, self.k, self.ks, self.k1, self.k1s,
+                self.kf, self.t, self.db)
 
 
 ROOFLINE = Params()  # the pure roofline: no overhead, full efficiency
@@ -118,26 +128,44 @@ ROOFLINE = Params()  # the pure roofline: no overhead, full efficiency
 
 def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
     """The regressors of T = a + al*layers + am*moe_layers + p*b + e*R + d*n_fwd + q*b*[spec] + k*K + ks*K*[spec]
-    for this cell (R includes the TP all-reduce: roofline.py::allreduce_s)."""
+    + k1*K1 + k1s*K1*[spec] + kf*F + t*b*(topk - 1)*num_steps + db*[block] for this cell (d counts the EAGLE / MTP
+    draft forwards, db the one block forward: DFlash's step over AR at b = 1 on the H100 is ~3.2 ms for one 5-layer
+    forward, EAGLE3's ~3.0 ms for four 1-layer ones, h100-dflash16.db / h100-context-27of27.db) (R includes the TP all-reduce: roofline.py::allreduce_s).
+
+    K and K1 count the KV at the model dtype whatever the cache dtype: the attention's cost beyond the roofline is
+    per element, not per byte (FP8 KV on the H100, tests/data/h100-context-sglang-0.5.15.post1/h100-fp8kv.db: AR at
+    8,192 tokens 3-8 % faster than BF16, the EAGLE3 chain's speedup within 3 % of BF16's, where half the bytes
+    predicted +23 %). F is the step's FLOPs at peak FLOP/s: the roofline's max(bytes, FLOPs) takes GEMMs at peak,
+    which a verify of b x n tokens does not reach (the EAGLE3 tree of 16 draft tokens at c = 16, 256 tokens per
+    verify: 0.71x measured, 1.04x predicted without it: h100-tree8.db). The tree term: the H100 steps of the EAGLE3
+    trees (topk 4 / 8) over the chain at the same batch and prompt grew by ~15-27 us per extra draft token,
+    b x (topk - 1) x num_steps (h100-context-27of27.db, h100-tree8.db), at b = 1 as at b = 32."""
     b = c.batch
     ts = target_shape(c.target, c.tp)
     layers = float(c.target.num_layers)
     moe = float(len(c.target.moe.moe_layers)) if c.target.moe else 0.0
-    kv = kv_read_s(ts, ceil, b, c.ctx) * c.kv_scale
-    kv1 = kv_read_s(ts, ceil, 1, c.ctx) * c.kv_scale
+    kv = kv_read_s(ts, ceil, b, c.ctx)
+    kv1 = kv_read_s(ts, ceil, 1, c.ctx)
     if c.method == "ar":
         r = forward_s(ts, ceil, b, 1, c.ctx, c.kv_scale) + allreduce_s(c.target, ceil, c.tp, b)
-        return (1.0, layers, moe, float(b), r, 0.0, 0.0, kv, 0.0, kv1, 0.0)
+        return (1.0, layers, moe, float(b), r, 0.0, 0.0, kv, 0.0, kv1, 0.0, flops_s(ts, ceil, b, 1, c.ctx), 0.0, 0.0)
     n = c.verify_tokens
     r = forward_s(ts, ceil, b, n, c.ctx, c.kv_scale) + allreduce_s(c.target, ceil, c.tp, b * n)
+    f = flops_s(ts, ceil, b, n, c.ctx)
+    tree = 0.0
     if c.method in ("eagle", "mtp"):
         ds = drafter_shape(c.draft, c.tp) if c.draft is not None else mtp_shape(c.target, c.tp)
         width = max(1, c.topk)
         r += c.num_steps * forward_s(ds, ceil, b, width, c.ctx, c.kv_scale) + forward_s(ds, ceil, b, n, c.ctx,
                                                                                         c.kv_scale)
+        f += c.num_steps * flops_s(ds, ceil, b, width, c.ctx) + flops_s(ds, ceil, b, n, c.ctx)
+        tree = float(b * (width - 1) * c.num_steps)
     elif c.method == "block" and c.draft is not None:
-        r += forward_s(drafter_shape(c.draft, c.tp), ceil, b, n, c.ctx, c.kv_scale)
-    return (1.0, layers, moe, float(b), r, float(c.n_fwd), float(b), kv, kv, kv1, kv1)
+        ds, hs = drafter_shape(c.draft, c.tp), head_shape(c.target, c.tp)
+        r += forward_s(ds, ceil, b, n, c.ctx, c.kv_scale) + forward_s(hs, ceil, b, n, c.ctx)
+        f += flops_s(ds, ceil, b, n, c.ctx) + flops_s(hs, ceil, b, n, c.ctx)
+    drafts, blocks = (0.0, float(c.n_fwd)) if c.method == "block" else (float(c.n_fwd), 0.0)
+    return (1.0, layers, moe, float(b), r, drafts, float(b), kv, kv, kv1, kv1, f, tree, blocks)
 
 
 def prefill_roofline_s(c: CellShape, ceil: Ceilings) -> float:

@@ -153,6 +153,14 @@ def mtp_shape(m: ModelSpec, tp: int) -> ForwardShape:
     return per_spec("m", m, tp, compute=lambda: _shape(m, tensors, tp, kv_layers=max(1, m.mtp_layers)))
 
 
+def head_shape(m: ModelSpec, tp: int) -> ForwardShape:
+    """The target's lm_head alone: a DFlash block draft has no head of its own and borrows the target's
+    (sglang/srt/speculative/dflash_worker_v2.py@0.5.15.post1, "DFLASH's draft has no head of its own")."""
+    tensors = [t for t in tensors_per_rank(m, tp, include_vision=False)
+               if t.group == "lm_head" or (m.tie_word_embeddings and t.name.endswith("embed_tokens"))]
+    return per_spec("h", m, tp, compute=lambda: _shape(m, tensors, tp, kv_layers=0))
+
+
 def drafter_shape(d: ModelSpec, tp: int) -> ForwardShape:
     """A separate drafter's forward (EAGLE/EAGLE3: its layers and its lm_head over the draft vocabulary; DFlash:
     its layers, no embedding and no lm_head: specs/weights.py::_draft_model_bytes)."""
@@ -176,6 +184,11 @@ class Ceilings:
 def forward_s(shape: ForwardShape, ceil: Ceilings, b: int, n: int, ctx: float, kv_scale: float = 1.0) -> float:
     """Roofline seconds of one forward over b sequences x n tokens at context ctx."""
     return max(shape.bytes(b, n, ctx, kv_scale) / ceil.bytes_per_s, shape.flops(b, n, ctx) / ceil.flops_per_s)
+
+
+def flops_s(shape: ForwardShape, ceil: Ceilings, b: int, n: int, ctx: float) -> float:
+    """Seconds of one forward's FLOPs at peak FLOP/s (the FLOP term's unit, model.py)."""
+    return shape.flops(b, n, ctx) / ceil.flops_per_s
 
 
 def kv_read_s(shape: ForwardShape, ceil: Ceilings, b: int, ctx: float) -> float:

@@ -167,12 +167,14 @@ def _beyond(v: float, lo: float, hi: float) -> float:
 
 def assess(shape: CellShape, accept: float | None, gpu: str, cov: Coverage, base_sigma: float,
            moved: Mapping[str, str], bandwidth_ratio: float = 1.0, base_tok: float | None = None,
-           fit_rms: float = 0.0) -> Trust:
+           fit_rms: float = 0.0, elsewhere: Coverage | None = None) -> Trust:
     """The trust of one cell's prediction. `moved`: the constants came from another class, kind -> why
     ("gpu" / "release" / "backend" / "graphs" / "engine"); `bandwidth_ratio`: this GPU's bandwidth over the source GPU's;
     `base_tok`: the calibration's out-of-sample tok/s error (default: the speedup's); `fit_rms`: the class's own fit
     residual, a floor under the base error (a class the model fits worse than the calibration predicts out of sample
-    is less sure; a one-store quick calibration has no out-of-sample error of its own)."""
+    is less sure; a one-store quick calibration has no out-of-sample error of its own); `elsewhere`: what the whole
+    calibration spanned (other GPUs included): a prompt length this class never ran but another GPU's did is priced
+    as the context terms moved from that GPU (WIDEN["gpu"] once) rather than as e-folds nobody measured."""
     terms: list[float] = []
     tok_terms: list[float] = []
     outside: list[str] = []
@@ -184,7 +186,7 @@ def assess(shape: CellShape, accept: float | None, gpu: str, cov: Coverage, base
         outside.append(why)
     if not cov.empty:
         n = len(terms)
-        _range_terms(shape, accept, cov, terms, outside)
+        _range_terms(shape, accept, cov, terms, outside, elsewhere or Coverage())
         tok_terms.extend(terms[n:])
     fit = fit_rms if math.isfinite(fit_rms) and fit_rms > 0 else 0.0
     base = max(BASE_FLOOR, base_sigma, fit)
@@ -195,38 +197,68 @@ def assess(shape: CellShape, accept: float | None, gpu: str, cov: Coverage, base
     return Trust(state, tuple(outside), sigma, sigma_tok)
 
 
-def _range_terms(shape: CellShape, accept: float | None, cov: Coverage, terms: list[float],
-                 outside: list[str]) -> None:
+# the load dimensions whose constants are global and in roofline units (model.py): measurable in one class, moved to
+# another like a GPU's constants
+MOVABLE = frozenset({"prompt", "batch", "topk", "kv_dtype", "accept"})
+
+
+def _distances(shape: CellShape, accept: float | None, cov: Coverage) -> dict[str, tuple[float, str]]:
+    """Every dimension in which the cell lies outside `cov`: name -> (log-scale term, what is outside)."""
+    out: dict[str, tuple[float, str]] = {}
     spec = shape.method != "ar" and cov.spec_prompt[1] > 0
     prompts, batches = (cov.spec_prompt, cov.spec_batch) if spec else (cov.prompt, cov.batch)
     what = "speculative cells calibrated" if spec else "calibrated"
     p = _beyond(shape.prompt_tokens, *prompts)
     if p:
-        terms.append(WIDEN["prompt"] * p)
-        outside.append(f"prompt {shape.prompt_tokens} tokens, {what} {prompts[0]}-{prompts[1]}")
+        out["prompt"] = (WIDEN["prompt"] * p, f"prompt {shape.prompt_tokens} tokens, {what} {prompts[0]}-{prompts[1]}")
     b = _beyond(shape.batch, *batches)
     if b:
-        terms.append(WIDEN["batch"] * b)
-        outside.append(f"batch {shape.batch}, {what} {batches[0]}-{batches[1]}")
+        out["batch"] = (WIDEN["batch"] * b, f"batch {shape.batch}, {what} {batches[0]}-{batches[1]}")
     if accept is not None and cov.accept[1] > 0:
         a = _beyond(accept, *cov.accept)
         if a:
-            terms.append(WIDEN["accept"] * a)
-            outside.append(f"accept length {accept:.2f}, calibrated {cov.accept[0]:.2f}-{cov.accept[1]:.2f}")
+            out["accept"] = (WIDEN["accept"] * a,
+                             f"accept length {accept:.2f}, calibrated {cov.accept[0]:.2f}-{cov.accept[1]:.2f}")
     if shape.method not in cov.methods:
-        terms.append(WIDEN["method"])
-        outside.append(f"method {shape.method} never calibrated (calibrated: {', '.join(cov.methods)})")
+        out["method"] = (WIDEN["method"],
+                         f"method {shape.method} never calibrated (calibrated: {', '.join(cov.methods)})")
     kind = model_kind(shape.target)
     if kind not in cov.kinds:
-        terms.append(WIDEN["kind"])
-        outside.append(f"a {kind} model (calibrated: {', '.join(cov.kinds)})")
+        out["kind"] = (WIDEN["kind"], f"a {kind} model (calibrated: {', '.join(cov.kinds)})")
     if shape.topk > cov.topk_max:
-        terms.append(WIDEN["topk"] * math.log2(shape.topk / cov.topk_max))
-        outside.append(f"tree width topk {shape.topk}, calibrated up to {cov.topk_max}")
+        out["topk"] = (WIDEN["topk"] * math.log2(shape.topk / cov.topk_max),
+                       f"tree width topk {shape.topk}, calibrated up to {cov.topk_max}")
     if shape.tp not in cov.tps:
         top = max(cov.tps or (1,))
-        terms.append(WIDEN["tp"] * max(1.0, abs(math.log2(shape.tp / top))))
-        outside.append(f"TP {shape.tp} never calibrated (its all-reduce is the link's roofline)")
+        out["tp"] = (WIDEN["tp"] * max(1.0, abs(math.log2(shape.tp / top))),
+                     f"TP {shape.tp} never calibrated (its all-reduce is the link's roofline)")
     if cov.kv_scales and all(abs(shape.kv_scale - k) > 1e-6 for k in cov.kv_scales):
-        terms.append(WIDEN["kv_dtype"])
-        outside.append(f"KV cache at {shape.kv_scale:g}x the model dtype never calibrated")
+        out["kv_dtype"] = (WIDEN["kv_dtype"], f"KV cache at {shape.kv_scale:g}x the model dtype never calibrated")
+    return out
+
+
+def _range_terms(shape: CellShape, accept: float | None, cov: Coverage, terms: list[float],
+                 outside: list[str], elsewhere: Coverage) -> None:
+    """The class's own coverage first; where another class of the calibration (another GPU, graph mode or release)
+    ran a load this class did not (a prompt length, a batch, a tree width, a KV dtype, an accept length), the
+    global constants that carry it are in units of each GPU's own roofline (model.py), so they move here like a
+    GPU's: one WIDEN["gpu"] term for all of them, and only what lies beyond every class's range is priced per
+    dimension. A method or a model kind this class never ran is priced in full wherever else it ran (its constants
+    are the class's own)."""
+    own = _distances(shape, accept, cov)
+    far = _distances(shape, accept, elsewhere) if not elsewhere.empty else own
+    moved: list[str] = []
+    for dim, (term, text) in own.items():
+        if dim in MOVABLE and (dim not in far or far[dim][0] < term):
+            moved.append(text)
+            if dim in far:
+                terms.append(far[dim][0])
+                outside.append(far[dim][1])
+        else:
+            terms.append(term)
+            outside.append(text)
+    if moved:
+        others = ", ".join(g for g in elsewhere.gpus if g not in cov.gpus)
+        where = f"on {others}" if others else "by another class of this calibration"
+        terms.append(WIDEN["gpu"])
+        outside.append(f"{'; '.join(moved)} on this GPU; measured {where} (moved by the roofline)")
