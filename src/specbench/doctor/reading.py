@@ -1,14 +1,13 @@
-"""What the doctor reads a log with: every engine's line readers (`loglines.LINES`), warning rules
-(`caps.WARNINGS`), last start-up steps (`loglines.LATE_BOOT`) and failure table (`failures.FAILURES`), collected
-from the engine folders (doctor/engine_parts.py), so the data layer below (`specbench.logs`) names no engine; and
-the log read with them."""
+"""What the doctor reads a log with: every engine's `LogTables` (line readers, last start-up steps, failure table,
+warning rules: `Engine.log_tables()`, engines/base.py), merged in the registry's order, so the data layer below
+(`specbench.logs`) names no engine; and the log read with them."""
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
-from specbench.doctor.engine_parts import modules_named
+from specbench.engines.base import LogTables, engines
 from specbench.logs import failures as fl
 from specbench.logs import parse as ps
 from specbench.logs import warnings as wr
@@ -17,23 +16,28 @@ from specbench.logs.normalize import Line
 
 
 @lru_cache(maxsize=1)
+def _tables() -> tuple[LogTables, ...]:
+    return tuple(e.log_tables() for e in engines().values())
+
+
+@lru_cache(maxsize=1)
 def engine_lines() -> tuple[ps.EngineLines, ...]:
-    return tuple(m.LINES for m in modules_named("loglines") if getattr(m, "LINES", None) is not None)
+    return tuple(t.lines for t in _tables())
 
 
 @lru_cache(maxsize=1)
 def failure_table() -> fl.EngineFailures:
-    return fl.merge([m.FAILURES for m in modules_named("failures") if getattr(m, "FAILURES", None) is not None])
+    return fl.merge([t.failures for t in _tables()])
 
 
 @lru_cache(maxsize=1)
 def warning_rules() -> tuple[wr.WarningRule, ...]:
-    return tuple(r for m in modules_named("caps") for r in (getattr(m, "WARNINGS", ()) or ()))
+    return tuple(r for t in _tables() for r in t.warnings)
 
 
 @lru_cache(maxsize=1)
 def late_boot_patterns() -> tuple[re.Pattern[str], ...]:
-    return tuple(m.LATE_BOOT for m in modules_named("loglines") if getattr(m, "LATE_BOOT", None) is not None)
+    return tuple(t.late_boot for t in _tables())
 
 
 def parse_text(raw: bytes | str) -> LogFacts:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
+    import re
     from pathlib import Path
 
     from rich.console import Console
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
     from specbench.contracts import BudgetRow, EnginePlan, LaunchTarget, PlanOptions, PlanResult
     from specbench.logs.candidates import Candidate, PoolChange
     from specbench.logs.facts import LogFacts
-    from specbench.logs.failures import Failure
+    from specbench.logs.failures import EngineFailures, Failure
+    from specbench.logs.parse import EngineLines
+    from specbench.logs.warnings import WarningRule
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,44 @@ class Engine(Protocol):
         ...
     def diff_failure_sentence(self, side: str, facts: LogFacts, kind: str | None) -> str | None: ...
 
+    def log_tables(self) -> LogTables:
+        """What the doctor reads this engine's logs with (doctor/reading.py)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LogTables:
+    """One engine's log-reading data: its line formats, the line that marks its last start-up steps, its failure
+    table and its warning rules (the doctor merges every engine's: doctor/reading.py)."""
+
+    lines: EngineLines
+    late_boot: re.Pattern[str]
+    failures: EngineFailures
+    warnings: tuple[WarningRule, ...]
+
+
+@dataclass(frozen=True)
+class PlanParts:
+    """The engine functions a plan is shown and fixed with (its render.py and knobs.py)."""
+
+    render_plan: Callable[[PlanResult, Console], None]
+    fix_axis: Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class LogParts:
+    """The engine functions a log is explained and compared with (budget.py, explain.py, logfixes.py, logdiff.py)
+    and its tables."""
+
+    budget_rows: Callable[[LogFacts], list[BudgetRow]]
+    started_headline: Callable[[LogFacts], str]
+    failure_sentences: Callable[[LogFacts, Failure], list[str]]
+    failure_fixes: Callable[[LogFacts, Failure], list[dict[str, Any]]]
+    pool_change: Callable[[LogFacts, LogFacts], PoolChange]
+    candidate: Callable[[LogFacts, LogFacts, str, Any, Any], Candidate | None]
+    failure_sentence: Callable[[str, LogFacts, str | None], str | None]
+    tables: LogTables
+
 
 @lru_cache(maxsize=1)
 def _packages() -> tuple[Any, ...]:
@@ -205,24 +246,29 @@ def server_adapter(name: str, version: str | None) -> ServerAdapter:
 
 
 class EngineModules:
-    """The `Engine` methods that every engine answers the same way: by calling the function of the same role in one
-    of its own modules (`<package>.budget.rows`, `<package>.explain.started_headline`, ...), imported only when asked
-    so that the engine's `__init__` stays light. An engine sets `package` and overrides what it answers otherwise;
-    the ones it has nothing to say for answer empty (no caps, no notes, no log-derived fixes)."""
+    """The `Engine` methods that every engine answers the same way: through the typed parts its own factories build
+    on first use (`plan_parts()`, `log_parts()`: the imports sit inside them, so the engine's `__init__` stays
+    light; mini-sglang's registry of typed objects). An engine overrides what it answers otherwise; the ones it has
+    nothing to say for answer empty (no caps, no notes, no log-derived fixes)."""
 
     name: str
-    package: str  # "specbench.engines.<engine>"
 
-    def _call(self, module: str, function: str, *args: Any) -> Any:
-        return getattr(importlib.import_module(f"{self.package}.{module}"), function)(*args)
+    def plan_parts(self) -> PlanParts:
+        raise NotImplementedError
+
+    def log_parts(self) -> LogParts:
+        raise NotImplementedError
 
     def render_plan(self, result: PlanResult, con: Console) -> None:
         """The plan as a person reads it, in the words of the engine's `render.render_plan`."""
-        self._call("render", "render_plan", result, con)
+        self.plan_parts().render_plan(result, con)
 
     def fix_axis(self, key: str) -> str | None:
         """The matrix axis a fix of this engine's argument sets (its knobs.py)."""
-        return self._call("knobs", "fix_axis", key)  # type: ignore[no-any-return]
+        return self.plan_parts().fix_axis(key)
+
+    def log_tables(self) -> LogTables:
+        return self.log_parts().tables
 
     def version_from_log(self, lines: Sequence[str]) -> str | None:
         return None
@@ -234,10 +280,10 @@ class EngineModules:
         return None
 
     def budget_rows(self, facts: LogFacts) -> list[BudgetRow]:
-        return self._call("budget", "rows", facts)  # type: ignore[no-any-return]
+        return self.log_parts().budget_rows(facts)
 
     def started_headline(self, facts: LogFacts) -> str:
-        return self._call("explain", "started_headline", facts)  # type: ignore[no-any-return]
+        return self.log_parts().started_headline(facts)
 
     def started_caps(self, facts: LogFacts) -> list[str]:
         return []
@@ -246,22 +292,22 @@ class EngineModules:
         return []
 
     def failure_sentences(self, facts: LogFacts, failure: Failure) -> list[str]:
-        return self._call("explain", "failure_sentences", facts, failure)  # type: ignore[no-any-return]
+        return self.log_parts().failure_sentences(facts, failure)
 
     def log_notes(self, facts: LogFacts) -> list[str]:
         return []
 
     def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
-        return self._call("logfixes", "failure_fixes", facts, failure)  # type: ignore[no-any-return]
+        return self.log_parts().failure_fixes(facts, failure)
 
     def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
         return []
 
     def diff_pool_change(self, left: LogFacts, right: LogFacts) -> PoolChange:
-        return self._call("logdiff", "pool_change", left, right)  # type: ignore[no-any-return]
+        return self.log_parts().pool_change(left, right)
 
     def diff_candidate(self, left: LogFacts, right: LogFacts, key: str, va: Any, vb: Any) -> Candidate | None:
-        return self._call("logdiff", "candidate", left, right, key, va, vb)  # type: ignore[no-any-return]
+        return self.log_parts().candidate(left, right, key, va, vb)
 
     def diff_failure_sentence(self, side: str, facts: LogFacts, kind: str | None) -> str | None:
-        return self._call("logdiff", "failure_sentence", side, facts, kind)  # type: ignore[no-any-return]
+        return self.log_parts().failure_sentence(side, facts, kind)

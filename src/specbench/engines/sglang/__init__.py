@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from specbench.engines.base import EngineModules, ServerAdapter
+from specbench.engines.base import EngineModules, LogParts, LogTables, PlanParts, ServerAdapter
 
 if TYPE_CHECKING:
     from specbench.contracts import EnginePlan, PlanOptions
@@ -20,8 +21,23 @@ _IMAGE = re.compile(r"(^|/)(sglang|sgl-dev)(:|$)")  # lmsysorg/sglang:<tag>, roc
 
 class SglangEngine(EngineModules):
     name = "sglang"
-    package = __name__
     is_default = True  # a command no engine recognises is read with SGLang's flags (the historical behaviour)
+
+    @staticmethod
+    @lru_cache(maxsize=1)
+    def plan_parts() -> PlanParts:
+        from specbench.engines.sglang import knobs, render
+
+        return PlanParts(render.render_plan, knobs.fix_axis)
+
+    @staticmethod
+    @lru_cache(maxsize=1)
+    def log_parts() -> LogParts:
+        from specbench.engines.sglang import budget, caps, explain, failures, logdiff, logfixes, loglines
+
+        return LogParts(budget.rows, explain.started_headline, explain.failure_sentences, logfixes.failure_fixes,
+                        logdiff.pool_change, logdiff.candidate, logdiff.failure_sentence,
+                        LogTables(loglines.LINES, loglines.LATE_BOOT, failures.FAILURES, tuple(caps.WARNINGS)))
 
     def recognise(self, argv: Sequence[str]) -> int:
         words = [w.lower() for w in argv]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from specbench.engines.base import EngineModules, ServerAdapter
+from specbench.engines.base import EngineModules, LogParts, LogTables, PlanParts, ServerAdapter
 
 if TYPE_CHECKING:
     from specbench.contracts import EnginePlan, PlanOptions
@@ -31,8 +32,23 @@ def is_vllm_command(argv: Sequence[str]) -> bool:
 
 class VllmEngine(EngineModules):
     name = "vllm"
-    package = __name__
     is_default = False
+
+    @staticmethod
+    @lru_cache(maxsize=1)
+    def plan_parts() -> PlanParts:
+        from specbench.engines.vllm import knobs, render
+
+        return PlanParts(render.render_plan, knobs.fix_axis)
+
+    @staticmethod
+    @lru_cache(maxsize=1)
+    def log_parts() -> LogParts:
+        from specbench.engines.vllm import budget, caps, explain, failures, logdiff, logfixes, loglines
+
+        return LogParts(budget.rows, explain.started_headline, explain.failure_sentences, logfixes.failure_fixes,
+                        logdiff.pool_change, logdiff.candidate, logdiff.failure_sentence,
+                        LogTables(loglines.LINES, loglines.LATE_BOOT, failures.FAILURES, tuple(caps.WARNINGS)))
 
     def recognise(self, argv: Sequence[str]) -> int:
         return 2 if is_vllm_command(argv) else 0
