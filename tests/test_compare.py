@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from specbench.report.load import load_store
 from specbench.report.runs_compare import OUTCOMES, RunsComparison, compare_runs, to_json
 from specbench.report.runs_render import MARKER
+from specbench.stored.read import load_store
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

@@ -119,7 +119,7 @@ def test_looks_of_reads_the_adaptive_repeats() -> None:
 def test_a_real_h200_store_is_decided_per_concurrency() -> None:
     """The dense Qwen3-8B store (2 repeats per cell): at c = 1 sim 3.5 is decided against every other; at c = 32 the
     1.11x of sim 3.5 over AR is open (df near 1) and more repeats are named."""
-    from specbench.report.load import load_store
+    from specbench.stored.read import load_store
 
     store = load_store(DENSE8B)
     by_c: dict[int | None, list[Arm]] = {}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specbench.report.build import report_paths
-from specbench.report.load import load_store
+from specbench.stored.read import load_store
 
 STORE = Path(__file__).parent / "data" / "demo-smollm2-vllm-cpu" / "demo.sqlite"
 

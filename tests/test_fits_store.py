@@ -17,7 +17,7 @@ import pytest
 from specbench.decide.fits import FitRow
 from specbench.report.fits import fit_rows
 from specbench.report.fits_render import fits_html, fits_markdown
-from specbench.report.load import load_store
+from specbench.stored.read import load_store
 
 DATA = Path(__file__).resolve().parent / "data"
 SIM = DATA / "h200-simulated-sglang-0.5.15.post1" / "h200-sim.db"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specbench.report.build import report_paths
-from specbench.report.load import load_store
+from specbench.stored.read import load_store
 
 DATA = Path(__file__).parent / "data" / "gpu-decide-sglang"
 A, B = DATA / "gpu-decide-0515.db", DATA / "gpu-decide-0512.db"

@@ -174,9 +174,9 @@ def test_report_and_export_show_one_speedup_with_repeats(runs: dict[str, Path]) 
     """The report's speedup is the store's (load/speedup.py: the ratio of the mean throughputs over the repeats, the
     value its interval is centred on), and `export` prints the same number: no second definition in the report."""
     from specbench.report.cellrows import ar_cells, speedup_interval
-    from specbench.report.load import load_store
     from specbench.report.sections import ar_key
     from specbench.report.tables import phase_tables
+    from specbench.stored.read import load_store
 
     store = load_store(runs["rep"])
     r = subprocess.run([sys.executable, "-m", "specbench", "export", str(runs["rep"]), "--format", "json"],

@@ -10,7 +10,7 @@ import pytest
 
 from specbench.matrix.cellrun import NO_RESET_ROUTE, no_reset_route
 from specbench.report.integrity import integrity
-from specbench.report.records import CellRecord
+from specbench.stored.records import CellRecord
 
 NOT_MOUNTED = '/reset_prefix_cache: HTTP 404 {"detail":"Not Found"}'  # vllm serve 0.32.0 without dev mode
 

@@ -19,7 +19,7 @@ from PIL import Image
 from proc_helpers import free_port
 from specbench.report.build import Written, report_paths
 from specbench.report.export import export
-from specbench.report.load import load_store
+from specbench.stored.read import load_store
 
 pytestmark = pytest.mark.engine
 

@@ -14,7 +14,7 @@ import pytest
 
 from specbench.errors import UserError
 from specbench.report.export import BASE_COLUMNS, export
-from specbench.report.load import load_store
+from specbench.stored.read import load_store
 from specbench.testing.synthetic import write_store
 
 

@@ -14,8 +14,8 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import cli, instant_matrix, make_tokenizer
 from specbench.report.build import report_paths
-from specbench.report.load import load_store
 from specbench.report.tables import build_tables
+from specbench.stored.read import load_store
 from specbench.testing.synthetic import write_store
 
 

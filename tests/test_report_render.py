@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from specbench.matrix.store import SCHEMA
 from specbench.report.build import Written, report_paths
-from specbench.report.load import load_store
+from specbench.stored.read import load_store
+from specbench.stored.schema import SCHEMA
 from specbench.testing.synthetic import write_store
 
 GREEN = (0x2C, 0xA0, 0x2C)  # plots.PALETTE[2]: the colour of the third speculative config, ddtree-b16 here

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from specbench.errors import UserError
-from specbench.matrix.store import SCHEMA
 from specbench.report.compare import load_stores, unique_labels
-from specbench.report.load import load_store
 from specbench.report.plot_pareto import pareto_front
 from specbench.report.tables import build_tables, one_line, safe_name, summarize
+from specbench.stored.read import load_store
+from specbench.stored.schema import SCHEMA
 from specbench.testing.synthetic import write_store
 
 
@@ -29,7 +29,7 @@ def test_synthetic_schema_matches_docs_and_the_writer(tmp_path: Path) -> None:
     """docs/structures.md == matrix/store.py SCHEMA (the one owner) == what the synthetic writer and the runner's
     Store create; the report reads the owner's columns."""
     from specbench.matrix import store as store_mod
-    from specbench.report import load as report_load
+    from specbench.stored import read as report_load
 
     docs = Path(__file__).resolve().parents[1] / "docs" / "structures.md"
     block = re.search(r"```sql\n(.*?)```", docs.read_text(), re.S)

@@ -84,7 +84,7 @@ def test_a_store_from_before_the_category_column_loads_and_resumes(tmp_path: Pat
     import shutil
 
     from specbench.matrix.store import RequestRow, Store
-    from specbench.report.load import load_store
+    from specbench.stored.read import load_store
 
     old = tmp_path / "h200.db"
     shutil.copy(ROOT / "tests/data/h200-run-sglang-0.5.15.post1/h200.db", old)

@@ -474,7 +474,7 @@ def test_the_report_answers_shows_the_aa_check_and_the_timeline(decided: Path, t
     drawn from the rows' absolute times; the JSONL export carries those times."""
     from specbench.report.build import report_paths
     from specbench.report.export import request_records
-    from specbench.report.load import load_store
+    from specbench.stored.read import load_store
 
     w = report_paths([decided], tmp_path / "rep")
     (q,) = w.report.tables.questions

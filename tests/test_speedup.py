@@ -51,7 +51,7 @@ def test_different_workload_is_not_the_baseline():
 def test_runner_report_and_export_agree(tmp_path):
     from specbench.matrix.runner import fill_speedups
     from specbench.report.export import records
-    from specbench.report.load import load_store
+    from specbench.stored.read import load_store
     from specbench.testing.synthetic import write_store
 
     path = write_store(tmp_path / "s.db")

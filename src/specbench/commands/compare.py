@@ -139,9 +139,9 @@ def compare_command(
     each pair a verdict (improvement / regression / tie / undecided). Exit status 1 on any regression."""
     from rich.console import Console
 
-    from specbench.report.load import load_store
     from specbench.report.runs_compare import compare_runs, to_json
     from specbench.report.runs_render import render_markdown
+    from specbench.stored.read import load_store
 
     m = _margin(margin)
     _check_stores(a, b)

@@ -142,8 +142,8 @@ def _print_answers(store_path: Path, console: Console) -> None:
     """The store's answers (report/decisions.py, what the report's 'Which setup to run' shows), one line per
     workload and concurrency."""
     from specbench.report.decisions import questions
-    from specbench.report.load import load_store
     from specbench.report.tables import cell_rows
+    from specbench.stored.read import load_store
 
     store = load_store(store_path)
     for q in questions(cell_rows([store])):

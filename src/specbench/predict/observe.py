@@ -21,8 +21,8 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.predict.cells import ClassKey, cell_shape, class_key
 from specbench.predict.model import CellShape
-from specbench.report.load import load_store
-from specbench.report.records import CellRecord, LoadedStore
+from specbench.stored.read import load_store
+from specbench.stored.records import CellRecord, LoadedStore
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -30,10 +30,10 @@ from specbench.report.model import Report, build_report
 from specbench.report.plot_base import Plot
 from specbench.report.plots import all_plots
 from specbench.report.predicted import predicted_section
-from specbench.report.records import LoadedStore
 from specbench.report.rows import Tables
 from specbench.report.sections import sections, server_sections
 from specbench.report.tables import build_tables
+from specbench.stored.records import LoadedStore
 
 PNG_NAMES = ("throughput.png", "tpot.png", "speedup.png", "speedup_lines.png", "ttft.png", "e2e.png", "goodput.png",
              "pareto.png", "accept_length.png", "accept_pos.png", "memory.png", "gpu_memory.png", "gpu_util.png",

@@ -12,9 +12,9 @@ from specbench.load import spread as sp
 from specbench.load.metrics import accept_length_mean
 from specbench.report.cellrows import ar_cells
 from specbench.report.compare import Entry, entries
-from specbench.report.records import LoadedStore, RequestRecord, label_key, natural_key
 from specbench.report.rows import DONE, CategoryRow
 from specbench.report.sections import ar_key
+from specbench.stored.records import LoadedStore, RequestRecord, label_key, natural_key
 
 
 def _rate(reqs: Sequence[RequestRecord]) -> float | None:

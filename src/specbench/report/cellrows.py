@@ -21,9 +21,9 @@ from specbench.load import speedup as speedups
 from specbench.load import spread as sp
 from specbench.report.compare import Entry, workload_label
 from specbench.report.integrity import integrity
-from specbench.report.records import CellRecord, LoadedStore
 from specbench.report.rows import DONE, FAILED_STATES, CellRow
 from specbench.report.sections import ar_key
+from specbench.stored.records import CellRecord, LoadedStore
 
 ArCells = Mapping[tuple[Any, ...], CellRecord]
 

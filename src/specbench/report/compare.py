@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.load.axes import CLIENT_KEYS, value_text, workload_text
-from specbench.report.load import load_store
-from specbench.report.records import CellRecord, LoadedStore
+from specbench.stored.read import load_store
+from specbench.stored.records import CellRecord, LoadedStore
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from specbench.decide import Arm, Metric, decide, looks_of
 from specbench.report.cellrows import estimates
-from specbench.report.records import CellRecord, natural_key
 from specbench.report.rows import DONE, Best, CellRow, Question
+from specbench.stored.records import CellRecord, natural_key
 
 
 def _ident(r: CellRow) -> str:

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.report.records import LoadedStore
 from specbench.report.sections import ar_key
+from specbench.stored.records import LoadedStore
 
 FORMATS = ("csv", "json", "jsonl")
 BASE_COLUMNS = ("store", "cell_id", "server_id", "phase", "tp", "algorithm", "label", "concurrency", "status",
@@ -142,7 +142,7 @@ REQUEST_KEYS = ("store", "cell_id", "label", "algorithm", "tp", "concurrency", "
 def request_records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
     """Every request of every store, with its cell's identity (the inter-token gaps read from the file again: the
     loaded LoadedStore leaves them out)."""
-    from specbench.report.load import _open
+    from specbench.stored.read import _open
 
     out = []
     for store in stores:

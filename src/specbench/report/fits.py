@@ -23,8 +23,8 @@ from specbench.load import speedup as speedups
 from specbench.plan.reach import reach_of
 from specbench.predict.calibration import Calibration
 from specbench.predict.matrix import Predicted
-from specbench.report.records import CellRecord, LoadedStore, ServerRecord
 from specbench.report.sections import cell_section
+from specbench.stored.records import CellRecord, LoadedStore, ServerRecord
 
 
 def _interval(cell: CellRecord) -> tuple[float, float] | None:

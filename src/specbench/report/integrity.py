@@ -30,7 +30,7 @@ from typing import Any
 from specbench.load.prompt_checks import random_prompts_warning
 from specbench.load.speedup import is_rate_cell
 from specbench.matrix.cellrun import no_reset_route
-from specbench.report.records import CellRecord
+from specbench.stored.records import CellRecord
 
 MIN_WAVES = 3.0  # the floor: under 3 waves a closed-loop cell measures its synchronized prefills
 

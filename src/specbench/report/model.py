@@ -9,9 +9,9 @@ from specbench.decide.fits import FitRow
 from specbench.report.compare import describe
 from specbench.report.plot_base import Plot
 from specbench.report.predicted import PredictedSection
-from specbench.report.records import LoadedStore
 from specbench.report.rows import Tables
 from specbench.report.sections import store_model
+from specbench.stored.records import LoadedStore
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from specbench.report.records import label_key, natural_key  # noqa: E402
 from specbench.report.rows import CellRow  # noqa: E402
+from specbench.stored.records import label_key, natural_key  # noqa: E402
 
 DPI = 110
 PANEL_W, PANEL_H = 4.3, 3.4

@@ -20,8 +20,8 @@ from specbench.report.plot_base import (
     tp_title,
     tps_of,
 )
-from specbench.report.records import label_key
 from specbench.report.rows import DONE, CellRow
+from specbench.stored.records import label_key
 
 
 def per_user(r: CellRow) -> float | None:

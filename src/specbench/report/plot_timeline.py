@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from specbench.report.plot_base import PALETTE, Plot, new_figure, save
-from specbench.report.records import RequestRecord
 from specbench.report.rows import Question
+from specbench.stored.records import RequestRecord
 
 MAX_PANELS = 6
 

@@ -41,9 +41,9 @@ from specbench.report.plot_memory import memory_plot
 from specbench.report.plot_pareto import pareto_plot
 from specbench.report.plot_spec import accept_plot, accept_pos_plot, speedup_heatmap
 from specbench.report.plot_timeline import timeline_plot
-from specbench.report.records import RequestRecord
 from specbench.report.rows import CellRow, MemoryRow, Question
 from specbench.report.twocores import run_jobs
+from specbench.stored.records import RequestRecord
 
 
 def all_plots(rows: Sequence[CellRow], accepts: Mapping[str, Sequence[float]], memory: Sequence[MemoryRow],

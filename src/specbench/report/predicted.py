@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.report.records import LoadedStore
+    from specbench.stored.records import LoadedStore
 
 
 @dataclass(frozen=True)

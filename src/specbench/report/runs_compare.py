@@ -24,8 +24,8 @@ from typing import Any, Literal
 from specbench.decide import METRICS, TIE_MARGIN, Comparison, Metric, compare, looks_of, more_text
 from specbench.load import speedup as speedups
 from specbench.load import spread as sp
-from specbench.report.records import CellRecord, LoadedStore
 from specbench.report.runs_match import Change, Matching, Pair, Side, match
+from specbench.stored.records import CellRecord, LoadedStore
 
 Outcome = Literal["improvement", "regression", "tie", "undecided", "failed", "unmeasured"]
 OUTCOMES: tuple[Outcome, ...] = ("improvement", "regression", "tie", "undecided", "failed", "unmeasured")

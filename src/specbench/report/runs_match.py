@@ -1,5 +1,5 @@
 """Which cell of run B is which cell of run A (`specbench compare A.db B.db`): pure functions over the frozen
-records of report/load.py.
+records of stored/read.py.
 
 A cell is seen as a `Side`: its label, the identity nothing may change (model, engine, GPU: report/sections.py),
 its workload (TP, concurrency, and the baseline key's client axes: load/speedup.py::baseline_key) and its
@@ -36,8 +36,8 @@ from typing import Any, Literal
 from specbench.engines.argv import is_option, values_after
 from specbench.errors import UserError
 from specbench.load.axes import workload_text
-from specbench.report.records import CellRecord, LoadedStore, ServerRecord, label_key
 from specbench.report.sections import cell_gpu, cell_model
+from specbench.stored.records import CellRecord, LoadedStore, ServerRecord, label_key
 
 KnobKind = Literal["release", "setting", "env", "flag", "command"]
 SideName = Literal["A", "B"]
@@ -390,7 +390,7 @@ def _by_label(sides: Sequence[Side]) -> dict[str, list[Side]]:
 
 def match(a_store: LoadedStore, b_store: LoadedStore) -> Matching:
     """Pair the cells of B with those of A (module docstring)."""
-    a = [side_of(a_store, c) for c in a_store.cells]  # in the store's order (report/records.py::cell_sort_key)
+    a = [side_of(a_store, c) for c in a_store.cells]  # in the store's order (stored/records.py::cell_sort_key)
     b = [side_of(b_store, c) for c in b_store.cells]
     subject = subject_of(a, b)
     skip = frozenset(c.knob for c in subject)

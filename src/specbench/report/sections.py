@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from specbench.matrix.adapters import command_model
-from specbench.report.records import CellRecord, LoadedStore, ServerRecord
+from specbench.stored.records import CellRecord, LoadedStore, ServerRecord
 
 
 def server_model(server: ServerRecord | None) -> str | None:

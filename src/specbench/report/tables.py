@@ -28,7 +28,6 @@ from specbench.report.categories import category_rows
 from specbench.report.cellrows import ar_cells, cell_row
 from specbench.report.compare import Entry, entries
 from specbench.report.decisions import best_rows, questions, with_standings
-from specbench.report.records import CellRecord, LoadedStore, ServerRecord, label_key, natural_key
 from specbench.report.rows import (
     DONE,
     FAILED_STATES,
@@ -41,6 +40,7 @@ from specbench.report.rows import (
     Tables,
 )
 from specbench.report.sections import section_order, sections
+from specbench.stored.records import CellRecord, LoadedStore, ServerRecord, label_key, natural_key
 
 __all__ = ["build_tables", "cell_rows", "failures_and_logs", "memory_rows", "one_line", "phase_tables", "safe_name",
            "summarize"]

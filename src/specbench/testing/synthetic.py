@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specbench.matrix.store import SCHEMA, insert_sql
+from specbench.matrix.store import insert_sql
+from specbench.stored.schema import SCHEMA
 
 LABELS = ("ar", "dflash", "ddtree-b4", "ddtree-b8", "ddtree-b16")
 MEAN_ACCEPT = {"dflash": 3.1, "ddtree-b4": 2.6, "ddtree-b8": 3.4, "ddtree-b16": 4.0}

@@ -1,4 +1,4 @@
-"""The frozen records a results store is read into (`load.py` reads them): servers, cells, requests, the store,
+"""The frozen records a results store is read into (`read.py` reads them): servers, cells, requests, the store,
 and the sort keys the report orders them by."""
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.matrix import store as store_schema
 from specbench.redact import redact_obj, redact_text
-from specbench.report.impossible import DAMAGED, impossible
-from specbench.report.records import CellRecord, LoadedStore, RequestRecord, ServerRecord, cell_sort_key, natural_key
+from specbench.stored import schema as store_schema
+from specbench.stored.impossible import DAMAGED, impossible
+from specbench.stored.records import CellRecord, LoadedStore, RequestRecord, ServerRecord, cell_sort_key, natural_key
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
