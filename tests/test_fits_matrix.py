@@ -156,8 +156,11 @@ def test_predict_cli_prints_the_table_and_json_carries_it():
                          and c["tok_s_lo"] < c["tok_s"] < c["tok_s_hi"]
                          and c["speedup_lo"] <= c["speedup"] <= c["speedup_hi"] for c in cells)
     assert all(any("never calibrated" in w for w in c["outside_calibration"]) for c in cells)
-    # DFlash blocks: no calibration store ran one, said per cell
-    assert all(any("method block" in w for w in c["outside_calibration"]) for c in cells if c["label"] == "dflash")
+    # DFlash blocks: the shipped calibration ran them on the H100 only (tests/data/h100-context-sglang-0.5.15.post1),
+    # so on this GPU the block constants are moved ones, said per cell; never "method block never calibrated"
+    assert "block" in shipped().coverage.methods
+    dflash = [c for c in cells if c["label"] == "dflash"]
+    assert dflash and all(not any("method block" in w for w in c["outside_calibration"]) for c in dflash)
     fits = doc["fits"]
     one = {(f["tp"], f["label"], f["workload"]["prompt_tokens"]): f for f in fits}
     d = one[(1, "dflash", 1024)]

@@ -125,7 +125,8 @@ def test_a_prompt_length_measured_on_another_gpu_only_is_priced_as_a_move():
     long = judge(cal, key, replace(o.shape, prompt_tokens=8192), 2.5)
     assert short is not None and long is not None
     assert long.trust.state == EXTRAPOLATED
-    assert any("on this GPU; measured on H100 (moved by the roofline)" in w for w in long.trust.outside)
+    assert any("in this class; measured by the calibration's other classes (H100, H200), moved here by the roofline"
+               in w for w in long.trust.outside)
     found = cal.find(key)
     unmeasured = assess(replace(o.shape, prompt_tokens=8192), 2.5, "H200", found.coverage, cal.base_sigma(), {},
                         fit_rms=found.fit_rms)

@@ -26,6 +26,10 @@ EXAMPLES = {
     "h100-sglang-qwen3-8b-context.toml": set(),
     "h100-sglang-qwen3-8b-decide.toml": set(),
     "h100-sglang-qwen3-8b-dflash.toml": {"dflash16"},  # dummy weights measure the block draft's step, said
+    "h100-sglang-qwen3-8b-dflash8.toml": {"dflash8"},
+    "h100-sglang-qwen3-8b-fp8kv.toml": set(),
+    "h100-sglang-qwen3-8b-c64.toml": set(),
+    "h100-sglang-qwen3-8b-tree8.toml": set(),
     "h200-sglang-ar-vs-mtp.toml": {"mtp"},
     "h200-sglang-eagle3.toml": {"eagle3"},
     "h200-sglang-qwen3-8b-eagle3.toml": set(),

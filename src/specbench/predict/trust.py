@@ -258,7 +258,6 @@ def _range_terms(shape: CellShape, accept: float | None, cov: Coverage, terms: l
             terms.append(term)
             outside.append(text)
     if moved:
-        others = ", ".join(g for g in elsewhere.gpus if g not in cov.gpus)
-        where = f"on {others}" if others else "by another class of this calibration"
         terms.append(WIDEN["gpu"])
-        outside.append(f"{'; '.join(moved)} on this GPU; measured {where} (moved by the roofline)")
+        outside.append(f"{'; '.join(moved)} in this class; measured by the calibration's other classes "
+                       f"({', '.join(elsewhere.gpus)}), moved here by the roofline")
