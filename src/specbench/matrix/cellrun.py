@@ -39,6 +39,7 @@ from specbench.matrix.repeat_metrics import cell_metrics_repeats, request_count,
 from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.store_rows import CounterDelta, RepeatRecord, StoredRepeat
 from specbench.matrix.visits import Visit, first_visit, policy_of
+from specbench.matrix.warmup import warmup_count, warmup_prompts
 
 __all__ = ["CellContext", "CellOutcome", "hygiene", "request_count", "run_cell", "truth_verdict"]
 
@@ -159,7 +160,7 @@ def build_cell_workload(cell: Cell, ctx: CellContext, pmode: PromptMode, tok: An
                       output_tokens=int(c["output_tokens"]), prompt_len=parse_length(c.get("prompt_len") or "fixed"),
                       output_len=parse_length(c.get("output_len") or "fixed"), category=c.get("category"),
                       multi_turn=bool(c.get("multi_turn")), seed=workload_seed(cell), base_dir=ctx.spec.matrix_dir)
-    n = request_count(c) * (slots or policy_of(c).slots) + int(c.get("warmup_requests") or 0)
+    n = request_count(c) * (slots or policy_of(c).slots) + warmup_prompts(c)
     return build_workload(ws, n=n, tokenizer=tok, mode=pmode, context_len=context_len(ctx),
                           margin=CONTEXT_MARGIN.get(ctx.spec.engine, 0), min_prompt=min_prompt,
                           vocab_size=_vocab_size(ctx) if (pmode == "ids" and tok is None) else None)
@@ -330,7 +331,7 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
     time, stalls, the /metrics counter deltas read after its warm-up and at its end, the boot's running cap, the
     prefix-cache reset) and its request rows (idx running on over the repeats: repeat k's from k x n), and how many
     of them went to `on_repeat` as they ended (all but the one that finishes the cell). The warm-up runs before the
-    visit's first repeat (each boot's). A repeat after the server died is not sent."""
+    visit's first repeat (each boot's), a full wave where the boot has not run the cell's concurrency (warmup.py). A repeat after the server died is not sent."""
     import dataclasses
 
     from specbench.load.client import run_load
@@ -343,7 +344,8 @@ def _run_repeats(cell: Cell, ctx: CellContext, load: Any, prompts: Sequence[Any]
         if k > visit.start and ctx.proc is not None and not ctx.proc.alive():
             break
         mine = repeat_prompts(prompts, n, visit.slots, k)
-        spec_k = load if k == visit.start else dataclasses.replace(load, warmup_requests=0)
+        warm = warmup_count(cell.client, ctx.cache.setdefault("warmed_concurrency", set())) if k == visit.start else 0
+        spec_k = dataclasses.replace(load, warmup_requests=warm)
         scraped: list[str | None] = []
 
         def between(scraped: list[str | None] = scraped) -> None:  # after the warm-up: counters count the measured

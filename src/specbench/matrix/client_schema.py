@@ -29,6 +29,8 @@ class ClientAxes(_Strict):
     dataset: str | list[str] = "specbench-mini"
     # requests per second (Poisson arrivals); "inf" = all at once, capped by concurrency (closed loop)
     request_rate: float | str | list[float | str] = "inf"
+    # requests sent before the measured ones (not stored); the first cell of a concurrency on a boot gets at least one
+    # full wave of them in a closed loop (matrix/warmup.py: a batch shape's first run is cold); 0 = none
     warmup_requests: int = 1
     # at least this many requests per unit of concurrency (num_requests = max(num_requests, k x concurrency)),
     # so one matrix keeps every concurrency busy without over-long low-concurrency cells

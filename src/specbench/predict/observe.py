@@ -22,7 +22,7 @@ from specbench.errors import UserError
 from specbench.predict.cells import ClassKey, cell_shape, class_key
 from specbench.predict.model import CellShape
 from specbench.stored.read import load_store
-from specbench.stored.records import CellRecord, LoadedStore
+from specbench.stored.records import CellRecord, LoadedStore, RequestRecord
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,10 +55,30 @@ def plan_table(store: LoadedStore) -> dict[str, Any]:
     return dict(plan) if isinstance(plan, dict) else {}
 
 
+def _steady(cell: CellRecord, reqs: list[RequestRecord]) -> list[RequestRecord] | None:
+    """A closed-loop cell's requests after its first wave, where it ran two or more (the first `concurrency`
+    requests its first repeat sent): None where the cell cannot say (one wave, a rate, no send times).
+
+    The first wave of the first cell at a concurrency on a boot ran cold with a two-request warm-up (the EAGLE3 chain
+    at c = 16, 512 tokens, H100: slowest first token 0.586 s in wave 1, 0.206 s in wave 2; matrix/warmup.py), which
+    the runner now warms with a full wave; the step model is fitted to, and judged on, the warm waves."""
+    c = cell.concurrency or 1
+    if cell.client.get("request_rate") not in (None, "inf") or any(r.sent_at is None for r in reqs):
+        return None
+    first = min((r.repeat or 0) for r in reqs)
+    mine = sorted((r for r in reqs if (r.repeat or 0) == first), key=lambda r: r.sent_at or 0.0)
+    if len(mine) < 2 * c:
+        return None
+    cold = {id(r) for r in mine[:c]}
+    return [r for r in reqs if id(r) not in cold]
+
+
 def _measured(cell: CellRecord) -> tuple[float, float, float, float | None, float] | None:
     reqs = [r for r in cell.requests if r.ok and r.e2e_s is not None and r.ttft_s is not None and r.output_tokens]
     if not reqs:
         return None
+    steady = _steady(cell, reqs)
+    reqs = steady or reqs
     decode = sum(max(0.0, (r.e2e_s or 0.0) - (r.ttft_s or 0.0)) for r in reqs)
     out = sum(int(r.output_tokens or 0) for r in reqs)
     if cell.is_ar:
@@ -82,7 +102,8 @@ def _measured(cell: CellRecord) -> tuple[float, float, float, float | None, floa
     b = cell.concurrency or 1
     if e2e <= 0:
         return None
-    tok_s = out / dur if dur and dur > 0 else b * (out / len(reqs)) / e2e
+    # closed loop: b requests in flight, each out / len tokens in e2e (the whole cell's rate where all waves count)
+    tok_s = out / dur if dur and dur > 0 and steady is None else b * (out / len(reqs)) / e2e
     return decode / steps, ttft, e2e, acc, tok_s
 
 
