@@ -15,6 +15,8 @@ step, per draft forward, per sequence per spec step, of TTFT); e and g are multi
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 from collections.abc import Sequence
@@ -104,10 +106,14 @@ class Calibration:
                 return (c.key.gpu != key.gpu, c.key.cuda_graphs != key.cuda_graphs,
                         c.key.attention_backend != key.attention_backend, bw, c.key.engine_version != key.engine_version)
             c = min(same_engine, key=distance)
+            # the model's own class on the source GPU, where one was fitted: its residual is a floor too (a model the
+            # pooled constants fit badly there, a MoE, is no better predicted on another GPU)
+            own_fit = max((_finite(o.step_rel_rms) for o in self.classes
+                           if key.model and o.key == dataclasses.replace(c.key, model=key.model)), default=0.0)
             # moved constants: the ranges are checked against everything calibrated (the context and batch terms
             # are pulled towards the fit over all classes); the move itself is priced by its own terms
             return Found(c.params, f"moved: {c.key.text()} (no calibration for {key.text()})", _moves(c.key, key),
-                         c.key.gpu, self.coverage, _finite(c.step_rel_rms))
+                         c.key.gpu, self.coverage, max(_finite(c.step_rel_rms), own_fit))
         if pooled:
             return Found(self.glob, f"uncalibrated: the constants of {pooled[0].key.engine} (no calibration of "
                          f"{key.engine}: {key.text()})", {"engine": f"engine {key.engine} never calibrated: the "

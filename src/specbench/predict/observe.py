@@ -57,16 +57,20 @@ def plan_table(store: LoadedStore) -> dict[str, Any]:
 
 def _steady(cell: CellRecord, reqs: list[RequestRecord]) -> list[RequestRecord] | None:
     """A closed-loop cell's requests after its first wave, where it ran two or more (the first `concurrency`
-    requests its first repeat sent): None where the cell cannot say (one wave, a rate, no send times).
+    requests its first repeat sent): None where the cell cannot say (one wave, a rate).
 
     The first wave of the first cell at a concurrency on a boot ran cold with a two-request warm-up (the EAGLE3 chain
     at c = 16, 512 tokens, H100: slowest first token 0.586 s in wave 1, 0.206 s in wave 2; matrix/warmup.py), which
     the runner now warms with a full wave; the step model is fitted to, and judged on, the warm waves."""
     c = cell.concurrency or 1
-    if cell.client.get("request_rate") not in (None, "inf") or any(r.sent_at is None for r in reqs):
+    if cell.client.get("request_rate") not in (None, "inf"):
         return None
     first = min((r.repeat or 0) for r in reqs)
-    mine = sorted((r for r in reqs if (r.repeat or 0) == first), key=lambda r: r.sent_at or 0.0)
+    mine = [r for r in reqs if (r.repeat or 0) == first]
+    # by send time; a store older than the send times: by index, the order a closed loop sends in
+    # (load/schedule.py::closed_loop takes the requests in order, `concurrency` at a time)
+    timed = all(r.sent_at is not None for r in mine)
+    mine.sort(key=(lambda r: r.sent_at or 0.0) if timed else (lambda r: r.idx))
     if len(mine) < 2 * c:
         return None
     cold = {id(r) for r in mine[:c]}
