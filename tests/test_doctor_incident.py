@@ -238,9 +238,9 @@ def test_scratch_rule_follows_the_printed_version():
     """<= 0.5.12 takes p·mrr·D before the split; 0.5.13+ solves jointly (research §9). Version line beats arg names."""
     from dataclasses import replace
 
-    from specbench.doctor.reading import parse_text
+    from specbench.doctor.reading import log_reader
     from specbench.engines.sglang import logrules as er
-    f = parse_text((INC / "working.log").read_text())
+    f = log_reader().facts_of_text((INC / "working.log").read_text())
     assert f.engine_version is None and er.scratch_before_split(f)  # from the argument names
     assert er.scratch_before_split(replace(f, engine_version="0.5.12.post1"))
     assert not er.scratch_before_split(replace(f, engine_version="0.5.13"))

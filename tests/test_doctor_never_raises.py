@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from specbench.doctor.diff import diff
 from specbench.doctor.doctor import diagnose_text
-from specbench.doctor.reading import parse_text
+from specbench.doctor.reading import log_reader
 from specbench.logs.normalize import normalize
 
 HERE = Path(__file__).parent
@@ -81,7 +81,7 @@ def test_interleaved_logs_and_diff(a: list[str], b: list[str], picks: list[bool]
 def test_incident_logs_cut_anywhere(text: str, start: int, end: int):
     piece = text[min(start, end): max(start, end)]
     _check(piece)
-    f = parse_text(piece)
+    f = log_reader().facts_of_text(piece)
     if f.max_mamba_cache_size is not None:
         assert f.max_mamba_cache_size in (24, 2)  # a number cut short ("24" -> "2") is still one of the two
 

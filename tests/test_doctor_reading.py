@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specbench.doctor.doctor import diagnose_text
-from specbench.doctor.reading import parse_text
+from specbench.doctor.reading import log_reader
 from specbench.logs.normalize import normalize
 from specbench.logs.serverargs import parse_keyvalues, parse_vllm_dict
 
@@ -60,14 +60,14 @@ def test_interleaved_ranks_use_rank0_numbers():
         "[2026-11-20 14:03:01 TP1] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB",
         "[2026-11-20 14:03:01 TP0] KV Cache is allocated. #tokens: 2000, K size: 2.00 GB, V size: 2.00 GB",
     ])
-    f = parse_text(raw)
+    f = log_reader().facts_of_text(raw)
     assert (f.avail_before_load_gib, f.weights_gib, f.kv_tokens, f.k_size_gib) == (94.24, 13.24, 2000, 2.0)
     assert f.draft_kv_tokens is None  # TP1's line is not mistaken for a draft pool
     assert f.ranks == (0, 1)
 
 
 def test_incident_working_log_facts():
-    f = parse_text((INCIDENT / "working.log").read_text())
+    f = log_reader().facts_of_text((INCIDENT / "working.log").read_text())
     assert f.engine == "sglang"
     assert (f.avail_before_load_gib, f.weights_gib, f.avail_after_load_gib) == (94.24, 51.05, 43.19)
     assert (f.draft_avail_before_load_gib, f.draft_weights_gib) == (22.82, 3.30)
@@ -114,7 +114,7 @@ def test_new_style_capture_lines_and_caps():
         "Decode batch, #running-req: 3, #token: 900, token usage: 0.01, mamba num: 15, mamba usage: 0.30, "
         "accept len: 3.25, accept rate: 0.75, cuda graph: True, gen throughput (token/s): 88.10, #queue-req: 0,",
     ])
-    f = parse_text(raw)
+    f = log_reader().facts_of_text(raw)
     assert [(g.label, g.batch_sizes, g.mem_usage_gib, g.avail_before_gib) for g in f.graphs] == [
         ("target verify cuda graph", (1, 2, 3, 4), 0.41, 20.0), ("draft decode cuda graph", (1, 2), 0.10, None)]
     assert (f.mamba_cap_requests, f.max_mamba_cache_size, f.state_slots_per_request) == (9, 47, 5)
@@ -139,7 +139,7 @@ def test_vllm_v1_lines():
         "Accepted throughput: 50.00 tokens/s, Drafted throughput: 90.00 tokens/s, Accepted: 500 tokens, Drafted: "
         "900 tokens, Per-position acceptance rate: 0.800, 0.610, 0.300, Avg Draft acceptance rate: 55.6%",
     ])
-    f = parse_text(raw)
+    f = log_reader().facts_of_text(raw)
     assert (f.engine, f.engine_version) == ("vllm", "0.28.0")
     assert f.server_args == {"model": "Qwen/Qwen3-8B", "max_model_len": 8192, "gpu_memory_utilization": 0.85}
     assert (f.weights_gib, f.available_kv_gib, f.kv_tokens) == (15.27, 42.5, 309456)
@@ -151,9 +151,9 @@ def test_vllm_v1_lines():
 def test_several_boots_in_one_file_report_the_last():
     working = (INCIDENT / "working.log").read_text()
     failing = (INCIDENT / "failing.log").read_text()
-    f = parse_text(failing + working)
+    f = log_reader().facts_of_text(failing + working)
     assert f.boots == 2 and f.max_mamba_cache_size == 24 and f.ready
-    f = parse_text(working + failing)
+    f = log_reader().facts_of_text(working + failing)
     assert f.boots == 2 and f.max_mamba_cache_size == 2 and not f.ready
 
 
@@ -170,7 +170,7 @@ def test_2026_load_lines_quant_keys_negative_draft_usage_and_swa_pool():
         "quant=modelopt_fp4, quant_algo=NVFP4, avail mem=30.67 GB, mem usage=-1.86 GB.",
         "[2026-08-28 21:34:15 DP0 TP0 EP0] SWAKVPool mem usage: 79.94 GB, swa size: 798276, full size: 997846",
     ])
-    f = parse_text(raw)
+    f = log_reader().facts_of_text(raw)
     assert f.memory_baseline_gib == 0.62
     assert (f.avail_before_load_gib, f.weights_gib, f.weight_quant) == (111.97, 82.97, "NVFP4")
     assert (f.draft_avail_before_load_gib, f.draft_weights_gib) == (28.81, -1.86)
@@ -186,7 +186,7 @@ def test_vllm_startup_summary_line():
             "gpu_memory_utilization config with --kv-cache-memory=55000000000 (51.22 GiB) to fit into requested memory, "
             "or --kv-cache-memory=58000000000 (54.02 GiB) to fully utilize gpu memory. Current kv cache memory in use "
             "is 51.63 GiB.")
-    f = parse_text(line)
+    f = log_reader().facts_of_text(line)
     assert (f.avail_before_load_gib, f.total_gpu_memory_gib, f.gpu_memory_utilization, f.budget_gib) == \
         (78.66, 79.19, 0.9, 71.27)
     assert (f.consumed_gib, f.activation_peak_gib, f.cuda_graph_actual_gib, f.available_kv_gib) == \
@@ -202,7 +202,7 @@ def test_pipeline_stages_are_not_mixed():
         "[2026-09-09 11:57:18 PP0 TP0] KV Cache is allocated. #tokens: 400000, K size: 4.00 GB, V size: 4.00 GB",
         "[2026-09-09 11:57:18 PP0 TP1] KV Cache is allocated. #tokens: 400000, K size: 4.00 GB, V size: 4.00 GB",
     ])
-    f = parse_text(raw)
+    f = log_reader().facts_of_text(raw)
     assert (f.kv_tokens, f.k_size_gib, f.draft_kv_tokens) == (400000, 4.0, None)
 
 
@@ -248,7 +248,7 @@ def test_recorded_vllm_cpu_boots_match_the_servers_own_report(path: Path):
 
 
 def test_vllm_hybrid_lines():
-    f = parse_text(
+    f = log_reader().facts_of_text(
         "(APIServer pid=1) INFO 11-30 02:32:17 [config.py:688] Mamba cache mode is set to 'align' for "
         "Qwen3NextForCausalLM by default when prefix caching is enabled\n"
         "(Worker pid=2) INFO 11-30 02:32:57 [interface.py:1096] Setting attention block size to 256 tokens to ensure "
@@ -262,9 +262,9 @@ def test_vllm_hybrid_lines():
 
 
 def test_kv_line_variants():
-    f = parse_text("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1557504, K size: 2.23 GB, V size: 2.23 GB")
+    f = log_reader().facts_of_text("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1557504, K size: 2.23 GB, V size: 2.23 GB")
     assert (f.kv_dtype, f.kv_tokens, f.k_size_gib, f.v_size_gib) == ("float8_e4m3fn", 1557504, 2.23, 2.23)
-    mla = parse_text("[2026-01-01 00:00:00 TP0] KV Cache is allocated. #tokens: 412345, KV size: 27.15 GB")
+    mla = log_reader().facts_of_text("[2026-01-01 00:00:00 TP0] KV Cache is allocated. #tokens: 412345, KV size: 27.15 GB")
     assert (mla.kv_tokens, mla.kv_size_gib, mla.k_size_gib) == (412345, 27.15, None)
     assert mla.kv_total_gib() == 27.15
 
@@ -278,7 +278,7 @@ def test_final_max_running_requests_line():
 
 
 def test_summary_with_disabled_chunked_prefill():
-    f = parse_text("[2026-10-10 11:59:51] max_total_num_tokens=1226984, chunked_prefill_size=-1, context_len=262144, "
+    f = log_reader().facts_of_text("[2026-10-10 11:59:51] max_total_num_tokens=1226984, chunked_prefill_size=-1, context_len=262144, "
                    "available_gpu_mem=10.39 GB")
     assert (f.max_total_num_tokens, f.chunked_prefill_size, f.context_len, f.available_gpu_mem_gib) == \
         (1226984, -1, 262144, 10.39)

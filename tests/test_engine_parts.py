@@ -28,11 +28,13 @@ def test_every_engine_builds_its_parts_from_its_own_folder():
 
 def test_the_doctor_reads_with_every_engines_tables():
     tables = [e.log_tables() for e in engines().values()]
-    assert reading.engine_lines() == tuple(t.lines for t in tables)
-    assert reading.late_boot_patterns() == tuple(t.late_boot for t in tables)
-    assert reading.warning_rules() == tuple(r for t in tables for r in t.warnings)
+    r = reading.log_reader()
+    assert r.lines == tuple(t.lines for t in tables)
+    assert r.late_boot == tuple(t.late_boot for t in tables)
+    assert r.warnings == tuple(w for t in tables for w in t.warnings)
+    assert set(r.search_words()) >= {a.encode() for t in tables for a in t.failures.anchors}
     # a line only SGLang prints and one only vLLM prints are both read (the merged line tables)
     sglang = "[2026-01-01 00:00:00 TP0] KV Cache is allocated. #tokens: 87061, K size: 6.23 GB, V size: 6.23 GB"
     vllm = "INFO 01-01 00:00:00 [kv_cache_utils.py:1087] GPU KV cache size: 11,893 tokens"
-    assert reading.parse_text(sglang).kv_tokens == 87061
-    assert reading.parse_text(vllm).kv_tokens == 11893
+    assert r.facts_of_text(sglang).kv_tokens == 87061
+    assert r.facts_of_text(vllm).kv_tokens == 11893

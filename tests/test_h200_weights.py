@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specbench.contracts import GIB, PlanOptions
-from specbench.doctor.reading import parse_text
+from specbench.doctor.reading import log_reader
 from specbench.plan.api import plan_command
 from specbench.specs.resolve import load_model_spec
 from specbench.specs.weights import (
@@ -45,7 +45,7 @@ def _rel(a: float, b: float) -> float:
 
 
 def test_gpt_oss_20b_weights_and_swa_pool_match_the_h200_boot():
-    f = parse_text(GPT_OSS_LOG.read_text())
+    f = log_reader().facts_of_text(GPT_OSS_LOG.read_text())
     assert f.model_class == "GptOssForCausalLM" and f.weight_quant == "mxfp4"
     d = _plan(GPT_OSS_CMD, "openai/gpt-oss-20b")
     assert d["status"] == "ok", d["error"]
@@ -74,7 +74,7 @@ def test_gpt_oss_hopper_swizzle_terms():
 
 
 def test_llama3_eagle3_draft_and_kv_match_the_h200_boot():
-    f = parse_text(EAGLE3_LOG.read_text())
+    f = log_reader().facts_of_text(EAGLE3_LOG.read_text())
     assert f.draft_weights_gib is not None and f.draft_loaded_before_pools
     d = _plan(EAGLE3_CMD, "meta-llama/Llama-3.1-8B-Instruct", "specforge/llama3-8B-eagle3")
     assert d["status"] == "ok", d["error"]
@@ -102,7 +102,7 @@ def test_the_qwen3_8b_eagle3_boot_predicted_without_its_log() -> None:
 
     path = Path(__file__).parent / "data" / "sglang-0.5.15.post1" / "qwen3_8b_mrr48_eagle3.log"
     text = path.read_text(errors="replace")
-    facts = parse_text(text)
+    facts = log_reader().facts_of_text(text)
     argv = shlex.split(re.search(r"^# command: (.*)$", text, re.M).group(1))  # type: ignore[union-attr]
     r = plan_command(argv, PlanOptions(engine_version="0.5.15.post1", gpu="H200", model_config="Qwen/Qwen3-8B",
                                        draft_config="specforge/qwen3-8b-eagle3", fixes=False))

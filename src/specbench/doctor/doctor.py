@@ -68,7 +68,7 @@ def read_log(path: str | Path) -> bytes:
     """The log's bytes, bounded (logs/reader.py: regular files only, a size cap, cut long lines, head + tail, and the
     middle's failure, boot and readiness lines);
     UserError (one line) for a missing file, a folder, a FIFO/device, an unreadable or too large file."""
-    return read_log_bounded(path, reading.search_words())
+    return read_log_bounded(path, reading.log_reader().search_words())
 
 
 def boot_budget_rows(facts: LogFacts) -> list[BudgetRow]:
@@ -162,16 +162,17 @@ class _Parsed:
 
 
 def _parse_all(raw: bytes | str) -> _Parsed:
-    boots = reading.split_boots(normalize(decode(raw)))
+    reader = reading.log_reader()
+    boots = reader.boots(normalize(decode(raw)))
     if not boots:
         return _Parsed(LogFacts(boots=0), None, (), False)
     lines = boots[-1]
-    facts, failure = reading.facts_from_lines(lines, boots=len(boots)), reading.classify(lines)
+    facts, failure = reader.facts(lines, boots=len(boots)), reader.failure(lines)
     if failure is not None and failure.kind == "max_running_requests_zero" and facts.max_running_requests is None:
         facts = replace(facts, max_running_requests=0)  # the assertion's own statement: the engine ended at 0
-    warns = tuple(reading.find_warnings(lines, facts))
-    return _Parsed(facts, failure, tuple(reading.survived_errors(lines)), stop_index(lines) is not None, warns,
-                   reading.reached_late_boot(lines))
+    warns = tuple(reader.warnings_in(lines, facts))
+    return _Parsed(facts, failure, tuple(reader.survived_errors(lines)), stop_index(lines) is not None, warns,
+                   reader.reached_late_boot(lines))
 
 
 def _status(facts: LogFacts, failure: Failure | None, warnings: tuple[LogWarning, ...] = (),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from specbench.doctor.reading import where
+from specbench.doctor.reading import log_reader
 from specbench.engines.base import engine, engines
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure
@@ -88,7 +88,7 @@ def failure_sentences(f: LogFacts, fail: Failure) -> list[str]:
     if k == "process_crashed":
         return ["An engine process died without a Python error in this log (a crash such as a segfault, the OOM "
                 "killer, or an error printed by another rank): look at the lines just before it and at dmesg."]
-    return [f"The engine raised an exception during start-up ({where(k) or 'see the traceback'})."]
+    return [f"The engine raised an exception during start-up ({log_reader().failure_where(k) or 'see the traceback'})."]
 
 
 def started_sentences(f: LogFacts) -> list[str]:

@@ -16,7 +16,6 @@ step, per draft forward, per sequence per spec step, of TTFT); e and g are multi
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import math
 from collections.abc import Sequence
