@@ -240,3 +240,31 @@ def test_doctor_diff_table():
     assert set(d) == set(keys)
     for side in ("left", "right"):
         assert DiagnosisSummary.from_json(d[side]).to_json() == d[side]
+
+
+def test_every_engine_plans_its_memory_split_and_older_plans_read_alike():
+    """`memory` (contracts.py::MemorySplit) from each engine's own arithmetic, on real plans; a plan stored before the
+    key existed (the same dict without it) reads to the same split from its older keys."""
+    from specbench.contracts import MemorySplit, PlanOptions
+    from specbench.plan.api import plan_command
+
+    sglang = plan_command(["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
+                           "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d",
+                           "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                           "--speculative-num-draft-tokens", "4"],
+                          PlanOptions(model_config="Qwen/Qwen3-8B", draft_config="specforge/qwen3-8b-eagle3",
+                                      gpu="H100", engine_version="0.5.15.post1", fixes=False))
+    vllm = plan_command(["vllm", "serve", "Qwen/Qwen3-8B"],
+                        PlanOptions(model_config="Qwen/Qwen3-8B", gpu="H100", engine_version="0.32.0", fixes=False))
+    for plan in (sglang, vllm):
+        split = MemorySplit.from_json(plan["memory"])
+        assert plan["status"] == "ok" and split.sized and split.total_gib and split.kv_gib and split.kv_gib > 0
+        assert split.weights_gib == plan["weights_gib"] and split.headroom_gib is not None and split.headroom_gib > 0
+        older = MemorySplit.of_plan({k: v for k, v in plan.items() if k != "memory"})
+        assert older.weights_gib == split.weights_gib and older.total_gib == split.total_gib
+    s = MemorySplit.from_json(sglang["memory"])
+    assert s.draft_gib and s.draft_gib > 0
+    assert s.kv_gib == pytest.approx(sglang["k_size_gib"] + sglang["v_size_gib"] + 2 * sglang["draft_k_size_gib"],
+                                     abs=0.02)
+    v = MemorySplit.from_json(vllm["memory"])
+    assert v.state_gib is None and v.kv_gib == vllm["kv_pool_gib"] and v.total_gib == vllm["budget"]["total_gib"]

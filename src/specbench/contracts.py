@@ -187,6 +187,68 @@ TP_ROW_TYPES: Mapping[str, type[SglangTpRow] | type[VllmTpRow]] = MappingProxyTy
 # ------------------------------------------------------------------------------------------------ plan
 
 
+def _gib_sum(d: Mapping[str, Any], *keys: str) -> float | None:
+    """Sum of the finite numbers under these keys; None when none is."""
+    vals = [d.get(k) for k in keys]
+    nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return sum(nums) if nums else None
+
+
+@dataclass(frozen=True)
+class MemorySplit:
+    """Where one GPU's memory goes in a plan (`plan --json` `memory`), GiB per GPU, each engine's own arithmetic:
+    target weights, drafter weights, recurrent state outside the KV pool (SGLang's Mamba / GDN pools and speculative
+    scratch; vLLM keeps state inside its block pool: null), the KV cache (SGLang: K + V + the drafter's K and V;
+    vLLM: the block pool), and the GPU's total. null where the plan does not size it."""
+
+    weights_gib: float | None
+    draft_gib: float | None
+    state_gib: float | None
+    kv_gib: float | None
+    total_gib: float | None
+
+    @property
+    def sized(self) -> bool:
+        return any(v is not None for v in (self.weights_gib, self.draft_gib, self.state_gib, self.kv_gib))
+
+    @property
+    def headroom_gib(self) -> float | None:
+        """The total less what the plan sizes (None without a total)."""
+        if self.total_gib is None:
+            return None
+        return self.total_gib - sum(v for v in (self.weights_gib, self.draft_gib, self.state_gib, self.kv_gib)
+                                    if v is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"weights_gib": self.weights_gib, "draft_gib": self.draft_gib, "state_gib": self.state_gib,
+                "kv_gib": self.kv_gib, "total_gib": self.total_gib}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MemorySplit:
+        def num(k: str) -> float | None:
+            v = d.get(k)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+        return cls(num("weights_gib"), num("draft_gib"), num("state_gib"), num("kv_gib"), num("total_gib"))
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any]) -> MemorySplit:
+        """A stored plan's split: its `memory` where it has one; a plan written before `memory` existed, from the
+        keys it had then (K + V of both engines, else vLLM's pool; SGLang's state pools; the GPU total where
+        stated). The only reader of those older keys."""
+        m = plan.get("memory")
+        if isinstance(m, Mapping):
+            return cls.from_json(m)
+        kv = _gib_sum(plan, "k_size_gib", "v_size_gib")
+        if kv is None:
+            kv = _gib_sum(plan, "kv_pool_gib") or _gib_sum(plan, "available_kv_gib") or _gib_sum(plan, "kv_cache_gib")
+        state = None if plan.get("engine") == "vllm" else _gib_sum(
+            plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib", "intermediate_conv_window_gib")
+        budget = plan.get("budget")
+        total = _gib_sum(plan, "gpu_total_gib") or (_gib_sum(budget, "total_gib") if isinstance(budget, Mapping)
+                                                    else None)
+        return cls(_gib_sum(plan, "weights_gib"), _gib_sum(plan, "draft_weights_gib"), state, kv, total)
+
+
 @dataclass(frozen=True)
 class PlanResult:
     """`specbench plan --json`: the keys both engines emit as fields (docs/contracts.md, "emitted by: both"),
@@ -243,6 +305,8 @@ class PlanResult:
     # the launch's GPUs besides TP: data- and pipeline-parallel sizes (1 without; plans written before read so)
     dp: int = 1
     pp: int = 1
+    # where the GPU's memory goes, typed (each engine fills it; plans written before it: MemorySplit.of_plan)
+    memory: MemorySplit | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     # the order the keys were emitted in (`to_json` writes them so; keys it does not name follow); not a key
     key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -262,6 +326,8 @@ class PlanResult:
             if k in kw:
                 kw[k] = tuple(kw[k])
         kw["fixes"] = tuple(Fix.from_json(f) for f in kw["fixes"])
+        if isinstance(kw.get("memory"), Mapping):
+            kw["memory"] = MemorySplit.from_json(kw["memory"])
         if "per_tp" in d:
             row = TP_ROW_TYPES.get(d["engine"])
             if row is None:
@@ -272,7 +338,8 @@ class PlanResult:
         return cls(**kw, extra=_frozen({k: v for k, v in d.items() if k not in keys}), key_order=tuple(d))
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: _plain(getattr(self, k)) for k in self.shared_keys() if not (k == "per_tp" and self.per_tp is None)}
+        out = {k: _plain(getattr(self, k)) for k in self.shared_keys()
+               if not (k in ("per_tp", "memory") and getattr(self, k) is None)}
         out.update(self.extra)
         return _in_order(out, self.key_order)
 

@@ -7,10 +7,9 @@ Every number comes from the store (docs/structures.md):
 - throughput, TTFT/TPOT/ITL percentiles, accept length: `cells.metrics_json` keys
   `output_throughput`, `ttft_ms_p50`, `ttft_ms_p99`, `tpot_ms_*`, `itl_ms_*`, `accept_length_mean`;
 - speedup: the pooled estimate of load/speedup.py (stored by the runner, else computed by the same function);
-- memory plan: `servers.plan_json` (the plan contract of docs/contracts.md: `weights_gib`,
-  `draft_weights_gib`, `conv_state_gib` + `ssm_state_gib` + `intermediate_ssm_state_gib`,
-  `k_size_gib` + `v_size_gib`, or vLLM's `kv_pool_gib`), headroom = GPU total (`gpu_total_gib`, or vLLM's
-  `budget.total_gib`) - those parts.
+- memory plan: `servers.plan_json` `memory` (contracts.py::MemorySplit, each engine's own split; a plan stored
+  before it is read by MemorySplit.of_plan from its older keys), headroom = GPU total - those parts (the total from
+  the server's settings where the plan has none).
 
 The row types live in rows.py and the display strings in formatting.py; the renderers and the plots import them from
 there.
@@ -24,6 +23,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specbench.contracts import MemorySplit
 from specbench.report.categories import category_rows
 from specbench.report.cellrows import ar_cells, cell_row
 from specbench.report.compare import Entry, entries
@@ -188,12 +188,10 @@ def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
 
 
 def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
-    """GPU memory per device in GiB: plan_json `gpu_total_gib` (engines/sglang/plan.py SglangPlan.gpu_total_gib),
-    else plan_json `budget.total_gib` (engines/vllm/plan.py), else `gpu_mem_gib` in the plan or server settings."""
-    raw_budget = plan.get("budget")
-    budget: Mapping[str, Any] = raw_budget if isinstance(raw_budget, Mapping) else {}
-    for src in (plan, budget, server.settings):
-        total = _num(src, "gpu_total_gib") or _num(src, "gpu_mem_gib") or _num(src, "total_gib")
+    """GPU memory per device in GiB where the plan's split has no total: `gpu_mem_gib` in the plan or in the
+    server's settings."""
+    for src in (plan, server.settings):
+        total = _num(src, "gpu_mem_gib") or _num(src, "total_gib")
         if total:
             return total
     return None
@@ -208,16 +206,11 @@ def memory_rows(stores: Sequence[LoadedStore]) -> tuple[MemoryRow, ...]:
             plan = s.plan if isinstance(s.plan, Mapping) else None
             if plan is None:
                 continue
-            weights = _num(plan, "weights_gib")
-            draft = _num(plan, "draft_weights_gib")
-            mamba = _num(plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib",
-                         "intermediate_conv_window_gib")
-            kv = _num(plan, "k_size_gib", "v_size_gib")  # SGLang rule sets
-            if kv is None:  # vLLM rule sets: the KV pool (engines/vllm/plan.py `kv_pool_gib`)
-                kv = _num(plan, "kv_pool_gib") or _num(plan, "available_kv_gib") or _num(plan, "kv_cache_gib")
-            if weights is None and draft is None and mamba is None and kv is None:
+            split = MemorySplit.of_plan(plan)  # the plan's own `memory`, or an older plan's keys
+            if not split.sized:
                 continue  # e.g. {"status": None, "planner_error": ...}: the planner did not size this server
-            total = _gpu_total(s, plan)
+            total = split.total_gib if split.total_gib is not None else _gpu_total(s, plan)
+            weights, draft, mamba, kv = split.weights_gib, split.draft_gib, split.state_gib, split.kv_gib
             used = sum(v for v in (weights, draft, mamba, kv) if v is not None)
             headroom = total - used if total is not None else None
             kv_tokens = plan.get("kv_tokens")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from specbench.contracts import MemorySplit
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.formulas import kv_dtype
 from specbench.engines.sglang.plan_alloc import allocation_sizes, plan_pools
@@ -99,6 +100,16 @@ class SglangPlan:
     swa_k_size_gib: float | None = None   # hybrid SWA pool: K / V of the SWA layers (k_size_gib: the full layers')
     swa_v_size_gib: float | None = None
 
+    def memory_split(self) -> MemorySplit:
+        """Weights, drafter weights, the Mamba / GDN state pools (conv + ssm + the speculative intermediate state and
+        conv window), the KV cache (K + V of the target and of the drafter: SGLang allocates the drafter's KV pool
+        beside the target's, the render's "KV cache" row) and the GPU's total, GiB per GPU."""
+        state = [x for x in (self.conv_state_gib, self.ssm_state_gib, self.intermediate_ssm_state_gib,
+                             self.intermediate_conv_window_gib) if x is not None]
+        kv = self.k_size_gib + self.v_size_gib + 2 * (self.draft_k_size_gib or 0.0)
+        return MemorySplit(round(self.weights_gib, 3), round(self.draft_weights_gib, 3),
+                           round(sum(state), 3) if state else None, round(kv, 2), self.gpu_total_gib)
+
     def contract(self) -> dict[str, Any]:
         """The keys of the plan contract in docs/contracts.md (plus extras)."""
         d = asdict(self)
@@ -111,6 +122,7 @@ class SglangPlan:
             "conv_state_gib": _r(self.conv_state_gib), "ssm_state_gib": _r(self.ssm_state_gib),
             "intermediate_ssm_state_gib": _r(self.intermediate_ssm_state_gib),
             "max_running_requests": self.max_running_requests,
+            "memory": self.memory_split().to_json(),
         }
         for k, v in d.items():
             if k not in out:

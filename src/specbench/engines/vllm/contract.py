@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbench.contracts import GIB
+from specbench.contracts import GIB, MemorySplit
 from specbench.engines.vllm.common import format_gib
 from specbench.engines.vllm.outcome import Context, VllmPlan
 
@@ -51,7 +51,16 @@ def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
         "num_speculative_tokens": s.k, "speculative_method": s.spec_method,
         "prefix_caching": s.prefix_caching, "error_kind": p.error_kind,
         "budget": p.budget, "log_lines": list(p.log_lines), "warnings": list(p.warnings),
+        # the state of a hybrid lives in the block pool (vllm/v1/kv_cache_interface.py@0.32.0): no state outside it
+        "memory": MemorySplit(_gib(p.weights_bytes), _gib(p.draft_weights_bytes), None,
+                              _gib(p.num_blocks * p.bytes_per_block) if p.num_blocks and p.bytes_per_block
+                              else _gib(p.kv_budget_bytes, 2), _total_gib(p.budget)).to_json(),
     }
+
+
+def _total_gib(budget: Any) -> float | None:
+    v = budget.get("total_gib") if isinstance(budget, dict) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def explain(p: VllmPlan, ctx: Context) -> str:
