@@ -18,7 +18,7 @@ import pytest
 from specbench.contracts import PlanOptions
 from specbench.decide.fits import FitRow
 from specbench.matrix.fits import matrix_fits
-from specbench.matrix.preflight import dry_run, plan_argv
+from specbench.matrix.preflight import dry_run, plan_launch
 from specbench.matrix.toml_load import load_matrix
 from specbench.plan.api import plan_command
 from specbench.predict.calibration import shipped
@@ -31,7 +31,7 @@ SEED = ROOT / "examples" / "qwen36-27b-dflash-ddtree.toml"
 @pytest.fixture(scope="module")
 def seed():
     spec, _ = load_matrix(SEED)
-    rows = dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
+    rows = dry_run(spec, partial(plan_launch, fixes=bool(spec.auto_fix)))
     return spec, rows
 
 
@@ -180,7 +180,7 @@ def test_the_dry_run_reaches_what_the_store_of_the_same_matrix_recorded():
     import sqlite3
 
     spec, _ = load_matrix(ROOT / "examples" / "h200-sglang-simulated-acceptance.toml")
-    rows = dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
+    rows = dry_run(spec, partial(plan_launch, fixes=bool(spec.auto_fix)))
     fits = matrix_fits(spec, rows, shipped())
     db = ROOT / "tests" / "data" / "h200-simulated-sglang-0.5.15.post1" / "h200-sim.db"
     con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)

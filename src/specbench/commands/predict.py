@@ -23,9 +23,9 @@ def plan_rows(spec: Any) -> list[dict[str, Any]]:
     (the fixes only decide what `auto_fix` launches instead)."""
     from functools import partial
 
-    from specbench.matrix.preflight import dry_run, plan_argv
+    from specbench.matrix.preflight import dry_run, plan_launch
 
-    return dry_run(spec, partial(plan_argv, fixes=bool(spec.auto_fix)))
+    return dry_run(spec, partial(plan_launch, fixes=bool(spec.auto_fix)))
 
 
 def register(app: typer.Typer) -> None:

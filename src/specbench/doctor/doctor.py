@@ -77,7 +77,7 @@ def boot_budget_rows(facts: LogFacts) -> list[BudgetRow]:
 
 
 # ------------------------------------------------------------------------------------------------ planner link
-def plan_argv(facts: LogFacts, text: str | None = None) -> list[str]:
+def argv_from_log(facts: LogFacts, text: str | None = None) -> list[str]:
     """The launch to re-plan, rebuilt by the engine that wrote the log from its own argument dump."""
     return engine(facts.engine).log_plan_argv(facts, text)
 
@@ -99,7 +99,7 @@ def facts_for_plan(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: the log has no argument dump (server_args=ServerArgs(...) / non-default args), "
                         "so the launch cannot be rebuilt; pass the launch command after -- instead")
     return {
-        "argv": plan_argv(facts, _text(raw)),
+        "argv": argv_from_log(facts, _text(raw)),
         "engine": facts.engine,
         "engine_version": infer_version(facts),
         "avail_before_load_gib": facts.avail_before_load_gib,
@@ -137,7 +137,7 @@ def planner_result(facts: LogFacts, engine_version: str | None, gpu: str | None 
         fixes=True,
     )
     try:
-        return plan_result(plan_argv(facts, text), opts), None
+        return plan_result(argv_from_log(facts, text), opts), None
     except UserError as exc:
         return None, f"the planner cannot plan this launch: {exc}"
     except Exception as exc:  # noqa: BLE001 - a planner bug must not hide the diagnosis; it is named, not swallowed

@@ -52,7 +52,7 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) ->
     return out
 
 
-def plan_argv(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
+def plan_launch(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
     """The planner's verdict for an argv, or None when there is no planner for this engine (`fixes=False`: without
     the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
@@ -82,7 +82,7 @@ def plan_argv(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes: b
 
 
 def preflight(spec: MatrixSpec, st: ServerTuple, adapter: ServerAdapter,
-              planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv) -> Preflight:
+              planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_launch) -> Preflight:
     settings = dict(st.settings)
     launch = adapter.launch(spec.target(), settings)
     notes = tuple(settings.get("notes") or ()) + launch.notes
@@ -130,7 +130,7 @@ def _plan_reason(plan: dict[str, Any]) -> str:
 
 
 def dry_run(spec: MatrixSpec,
-            planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_argv
+            planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_launch
             ) -> list[dict[str, Any]]:
     """One object per cell: cell, server (incl. tp), client, verdict, plan_status, command; nothing launched."""
     adapter = adapter_for(spec)
