@@ -30,7 +30,8 @@ from specbench.engines.base import Launch, ServerAdapter
 from specbench.engines.openai.server import served_models_now
 from specbench.errors import UserError
 from specbench.matrix import identity, lifecycle, orphans, telemetry
-from specbench.matrix.cellrun import CellContext, CellOutcome, run_cell
+from specbench.matrix.cellload import CellContext
+from specbench.matrix.cellrun import CellOutcome, run_cell
 from specbench.matrix.diagnosis import diagnose, failure_suffix
 from specbench.matrix.expansion import Cell
 from specbench.matrix.preflight import Preflight
