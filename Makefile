@@ -50,26 +50,22 @@ lint: venv
 # 15:33); -n 3: 11:45 in all, every test passed (benchmarks/RESULTS.md, 2026-12-03). The summary line "engine boots
 # this session: N" counts the boots.
 PYTEST_WORKERS ?= 3
-# The busy pass's tests run there only (tests/conftest.py::BUSY_PASS_ENV), not twice.
+# The busy pass's tests (marker `busy`) run there only, not twice; `engine` tests marked busy stay in the main pass.
 test: venv lint engine models browser
-	$(PYC) SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) SPECBENCH_RUN_IN_BUSY_PASS="$(BUSY_TESTS)" \
-		$(BIN)/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
+	$(PYC) SPECBENCH_ENGINE_VENV=$(ENGINE_VENV) SPECBENCH_MODELS=$(MODELS) \
+		$(BIN)/pytest -q -p no:cacheprovider -m "not busy or engine" -n $(PYTEST_WORKERS) --dist loadgroup
 	$(MAKE) test-busy
 
-# The signal and lifecycle tests with every core busy (one Python busy loop per core, tools/ci/busy.py): they
-# wait for events, never for durations, so a loaded machine must not fail them (#23).
-BUSY_TESTS := tests/test_matrix_lifecycle.py tests/test_orphans.py tests/test_process_ownership.py \
-	tests/test_interrupt_exit_status.py tests/test_run_faults.py \
-	tests/test_run_instant.py::test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time \
-	tests/test_run_instant.py::test_sigkill_of_the_runner_loses_no_finished_cell_and_reruns_none
+# The signal and lifecycle tests (marker `busy`) with every core busy (one Python busy loop per core,
+# tools/ci/busy.py): they wait for events, never for durations, so a loaded machine must not fail them (#23).
 # Several workers there too: with a busy loop on every core besides them, each test gets less than a core (the
 # condition is stricter, not looser); 101 s serially, 74 s at -n 2, 47 s at -n 3 (benchmarks/RESULTS.md).
 test-busy: venv
-	$(PYC) $(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "not engine" -n $(PYTEST_WORKERS) \
-		$(BUSY_TESTS)
+	$(PYC) $(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "busy and not engine" \
+		-n $(PYTEST_WORKERS)
 
-# The quick loop on a fresh clone: no engine, no tiny models, no whole `specbench run` (the `slow` tests of
-# tests/conftest.py::SLOW_MODULES); `make test` runs everything.
+# The quick loop on a fresh clone: no engine, no tiny models, no whole `specbench run` (the tests marked `slow`);
+# `make test` runs everything.
 test-fast: venv browser
 	$(PYC) $(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models and not slow" -n $(PYTEST_WORKERS) --dist loadgroup
 

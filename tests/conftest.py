@@ -120,47 +120,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[ENGINE_TESTS_FILE] = str(folder / "nodeids")  # the workers inherit it
 
 
-# Modules whose tests each run a whole `specbench run` (servers started, cells measured, stores written) or a
-# process-level fault: seconds each, most of `make test-fast`'s time (pytest --durations=80 at load 2.3 on
-# 2026-12-02: the 40 slowest tests were 2-38 s each, all in these). `make test` runs them; `make test-fast`
-# (`-m "not slow"`) leaves them out.
-SLOW_MODULES = frozenset({
-    "test_run_datasets.py", "test_run_disk_full.py", "test_run_faults.py", "test_run_instant.py",
-    "test_run_measurement_faults.py", "test_run_packed.py", "test_run_ray.py", "test_truth_caps.py",
-    "test_truth_concurrency.py", "test_truth_counting.py", "test_truth_counts.py", "test_truth_lies_cap_counters.py",
-    "test_truth_saturation.py", "test_secrets_every_writer.py", "test_secrets_safe_files.py", "test_repeats.py",
-    "test_report_grouping.py", "test_doctor_bounded_read.py", "test_run_repeats_until_decided.py",
-})
-
-
-# `make test` runs the tests of its busy pass (Makefile BUSY_TESTS: files or test ids) once, there, with every core
-# busy (the stricter condition): its main pass names them in this variable and leaves them out, `engine` tests
-# excepted (the busy pass runs `-m "not engine"`).
-BUSY_PASS_ENV = "SPECBENCH_RUN_IN_BUSY_PASS"
-
-
-def _in_busy_pass(item: pytest.Item, named: list[str]) -> bool:
-    return not item.get_closest_marker("engine") and any(
-        item.nodeid == n or item.nodeid.startswith((n + "::", n + "[")) for n in named)
+# The tiers are markers on the tests themselves (pyproject.toml [tool.pytest.ini_options] markers), never name lists:
+# `slow` (a whole `specbench run` or a process fault per test: `make test-fast` leaves them out), `busy` (signal and
+# lifecycle tests `make test` runs once, in its busy pass with every core busy: `-m "busy and not engine"`; its main
+# pass runs `-m "not busy or engine"`), `engine` (one worker, one boot at a time: below).
+SLOW_SCOPES_SUFFIX = "-slow"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    named = os.environ.get(BUSY_PASS_ENV, "").split()
-    if named:
-        later = {id(item) for item in items if _in_busy_pass(item, named)}
-        if later:
-            config.hook.pytest_deselected(items=[item for item in items if id(item) in later])
-            items[:] = [item for item in items if id(item) not in later]
     engine = [item.nodeid for item in items if item.get_closest_marker("engine")]
+    slow = sorted({item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")})
     for item in items:
-        if item.path.name in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("engine"):
             item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker and os.environ.get(ENGINE_TESTS_FILE):
         Path(f"{os.environ[ENGINE_TESTS_FILE]}.{worker}").write_text("\n".join(engine))
+        Path(f"{os.environ[ENGINE_TESTS_FILE]}{SLOW_SCOPES_SUFFIX}.{worker}").write_text("\n".join(slow))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -177,12 +154,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         per worker (`--durations` showed the truth, repeats and lies fixtures built twice, 9-14 s each)."""
 
         _engine: frozenset[str] | None = None
+        _slow: frozenset[str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
             if self._engine is None:  # the workers have all collected (and written) by the time it is asked
                 self._engine = frozenset(line for f in listed.parent.glob(listed.name + ".*")
                                          for line in f.read_text().splitlines() if line)
             return ENGINE_GROUP if nodeid in self._engine else super()._split_scope(nodeid)
+
+        def _slow_scopes(self) -> frozenset[str]:
+            if self._slow is None:
+                self._slow = frozenset(line for f in listed.parent.glob(listed.name + SLOW_SCOPES_SUFFIX + ".*")
+                                       for line in f.read_text().splitlines() if line)
+            return self._slow
 
         def _assign_work_unit(self, node) -> None:  # type: ignore[no-untyped-def]
             """Longest first: xdist orders the units by their number of tests, which sent the `engine` unit (20
@@ -191,7 +175,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             The next unit is the `engine` one, then a slow module, then the rest in xdist's order."""
             queue = self.workqueue
             first = ENGINE_GROUP if ENGINE_GROUP in queue else \
-                next((scope for scope in queue if Path(scope).name in SLOW_MODULES), None)
+                next((scope for scope in queue if scope in self._slow_scopes()), None)
             if first is not None:
                 queue.move_to_end(first, last=False)
             super()._assign_work_unit(node)

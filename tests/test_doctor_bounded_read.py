@@ -13,6 +13,9 @@ from specbench.doctor.doctor import diagnose_file, read_log
 from specbench.errors import UserError
 from specbench.logs import reader
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 REAL = Path(__file__).parent / "data" / "logs"
 
 

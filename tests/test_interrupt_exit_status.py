@@ -23,6 +23,9 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import ROOT, make_tokenizer, rows, standin_matrix, wait
 
+# busy: `make test` runs it once, in its busy pass (every core busy: tools/ci/busy.py), not in the main pass
+pytestmark = pytest.mark.busy
+
 # a command added to the real CLI's table: SIGHUP, handled as `run` handles it, is raised inside a string exec
 COMMAND = textwrap.dedent("""
     import os

@@ -14,6 +14,9 @@ from proc_helpers import free_port
 from specbench.engines.openai.server import openai_probe
 from specbench.matrix import lifecycle
 
+# busy: `make test` runs it once, in its busy pass (every core busy: tools/ci/busy.py), not in the main pass
+pytestmark = pytest.mark.busy
+
 
 def _proc(tmp_path: Path, code: str | None = None, argv: list[str] | None = None) -> lifecycle.ServerProcess:
     return lifecycle.ServerProcess(argv=argv or [sys.executable, "-c", code or ""], env=dict(os.environ),

@@ -9,8 +9,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from specbench.matrix.identity import MARK_ENV, new_mark
 from specbench.matrix.orphans import active_record, reap_one
+
+# busy: `make test` runs it once, in its busy pass (every core busy: tools/ci/busy.py), not in the main pass
+pytestmark = pytest.mark.busy
 
 
 def _group(*words: str, mark: str | None = None) -> subprocess.Popen[bytes]:

@@ -28,6 +28,9 @@ from run_helpers import ROOT, make_tokenizer, rows, standin_matrix, wait
 from specbench.matrix.identity import MARK_ENV, mark_digest, new_mark
 from specbench.matrix.orphans import active_record, reap_one
 
+# busy: `make test` runs it once, in its busy pass (every core busy: tools/ci/busy.py), not in the main pass
+pytestmark = pytest.mark.busy
+
 SRC = str(ROOT / "src")
 
 

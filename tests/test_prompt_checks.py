@@ -84,7 +84,7 @@ def test_the_dry_run_says_it_once_per_server_and_in_json() -> None:
     assert r.stdout.count(f"warning: {text}") == 1  # under the server's first cell, not under each of its 4
 
 
-@pytest.mark.slow  # a whole `specbench run` (conftest.py::SLOW_MODULES: make test-fast leaves it out)
+@pytest.mark.slow  # a whole `specbench run` (make test-fast leaves it out)
 def test_a_run_warns_before_anything_boots(tmp_path: Path) -> None:
     """A real run (instant server) of random prompts: the drafting server is named once on stderr, the
     autoregressive one not; the cells still run."""

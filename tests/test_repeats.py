@@ -18,6 +18,9 @@ from proc_helpers import free_port
 from run_helpers import ROOT, cli, instant_matrix, make_tokenizer, rows
 from specbench.load import spread as sp
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 H200 = ROOT / "tests/data/h200-simulated-sglang-0.5.15.post1"
 RECORDS = [
     {"prompt": "Write a Python function that returns the n-th Fibonacci number.", "category": "code"},

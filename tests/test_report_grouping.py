@@ -18,6 +18,9 @@ from specbench.report.tables import build_tables
 from specbench.stored.read import load_store
 from specbench.testing.synthetic import write_store
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 def _edit(path: Path, fn) -> None:  # type: ignore[no-untyped-def]
     con = sqlite3.connect(path)

@@ -11,6 +11,9 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import ROOT, cli, instant_matrix, make_tokenizer, rows
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 RECORDS = [
     {"prompt": "Write a Python function that returns the n-th Fibonacci number iteratively.", "category": "code",
      "output_tokens": 12},

@@ -16,6 +16,9 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import ROOT, make_tokenizer, rows, standin_matrix
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 def _namespaces() -> bool:
     return shutil.which("unshare") is not None and subprocess.run(["unshare", "-rm", "true"]).returncode == 0

@@ -16,6 +16,10 @@ import pytest
 from proc_helpers import free_port, pid_alive
 from run_helpers import ROOT, cli, make_tokenizer, rows, served, standin_matrix, wait
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+# busy: `make test` runs it once, in its busy pass (every core busy: tools/ci/busy.py), not in the main pass
+pytestmark = [pytest.mark.slow, pytest.mark.busy]
+
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -20,6 +20,9 @@ from run_helpers import cli as _cli
 from run_helpers import rows as _rows
 from run_helpers import wait as _wait
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 INCIDENT = ROOT / "examples" / "qwen36-27b-dflash-ddtree.toml"
 
@@ -139,6 +142,7 @@ def test_server_killed_mid_cell_is_failed_with_its_whole_log(tmp_path: Path, tok
     assert _rows(store, "SELECT attempts FROM cells WHERE label='spec3'") == [(1,)]
 
 
+@pytest.mark.busy  # its signals with every core busy (make test's busy pass)
 def test_sigkill_of_the_runner_loses_no_finished_cell_and_reruns_none(tmp_path: Path, tokenizer_dir: Path) -> None:
     m = _matrix(tmp_path / "m.toml", free_port(), tokenizer_dir, itl_ms=15, num_requests=6)
     store = tmp_path / "r.sqlite"
@@ -259,6 +263,7 @@ def test_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines() == [f"specbench: error: {m}:4: server.tp: tp must be >= 1, got 0"]
 
 
+@pytest.mark.busy  # its signals with every core busy (make test's busy pass)
 def test_ctrl_c_stops_the_server_and_the_cell_reruns_next_time(tmp_path: Path, tokenizer_dir: Path) -> None:
     # 1 warm-up + 10 requests of 16 tokens at 40 ms per token: the measured phase lasts ~6.5 s; the signal goes
     # when the server has finished the warm-up and the first measured request (a sign the cell is under way, read

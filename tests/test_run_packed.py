@@ -19,6 +19,9 @@ from run_helpers import ROOT, cli, comparable, make_tokenizer, placements, rows,
 from specbench.errors import UserError
 from specbench.matrix import gpus
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -18,6 +18,9 @@ import pytest
 from proc_helpers import free_port, pid_alive
 from run_helpers import ROOT, cli, comparable, make_tokenizer, placements, rows, standin_matrix, wait
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("ray", reason="Ray is not installed: it is the optional extra `pip install .[ray]`")
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,9 @@ from specbench.matrix.rounds import decisions, question_rows
 from specbench.matrix.store import Store
 from specbench.matrix.visits import policy_of
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 RATES = "0.95,0.95,0.95"  # tokens per verify step 1 + .95 + .95^2 + .95^3 = 3.71: AR is 3.7x slower per token
 
 

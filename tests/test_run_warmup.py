@@ -30,6 +30,7 @@ def test_a_full_wave_once_per_concurrency_per_boot():
     assert warmup_count({"concurrency": 8, "warmup_requests": 1}, set()) == 8  # request_rate unset: closed loop
 
 
+@pytest.mark.slow  # a whole `specbench run` (make test-fast leaves it out)
 def test_the_runner_warms_the_first_cell_of_each_concurrency_with_a_full_wave(tmp_path: Path):
     tok = make_tokenizer(tmp_path / "tok")
     record = tmp_path / "posts.jsonl"

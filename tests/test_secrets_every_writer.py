@@ -15,6 +15,9 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import ROOT, make_tokenizer
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 API_KEY = "sbk-" + "a1b2c3d4" * 4
 DB_PASSWORD = "Pa55-w0rd-xyzzy"
 GH_PAT = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0" * 2

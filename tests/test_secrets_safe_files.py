@@ -17,6 +17,9 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import make_tokenizer
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = "sk-live-0123456789abcdef"
 HF_TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUv"

@@ -16,6 +16,9 @@ from proc_helpers import free_port
 from run_helpers import _matrix_head, cli, make_tokenizer, rows
 from specbench.testing.instant_truth import Finished, acceptance_per_pos, tokens_per_step
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 STEP_MS = 10.0
 CAP = 2
 RATES = (0.8, 0.6, 0.4)

@@ -11,6 +11,9 @@ from specbench.load import counting
 from specbench.load.counting import Counted, check, ids_count, received_text
 from specbench.testing.instant_bodies import sse, stream_events, text, truth_event
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]

@@ -13,6 +13,9 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import _matrix_head, cli, make_tokenizer, rows
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 LIES = {  # label -> instant-server flags of that server
     "honest": {},
     "usage10x": {"--usage-scale": 10},

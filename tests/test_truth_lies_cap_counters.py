@@ -19,6 +19,9 @@ import pytest
 from proc_helpers import free_port
 from run_helpers import _matrix_head, cli, make_tokenizer, rows
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 RATES = "0.8,0.6,0.4"
 
 

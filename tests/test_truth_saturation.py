@@ -32,6 +32,9 @@ from proc_helpers import free_port
 from run_helpers import _matrix_head, cli_tty, make_tokenizer, rows
 from specbench.testing.instant_truth import SATURATION, Finished, saturation_matrix, step_model
 
+# slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 STEP_MS, PER_MS, CAP, OUT = (SATURATION[k] for k in ("step_ms", "per_running_ms", "cap", "output_tokens"))
 AXES = "data=specbench-mini"  # the workload axis every cell sets (the default dataset), kept in the labels
 
