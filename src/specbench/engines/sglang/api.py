@@ -47,7 +47,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     out["draft_model"] = draft.name if draft else None
     out.update(estimate_error_keys(m, draft, plan.weights_source, plan.draft_weights_source,
                                    plan.draft_weights_gib))
-    out["reason"] = explain(plan)
+    out["reason"] = plan_reason(plan)
     if unmodelled:
         out["warnings"] = [unmodelled, *(out.get("warnings") or [])]
     if drafter_note:
@@ -124,7 +124,7 @@ def _concurrency(p) -> ConcurrencyInputs:
                              p.kv_tokens)
 
 
-def explain(p) -> str:
+def plan_reason(p) -> str:
     """One paragraph in plain words: why the plan starts or fails."""
     if p.status == "ok":
         s = (f"Starts: {p.kv_tokens:,} KV tokens and max_running_requests={p.max_running_requests}")

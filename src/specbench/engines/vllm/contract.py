@@ -1,5 +1,5 @@
 """A vLLM plan as the plan contract (docs/contracts.md): the JSON keys (`contract`), the one-sentence reason
-(`explain`) and the memory-plan rows a renderer shows (`plan_budget_rows`)."""
+(`plan_reason`) and the memory-plan rows a renderer shows (`plan_budget_rows`)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def _total_gib(budget: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def explain(p: VllmPlan, ctx: Context) -> str:
+def plan_reason(p: VllmPlan, ctx: Context) -> str:
     where = "CPU KV space" if ctx.device == "cpu" else "KV budget"
     K = format_gib(p.kv_budget_bytes) if p.kv_budget_bytes is not None else "?"
     if p.status == "ok":

@@ -31,7 +31,7 @@ from specbench.engines.vllm import gpu as vllm_gpu
 from specbench.engines.vllm import start_checks as vllm_start
 from specbench.engines.vllm.args import VllmArgs, parse_vllm_argv
 from specbench.engines.vllm.common import NEWEST_VLLM, VLLM_RULE_SETS, Version, cdiv, format_gib
-from specbench.engines.vllm.contract import contract, explain, plan_budget_rows
+from specbench.engines.vllm.contract import contract, plan_budget_rows, plan_reason
 from specbench.engines.vllm.expert_parallel import ep_size, expert_parallel_delta
 from specbench.engines.vllm.fp8_sm8x import fp8_on_sm8x
 from specbench.engines.vllm.gpu_fit import budget_terms, vllm_total_bytes
@@ -449,7 +449,7 @@ def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
     warning = unknown_flags_warning("vLLM", flags.release, args.unknown)
     if warning:
         out["warnings"] = [*(out.get("warnings") or []), warning]
-    out["reason"] = explain(p, ctx)
+    out["reason"] = plan_reason(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
                       if ctx.device == "cpu" else None)
