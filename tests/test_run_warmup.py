@@ -28,6 +28,8 @@ def test_a_full_wave_once_per_concurrency_per_boot():
     assert warmup_count({**c16, "warmup_requests": 0}, set()) == 0 == warmup_prompts({**c16, "warmup_requests": 0})
     assert warmup_count({**c16, "request_rate": 4.0}, set()) == 2 == warmup_prompts({**c16, "request_rate": 4.0})
     assert warmup_count({"concurrency": 8, "warmup_requests": 1}, set()) == 8  # request_rate unset: closed loop
+    assert warmup_count({**c16, "request_rate": float("inf")}, set()) == 16  # infinity as a number: closed loop
+    assert warmup_count({**c16, "request_rate": " INF "}, set()) == 16
 
 
 @pytest.mark.slow  # a whole `specbench run` (make test-fast leaves it out)

@@ -4,11 +4,22 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
 
 from specbench.load.stream import Pool, Raw, one_request
+
+
+def is_closed_loop(rate: object) -> bool:
+    """A client's `request_rate` that means a closed loop (`concurrency` in flight, the next request as one ends):
+    unset, "inf" or infinity; any finite rate is Poisson arrivals."""
+    if rate is None:
+        return True
+    if isinstance(rate, str):
+        return rate.strip().lower() == "inf"
+    return isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isinf(rate)
 
 
 async def closed_loop(pool: Pool, requests: Sequence[bytes], recs: list[Raw], concurrency: int,

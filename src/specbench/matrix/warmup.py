@@ -15,17 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableSet
 from typing import Any
 
-
-def closed_loop(client: Mapping[str, Any]) -> bool:
-    rate = client.get("request_rate")
-    return rate is None or (isinstance(rate, str) and rate.strip().lower() == "inf") or (
-        isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate == float("inf"))
+from specbench.load.schedule import is_closed_loop
 
 
 def warmup_prompts(client: Mapping[str, Any]) -> int:
     """Warm-up prompts to build for a cell: enough for a full wave should this boot not have run its concurrency."""
     asked = int(client.get("warmup_requests") or 0)
-    if asked <= 0 or not closed_loop(client):
+    if asked <= 0 or not is_closed_loop(client.get("request_rate")):
         return asked
     return max(asked, int(client.get("concurrency") or 1))
 
@@ -34,7 +30,7 @@ def warmup_count(client: Mapping[str, Any], warmed: MutableSet[int]) -> int:
     """Warm-up requests for this cell's first repeat on a boot; `warmed` holds the concurrencies this boot has warmed
     with a full wave (updated here)."""
     asked = int(client.get("warmup_requests") or 0)
-    if asked <= 0 or not closed_loop(client):
+    if asked <= 0 or not is_closed_loop(client.get("request_rate")):
         return asked
     c = int(client.get("concurrency") or 1)
     if c in warmed:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.errors import UserError
+from specbench.load.schedule import is_closed_loop
 from specbench.predict.cells import ClassKey, cell_shape, class_key
 from specbench.predict.model import CellShape
 from specbench.stored.read import load_store
@@ -63,7 +64,7 @@ def _steady(cell: CellRecord, reqs: list[RequestRecord]) -> list[RequestRecord] 
     at c = 16, 512 tokens, H100: slowest first token 0.586 s in wave 1, 0.206 s in wave 2; matrix/warmup.py), which
     the runner now warms with a full wave; the step model is fitted to, and judged on, the warm waves."""
     c = cell.concurrency or 1
-    if cell.client.get("request_rate") not in (None, "inf"):
+    if not is_closed_loop(cell.client.get("request_rate")):
         return None
     first = min((r.repeat or 0) for r in reqs)
     mine = [r for r in reqs if (r.repeat or 0) == first]
