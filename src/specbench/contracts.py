@@ -187,8 +187,8 @@ TP_ROW_TYPES: Mapping[str, type[SglangTpRow] | type[VllmTpRow]] = MappingProxyTy
 # ------------------------------------------------------------------------------------------------ plan
 
 
-def _gib_sum(d: Mapping[str, Any], *keys: str) -> float | None:
-    """Sum of the finite numbers under these keys; None when none is."""
+def sum_of_keys(d: Mapping[str, Any], *keys: str) -> float | None:
+    """Sum of the finite numbers under these keys of a JSON object (a plan, its budget); None when none is."""
     vals = [d.get(k) for k in keys]
     nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
     return sum(nums) if nums else None
@@ -225,10 +225,7 @@ class MemorySplit:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> MemorySplit:
-        def num(k: str) -> float | None:
-            v = d.get(k)
-            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-        return cls(num("weights_gib"), num("draft_gib"), num("state_gib"), num("kv_gib"), num("total_gib"))
+        return cls(*(sum_of_keys(d, k) for k in ("weights_gib", "draft_gib", "state_gib", "kv_gib", "total_gib")))
 
     @classmethod
     def of_plan(cls, plan: Mapping[str, Any]) -> MemorySplit:
@@ -238,15 +235,15 @@ class MemorySplit:
         m = plan.get("memory")
         if isinstance(m, Mapping):
             return cls.from_json(m)
-        kv = _gib_sum(plan, "k_size_gib", "v_size_gib")
+        kv = sum_of_keys(plan, "k_size_gib", "v_size_gib")
         if kv is None:
-            kv = _gib_sum(plan, "kv_pool_gib") or _gib_sum(plan, "available_kv_gib") or _gib_sum(plan, "kv_cache_gib")
-        state = None if plan.get("engine") == "vllm" else _gib_sum(
+            kv = sum_of_keys(plan, "kv_pool_gib") or sum_of_keys(plan, "available_kv_gib") or sum_of_keys(plan, "kv_cache_gib")
+        state = None if plan.get("engine") == "vllm" else sum_of_keys(
             plan, "conv_state_gib", "ssm_state_gib", "intermediate_ssm_state_gib", "intermediate_conv_window_gib")
         budget = plan.get("budget")
-        total = _gib_sum(plan, "gpu_total_gib") or (_gib_sum(budget, "total_gib") if isinstance(budget, Mapping)
+        total = sum_of_keys(plan, "gpu_total_gib") or (sum_of_keys(budget, "total_gib") if isinstance(budget, Mapping)
                                                     else None)
-        return cls(_gib_sum(plan, "weights_gib"), _gib_sum(plan, "draft_weights_gib"), state, kv, total)
+        return cls(sum_of_keys(plan, "weights_gib"), sum_of_keys(plan, "draft_weights_gib"), state, kv, total)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,12 @@ there.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specbench.contracts import MemorySplit
+from specbench.contracts import MemorySplit, sum_of_keys
 from specbench.report.categories import category_rows
 from specbench.report.cellrows import ar_cells, cell_row
 from specbench.report.compare import Entry, entries
@@ -180,18 +179,11 @@ def _server_series(store: LoadedStore, server: ServerRecord, multi: bool,
     return f"{store.label}: {name}" if multi else name
 
 
-def _num(plan: Mapping[str, Any], *keys: str) -> float | None:
-    """Sum of the numeric keys present; None when none is."""
-    vals = [plan.get(k) for k in keys]
-    nums = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-    return sum(nums) if nums else None
-
-
 def _gpu_total(server: ServerRecord, plan: Mapping[str, Any]) -> float | None:
     """GPU memory per device in GiB where the plan's split has no total: `gpu_mem_gib` in the plan or in the
     server's settings."""
     for src in (plan, server.settings):
-        total = _num(src, "gpu_mem_gib") or _num(src, "total_gib")
+        total = sum_of_keys(src, "gpu_mem_gib") or sum_of_keys(src, "total_gib")
         if total:
             return total
     return None
