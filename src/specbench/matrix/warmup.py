@@ -7,7 +7,8 @@ first cell at c = 16 or 32 on an EAGLE3 server was cold, e.g. the chain at c = 1
 slowest first token at 0.586 s in wave 1 and 0.206 s in wave 2 (AR 0.206 / 0.215), the tree of topk 8 decoded wave 1
 in 1.52 s and wave 2 in 1.00 s; the cells after it at the same concurrency were alike in both waves. Two warm-up
 requests at concurrency 16 never run a batch of 16. A rate (Poisson) cell keeps the asked count: its batch is not
-the concurrency. `warmup_requests = 0` stays 0 (the user asked for none). Pure functions.
+the concurrency. `warmup_requests = 0` stays 0 (the user asked for none). No I/O: the boot's set of warmed
+concurrencies is handed in (the cell context's cache) and updated.
 """
 
 from __future__ import annotations
