@@ -44,9 +44,15 @@ def test_every_headline_is_a_decision_statement(written) -> None:  # type: ignor
             assert any(p.match(h.text) for p in STATEMENTS), (m, h.text)
             assert h.names[0] == next(s.arm.name for s in q.decision.standings
                                       if s.verdict(m) == "best"), h.text
-    md = written.markdown.read_text()
-    for q in qs:  # the answer the markdown shows is the decision's own text
-        assert q.decision.headline.text.replace("|", "\\|") in md
+    lines = written.markdown.read_text().splitlines()
+    for q in qs:  # the answer the markdown shows is the decision's own statement, its warnings in the same row
+        h = q.decision.headline
+        assert h.text.startswith(h.statement) and h.statement
+        row = [ln for ln in lines if f" | {h.statement.replace('|', chr(92) + '|')} | " in ln
+               and f"| {q.concurrency:g} |" in ln]
+        assert row, h.statement
+        for _, w in h.warnings:
+            assert any(w.replace("|", "\\|") in ln for ln in row), w
 
 
 def _rows(written) -> dict[tuple[str, str, float], CellRow]:  # type: ignore[no-untyped-def]

@@ -92,6 +92,7 @@ class Headline:
     text: str
     more_repeats: int | None = None
     warnings: tuple[tuple[str, str], ...] = ()  # (name, warning) of the named arms that carry one
+    statement: str = ""  # the statement alone, without the warnings `text` adds after it
 
     @property
     def best(self) -> str:
@@ -187,15 +188,21 @@ def _join(arms: Sequence[Arm]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _named(kind: HeadlineKind, m: Metric, arms: Sequence[Arm], text: str, more: int | None = None) -> Headline:
+def _named(kind: HeadlineKind, m: Metric, arms: Sequence[Arm], statement: str, more: int | None = None) -> Headline:
     warnings = tuple((a.name, w) for a in arms for w in a.warnings)
-    if warnings:
-        by_text: dict[str, list[str]] = {}
-        for name, w in warnings:
-            by_text.setdefault(w, []).append(name)
-        text += "; " + "; ".join(f"{', '.join(names)}: {w}" for w, names in by_text.items())
+    text = statement + (f"; {warning_text(warnings)}" if warnings else "")
     return Headline(kind=kind, metric=m, names=tuple(a.name for a in arms), text=text, more_repeats=more,
-                    warnings=warnings)
+                    warnings=warnings, statement=statement)
+
+
+def warning_text(warnings: Sequence[tuple[str, str]]) -> str:
+    """(name, warning) pairs as one phrase, each warning once with the names that carry it."""
+    by_text: dict[str, list[str]] = {}
+    for name, w in warnings:
+        names = by_text.setdefault(w, [])
+        if name not in names:
+            names.append(name)
+    return "; ".join(f"{', '.join(names)}: {w}" for w, names in by_text.items())
 
 
 def looks_of(client: Mapping[str, Any]) -> int:

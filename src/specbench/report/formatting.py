@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specbench.decide import METRICS, Comparison, Metric, more_text
+from specbench.decide.question import warning_text
 from specbench.decide.verdict import level
 from specbench.matrix.cellrun import no_reset_route
 from specbench.report.rows import Best, CellRow, Question
@@ -219,7 +220,7 @@ ANSWER_NOTE = ("Each question is one TP size, workload and concurrency: every co
                "other)\", \"X or Y (tie within 3%)\" (the whole interval of their ratio lies within 3% either way), or "
                "\"undecided between X and Y\" with about how many more repeats each would decide (at the spread seen "
                "so far). The latency answers are the same question asked on TPOT mean and E2E p50. A named "
-               "configuration with an integrity warning carries it beside its name")
+               "configuration with an integrity warning carries it beside its name, in the row's integrity column")
 
 
 def _lead_name(lead: Metric) -> str:
@@ -233,7 +234,13 @@ def _others(lead: Metric) -> tuple[Metric, ...]:
 
 def _head(q: Question, m: Metric) -> str:
     h = q.decision.headlines.get(m)
-    return h.text if h is not None else "–"
+    return (h.statement or h.text) if h is not None else "–"
+
+
+def _integrity(q: Question) -> str:
+    """The warnings of every configuration a row's answers name, each once."""
+    pairs = [p for h in q.decision.headlines.values() for p in h.warnings]
+    return warning_text(pairs) or "–"
 
 
 def _groups(qs: Sequence[Question]) -> dict[tuple[str, Metric], list[Question]]:
@@ -249,13 +256,13 @@ def answer_tables(qs: Sequence[Question]) -> list[DecisionTable]:
     for (section, lead), group in _groups(qs).items():
         others = _others(lead)
         header = ("TP", "workload", "c", f"answer ({METRICS[lead][2]})", *(f"on {METRICS[m][2]}" for m in others),
-                  "n")
+                  "integrity of the named", "n")
         rows = tuple((fmt(q.tp), q.workload or "–", fmt(q.concurrency), _head(q, lead), *(_head(q, m) for m in others),
-                      _repeats(q)) for q in group)
+                      _integrity(q), _repeats(q)) for q in group)
         kind = "closed loop" if lead == "throughput" else "request rate"
         title = f"Which setup to run ({kind})" + (f": {section}" if section else "")
         out.append(DecisionTable(title, ANSWER_NOTE.format(lead=_lead_name(lead)) + _level_note(group), header, rows,
-                                 frozenset(range(1, 3 + len(others) + 1)) - {2}))
+                                 frozenset(range(1, 3 + len(others) + 2)) - {2}))
     return out
 
 
