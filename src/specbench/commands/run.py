@@ -30,6 +30,7 @@ def _fmt(v: Any, digits: int = 1) -> str:
 
 def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dict[str, Any]]:
     """One row per cell of the store (only `cell_ids` when given: the matrix as it is now)."""
+    from specbench.load.metric_table import run_row_keys
     from specbench.matrix.store import Store
 
     with Store(store_path) as store:
@@ -48,10 +49,8 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
                                                                                            cl.get("prompt_tokens")),
             "output_tokens": (c.get("clamp") or {}).get("output_tokens", cl.get("output_tokens")),
             "status": c["status"], "attempts": c["attempts"],
-            "output_throughput": m.get("output_throughput"),
-            "ttft_ms_p50": m.get("ttft_ms_p50"), "ttft_ms_p99": m.get("ttft_ms_p99"),
-            "tpot_ms_p50": m.get("tpot_ms_p50"), "tpot_ms_p99": m.get("tpot_ms_p99"),
-            "accept_length_mean": m.get("accept_length_mean"), "speedup": m.get("speedup"),
+            **{k: m.get(k) for k in run_row_keys()},  # load/metric_table.py
+            "speedup": m.get("speedup"),
             "workload": _workload(cl, with_rate=True),
             # the derived keys the runner stored (load/speedup.py): intervals, latency speedups, lead, decision
             **{k: m.get(k) for k in DERIVED_KEYS},

@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 
 from specbench.engines.prometheus import SpecCounters
+from specbench.load.metric_table import DISTRIBUTIONS, PERCENTILES
 from specbench.load.results import RequestResult
-
-PERCENTILES = (50, 90, 99)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +145,8 @@ def aggregate(
         "total_input_tokens": in_tokens,
         "total_output_tokens": out_tokens,
     }
-    m.update(summary_ms([r.ttft_s for r in ok if r.ttft_s is not None], "ttft"))
-    m.update(summary_ms([t for r in ok if (t := r.tpot_s) is not None], "tpot"))
-    m.update(summary_ms([g for r in ok for g in r.itl_s], "itl"))
-    m.update(summary_ms([r.e2e_s for r in ok if r.e2e_s is not None], "e2e"))
+    for dist in DISTRIBUTIONS:  # load/metric_table.py: <name>_ms_{mean,p50,p90,p99}
+        m.update(summary_ms([v for r in ok for v in dist.values(r)], dist.name))
     per_request = [r.accept_len for r in ok if r.accept_len is not None]
     if per_request:
         m["accept_lengths"] = per_request

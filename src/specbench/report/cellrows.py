@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specbench.decide import METRICS, Comparison, Metric, compare, looks_of
+from specbench.load import metric_table
 from specbench.load import speedup as speedups
 from specbench.load import spread as sp
 from specbench.report.compare import Entry, workload_label
@@ -176,4 +177,5 @@ def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: s
         vs_ar={m: x.verdict for m, x in cmp.items()}, aa_twin=speedups.is_aa_twin(c.algorithm),
         gpu_memory_max=gpu["gpu_memory_max"], gpu_util_mean=gpu["gpu_util_mean"],
         gpu_power_mean=gpu["gpu_power_mean"],
+        values={m.key: c.metric(m.key) for m in metric_table.columns()},
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from specbench.decide import METRICS, Comparison, Metric, more_text
 from specbench.decide.question import warning_text
 from specbench.decide.verdict import level
+from specbench.load import metric_table
+from specbench.load.metric_table import MetricDef
 from specbench.matrix.cellrun import no_reset_route
 from specbench.report.rows import Best, CellRow, Question
 
@@ -95,27 +97,31 @@ SIMULATED_NOTE = ("(sim X): the engine was told to accept X tokens per step (ser
                   "drafter achieves.")
 
 
-CELL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("config", "series"), ("c", "concurrency"), ("status", "status"), ("out tok/s", "output_throughput"),
-    ("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("TPOT p50 ms", "tpot_p50"),
-    ("TPOT p99 ms", "tpot_p99"), ("ITL p50 ms", "itl_p50"), ("ITL p99 ms", "itl_p99"),
-    ("accept len", "accept_length"), ("draft acc.", "draft_rate"), ("speedup vs AR", "speedup"),
-    ("TPOT speedup", "tpot_speedup"), ("E2E speedup", "e2e_speedup"), ("vs AR", "decision"),
-    ("vs best", "vs_best"), ("n", "repeats"), ("CV", "throughput_cv"),
-    ("cell", "cell_id"), ("note", "note"),
-)
-
-
 def _percent(value: float | None, digits: int) -> str:
     return f"{100 * value:.{digits}f}%" if value is not None else "–"
 
 
-# the CELL_COLUMNS that are not shown as plain numbers, each with its display function
+# how a metric column (load/metric_table.py, MetricDef.style) shows its value
+_STYLES: dict[str, Callable[[CellRow, MetricDef], str]] = {
+    "number": lambda row, m: fmt(row.values.get(m.key), m.digits),
+    "percent": lambda row, m: _percent(row.values.get(m.key), m.digits),
+    "throughput": lambda row, m: fmt_throughput(row),
+    "accept": lambda row, m: fmt_accept(row),
+}
+
+def cell_columns() -> tuple[tuple[str, str], ...]:
+    """(header, what it reads) of a phase table: the cell, then every metric of the metric table that has a column
+    (load/metric_table.py), then what the report derives (speedups, decisions, repeats)."""
+    return (("config", "series"), ("c", "concurrency"), ("status", "status"),
+            *((m.column, m.key) for m in metric_table.columns()),
+            ("speedup vs AR", "speedup"), ("TPOT speedup", "tpot_speedup"), ("E2E speedup", "e2e_speedup"),
+            ("vs AR", "decision"), ("vs best", "vs_best"), ("n", "repeats"), ("CV", "throughput_cv"),
+            ("cell", "cell_id"), ("note", "note"))
+
+
+# the cell_columns() that are not metrics and not shown as plain numbers, each with its display function
 _CELL_FORMATS: dict[str, Callable[[CellRow], str]] = {
     "speedup": fmt_speedup,
-    "accept_length": fmt_accept,
-    "output_throughput": fmt_throughput,
-    "draft_rate": lambda row: _percent(row.draft_rate, 0),
     "tpot_speedup": fmt_latency_speedup,
     "e2e_speedup": fmt_latency_speedup_e2e,
     "decision": fmt_decision,
@@ -125,11 +131,14 @@ _CELL_FORMATS: dict[str, Callable[[CellRow], str]] = {
 
 
 def cell_values(row: CellRow) -> list[str]:
-    """The CELL_COLUMNS of one row as display strings."""
+    """The cell_columns() of one row as display strings."""
     out = []
-    for _, attr in CELL_COLUMNS:
+    for _, attr in cell_columns():
+        metric = metric_table.BY_KEY.get(attr)
         shown = _CELL_FORMATS.get(attr)
-        if shown is not None:
+        if metric is not None:
+            out.append(_STYLES[metric.style](row, metric))
+        elif shown is not None:
             out.append(shown(row))
         else:
             value = getattr(row, attr)

@@ -15,12 +15,12 @@ from specbench.report.fits_render import fits_html
 from specbench.report.formatting import (
     AA_HEADER,
     AA_NOTE,
-    CELL_COLUMNS,
     INTEGRITY_HEADER,
     INTEGRITY_NOTE,
     DecisionTable,
     aa_rows,
     answer_tables,
+    cell_columns,
     cell_values,
     fmt,
     integrity_rows,
@@ -75,11 +75,11 @@ def _speedup_class(row: CellRow) -> str:
 
 def _cell_table(rows: tuple[CellRow, ...]) -> str:
     head = "".join(f'<th class="{"text" if h in ("config", "status", "cell", "note") else ""}">{escape(h)}</th>'
-                   for h, _ in CELL_COLUMNS)
+                   for h, _ in cell_columns())
     body = []
     for r in rows:
         tds = []
-        for (_h, attr), text in zip(CELL_COLUMNS, cell_values(r)):
+        for (_h, attr), text in zip(cell_columns(), cell_values(r)):
             if attr == "status":
                 tds.append(f'<td class="text">{_status(r.status)}</td>')
             elif attr == "cell_id":

@@ -8,7 +8,6 @@ from specbench.report.fits_render import fits_markdown
 from specbench.report.formatting import (
     AA_HEADER,
     AA_NOTE,
-    CELL_COLUMNS,
     DECISION_NOTE,
     INTEGRITY_HEADER,
     INTEGRITY_NOTE,
@@ -16,6 +15,7 @@ from specbench.report.formatting import (
     DecisionTable,
     aa_rows,
     answer_tables,
+    cell_columns,
     cell_values,
     fmt,
     fmt_ci,
@@ -125,7 +125,7 @@ def render_markdown(report: Report) -> str:
 
     for table in t.phases:
         lines += [f"## {_esc(table.title)}", ""]
-        lines += _table([h for h, _ in CELL_COLUMNS], [cell_values(r) for r in table.rows])
+        lines += _table([h for h, _ in cell_columns()], [cell_values(r) for r in table.rows])
         lines.append("")
     lines += fits_markdown(report.fits) if report.fits else []
     lines += _notes(report)

@@ -80,6 +80,8 @@ class CellRow:
     vs_ar: Mapping[str, str] = field(default_factory=dict)
     vs_best: Mapping[str, str] = field(default_factory=dict)
     rank: int | None = None  # its place in its question on the lead metric (1: the best)
+    # every metric of load/metric_table.py that the cell tables show, by its metrics_json key (pooled over repeats)
+    values: Mapping[str, float | None] = field(default_factory=dict)
     aa_twin: bool = False  # the A/A twin of the AR server (algorithm "ar-aa", matrix `aa_check`): AR against itself
 
     @property
