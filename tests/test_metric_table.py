@@ -3,6 +3,7 @@ tables, `specbench run`'s summary rows and the contract (issue 38: adding a metr
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,11 +40,13 @@ def test_one_added_row_is_shown_everywhere(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setattr(metric_table, "BY_KEY", {m.key: m for m in metric_table.METRICS})
 
     assert "| `e2e_ms_p90` | ms | E2E 90th percentile | E2E p90 ms | yes |" in metric_table.contracts_table()
-    rows = summary_rows(DEMO)
+    store = tmp_path / "demo.sqlite"  # summary_rows opens the store as the runner does (read-write): a copy
+    shutil.copy(DEMO, store)
+    rows = summary_rows(store)
     assert rows and all("e2e_ms_p90" in r for r in rows)
     assert any(isinstance(r["e2e_ms_p90"], float) for r in rows)  # the stored value, read through
 
-    written = report_paths([DEMO], tmp_path / "report")
+    written = report_paths([store], tmp_path / "report")
     header = next(ln for ln in written.markdown.read_text().splitlines() if ln.startswith("| config |"))
     assert "| E2E p90 ms |" in header
     cells = [r for t in written.report.tables.phases for r in t.rows if r.status == "done"]
