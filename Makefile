@@ -37,12 +37,17 @@ models: venv
 browser:
 	bash tools/ci/install_chromium.sh || echo "chromium not installed: browser tests will skip outside CI"
 
-# ruff (F, I, B, UP), mypy (--check-untyped-defs on the files of [tool.mypy]) and the import layers (import-linter:
-# no upward import, no cycle): pyproject.toml
+# ruff (F, I, B, UP), mypy (--check-untyped-defs on the files of [tool.mypy]; --strict on the typed seams STRICT) and
+# the import layers (import-linter: no upward import, no cycle): pyproject.toml; no public function another package
+# calls returns dict[str, Any] beyond a shrink-only allowlist (tools/ci/dict_returns.py)
+STRICT := src/specbench/contracts.py src/specbench/engines/base.py src/specbench/matrix/preflight.py \
+	src/specbench/stored/read.py src/specbench/load/metric_table.py
 lint: venv
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
+	$(BIN)/mypy --strict $(STRICT)
 	$(BIN)/lint-imports
+	$(BIN)/python tools/ci/dict_returns.py
 
 # Three workers (pytest-xdist) on this 2-core machine: every `engine` test runs on one of them, one boot at a time, the
 # other tests by module on the rest (tests/conftest.py, tests/engine_boot.py). One worker more than cores because the
