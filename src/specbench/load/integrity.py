@@ -13,7 +13,7 @@ token, which the prefill produced, as if a verify step had: it reads 1 / steps t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -21,7 +21,39 @@ OVERSATURATED_TTFT_GROWTH = 2.0  # last third's median TTFT over the first third
 MIN_FOR_TREND = 9  # requests: fewer say nothing about a trend
 
 
-def concurrency(concurrency: int | None, cap: int | None, cap_source: str | None) -> dict[str, Any]:
+class ConcurrencyKeys(TypedDict):
+    effective_concurrency: int | None
+    running_cap: int | None
+    running_cap_source: str | None
+    queued: bool
+
+
+class SaturationKeys(TypedDict):
+    ttft_growth: float | None
+    peak_in_flight: int | None
+    oversaturated: bool
+    saturation_reason: str | None
+
+
+class CountKeys(TypedDict):
+    count_sources: dict[str, int]
+    early_stops: int
+    early_stop_example: str | None
+    server_output_tokens_total: int
+
+
+class ItlKeys(TypedDict):
+    itl_per_token_ms_mean: float | None
+    itl_kind: str
+
+
+class CapCheckKeys(TypedDict):
+    observed_concurrency: int | None
+    cap_check: str | None
+    cap_check_reason: str | None
+
+
+def concurrency(concurrency: int | None, cap: int | None, cap_source: str | None) -> ConcurrencyKeys:
     """`effective_concurrency` = min(c, cap) (c when the cap is unknown), `running_cap`, its source, `queued`."""
     eff = concurrency if cap is None or concurrency is None else min(concurrency, cap)
     return {"effective_concurrency": eff, "running_cap": cap, "running_cap_source": cap_source,
@@ -56,7 +88,7 @@ def most_at_once(spans: Sequence[tuple[float, float]]) -> int | None:
 
 
 def saturation(results: Sequence[Any], queued: bool, cap: int | None = None,
-               closed_loop: bool = False) -> dict[str, Any]:
+               closed_loop: bool = False) -> SaturationKeys:
     """`ttft_growth` (median TTFT of the last third of the requests, in send order, over the first third's),
     `peak_in_flight` and `oversaturated`: the requests queued at the server (c > its cap and more than `cap` were
     really in flight at once: a paced run whose arrivals never filled the cap queued nothing) or TTFT grew through
@@ -92,7 +124,7 @@ def saturation(results: Sequence[Any], queued: bool, cap: int | None = None,
             "saturation_reason": "; ".join(why) or None}
 
 
-def counts(results: Sequence[Any]) -> dict[str, Any]:
+def counts(results: Sequence[Any]) -> CountKeys:
     """How the output tokens were counted: `count_sources` {token_ids | tokenizer | server: requests},
     `early_stops` (requests that asked ignore_eos and ended before max_tokens), `server_output_tokens_total`."""
     ok = [r for r in results if r.ok]
@@ -107,7 +139,7 @@ def counts(results: Sequence[Any]) -> dict[str, Any]:
                                               if r.server_output_tokens is not None)}
 
 
-def itl_per_token(results: Sequence[Any]) -> dict[str, Any]:
+def itl_per_token(results: Sequence[Any]) -> ItlKeys:
     """`itl_per_token_ms_mean`: decode time per output token after the first, pooled over the requests
     (sum(E2E - TTFT) / sum(output tokens - 1), token-weighted TPOT); `itl_kind`: the `itl_ms_*` keys are gaps between
     stream chunks (one verify step of several tokens under speculation), not per token."""
@@ -169,7 +201,7 @@ def observed_running(results: Sequence[Any]) -> int | None:
                          if r.ok and r.ttft_s is not None and r.e2e_s is not None])
 
 
-def cap_check(results: Sequence[Any], cap: int | None, source: str | None, peak: int | None) -> dict[str, Any]:
+def cap_check(results: Sequence[Any], cap: int | None, source: str | None, peak: int | None) -> CapCheckKeys:
     """What was seen against the running cap the server (or the log, or the planner) says: `observed_concurrency`
     (observed_running) and `cap_check`:
     - "exceeded": more requests generated at once than the cap allows (+ CAP_SLACK): the cap is wrong, a failure
@@ -178,16 +210,18 @@ def cap_check(results: Sequence[Any], cap: int | None, source: str | None, peak:
       (the KV pool, or the prefill, held the rest back: effective concurrency is the observed one, a note);
     - "agrees"; None when the cap or the timings are unknown."""
     seen = observed_running(results)
-    out: dict[str, Any] = {"observed_concurrency": seen, "cap_check": None, "cap_check_reason": None}
+    out: CapCheckKeys = {"observed_concurrency": seen, "cap_check": None, "cap_check_reason": None}
     if cap is None or seen is None:
         return out
     said = f"{cap} ({source})" if source else str(cap)
     if seen > cap + CAP_SLACK:
-        out.update(cap_check="exceeded", cap_check_reason=f"the running cap is {said} but the client saw {seen} "
-                                                          f"requests generating at once: the reported cap is wrong")
+        out["cap_check"] = "exceeded"
+        out["cap_check_reason"] = (f"the running cap is {said} but the client saw {seen} requests generating at "
+                                   "once: the reported cap is wrong")
     elif peak is not None and peak >= cap and seen < cap:
-        out.update(cap_check="not_reached", cap_check_reason=f"{peak} requests were in flight against a running cap "
-                                                             f"of {said}, but at most {seen} generated at once")
+        out["cap_check"] = "not_reached"
+        out["cap_check_reason"] = (f"{peak} requests were in flight against a running cap of {said}, but at most "
+                                   f"{seen} generated at once")
     else:
         out["cap_check"] = "agrees"
     return out

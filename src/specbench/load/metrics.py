@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -105,7 +105,11 @@ def stream_delivery(ok: Sequence[RequestResult], accept_length: float | None) ->
     return {"tokens_per_arrival": per_arrival, "stream_warning": warn}
 
 
-def draft_acceptance(m: Mapping[str, Any], draft_tokens: int | None) -> dict[str, Any]:
+class DraftAcceptance(TypedDict):
+    draft_acceptance_rate: float | None
+
+
+def draft_acceptance(m: Mapping[str, Any], draft_tokens: int | None) -> DraftAcceptance:
     """`draft_acceptance_rate`: accepted draft tokens / drafted tokens. vLLM: its counters (accepted /
     draft_tokens, vllm/v1/spec_decode/metrics.py "Draft acceptance rate"); SGLang (per-request accept lengths only):
     (accept_length_mean - 1) / draft_tokens, the same quantity for chain drafting with `draft_tokens` positions per

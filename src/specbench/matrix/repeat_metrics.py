@@ -191,7 +191,7 @@ def cell_metrics_repeats(repeats: Sequence[StoredRepeat], cell: Cell) -> dict[st
     seen = [c for c in checks if c["observed_concurrency"] is not None]
     if seen:
         order = {"exceeded": 0, "not_reached": 1, "agrees": 2, None: 3}
-        m.update(min(seen, key=lambda c: (order[c["cap_check"]], -c["observed_concurrency"])))
+        m.update(min(seen, key=lambda c: (order[c["cap_check"]], -(c["observed_concurrency"] or 0))))
     if any(t for _, t in trims):
         m["trimmed_requests"] = sum(int(t.get("trimmed_requests") or 0) for _, t in trims)
         m["trim_window_s"] = [t.get("trim_window_s") for _, t in trims]
