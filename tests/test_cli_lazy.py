@@ -163,3 +163,15 @@ def test_doctor_coerces_its_options_without_pydantic(tmp_path):
     assert code == 0
     assert "specbench.commands.doctor" in modules
     assert not [m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core") or m == "typer._adapters"]
+
+
+def test_predict_from_the_shipped_calibration_imports_no_fitter_and_no_http_client(tmp_path):
+    """`predict` with a calibration file evaluates fitted constants: the fitter's numpy and the runner's HTTP client
+    are never needed (they were ~0.3 s of its 1 s on a 2-core machine, benchmarks/RESULTS.md)."""
+    matrix = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                          "h100-sglang-qwen3-moe-eagle3.toml")
+    code, modules = _modules_after(tmp_path, ["predict", matrix, "--json"])
+    assert code == 0
+    slow = [m for m in modules if m.split(".")[0] in ("numpy", "httpx")
+            or m in ("specbench.predict.fit", "specbench.engines.httpclient")]
+    assert slow == [], slow

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import UserError
-from specbench.predict.cells import ClassKey
-from specbench.predict.fit import ClassFit
+from specbench.predict.cells import ClassFit, ClassKey
 from specbench.predict.model import Params
 from specbench.predict.roofline import Ceilings
 from specbench.predict.trust import Coverage

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.predict.model import CellShape, method_of
+from specbench.predict.model import CellShape, Params, method_of
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.resolve import load_model_spec
 
@@ -119,3 +119,17 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan_tabl
                      cap=cap if cap and cap > 0 else _int(settings.get("max_running_requests"), 0) or None,
                      prompt_tokens=prompt, output_tokens=out, topk=max(1, topk) if method == "eagle" else 1,
                      kv_scale=kv_scale(argv, target))
+
+
+@dataclass(frozen=True)
+class ClassFit:
+    """One class's fitted constants and how well they fit (predict/fit.py fits them; a calibration file holds them:
+    here, without numpy, so that predicting from a file never imports the fitter)."""
+
+    key: ClassKey
+    params: Params
+    n_step: int            # step observations
+    n_ttft: int
+    step_rel_rms: float    # RMS of the relative step-time residuals
+    ttft_rel_rms: float
+    stores: tuple[str, ...]

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from specbench.predict.cells import ClassKey
+from specbench.predict.cells import ClassFit
 from specbench.predict.model import Params, prefill_roofline_s, step_features
 from specbench.predict.observe import Observation
 from specbench.predict.roofline import Ceilings
@@ -41,17 +40,6 @@ TTFT_SCALES = (1e-2, 1.0)
 # cells cannot see (an AR-only class's d and q) keeps the level above it.
 GLOBAL_PULL = 0.02
 CLASS_PULL = 0.05
-
-
-@dataclass(frozen=True)
-class ClassFit:
-    key: ClassKey
-    params: Params
-    n_step: int            # step observations
-    n_ttft: int
-    step_rel_rms: float    # RMS of the relative step-time residuals
-    ttft_rel_rms: float
-    stores: tuple[str, ...]
 
 
 def _solve(rows: np.ndarray, y: np.ndarray, prior: Sequence[float], scales: Sequence[float],

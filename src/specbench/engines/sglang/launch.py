@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.engines import argv as argv_words
-from specbench.engines import httpclient, server_auth, server_base
+from specbench.engines import server_auth, server_base
 from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
@@ -152,6 +152,8 @@ def client_mode(argv: Sequence[str]) -> str:
 
 def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
     """One short generation through the native /generate endpoint; raises on any failure."""
+    from specbench.engines import httpclient  # httpx: ~0.1 s of import that `plan` / `predict` never need
+
     body: dict[str, Any] = {"sampling_params": {"max_new_tokens": 2, "temperature": 0}}
     if token_ids:
         body["input_ids"] = [1, 2, 3, 4]
