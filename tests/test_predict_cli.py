@@ -184,3 +184,16 @@ def test_calibrate_says_what_its_cells_cannot_pin():
     r = sb("calibrate", str(ROOT / "tests/data/h200-run-sglang-0.5.15.post1/h200.db"))
     assert r.returncode == 0, r.stderr
     assert "warning: sglang 0.5.15.post1 / H200 / triton / eager / any model: 4 cells for 14 step constants" in r.stderr
+
+
+def test_a_label_with_brackets_is_printed_as_written(tmp_path, moe):
+    """A label is the user's text: rich must not read `[fast]` as markup and drop it (the fits table did)."""
+    text = moe.read_text(encoding="utf-8")
+    assert 'label = "eagle3-sim{simulated_accept_len}"' in text
+    m = tmp_path / "brackets.toml"
+    m.write_text(text.replace('label = "eagle3-sim{simulated_accept_len}"', 'label = "eagle3[fast]-{simulated_accept_len}"'),
+                 encoding="utf-8")
+    r = sb("predict", str(m))
+    assert r.returncode == 0, r.stderr
+    table, _, fits = r.stdout.partition("Fastest setup that fits")
+    assert "eagle3[fast]-1.5" in table and "eagle3[fast]-1.5" in fits, r.stdout

@@ -21,16 +21,17 @@ if TYPE_CHECKING:
 def _summary(written: Written) -> list[Table]:
     """The answer per workload and concurrency (report/decisions.py), one short rich table per section and lead."""
     from rich.table import Table
+    from rich.text import Text
 
     from specbench.report.formatting import answer_tables
 
     out = []
     for dt in answer_tables(written.report.tables.questions):
-        t = Table(title=dt.title, title_justify="left")
+        t = Table(title=Text(dt.title), title_justify="left")
         for i, col in enumerate(dt.header):
             t.add_column(col, justify="left" if i in dt.text_cols else "right", overflow="fold")
-        for row in dt.rows:
-            t.add_row(*row)
+        for row in dt.rows:  # plain text: a label's "[...]" is the user's, never rich markup
+            t.add_row(*(Text(c) for c in row))
         out.append(t)
     return out
 

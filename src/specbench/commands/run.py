@@ -112,9 +112,10 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     the lead speedup over AR with its interval and decision, and the CV of the per-repeat throughputs, one row per
     cell: the stored numbers (load/speedup.py), as the report and the export show them."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=escape(title), box=box.SIMPLE_HEAD, pad_edge=False)
     for col, just in (("tp", "right"), ("cell", "left"), ("c", "right"), ("in+out", "right"), ("status", "left"),
                       ("tok/s", "right"), ("TTFT ms p50/99", "right"), ("TPOT ms p50/99", "right"),
                       ("accept", "right"), ("speedup", "right"), ("decision", "left"), ("CV", "right"),
@@ -125,13 +126,13 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         style = {"done": "green", "partial": "red", "failed": "red", "skipped": "yellow"}.get(status, "")
         cv = r.get("output_throughput_cv")
         t.add_row(
-            _fmt(r["tp"]), r["label"], _c(r),
-            f"{r['prompt_tokens']}+{r['output_tokens']}" + (f" {r['workload']}" if r.get("workload") else ""),
+            _fmt(r["tp"]), escape(str(r["label"])), _c(r),
+            escape(f"{r['prompt_tokens']}+{r['output_tokens']}" + (f" {r['workload']}" if r.get("workload") else "")),
             f"[{style}]{status}[/]" if style else status,
             _fmt(r["output_throughput"]) + _ci(r.get("output_throughput_ci95"), 1),
             _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1),
             _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
-            _speedup_text(r), r.get("decision") or "-", f"{100 * cv:.1f}%" if isinstance(cv, (int, float)) else "-",
+            _speedup_text(r), escape(r.get("decision") or "-"), f"{100 * cv:.1f}%" if isinstance(cv, (int, float)) else "-",
             _reps(r),
         )
     return t

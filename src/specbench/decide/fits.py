@@ -20,6 +20,7 @@ hands in the predictor (`Predictor`), so this module never reads a file.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -71,9 +72,21 @@ def workload_of(section: str, client: Mapping[str, Any]) -> Workload:
     """A cell's workload: its client settings less concurrency (load/speedup.py::baseline_key, the key a speculative
     cell is compared with its AR cell on), in the given section."""
     key = speedups.baseline_key(None, None, client)
-    extras = tuple(str(e) for e in key[6:])
+    extras = tuple(_axis_text(e) for e in key[6:])
     return Workload(section, _int(client.get("prompt_tokens")), _int(client.get("output_tokens")),
                     None if client.get("dataset") is None else str(client.get("dataset")), extras)
+
+
+def _axis_text(axis: Any) -> str:
+    """One workload axis (load/results.py::workload_extras: a (key, JSON) pair) as `key=value`: prompt_len=data."""
+    if isinstance(axis, tuple) and len(axis) == 2:
+        key, value = axis
+        try:
+            v = json.loads(value)
+        except (TypeError, ValueError):
+            v = value
+        return f"{key}={'true' if v is True else 'false' if v is False else v}"
+    return str(axis)
 
 
 @dataclass(frozen=True)

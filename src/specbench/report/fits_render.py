@@ -204,10 +204,10 @@ def fits_rich(rows: Sequence[FitRow]) -> list[Any]:
     out: list[Any] = []
     for w, group in _groups(rows):
         n = _stores(group)
-        t = Table(title=f"{TITLE}: {w.text()}", box=box.SIMPLE_HEAD, pad_edge=False)
+        t = Table(title=Text(f"{TITLE}: {w.text()}"), box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(HEADER):
             t.add_column(h, justify="left" if i in (1, 7, 11) else "right", no_wrap=i != 11)
-        for r in group:
-            t.add_row(*values(r, n), style="bold" if r.best else None)
+        for r in group:  # plain text, never rich markup: a "[plan]" in a reason is the user's words
+            t.add_row(*(Text(v) for v in values(r, n)), style="bold" if r.best else None)
         out += [t, Text("  " + verdict_text(group)), *(Text("  " + f) for f in fix_lines(group))]
     return out
