@@ -7,6 +7,7 @@ release number. A `Release` is a tuple, so rule code compares it with `(0, 5, 14
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -38,7 +39,14 @@ def parse_release(text: str | None) -> Release | None:
     At least major.minor is needed ("0.5" -> (0, 5, 0)); pre/post/dev/local parts are dropped."""
     if not text:
         return None
-    s = str(text).strip()
+    if isinstance(text, str):
+        return _parse_release(text)  # a plan's fix search reads the same release ~10,000 times
+    return _parse_release(str(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_release(text: str) -> Release | None:
+    s = text.strip()
     if s[:1] in ("v", "V"):
         s = s[1:]
     try:

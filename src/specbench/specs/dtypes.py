@@ -7,6 +7,7 @@ Names are compared lower-case without a `torch.` prefix. Engine-specific spellin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from specbench.errors import FlagError
@@ -28,7 +29,14 @@ TENSOR_BYTES: dict[str, float] = {
 
 def canonical(name: str) -> str:
     """`torch.BFloat16` -> `bfloat16`."""
+    if isinstance(name, str):
+        return _canonical(name)  # a plan's fix search asks tens of thousands of times for a handful of names
     return str(name).strip().lower().removeprefix("torch.")
+
+
+@functools.lru_cache(maxsize=256)
+def _canonical(name: str) -> str:
+    return name.strip().lower().removeprefix("torch.")
 
 
 def known(aliases: Mapping[str, str] | None = None) -> list[str]:

@@ -31,6 +31,7 @@ Sources:
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -50,7 +51,14 @@ class Scheme:
 
     @staticmethod
     def dense(dtype: str) -> Scheme:
+        if isinstance(dtype, str):
+            return _dense(dtype)  # frozen: one per dtype name (a fix search asks ~40,000 times)
         return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype), DTYPE_BYTES.get(canonical(dtype), 2.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _dense(dtype: str) -> Scheme:
+    return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype), DTYPE_BYTES.get(canonical(dtype), 2.0))
 
 
 def _short(dtype: str) -> str:
