@@ -139,8 +139,9 @@ class LogFacts:
         line of vllm v1/worker/gpu_worker.py::_compile_or_warm_up_model (>= 0.27: `K = R - C - P`)."""
         if self.consumed_gib is not None and self.activation_peak_gib is not None:
             return round(self.consumed_gib + self.activation_peak_gib, 2)
-        if None not in (self.weights_gib, self.non_torch_gib, self.activation_peak_gib):
-            return round(self.weights_gib + self.non_torch_gib + self.activation_peak_gib, 2)  # type: ignore[operator]
+        w, n, a = self.weights_gib, self.non_torch_gib, self.activation_peak_gib
+        if w is not None and n is not None and a is not None:
+            return round(w + n + a, 2)
         return None
 
     def to_dict(self) -> dict[str, Any]:

@@ -88,10 +88,10 @@ def timeline_plot(questions: Sequence[Question], requests: Mapping[tuple[str, st
         ax = grid[k // ncols][k % ncols]
         reqs = _timed(requests.get((r.store, r.cell_id), ()))
         shift, cuts = end_to_end(reqs)
-        flight = counts_over_time([(x.sent_at - shift[x.repeat], x.ended_at - shift[x.repeat])  # type: ignore[operator]
-                                   for x in reqs])
-        gen = counts_over_time([(x.first_token_at - shift[x.repeat], x.ended_at - shift[x.repeat])  # type: ignore[operator]
-                                for x in reqs if x.ok and x.first_token_at is not None])
+        flight = counts_over_time([(s - shift[x.repeat], e - shift[x.repeat])
+                                   for x in reqs if (s := x.sent_at) is not None and (e := x.ended_at) is not None])
+        gen = counts_over_time([(f - shift[x.repeat], e - shift[x.repeat]) for x in reqs
+                                if x.ok and (f := x.first_token_at) is not None and (e := x.ended_at) is not None])
         for c in cuts:  # where one repeat ends and the next begins (another boot, maybe hours later)
             ax.axvline(c, color="#bbbbbb", linewidth=0.8, linestyle="--")
         ax.step(*flight, where="post", color=PALETTE[0], alpha=0.55, linewidth=1.2, label="in flight")

@@ -240,7 +240,8 @@ def _neutral(store: LoadedStore, engine: str | None) -> tuple[str, ...]:
             store.memo[key] = tuple(server_adapter(engine or "openai", store.engine_version).neutral_flags)
         except UserError:  # an engine this specbench does not know: the flags every server kind shares
             store.memo[key] = NEUTRAL_FLAGS
-    return store.memo[key]  # type: ignore[return-value]
+    found = store.memo[key]
+    return tuple(str(f) for f in found) if isinstance(found, tuple) else ()
 
 
 def _config(store: LoadedStore, server: ServerRecord | None, cell: CellRecord, engine: str | None,

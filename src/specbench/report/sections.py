@@ -53,7 +53,8 @@ def _launch_model(store: LoadedStore, server_id: str | None) -> str | None:
     key = ("launch_model", server_id)
     if key not in store.memo:
         store.memo[key] = server_model(store.server(server_id))
-    return store.memo[key]  # type: ignore[return-value]
+    found = store.memo[key]
+    return found if isinstance(found, str) else None
 
 
 def ar_key(store: LoadedStore, cell: CellRecord) -> tuple[object, ...]:
@@ -66,7 +67,8 @@ def _any_plan_gpu(store: LoadedStore) -> str | None:
     """The first server's planner GPU, looked for once per store (LoadedStore.memo)."""
     if "any_plan_gpu" not in store.memo:
         store.memo["any_plan_gpu"] = next((g for s in store.servers if (g := _plan_gpu(s))), None)
-    return store.memo["any_plan_gpu"]  # type: ignore[return-value]
+    found = store.memo["any_plan_gpu"]
+    return found if isinstance(found, str) else None
 
 
 def _plan_gpu(server: ServerRecord | None) -> str | None:

@@ -195,34 +195,35 @@ def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
     req, k, p = args.get("max_running_requests"), facts.max_mamba_cache_size, slot_size(facts)
     rho, _ = slots_per_request(facts)
     kv = sum(x for x in (facts.k_size_gib, facts.v_size_gib, facts.kv_size_gib) if x is not None)
-    if not isinstance(f, (int, float)) or None in (b, rest, k, p, rho) or not isinstance(req, int) or req < 1 or kv <= 0:
+    if not isinstance(f, (int, float)) or b is None or rest is None or k is None or p is None or rho is None \
+            or not isinstance(req, int) or req < 1 or kv <= 0:
         return []
     d = draft_tokens(facts) or 0
-    per = p.bytes / GIB  # type: ignore[union-attr]
+    per = p.bytes / GIB
     scratch = (lambda m: m * d * per) if scratch_before_split(facts) and d else (lambda m: 0.0)
-    pools = rest - b * (1 - f)  # type: ignore[operator]
-    mamba_obs = (k + 1) * per  # type: ignore[operator]
+    pools = rest - b * (1 - f)
+    mamba_obs = (k + 1) * per
     phi = mamba_obs / (mamba_obs + kv)
 
     def slots(m: int, pools_gib: float) -> int:
         return int(phi * (pools_gib - scratch(m)) / per) - 1
 
-    src = "log-derived (no model config): " + p.source  # type: ignore[union-attr]
+    src = "log-derived (no model config): " + p.source
     out: list[dict[str, Any]] = []
     # one request's slots of margin: the split proportion is read from this boot's small pool of K+1 slots
-    fit = next((m for m in range(req - 1, 0, -1) if slots(m, pools) >= (m + 1) * rho), None)  # type: ignore[operator]
+    fit = next((m for m in range(req - 1, 0, -1) if slots(m, pools) >= (m + 1) * rho), None)
     if fit is not None:
         out.append({"change": {"--max-running-requests": fit}, "source": "log",
                     "result": {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": fit,
                                "max_mamba_cache_size": slots(fit, pools)},
                     "why": f"{src}; about {slots(fit, pools)} Mamba slots for {fit} x {rho} per request"})
-    need = (((req + 1) * rho + 1) * per) / phi + scratch(req)  # type: ignore[operator]
-    frac = 1 - (rest - need) / b  # type: ignore[operator]
+    need = (((req + 1) * rho + 1) * per) / phi + scratch(req)
+    frac = 1 - (rest - need) / b
     frac = int(frac * 100 + 0.999) / 100
     if f < frac <= 0.95:
         out.append({"change": {"--mem-fraction-static": frac}, "source": "log",
                     "result": {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": req,
-                               "max_mamba_cache_size": slots(req, rest - b * (1 - frac))},  # type: ignore[operator]
+                               "max_mamba_cache_size": slots(req, rest - b * (1 - frac))},
                     "why": f"{src}; pools {need:.2f} GiB hold {req} x {rho} slots"})
     return out
 
