@@ -116,11 +116,10 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     from rich.table import Table
 
     t = Table(title=escape(title), box=box.SIMPLE_HEAD, pad_edge=False)
-    for col, just in (("tp", "right"), ("cell", "left"), ("c", "right"), ("in+out", "right"), ("status", "left"),
-                      ("tok/s", "right"), ("TTFT ms p50/99", "right"), ("TPOT ms p50/99", "right"),
-                      ("accept", "right"), ("speedup", "right"), ("decision", "left"), ("CV", "right"),
-                      ("reps", "right")):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    left = ("cell", "status", "decision")
+    for col in ("tp", "cell", "c", "in+out", "status", "tok/s", "TTFT ms p50/99", "TPOT ms p50/99", "accept",
+                "speedup", "decision", "CV", "reps"):
+        t.add_column(col, justify="left" if col in left else "right", no_wrap=True)
     for r in rows:
         status = r["status"]
         style = {"done": "green", "partial": "red", "failed": "red", "skipped": "yellow"}.get(status, "")

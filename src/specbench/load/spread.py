@@ -218,14 +218,14 @@ def spread_json(per_repeat: Sequence[Mapping[str, Any]], noisy_cv: float = NOISY
     `rate_parts` (each repeat's output tokens and measured seconds: what the pooled throughput's interval needs)."""
     out: dict[str, Any] = {}
     for key in SPREAD_METRICS:
-        vals = [m.get(key) for m in per_repeat]
-        if vals and all(_finite(v) for v in vals):
-            out[key] = spread([float(v) for v in vals]).as_json()  # type: ignore[arg-type]
+        vals = [float(v) for m in per_repeat if isinstance(v := m.get(key), (int, float)) and _finite(v)]
+        if vals and len(vals) == len(per_repeat):
+            out[key] = spread(vals).as_json()
     noisy = [k for k in NOISY_METRICS if (out.get(k) or {}).get("cv") is not None and out[k]["cv"] > noisy_cv]
     d: dict[str, Any] = {"repeats": len(per_repeat), "noisy_cv": noisy_cv, "noisy": noisy, "metrics": out}
     tokens = [m.get("total_output_tokens") for m in per_repeat]
     secs = [m.get("duration_s") for m in per_repeat]
-    if per_repeat and all(_finite(t) for t in tokens) and all(_finite(s) and s > 0 for s in secs):  # type: ignore[operator]
+    if per_repeat and all(_finite(t) for t in tokens) and all(_finite(s) and float(s or 0) > 0 for s in secs):
         d["rate_parts"] = {"output_tokens": tokens, "duration_s": secs}
     return d
 

@@ -301,10 +301,9 @@ class Store:
         return repeat_counts(self.conn)
 
     def boots(self, server_id: str | None = None) -> list[dict[str, Any]]:
-        sql, args = "SELECT * FROM boots ORDER BY rowid", ()
-        if server_id is not None:
-            sql, args = "SELECT * FROM boots WHERE server_id=? ORDER BY boot", (server_id,)  # type: ignore[assignment]
-        return [dict(r) for r in self.conn.execute(sql, args)]
+        if server_id is None:
+            return [dict(r) for r in self.conn.execute("SELECT * FROM boots ORDER BY rowid")]
+        return [dict(r) for r in self.conn.execute("SELECT * FROM boots WHERE server_id=? ORDER BY boot", (server_id,))]
 
     def put_gpu_samples(self, cell_id: str, rows: Iterable[tuple[Any, ...]], append: bool = False) -> None:
         """A cell's GPU telemetry (matrix/telemetry.py): (t_s, gpu, name, memory_used_mib, utilization_pct,

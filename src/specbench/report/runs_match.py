@@ -267,9 +267,10 @@ def side_of(store: LoadedStore, cell: CellRecord) -> Side:
     if key is None:
         config = _config(store, server, cell, engine, model)
     else:
-        if key not in store.memo:
-            store.memo[key] = _config(store, server, cell, engine, model)
-        config = store.memo[key]  # type: ignore[assignment]
+        found = store.memo.get(key)
+        if not isinstance(found, tuple):
+            found = store.memo[key] = _config(store, server, cell, engine, model)
+        config = found
     return Side(cell=cell, label=cell.label, model=model, engine=engine, gpu=cell_gpu(store, cell),
                 workload=cell.baseline_key, config=config)
 
