@@ -87,17 +87,37 @@ def kv_scale(argv: Sequence[str], target: ModelSpec) -> float:
     return 1.0 if size is None else size / max(0.5, float(dtype_bytes(target.dtype)))
 
 
-def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan_table: Mapping[str, Any],
+@dataclass(frozen=True)
+class PlanKeys:
+    """What the predictor reads of a matrix's [plan] table (matrix/schema.py::PlanSettings): the models' configs,
+    the GPU and the engine release."""
+
+    model_config: str | None = None
+    draft_config: str | None = None
+    gpu: str | None = None
+    engine_version: str | None = None
+
+    @staticmethod
+    def of(table: Mapping[str, Any]) -> PlanKeys:
+        """From the table as a matrix's TOML holds it (a stored matrix_text); values that are no text count as unset."""
+        def text(key: str) -> str | None:
+            v = table.get(key)
+            return str(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v) else None
+        return PlanKeys(text("model_config"), text("draft_config"), text("gpu"), text("engine_version"))
+
+
+def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: PlanKeys | Mapping[str, Any],
                cap: int | None, argv: Sequence[str] = ()) -> CellShape:
     """A cell's shape; raises ValueError / UserError when its models or method cannot be read."""
-    target_src = plan_table.get("model_config")
+    plan = plan if isinstance(plan, PlanKeys) else PlanKeys.of(plan)
+    target_src = plan.model_config
     if not target_src:
         raise ValueError("the matrix's [plan] table names no model_config")
     target = model(str(target_src))
     method = method_of(settings.get("algorithm"))
     draft = None
     if method in ("eagle", "block"):
-        src = plan_table.get("draft_config")
+        src = plan.draft_config
         if not src:
             raise ValueError(f"{settings.get('algorithm')} needs the drafter's config: [plan] draft_config")
         draft = model(str(src))

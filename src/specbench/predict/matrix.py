@@ -13,7 +13,7 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.predict.calibration import Calibration, ceilings
-from specbench.predict.cells import cell_shape, class_key
+from specbench.predict.cells import PlanKeys, cell_shape, class_key
 from specbench.predict.judged import ar_twin, judge
 from specbench.predict.model import CellShape
 
@@ -99,16 +99,16 @@ def _base_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
             c.get("output_tokens"), c.get("prompt_len"), c.get("output_len"), c.get("request_rate"), c.get("dataset"))
 
 
-def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any], engine: str, cal: Calibration,
+def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str, cal: Calibration,
                  accept_len: float | None = None, measured: Mapping[str, float] | None = None) -> list[Predicted]:
     """`rows` are matrix/preflight.py::dry_run's; `measured` maps a label to an accept length (--acceptance-from)."""
-    version = str(plan_table.get("engine_version") or "unknown")
-    gpu = str(plan_table.get("gpu") or "unknown")
+    version = plan.engine_version or "unknown"
+    gpu = plan.gpu or "unknown"
     ceil = ceilings(gpu)
     shapes: list[tuple[Mapping[str, Any], CellShape | None, str | None]] = []
     for row in rows:
         try:
-            shapes.append((row, cell_shape(row.get("server") or {}, row.get("client") or {}, plan_table,
+            shapes.append((row, cell_shape(row.get("server") or {}, row.get("client") or {}, plan,
                                            row.get("max_running_requests_planned"), row.get("command") or ()),
                            None))
         except (ValueError, UserError) as exc:
@@ -131,7 +131,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan_table: Mapping[str, Any
             results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, 0, acc, None, None, None, None,
                                              None, None, "", err, load=_load(c))
             continue
-        key = class_key(engine, version, gpu, row.get("command") or (), str(plan_table.get("model_config") or ""))
+        key = class_key(engine, version, gpu, row.get("command") or (), plan.model_config or "")
         j = judge(cal, key, shape, acc)
         if j is None:
             continue

@@ -16,11 +16,10 @@ import math
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.errors import UserError
 from specbench.load.schedule import is_closed_loop
-from specbench.predict.cells import ClassKey, cell_shape, class_key
+from specbench.predict.cells import ClassKey, PlanKeys, cell_shape, class_key
 from specbench.predict.model import CellShape
 from specbench.stored.read import load_store
 from specbench.stored.records import CellRecord, LoadedStore, RequestRecord
@@ -46,14 +45,15 @@ class Observation:
     speedup: float | None        # measured, over the AR cell with the same baseline key
 
 
-def plan_table(store: LoadedStore) -> dict[str, Any]:
+def plan_table(store: LoadedStore) -> PlanKeys:
+    """The [plan] table of the matrix a store recorded (meta.matrix_text)."""
     text = store.meta.get("matrix_text") or ""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{store.path}: its meta.matrix_text is not a readable matrix ({exc})") from None
     plan = doc.get("plan")
-    return dict(plan) if isinstance(plan, dict) else {}
+    return PlanKeys.of(plan) if isinstance(plan, dict) else PlanKeys()
 
 
 def _steady(cell: CellRecord, reqs: list[RequestRecord]) -> list[RequestRecord] | None:
@@ -120,8 +120,8 @@ def observations(source: str | LoadedStore) -> list[Observation]:
     path = str(source) if isinstance(source, str) else str(store.path)
     plan = plan_table(store)
     engine = store.engine or "unknown"
-    version = store.engine_version or str(plan.get("engine_version") or "unknown")
-    gpu = str(plan.get("gpu") or "unknown")
+    version = store.engine_version or plan.engine_version or "unknown"
+    gpu = plan.gpu or "unknown"
     measured: dict[str, tuple[CellRecord, tuple[float, float, float, float | None, float]]] = {}
     for cell in store.cells:
         if cell.status != "done":
@@ -142,7 +142,7 @@ def observations(source: str | LoadedStore) -> list[Observation]:
             continue
         base = ar.get(cell.baseline_key)
         sp = tok_s / base if (not cell.is_ar and base and base > 0 and math.isfinite(base)) else None
-        key = class_key(engine, version, gpu, argv, str(plan.get("model_config") or ""))
+        key = class_key(engine, version, gpu, argv, plan.model_config or "")
         out.append(Observation(str(path), cell.cell_id, cell.label, key, shape,
                                step, ttft, e2e, acc, tok_s, sp))
     return out

@@ -12,14 +12,14 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.predict import calibration as cal_io
+from specbench.predict.cells import PlanKeys
 from specbench.predict.matrix import Predicted, predict_rows
 
 
-def plan_table_of(spec: Any) -> dict[str, Any]:
-    """The matrix's [plan] table as the predictor reads it (matrix/schema.py PlanTable)."""
+def plan_table_of(spec: Any) -> PlanKeys:
+    """The matrix's [plan] table as the predictor reads it (matrix/schema.py::PlanSettings)."""
     p = spec.plan
-    return {"model_config": p.model_config_, "draft_config": p.draft_config, "gpu": p.gpu,
-            "engine_version": p.engine_version}
+    return PlanKeys(p.model_config_, p.draft_config, p.gpu, p.engine_version)
 
 
 def load_calibration(path: Path | None) -> cal_io.Calibration:

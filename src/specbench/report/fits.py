@@ -12,6 +12,7 @@ server's label in that store, as `specbench predict --acceptance-from` takes it)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -122,15 +123,16 @@ def _accepts(store: LoadedStore) -> dict[str, float]:
 def _predictor(store: LoadedStore, rows: Mapping[str, Mapping[str, Any]], cal: Calibration) -> Predictor:
     """The step-cost model for this store's launches: its [plan] table and engine release, its measured accept
     lengths, a launch moved to the asked concurrency (decide/fits.py::row_at)."""
+    from specbench.predict.cells import PlanKeys
     from specbench.predict.matrix import predict_rows
     from specbench.predict.observe import plan_table
 
     try:
         table = plan_table(store)
     except UserError:
-        table = {}
+        table = PlanKeys()
     if store.engine_version:
-        table = {**table, "engine_version": store.engine_version}
+        table = dataclasses.replace(table, engine_version=store.engine_version)
     engine = store.engine or "unknown"
     accepts: list[dict[str, float]] = []  # read once, on the first prediction (most rows are measured)
 
