@@ -2,7 +2,9 @@
 allowlist that may only shrink (tools/ci/dict_returns_allow.txt).
 
 A function "crosses a package boundary" when a module of another package of specbench imports it by name
-(`from specbench.a.b import f`) or calls it as `module.f` after `from specbench.a import b` / `import specbench.a.b`.
+(`from specbench.a.b import f`) or calls it as `b.f` after `from specbench.a import b` (or `import specbench.a.b as b`).
+Not seen: a function re-exported through a package's `__init__`, a method called on an instance: the check can
+under-report, never over-report.
 Its return annotation is read from the source (ast): `dict[str, Any]`, `Dict[str, Any]`, and a list or tuple of them.
 Fails when a function not on the allowlist returns one, and when an allowlisted one no longer does (or is gone):
 the list then has to shrink with it.

@@ -75,7 +75,8 @@ def predict_cmd(
     for p in preds:
         iv = f"{p.speedup_lo:.2f}-{p.speedup_hi:.2f}x" if p.speedup_lo is not None and p.speedup_hi is not None else "-"
         ceiling = "<= " if p.calibration_state and p.tok_s_lo is None else ""  # the bare roofline: a ceiling
-        t.add_row(str(p.tp), escape(p.label), str(p.concurrency), escape(p.load or "-"), str(p.batch or "-"), _x(p.accept_len),
+        t.add_row(str(p.tp), escape(p.label), str(p.concurrency), escape(p.load or "-"), str(p.batch or "-"),
+                  _x(p.accept_len),
                   ceiling + _x(p.tok_s, 1), _x(p.tpot_ms), _x(p.ttft_ms, 1), _x(p.speedup, 2, "x"), iv,
                   p.calibration_state or "-")
     console = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)

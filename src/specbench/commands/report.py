@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 def _summary(written: Written) -> list[Table]:
     """The answer per workload and concurrency (report/decisions.py), one short rich table per section and lead."""
+    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
@@ -27,7 +28,7 @@ def _summary(written: Written) -> list[Table]:
 
     out = []
     for dt in answer_tables(written.report.tables.questions):
-        t = Table(title=Text(dt.title), title_justify="left")
+        t = Table(title=escape(dt.title), title_justify="left")
         for i, col in enumerate(dt.header):
             t.add_column(col, justify="left" if i in dt.text_cols else "right", overflow="fold")
         for row in dt.rows:  # plain text: a label's "[...]" is the user's, never rich markup
@@ -42,6 +43,7 @@ def report_command(
 ) -> None:
     """Write report.md, report.html (self-contained) and PNG plots from one or more results stores."""
     from rich.console import Console
+    from rich.markup import escape
 
     from specbench.report.build import report_paths
 
@@ -49,7 +51,7 @@ def report_command(
     console = Console(soft_wrap=True) if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
     summary = written.report.tables.summary
     style = {"complete": "green", "partial": "yellow"}.get(summary.state, "red")
-    console.print(f"[{style}]{summary.headline}[/{style}]")
+    console.print(f"[{style}]{escape(summary.headline)}[/{style}]")
     for table in _summary(written):
         console.print(table)
     n_fail = len(written.report.tables.failures)

@@ -126,12 +126,14 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         cv = r.get("output_throughput_cv")
         t.add_row(
             _fmt(r["tp"]), escape(str(r["label"])), _c(r),
-            escape(f"{r['prompt_tokens']}+{r['output_tokens']}" + (f" {r['workload']}" if r.get("workload") else "")),
+            escape(f"{r['prompt_tokens']}+{r['output_tokens']}"
+                   + (f" {r['workload']}" if r.get("workload") else "")),
             f"[{style}]{status}[/]" if style else status,
             _fmt(r["output_throughput"]) + _ci(r.get("output_throughput_ci95"), 1),
             _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1),
             _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
-            _speedup_text(r), escape(r.get("decision") or "-"), f"{100 * cv:.1f}%" if isinstance(cv, (int, float)) else "-",
+            _speedup_text(r), escape(r.get("decision") or "-"),
+            f"{100 * cv:.1f}%" if isinstance(cv, (int, float)) else "-",
             _reps(r),
         )
     return t
@@ -171,6 +173,8 @@ def round_lines(report: Any) -> list[str]:
 
 
 def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
+    from rich.markup import escape
+
     from specbench.load.integrity import concurrency_text
     from specbench.matrix.preflight import iter_phases
     from specbench.matrix.repeat_metrics import request_count
@@ -191,7 +195,8 @@ def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) 
                 seen.add(sid)
                 counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
                 colour = {"launch": "green", "fixed": "cyan", "skipped": "yellow"}[r["verdict"]]
-                console.print(f"  [{colour}]{r['verdict']:<7}[/] {r['label']:<14} plan={r['plan_status'] or '-'}"
+                label = escape(str(r["label"]))
+                console.print(f"  [{colour}]{r['verdict']:<7}[/] {label:<14} plan={r['plan_status'] or '-'}"
                               f" mrr={r['max_running_requests_planned'] if r['max_running_requests_planned'] is not None else '-'}"
                               f"  {sid}", highlight=False)
                 if r["reason"]:

@@ -84,8 +84,8 @@ def _axis_text(axis: Any) -> str:
         try:
             v = json.loads(value)
         except (TypeError, ValueError):
-            v = value
-        return f"{key}={'true' if v is True else 'false' if v is False else v}"
+            return f"{key}={value}"
+        return f"{key}={v if isinstance(v, str) else value}"  # a text without its quotes; a number or list as JSON
     return str(axis)
 
 

@@ -11,7 +11,8 @@ The headline (`Headline`) is one of four statements, on the lead metric:
 - "undecided between X and Y: about N more repeats each would decide": some comparison is open (N: the most that any
   open comparison needs, decide/verdict.py::more_repeats);
 - "X (the only configuration measured)" when there is nothing to compare.
-A named configuration whose cell carries an integrity warning is named with the warning beside it (`Arm.warnings`).
+A named configuration whose cell carries an integrity warning is named with the warning beside it (`Arm.warnings`): in
+`Headline.text` after the statement, in the report's answer table in the row's integrity column.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Every per-request distribution (`Distribution`: TTFT, TPOT, ITL, E2E) becomes `<name>_ms_{mean,p50,p90,p99}`
 (load/metrics.py::aggregate computes them from the row's extractor); every metric that is shown somewhere is a
 `MetricDef` row of `METRICS`: the report's cell-table columns (report/formatting.py::cell_columns, in this order), the
-run summary's rows (`specbench run --json`, commands/run.py::summary_rows) and the metric list of docs/contracts.md
-("Client metrics", checked by tests/test_metric_table.py) are generated from it. Adding a metric is one row here
+run summary's rows (`specbench run --json`, commands/run.py::summary_rows) and the metric table of docs/contracts.md
+("Results store: client metrics", checked by tests/test_metric_table.py) are generated from it. Adding a metric is one row here
 (and, for a new per-request distribution, one `Distribution`). AIPerf keeps one file per metric
 (`aiperf/metrics/types/`); here a metric is a frozen row, its computation the distribution's extractor or
 load/metrics.py's aggregate for the counts and throughputs.
@@ -84,7 +84,8 @@ METRICS: tuple[MetricDef, ...] = (
     _dist(_D["itl"], "p99", "ITL p99 ms"),
     MetricDef("accept_length_mean", "tokens", "tokens per verify step, the bonus token included (SGLang: output "
               "tokens / spec_verify_ct; vLLM: 1 + accepted / drafts)", "accept len", 2, "accept", run_row=True),
-    MetricDef("draft_acceptance_rate", "fraction", "accepted draft tokens / drafted tokens", "draft acc.", 0,
+    MetricDef("draft_acceptance_rate", "fraction", "accepted draft tokens / drafted tokens (vLLM: its counters; "
+              "SGLang: (accept length - 1) / draft positions; the runner's repeat metrics write it)", "draft acc.", 0,
               "percent"),
     MetricDef("request_throughput", "req/s", "successful requests / measured wall time"),
     MetricDef("total_token_throughput", "tok/s", "(input + output tokens) / measured wall time"),

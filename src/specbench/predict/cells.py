@@ -102,7 +102,7 @@ class PlanKeys:
         """From the table as a matrix's TOML holds it (a stored matrix_text); values that are no text count as unset."""
         def text(key: str) -> str | None:
             v = table.get(key)
-            return str(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v) else None
+            return str(v) if v else None  # as the dict was read: an empty or zero value is unset
         return PlanKeys(text("model_config"), text("draft_config"), text("gpu"), text("engine_version"))
 
 

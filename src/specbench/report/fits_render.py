@@ -198,13 +198,14 @@ def fits_html(rows: Sequence[FitRow]) -> str:
 def fits_rich(rows: Sequence[FitRow]) -> list[Any]:
     """One rich Table per workload, then its verdict line (a rich Text): print each with a Console."""
     from rich import box
+    from rich.markup import escape as escape_markup
     from rich.table import Table
     from rich.text import Text
 
     out: list[Any] = []
     for w, group in _groups(rows):
         n = _stores(group)
-        t = Table(title=Text(f"{TITLE}: {w.text()}"), box=box.SIMPLE_HEAD, pad_edge=False)
+        t = Table(title=escape_markup(f"{TITLE}: {w.text()}"), box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(HEADER):
             t.add_column(h, justify="left" if i in (1, 7, 11) else "right", no_wrap=i != 11)
         for r in group:  # plain text, never rich markup: a "[plan]" in a reason is the user's words

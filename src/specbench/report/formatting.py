@@ -109,6 +109,7 @@ _STYLES: dict[str, Callable[[CellRow, MetricDef], str]] = {
     "accept": lambda row, m: fmt_accept(row),
 }
 
+
 def cell_columns() -> tuple[tuple[str, str], ...]:
     """(header, what it reads) of a phase table: the cell, then every metric of the metric table that has a column
     (load/metric_table.py), then what the report derives (speedups, decisions, repeats)."""

@@ -74,12 +74,13 @@ def _speedup_class(row: CellRow) -> str:
 
 
 def _cell_table(rows: tuple[CellRow, ...]) -> str:
+    columns = cell_columns()
     head = "".join(f'<th class="{"text" if h in ("config", "status", "cell", "note") else ""}">{escape(h)}</th>'
-                   for h, _ in cell_columns())
+                   for h, _ in columns)
     body = []
     for r in rows:
         tds = []
-        for (_h, attr), text in zip(cell_columns(), cell_values(r)):
+        for (_h, attr), text in zip(columns, cell_values(r)):
             if attr == "status":
                 tds.append(f'<td class="text">{_status(r.status)}</td>')
             elif attr == "cell_id":

@@ -53,7 +53,8 @@ class Scheme:
     def dense(dtype: str) -> Scheme:
         if isinstance(dtype, str):
             return _dense(dtype)  # frozen: one per dtype name (a fix search asks ~40,000 times)
-        return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype), DTYPE_BYTES.get(canonical(dtype), 2.0))
+        return Scheme(dtype if dtype in ("bf16", "fp16", "fp32") else _short(dtype),
+                      DTYPE_BYTES.get(canonical(dtype), 2.0))
 
 
 @functools.lru_cache(maxsize=64)
