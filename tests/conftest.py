@@ -23,9 +23,17 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+# The helper modules beside this file (paths, engine_boot, proc_helpers, run_helpers, predict_stores, fake_gpus,
+# hub_server) import by their bare names from a test module in any folder under tests/: pytest's default import mode
+# puts only a test module's own folder on sys.path, so this folder goes there first, before the imports below.
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 import pytest
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from paths import ROOT
 from specbench.matrix.store import RequestRow, Store
 from specbench.predict.calibration import ceilings
 from specbench.predict.cells import cell_shape
@@ -73,7 +74,6 @@ def write_store(path: Path, t: Target, k: Params, *, accepts: tuple[float, ...] 
     return path
 
 
-ROOT = Path(__file__).resolve().parents[1]
 MOE_EXAMPLE = ROOT / "examples" / "h200-sglang-qwen3-moe-eagle3.toml"
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
 
 
 def make_tokenizer(d: Path) -> Path:
