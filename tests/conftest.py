@@ -1,5 +1,14 @@
 """Test-wide pins, the shared engine boots, and how `make test` spreads the suite over its workers.
 
+Layout: the tests are laid out like the code. tests/unit/<package>/ holds the tests of one package of
+src/specbench (unit/core: its top-level modules such as contracts.py and userfile.py); tests/process/ the tests that
+run whole `specbench` processes (runs, faults, signals, the CLI's one-line errors); tests/engine/ the tests that boot
+the real local engine or need its venv (every test there is marked `engine`, below); tests/golden/ the tests over
+recorded boots, public corpora and committed stores. tests/data/ holds the fixtures, tests/fuzz/ the fuzzing passes.
+The helper modules stay here (paths.py: the repository root and tests/data; engine_boot, proc_helpers, run_helpers,
+predict_stores, fake_gpus, hub_server), and this file puts this folder on sys.path so a test module in any folder
+imports them by name. A module's basename is unique across the folders (pytest imports test modules by basename).
+
 Pins: vLLM's CPU sizing depends on the machine (specbench.engines.vllm.cpu.CpuIsa: AVX512-BF16 and AMX, as torch
 reports them to vLLM). The exact CPU numbers the unit tests assert are those of the machine the fixtures in
 tests/data were recorded on (AMD EPYC: AVX512-BF16, no AMX), so every test plans for that machine unless it pins
@@ -11,7 +20,8 @@ the tests share (`self_draft_server`, `hybrid_server`; a server without speculat
 test_report_demo.py), each booted once while tests ask for it,
 one engine at a time. Add a configuration here rather than booting one in a test module.
 
-Markers: `engine` (boots the real local engine, or needs its venv), `models` (needs the tiny local models that
+Markers: `engine` (boots the real local engine, or needs its venv: every test under tests/engine/, and the few
+live checks of a recorded boot elsewhere that carry the marker themselves), `models` (needs the tiny local models that
 `make models` builds: skipped without them, failed under CI); everything else runs on a fresh clone
 (`make test-fast`). Under pytest-xdist (`make test`: `-n 3 --dist loadgroup`) every `engine` test joins one
 group (pytest_xdist_make_scheduler below), so they run one after another on one worker while the other workers run
@@ -135,8 +145,14 @@ def pytest_configure(config: pytest.Config) -> None:
 SLOW_SCOPES_SUFFIX = "-slow"
 
 
+ENGINE_FOLDER = Path(__file__).resolve().parent / "engine"  # every test under tests/engine/ is an `engine` test
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # before `-m` deselects (tryfirst) and before the engine group is read below
+        if item.path.resolve().is_relative_to(ENGINE_FOLDER) and not item.get_closest_marker("engine"):
+            item.add_marker(pytest.mark.engine)
     engine = [item.nodeid for item in items if item.get_closest_marker("engine")]
     slow = sorted({item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")})
     for item in items:
