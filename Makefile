@@ -6,7 +6,7 @@ ENGINE_VENV := .venv-vllm
 MODELS := .cache/models
 # The tests start hundreds of `python -m specbench` processes: their bytecode is cached (in __pycache__, ignored by
 # git) also where the machine sets PYTHONDONTWRITEBYTECODE, which compiled every module of every process again
-# (measured: 15 % less CPU for tests/test_run_instant.py + test_run_packed.py, benchmarks/RESULTS.md). Not
+# (measured: 15 % less CPU for tests/process/test_run_instant.py + test_run_packed.py, benchmarks/RESULTS.md). Not
 # PYTHONPYCACHEPREFIX: the engine's venv would then ignore its own compiled files and compile all of vLLM again.
 PYC := env -u PYTHONDONTWRITEBYTECODE
 

@@ -46,7 +46,7 @@ def _gpu(e: dict) -> str:
 
 def _cache_configs(home: Path) -> None:
     """`--with-configs`: the corpus' own config copies (configs/, SOURCES.md there) in the HF cache under their ids,
-    as tests/test_command_corpus.py plans them (a user who downloaded those configs once)."""
+    as tests/golden/test_command_corpus.py plans them (a user who downloaded those configs once)."""
     import shutil
 
     for e in entries():

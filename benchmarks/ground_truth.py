@@ -4,7 +4,7 @@ table of what the server really did beside what the store says, and what each ly
 The truth: every step STEP_MS, at most CAP requests at once, draft position i accepted with RATES[i] given the ones
 before (chain drafting, seeded), the prefill step yields 1 token. So TPOT (AR, alone) = STEP_MS; tokens per verify
 step = 1 + sum_i prod_{j<=i} r_j; decode time per token = STEP_MS / that; effective concurrency = min(c, CAP).
-The tests (tests/test_truth_*.py) assert the same with stated tolerances; this prints the numbers.
+The tests (tests/process/test_truth_*.py) assert the same with stated tolerances; this prints the numbers.
 
     .venv/bin/python benchmarks/ground_truth.py            # ~1.5 min; markdown on stdout
 """

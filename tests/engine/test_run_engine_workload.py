@@ -22,7 +22,7 @@ The checks:
 (test_truth_engine.py's run and boot were folded in earlier; test_run_engine.py keeps the readiness time-out.)
 What the fold changed: the runner is SIGKILLed while a server boots, not mid-cell, and run 1 never exits by itself.
 A cell left `running` by a killed runner and re-run by a plain resume, and a run's exit status 1 after its engine
-died, are checked on the instant server (tests/test_run_instant.py's SIGKILL and Ctrl-C tests), where neither
+died, are checked on the instant server (tests/process/test_run_instant.py's SIGKILL and Ctrl-C tests), where neither
 depends on the engine; vLLM's exit status 1 on a failed cell stays in test_run_engine.py's readiness test.
 """
 

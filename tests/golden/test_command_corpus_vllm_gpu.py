@@ -28,7 +28,7 @@ STATED = {
         "started": "match",
         "available_kv_cache_gib": "known mismatch: planned from config.json alone the weights + non-KV come to ~4.5 "
                                   "GiB under what this 0.9/0.10-era boot used (the pool from its own 8.11 GiB is "
-                                  "within 1.2%: tests/test_vllm_gpu_corpus.py)",
+                                  "within 1.2%: tests/golden/test_vllm_gpu_corpus.py)",
         "kv_tokens": "known mismatch: same cause"},
     "vllm-gpu-612-qwen3.6-35b-a3b-nvfp4-5090": {
         "started": "match", "max_model_len": "match",

@@ -85,7 +85,8 @@ def models_root(tmp_path_factory) -> Path:
         d = root / ".cache" / "models" / name
         d.mkdir(parents=True)
         (d / "config.json").write_text(json.dumps(model_config(by_name(name))))
-    (root / ".cache" / "models" / "tiny-swa").mkdir()   # the sliding-window gpt-oss (tests/test_vllm_swa_recorded.py)
+    # the sliding-window gpt-oss (tests/golden/test_vllm_swa_recorded.py)
+    (root / ".cache" / "models" / "tiny-swa").mkdir()
     (root / ".cache" / "models" / "tiny-swa" / "config.json").write_text(json.dumps(gpt_oss.model_config(gpt_oss.TINY_SWA)))
     return root
 

@@ -117,7 +117,7 @@ def test_fixtures_present():
 def test_doctor_reads_the_engine_lines(path: Path):
     """`specbench doctor LOG --json`, the user's path: its facts are the engine's own numbers, and a boot that died
     is reported as failed with the engine's own message. (Whether a ready boot that the recorder stopped with SIGTERM
-    reads as "started" is tests/test_doctor_sglang_recorded.py's business.)"""
+    reads as "started" is tests/golden/test_doctor_sglang_recorded.py's business.)"""
     boot = read_boot(path)
     res = CliRunner().invoke(app, ["doctor", str(path), "--json"])
     assert res.exit_code == 0, res.output

@@ -1,6 +1,6 @@
 """Run a command with every core busy: one Python busy loop per core (as a loaded CI machine), then stop them.
 
-    python tools/ci/busy.py -- pytest -q tests/test_matrix_lifecycle.py
+    python tools/ci/busy.py -- pytest -q tests/process/test_matrix_lifecycle.py
 
 The hogs run at normal priority (not niced), so the command competes for every core; they are stopped whatever
 way the command ends, and the command's exit status is returned.

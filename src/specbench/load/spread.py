@@ -21,7 +21,7 @@ Two families live here:
 t quantiles are exact (`t_ppf`): the Student-t CDF through the regularized incomplete beta function
 (F(t) = 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 for t >= 0; Abramowitz & Stegun 26.7.1, 26.5.8 continued fraction as in
 Numerical Recipes 3rd ed. section 6.4 `betacf`) inverted by Newton steps on the density; tested against
-published quantiles (tests/test_stats_estimators.py: R's qt and the NIST/SEMATECH e-Handbook 1.3.6.7.2 table).
+published quantiles (tests/unit/load/test_stats_estimators.py: R's qt and the NIST/SEMATECH e-Handbook 1.3.6.7.2 table).
 """
 
 from __future__ import annotations

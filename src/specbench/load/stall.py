@@ -3,7 +3,7 @@
 Every time the client stamps (load/stream.py: one `perf_counter()` per socket read) it is the event loop that runs;
 when the process is off the CPU (a busy machine: other processes on 2 cores) or a callback blocks the loop, reads
 wait in the kernel and are stamped late: TTFT, TPOT and ITL stretch and the throughput falls, although the server
-generated on time (seen against the instant server's own times, tests/test_truth_saturation.py: a c=4 cell read
+generated on time (seen against the instant server's own times, tests/process/test_truth_saturation.py: a c=4 cell read
 20.0 ms a token where the server had stepped 12.0 ms, after pauses of 110-210 ms between the client's reads).
 
 The watch sleeps PERIOD_S at a time and measures how late each wake-up is. A wake-up later than LATE_S is a stall

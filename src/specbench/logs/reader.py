@@ -13,7 +13,7 @@ searched in blocks for the failure, boot and readiness lines (kept after a marke
   and the lines holding one of the words are kept after the marker, up to MAX_KEPT_BYTES; the marker says how much
   was searched and kept. What the doctor and the planner read is bounded by HEAD_BYTES + TAIL_BYTES +
   MAX_KEPT_BYTES + 2 lines whatever the file's size, so peak memory is a small constant times that (measured in
-  tests/test_doctor_bounded_read.py), not a multiple of the file.
+  tests/unit/logs/test_doctor_bounded_read.py), not a multiple of the file.
 """
 
 from __future__ import annotations

@@ -116,7 +116,8 @@ class ServerProcess:
     def exits_within(self, timeout_s: float) -> bool:
         """True when the engine has exited or exits within `timeout_s`. A killed process is only reaped once the
         kernel has torn it down: a SIGKILLed vLLM API server (GBs of torch mapped) still answered `alive()` after
-        its requests had failed and its port had stopped being ours (tests/test_run_engine_workload.py, 2026-12-03)."""
+        its requests had failed and its port had stopped being ours (tests/engine/test_run_engine_workload.py,
+        2026-12-03)."""
         if self.popen is None:
             return True
         try:

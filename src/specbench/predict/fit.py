@@ -36,8 +36,8 @@ STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3, 1.0, 5.0, 5.0, 20.0, 1.0
 TTFT_PRIOR = (0.0, 1.0)
 TTFT_SCALES = (1e-2, 1.0)
 # Pull weights, chosen by hand (no store decides them): weak enough that a class with ~10 cells follows its data
-# (tests/test_predict_fit.py recovers known constants within 5 % through them), strong enough that a constant its
-# cells cannot see (an AR-only class's d and q) keeps the level above it.
+# (tests/unit/predict/test_predict_fit.py recovers known constants within 5 % through them), strong enough that a
+# constant its cells cannot see (an AR-only class's d and q) keeps the level above it.
 GLOBAL_PULL = 0.02
 CLASS_PULL = 0.05
 

@@ -92,7 +92,7 @@ def cached_file(s: HubSettings, repo: str, filename: str, revision: str | None) 
     The lookup of huggingface_hub/file_download.py::try_to_load_from_cache@2.4.0 on the cache layout it writes:
     `refs/<branch or tag>` holds a commit, `snapshots/<commit>/<file>` is the file, `.no_exist/<commit>/<file>`
     records a file the Hub does not have; read here without importing huggingface_hub (tens of milliseconds on
-    every plan, tests/test_cli_lazy.py)."""
+    every plan, tests/process/test_cli_lazy.py)."""
     folder = repo_cache_dir(s, repo)
     if not folder.is_dir():
         return None

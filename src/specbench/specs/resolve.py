@@ -129,7 +129,8 @@ def _snapshot_scan(s: hub.HubSettings, repo_id: str) -> Path | None:
 
 
 # huggingface_hub's own rule (utils/_validators.py::validate_repo_id@2.4.0), kept here so that `plan` does not import
-# huggingface_hub (tens of milliseconds) to read a name; tests/test_repo_id_rule.py checks it against the library.
+# huggingface_hub (tens of milliseconds) to read a name; tests/unit/specs/test_repo_id_rule.py checks it against the
+# library.
 _HUB_REPO_ID = re.compile(r"(\b[\w\-.]{1,96}\b/)?\b[\w\-.]{1,96}\b", re.ASCII)
 
 

@@ -177,8 +177,8 @@ SATURATION = {"step_ms": 5.0, "per_running_ms": 1.0, "cap": 8, "output_tokens": 
 
 
 def saturation_matrix(truth_dir: str) -> tuple[list[str], str]:
-    """The saturation run (tests/test_truth_saturation.py, benchmarks/ground_truth.py): the instant server's command
-    with SATURATION's batch-dependent step and cap, and the matrix body after its head: `closed` (closed loop at
+    """The saturation run (tests/process/test_truth_saturation.py, benchmarks/ground_truth.py): the instant server's
+    command with SATURATION's batch-dependent step and cap, and the matrix body after its head: `closed` (closed loop at
     c = 1, 4, 16, 64; 2 requests per unit of concurrency, at least 8) and `paced` (c = 16 at 10 requests/s,
     temperature 0.7), each server writing its realized truth to `truth_dir`/<label>.json."""
     import sys

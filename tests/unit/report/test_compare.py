@@ -26,7 +26,8 @@ DENSE = DATA / "h200-dense8b-sglang-0.5.15.post1" / "h200-dense8b.db"  # 2 repea
 MOE = DATA / "h200-moe-sglang-0.5.15.post1" / "h200-moe.db"  # 2 repeats per cell, 16 cells
 SIM = DATA / "h200-simulated-sglang-0.5.15.post1" / "h200-sim.db"  # Qwen3.5-27B, 1 repeat, 6 failed cells
 EAGLE3 = DATA / "h200-simulated-sglang-0.5.15.post1" / "h200-eagle3.db"  # Llama-3.1-8B, 1 repeat
-T975_DF2 = 4.30265272974946  # Student-t 97.5% quantile at 2 df (R: qt(0.975, 2); tests/test_stats_estimators.py)
+# Student-t 97.5% quantile at 2 df (R: qt(0.975, 2); tests/unit/load/test_stats_estimators.py)
+T975_DF2 = 4.30265272974946
 
 
 def _copy(src: Path, tmp: Path, name: str) -> Path:

@@ -41,8 +41,8 @@ class VllmTotal:
 
 # ------------------------------------------------------------------------------------- the fitting rules
 # Each fitted constant below is what one of these pure functions gives on the whole corpus (tests/data/vllm-gpu-
-# corpus/logs.json; tests/test_vllm_gpu_kfold.py checks it), so benchmarks/vllm_gpu_kfold.py can refit them with a
-# log (and its thread, its card) held out and score that log with the refitted numbers.
+# corpus/logs.json; tests/golden/test_vllm_gpu_kfold.py checks it), so benchmarks/vllm_gpu_kfold.py can refit them
+# with a log (and its thread, its card) held out and score that log with the refitted numbers.
 
 
 def thread_of(log: Mapping[str, Any]) -> str:
