@@ -13,7 +13,6 @@ import dataclasses
 import json
 import operator
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.load import counting, honesty
 from specbench.load.results import RequestResult
@@ -31,7 +30,8 @@ def _payloads(seg: bytes, limit: int = -1) -> list[bytes]:
     return out
 
 
-def _loads(p: bytes) -> dict[str, Any] | None:
+def _loads(p: bytes) -> dict[str, object] | None:
+    """The payload parsed, if it is a JSON object (its values still to be narrowed where read)."""
     try:
         obj = json.loads(p)
     except ValueError:
@@ -39,15 +39,19 @@ def _loads(p: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _has_content(obj: dict[str, Any], api: str) -> bool:
+def _has_content(obj: dict[str, object], api: str) -> bool:
     if api == "generate":
         return True
-    choices = obj.get("choices") or []
-    if not choices:
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices:
         return False
     c = choices[0]
+    if not isinstance(c, dict):
+        return False
     if api == "chat":
-        d = c.get("delta") or {}
+        d = c.get("delta")
+        if not isinstance(d, dict):
+            return False
         return bool(d.get("content") or d.get("reasoning_content") or d.get("reasoning") or d.get("tool_calls"))
     return bool(c.get("text"))
 
@@ -68,12 +72,12 @@ def _error_text(seg: bytes) -> str | None:
 class _Tail:
     """What the last events of a response say: how many are not content, the usage / meta_info, an error."""
     k_end: int = 0
-    usage: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
+    usage: dict[str, object] | None = None
+    meta: dict[str, object] | None = None
     error: str | None = None
     done: bool = False  # the last event was [DONE]
     malformed: int = 0  # kept last events that are not JSON
-    objs: tuple[Any, ...] = ()  # the kept last events, parsed (None: [DONE] or not JSON)
+    objs: tuple[dict[str, object] | None, ...] = ()  # the kept last events, parsed (None: [DONE] or not JSON)
 
 
 def finalize(rec: Raw, api: str, t_start: float, usage_expected: bool = False, *, body: bytes | None = None,
@@ -186,8 +190,8 @@ def _leading_non_content(head: bytes, api: str) -> int:
 def _read_tail(tail: bytes, api: str) -> _Tail:
     """The last events, newest first, back to the last content event (or SGLang's meta_info)."""
     k_end = 0
-    usage: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
+    usage: dict[str, object] | None = None
+    meta: dict[str, object] | None = None
     payloads = _payloads(tail)
     done = bool(payloads) and payloads[-1] == b"[DONE]"
     whole = tail.startswith(EV)  # cut at an event start (else the 4 KiB fallback: its first event may be partial)
@@ -199,14 +203,16 @@ def _read_tail(tail: bytes, api: str) -> _Tail:
             continue
         if obj is None:
             break
-        if obj.get("error"):  # an error event whose marker a read boundary split (the hot path saw no match)
-            err = obj["error"]
+        err = obj.get("error")
+        if err:  # an error event whose marker a read boundary split (the hot path saw no match)
             msg = err.get("message") if isinstance(err, dict) else err
             return _Tail(error=f"error event: {msg}", done=done)
-        if usage is None and isinstance(obj.get("usage"), dict):
-            usage = obj["usage"]
+        u = obj.get("usage")
+        if usage is None and isinstance(u, dict):
+            usage = u
         if api == "generate":
-            meta = obj.get("meta_info") if isinstance(obj.get("meta_info"), dict) else None
+            m = obj.get("meta_info")
+            meta = m if isinstance(m, dict) else None
             break
         if _has_content(obj, api):
             break
@@ -238,7 +244,7 @@ def _token_counts(prompt_tokens: int | None,
     verify: int | None = None
     accept: float | None = None
     usage, meta = tail.usage, tail.meta
-    said: Any = None
+    said: object = None
     if usage is not None:
         said = usage.get("prompt_tokens")
         server, error = server_count(usage.get("completion_tokens"))
@@ -246,12 +252,13 @@ def _token_counts(prompt_tokens: int | None,
         said = meta.get("prompt_tokens")
         server, error = server_count(meta.get("completion_tokens"))
         v = meta.get("spec_verify_ct")
+        length = meta.get("spec_accept_length")
         if isinstance(v, int) and v > 0:
             verify = v
             accept = server / v if server is not None else None
-        elif isinstance(meta.get("spec_accept_length"), (int, float)):
-            accept = float(meta["spec_accept_length"])
-    said = said if isinstance(said, int) and not isinstance(said, bool) else None
+        elif isinstance(length, (int, float)):
+            accept = float(length)
+    said_n = said if isinstance(said, int) and not isinstance(said, bool) else None
     known = prompt_tokens if isinstance(prompt_tokens, int) and prompt_tokens > 0 else None
-    error = error or honesty.prompt_problem(known, said)
-    return (known if known is not None else said), server, verify, accept, error
+    error = error or honesty.prompt_problem(known, said_n)
+    return (known if known is not None else said_n), server, verify, accept, error
