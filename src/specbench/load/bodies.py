@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Literal, TypedDict
 from urllib.parse import urlsplit
 
 from specbench.errors import UserError
@@ -12,12 +13,27 @@ from specbench.load.prompts import Prompt
 from specbench.load.results import PATHS, LoadSpec
 
 
-def _sampling(spec: LoadSpec, *, seed_key: str) -> dict[str, Any]:
+class Sampling(TypedDict, total=False):
+    """The sampling fields of a request body, in the order they are sent: the seed is `seed` on the OpenAI APIs,
+    `sampling_seed` in SGLang's `sampling_params`."""
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int
+    sampling_seed: int
+    stop: list[str]
+    ignore_eos: bool
+
+
+def _sampling(spec: LoadSpec, *, seed_key: Literal["seed", "sampling_seed"]) -> Sampling:
     """The sampling fields that are set; `top_k` and `ignore_eos` are vLLM / SGLang extras of the OpenAI body."""
-    out: dict[str, Any] = {"temperature": spec.temperature}
-    for key, value in (("top_p", spec.top_p), ("top_k", spec.top_k), (seed_key, spec.sampling_seed)):
-        if value is not None:
-            out[key] = value
+    out: Sampling = {"temperature": spec.temperature}
+    if spec.top_p is not None:
+        out["top_p"] = spec.top_p
+    if spec.top_k is not None:
+        out["top_k"] = spec.top_k
+    if spec.sampling_seed is not None:
+        out[seed_key] = spec.sampling_seed
     if spec.stop is not None:
         out["stop"] = list(spec.stop)
     if spec.ignore_eos:
@@ -25,14 +41,14 @@ def _sampling(spec: LoadSpec, *, seed_key: str) -> dict[str, Any]:
     return out
 
 
-def request_body(spec: LoadSpec, prompt: Prompt) -> dict[str, Any]:
-    """The JSON body one request sends (`extra_body` merged last). The prompt's own output length wins over the
-    spec's. SGLang /generate takes sampling in `sampling_params` (seed as `sampling_seed`,
+def request_body(spec: LoadSpec, prompt: Prompt) -> dict[str, object]:
+    """The JSON body one request sends (`extra_body` merged last, so its keys are open: the body is only serialized,
+    never read back). The prompt's own output length wins over the spec's. SGLang /generate takes sampling in `sampling_params` (seed as `sampling_seed`,
     sglang/srt/sampling/sampling_params.py::SamplingParams@0.5.15); the OpenAI APIs at the top level."""
     out_tokens = prompt.output_tokens or spec.output_tokens
     if spec.api == "generate":
-        sp: dict[str, Any] = {"max_new_tokens": out_tokens, **_sampling(spec, seed_key="sampling_seed")}
-        body: dict[str, Any] = {"sampling_params": sp, "stream": True}
+        sp: dict[str, object] = {"max_new_tokens": out_tokens, **_sampling(spec, seed_key="sampling_seed")}
+        body: dict[str, object] = {"sampling_params": sp, "stream": True}
         if prompt.token_ids is not None:
             body["input_ids"] = list(prompt.token_ids)
         elif prompt.text is not None:
@@ -55,7 +71,7 @@ def request_body(spec: LoadSpec, prompt: Prompt) -> dict[str, Any]:
     return body
 
 
-def http_request(spec: LoadSpec, body: dict[str, Any]) -> bytes:
+def http_request(spec: LoadSpec, body: Mapping[str, object]) -> bytes:
     u = urlsplit(spec.base_url)
     path = (u.path.rstrip("/") + PATHS[spec.api]).encode()
     payload = json.dumps(body, separators=(",", ":")).encode()
