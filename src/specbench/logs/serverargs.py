@@ -9,7 +9,11 @@
 from __future__ import annotations
 
 import ast
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeAlias
+
+# A value of an argument dump once made JSON-safe (`_json_safe`): what LogFacts.server_args holds.
+ArgValue: TypeAlias = str | int | float | bool | None | list["ArgValue"] | dict[str, "ArgValue"]
 
 
 def _split_top_level(body: str) -> list[str]:
@@ -47,7 +51,7 @@ def _split_top_level(body: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
-def _json_safe(val: Any) -> Any:
+def _json_safe(val: object) -> ArgValue:
     """literal_eval can give sets, bytes, complex numbers and Ellipsis; facts must stay JSON."""
     if isinstance(val, dict):
         return {str(k): _json_safe(v) for k, v in val.items()}
@@ -60,7 +64,7 @@ def _json_safe(val: Any) -> Any:
     return repr(val)
 
 
-def _value(text: str) -> Any:
+def _value(text: str) -> ArgValue:
     text = text.strip()
     try:
         return _json_safe(ast.literal_eval(text))
@@ -68,9 +72,9 @@ def _value(text: str) -> Any:
         return text  # e.g. `<SomeEnum.X: 1>` or `device(type='cuda')`: keep the text
 
 
-def parse_keyvalues(body: str) -> dict[str, Any]:
+def parse_keyvalues(body: str) -> dict[str, ArgValue]:
     """`k=v, k2=v2` (repr values) to a dict. Pieces without `=` or with a bad key are skipped."""
-    out: dict[str, Any] = {}
+    out: dict[str, ArgValue] = {}
     for piece in _split_top_level(body):
         key, sep, raw = piece.partition("=")
         key = key.strip()
@@ -80,12 +84,12 @@ def parse_keyvalues(body: str) -> dict[str, Any]:
     return out
 
 
-def parse_sglang_server_args(text: str) -> dict[str, Any]:
+def parse_sglang_server_args(text: str) -> dict[str, ArgValue]:
     """Body of `server_args=ServerArgs(...)`; `text` is everything after `ServerArgs(`."""
     return parse_keyvalues(text)
 
 
-def parse_vllm_dict(text: str) -> dict[str, Any]:
+def parse_vllm_dict(text: str) -> dict[str, ArgValue]:
     """`{'model': 'x', 'max_model_len': 4096}` possibly cut off: parse what is complete."""
     text = text.strip()
     try:
@@ -95,7 +99,7 @@ def parse_vllm_dict(text: str) -> dict[str, Any]:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
     body = text[1:] if text.startswith("{") else text
-    out: dict[str, Any] = {}
+    out: dict[str, ArgValue] = {}
     for piece in _split_top_level(body):
         key, sep, raw = piece.partition(":")
         key = key.strip().strip("'\"")
@@ -109,7 +113,7 @@ def to_flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def argv_from_dump(prefix: list[str], args: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+def argv_from_dump(prefix: list[str], args: Mapping[str, object], keys: tuple[str, ...]) -> list[str]:
     """A launch command rebuilt from an argument dump: `prefix` + the flags of `keys` that the dump sets."""
     argv = list(prefix)
     for key in keys:
