@@ -83,7 +83,13 @@ def accept_length_mean(ok: Sequence[Any]) -> float | None:
     return sum(acc) / len(acc) if acc else None
 
 
-def stream_delivery(ok: Sequence[RequestResult], accept_length: float | None) -> dict[str, Any]:
+class StreamDelivery(TypedDict):
+    """The `metrics_json` keys of `stream_delivery`."""
+    tokens_per_arrival: float | None
+    stream_warning: str | None
+
+
+def stream_delivery(ok: Sequence[RequestResult], accept_length: float | None) -> StreamDelivery:
     """How the server streamed: output tokens per distinct arrival (a socket read holding one or more events).
 
     A streaming server delivers about one token per arrival (autoregressive) or about the accept length

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Any
+from typing import Any, TypedDict
 
 # metrics whose spread over the repeats is stored (the per-repeat `aggregate` keys of load/metrics.py)
 SPREAD_METRICS = ("output_throughput", "request_throughput", "total_token_throughput", "goodput",
@@ -165,6 +165,34 @@ def t975(df: float) -> float:
 # ---------------------------------------------------------------- the per-metric spread (metrics_json.spread)
 
 
+class SpreadJson(TypedDict):
+    """One metric's `metrics_json.spread.metrics.<name>` (Spread.as_json)."""
+    values: list[float]
+    n: int
+    mean: float
+    std: float | None
+    cv: float | None
+    ci95: list[float] | None
+
+
+class RateParts(TypedDict):
+    """`metrics_json.spread.rate_parts`: each repeat's output tokens and measured seconds, as stored."""
+    output_tokens: list[float]
+    duration_s: list[float]
+
+
+class _SpreadDocKeys(TypedDict):
+    repeats: int
+    noisy_cv: float
+    noisy: list[str]
+    metrics: dict[str, SpreadJson]
+
+
+class SpreadDoc(_SpreadDocKeys, total=False):
+    """`metrics_json.spread` (spread_json): `rate_parts` only when every repeat has its tokens and seconds."""
+    rate_parts: RateParts
+
+
 @dataclass(frozen=True)
 class Spread:
     values: tuple[float, ...]
@@ -181,7 +209,7 @@ class Spread:
     def se(self) -> float | None:
         return self.std / math.sqrt(self.n) if self.std is not None else None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> SpreadJson:
         return {"values": list(self.values), "n": self.n, "mean": self.mean, "std": self.std, "cv": self.cv,
                 "ci95": list(self.ci95) if self.ci95 is not None else None}
 
@@ -213,20 +241,22 @@ def from_json(d: Any) -> Spread | None:
     return spread(vals) if vals else None
 
 
-def spread_json(per_repeat: Sequence[Mapping[str, Any]], noisy_cv: float = NOISY_CV_DEFAULT) -> dict[str, Any]:
+def spread_json(per_repeat: Sequence[Mapping[str, Any]], noisy_cv: float = NOISY_CV_DEFAULT) -> SpreadDoc:
     """`metrics_json.spread` from the per-repeat metrics: each SPREAD_METRICS key every repeat has as a number, and
     `rate_parts` (each repeat's output tokens and measured seconds: what the pooled throughput's interval needs)."""
-    out: dict[str, Any] = {}
+    out: dict[str, SpreadJson] = {}
     for key in SPREAD_METRICS:
         vals = [float(v) for m in per_repeat if isinstance(v := m.get(key), (int, float)) and _finite(v)]
         if vals and len(vals) == len(per_repeat):
             out[key] = spread(vals).as_json()
-    noisy = [k for k in NOISY_METRICS if (out.get(k) or {}).get("cv") is not None and out[k]["cv"] > noisy_cv]
-    d: dict[str, Any] = {"repeats": len(per_repeat), "noisy_cv": noisy_cv, "noisy": noisy, "metrics": out}
+    noisy = [k for k in NOISY_METRICS if k in out and (cv := out[k]["cv"]) is not None and cv > noisy_cv]
+    d: SpreadDoc = {"repeats": len(per_repeat), "noisy_cv": noisy_cv, "noisy": noisy, "metrics": out}
     tokens = [m.get("total_output_tokens") for m in per_repeat]
     secs = [m.get("duration_s") for m in per_repeat]
     if per_repeat and all(_finite(t) for t in tokens) and all(_finite(s) and float(s or 0) > 0 for s in secs):
-        d["rate_parts"] = {"output_tokens": tokens, "duration_s": secs}
+        # every one is a finite number (checked just above): the lists as stored, narrowed for the type
+        d["rate_parts"] = {"output_tokens": [t for t in tokens if isinstance(t, (int, float))],
+                           "duration_s": [s for s in secs if isinstance(s, (int, float))]}
     return d
 
 
