@@ -26,9 +26,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from specbench.errors import UserError
+
+if TYPE_CHECKING:
+    import jinja2
 
 PromptMode = Literal["chat", "text", "ids"]
 
@@ -164,13 +167,16 @@ class ChatTokenizer:
             tok = Tokenizer.from_file(str(tj))
         except Exception as exc:  # the tokenizers library raises its own Exception type
             raise UserError(f"{tj}: cannot load tokenizer: {exc}") from None
-        cfg: dict[str, Any] = {}
+        cfg: dict[str, object] = {}
         tc = d / "tokenizer_config.json"
         if tc.is_file():
             try:
-                cfg = json.loads(tc.read_text(encoding="utf-8"))
+                loaded = json.loads(tc.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
                 raise UserError(f"{tc}: not JSON ({exc.msg} at line {exc.lineno})") from None
+            if not isinstance(loaded, dict):
+                raise UserError(f"{tc}: not a JSON object")
+            cfg = loaded
         template = cfg.get("chat_template")
         if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
             named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
@@ -183,7 +189,7 @@ class ChatTokenizer:
             for k in ("bos_token", "eos_token", "unk_token", "pad_token")
             if (t := _token_text(cfg.get(k))) is not None
         }
-        return cls(tokenizer=tok, chat_template=template or None, special_tokens=specials, source=str(d))
+        return cls(tokenizer=tok, chat_template=template if isinstance(template, str) and template else None, special_tokens=specials, source=str(d))
 
     def count(self, text: str, *, add_special_tokens: bool) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)
@@ -223,10 +229,10 @@ class ChatTokenizer:
         return _word_pool(self)
 
 
-_TEMPLATES: dict[str, Any] = {}
+_TEMPLATES: dict[str, jinja2.Template] = {}
 
 
-def _compiled(template: str) -> Any:
+def _compiled(template: str) -> jinja2.Template:
     # transformers/utils/chat_template_utils.py::_compile_jinja_template
     if template not in _TEMPLATES:
         import jinja2.ext
