@@ -6,9 +6,10 @@ The JSON shape is the doctor contract of docs/contracts.md (`status`, `failure`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.contracts import BudgetRow, Fix, PlanOptions, PlanResult
 from specbench.doctor import reading
@@ -23,9 +24,28 @@ from specbench.logs.failures import Failure, stop_index
 from specbench.logs.launch_model import facts_model_source, model_source
 from specbench.logs.normalize import decode, looks_binary, normalize
 from specbench.logs.reader import read_log_bounded
+from specbench.logs.serverargs import ArgValue
 from specbench.logs.warnings import Cap, LogWarning
 from specbench.plan.api import env_gpu_default, plan_result
 from specbench.specs.gpu import find_gpu
+
+
+class DiagnosisJson(TypedDict):
+    """`specbench doctor LOG --json` (docs/contracts.md; read back by contracts.py::DiagnosisSummary). The nested
+    objects are the JSON forms their own types write: Failure.to_dict, LogFacts.to_dict, Fix.to_json,
+    BudgetRow.to_dict, PlanResult.to_json, LogWarning.to_dict."""
+    status: str  # "started" | "failed" | "unknown"
+    failure: dict[str, str] | None
+    facts: Mapping[str, object]
+    explanation: str
+    fixes: list[Mapping[str, object]]
+    engine: str | None
+    engine_version: str | None
+    budget: list[dict[str, object]]
+    notes: list[str]
+    plan: Mapping[str, object] | None
+    warnings: list[Mapping[str, object]]
+    capped: bool
 
 
 @dataclass(frozen=True)
@@ -38,7 +58,6 @@ class Diagnosis:
     fixes: tuple[Fix, ...] = ()
     notes: tuple[str, ...] = ()
     plan: PlanResult | None = None  # the planner's own result for the logged launch, when available
-    extra: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[LogWarning, ...] = ()
 
     @property
@@ -46,7 +65,7 @@ class Diagnosis:
         """Started, but the engine serves less than asked (a cap / reduction / override warning)."""
         return self.status == "started" and any(w.cap for w in self.warnings)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DiagnosisJson:
         return {
             "status": self.status,
             "failure": self.failure.to_dict() if self.failure else None,
@@ -86,7 +105,22 @@ def _text(raw: bytes | str) -> str:
     return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
 
 
-def facts_for_plan(path: str | Path) -> dict[str, Any]:
+class PlanFacts(TypedDict):
+    """What a log gives a re-plan (`facts_for_plan`, whatif.py::measured_from_log); None where it does not say."""
+    argv: list[str] | None  # the launch rebuilt from the argument dump (None: the log has none)
+    engine: str | None
+    engine_version: str | None
+    avail_before_load_gib: float | None
+    weights_gib: float | None
+    draft_weights_gib: float | None
+    non_kv_gib: float | None  # vLLM
+    model_config: str | None
+    model: ArgValue  # the dumped model path, as the dump spells it
+    model_class: str | None
+    gpu_total_gib: float | None
+
+
+def facts_for_plan(path: str | Path) -> PlanFacts:
     """Measured overrides and the rebuilt launch argv for `specbench plan --from-log FILE`:
     `{"argv": [...], "engine": ..., "engine_version": ..., "avail_before_load_gib": ..., "weights_gib": ...,
     "draft_weights_gib": ..., "non_kv_gib": ... (vLLM), "model_config": <a config source that resolves for the
