@@ -18,11 +18,12 @@ plan says so. Options given on the command line (`--weights-gib`, ...) win over 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.contracts import PlanOptions
-from specbench.doctor.doctor import facts_for_plan, infer_version, parse_raw, read_log
+from specbench.doctor.doctor import PlanFacts, facts_for_plan, infer_version, parse_raw, read_log
 from specbench.engines.base import engine
 from specbench.engines.command import read_command
 from specbench.errors import UserError
@@ -37,19 +38,36 @@ MEASURED: dict[str, tuple[str, str | None, str]] = {
 }
 
 
+class FromLog(TypedDict):
+    """The plan key `from_log` (docs/contracts.md): the log, which launch, the values measured and applied."""
+    log: str
+    command: str  # "the log's own launch" | "CMD"
+    measured: dict[str, float]
+    applied: dict[str, float]
+    notes: list[str]
+
+
 @dataclass(frozen=True)
 class WhatIf:
     argv: list[str]
     opts: PlanOptions
-    record: dict[str, Any]   # the plan key `from_log` (docs/contracts.md)
+    record: FromLog
 
 
-def _estimate(out: dict[str, Any], option: str) -> float | None:
+def _estimate(out: Mapping[str, object], option: str) -> float | None:
+    """A measured option's estimate in a plan (plan.api::plan_command's JSON), top level or in its `budget`."""
     key, budget_key, _ = MEASURED[option]
     val = out.get(key)
     if val is None and budget_key is not None:
-        val = (out.get("budget") or {}).get(budget_key)
+        budget = out.get("budget")
+        val = budget.get(budget_key) if isinstance(budget, Mapping) else None
     return float(val) if isinstance(val, (int, float)) else None
+
+
+def _log_values(facts: PlanFacts) -> dict[str, float | None]:
+    """The MEASURED options as the log gives them."""
+    return {"weights_gib": facts["weights_gib"], "draft_weights_gib": facts["draft_weights_gib"],
+            "avail_before_load_gib": facts["avail_before_load_gib"], "non_kv_gib": facts["non_kv_gib"]}
 
 
 def _with(opts: PlanOptions, values: dict[str, float]) -> PlanOptions:
@@ -119,7 +137,7 @@ def _shape(source: str | None) -> tuple[Any, ...] | None:
     return (m.architecture, m.hidden_size, m.num_layers, m.vocab_size, m.num_kv_heads, m.quant.method)
 
 
-def _same_launch_kind(facts: dict[str, Any], cmd: list[str]) -> None:
+def _same_launch_kind(facts: PlanFacts, cmd: list[str]) -> None:
     """A log measures one engine: its numbers (and its release) never move to another engine's launch."""
     log_engine = facts.get("engine")
     cmd_engine = read_command(cmd).engine.name
@@ -128,12 +146,13 @@ def _same_launch_kind(facts: dict[str, Any], cmd: list[str]) -> None:
                         f"move to the other (nor its release); plan CMD without --from-log, or give a {cmd_engine} log")
 
 
-def _same_model(facts: dict[str, Any], est_cmd: dict[str, Any], cmd_config: str | None) -> bool:
+def _same_model(facts: PlanFacts, est_cmd: Mapping[str, object], cmd_config: str | None) -> bool:
     """Measured weights and memory hold for the checkpoint that was loaded: CMD must load the same one. Refused
     naming both when the log's model resolves to other shapes than CMD's; True when both resolve (and agree),
     False when the log's model cannot be read here (then its weights decide: `_weights_match`)."""
     log_model, cmd_model = facts.get("model"), est_cmd.get("model")
-    log_shape, cmd_shape = _shape(facts.get("model_config")), _shape(cmd_config or cmd_model)
+    log_shape = _shape(facts.get("model_config"))
+    cmd_shape = _shape(cmd_config or (cmd_model if isinstance(cmd_model, str) else None))
     if log_shape is None or cmd_shape is None:
         return False
     if log_shape != cmd_shape:
@@ -145,7 +164,7 @@ def _same_model(facts: dict[str, Any], est_cmd: dict[str, Any], cmd_config: str 
     return True
 
 
-def _weights_match(facts: dict[str, Any], measured: dict[str, float], est: float | None, cmd_model: Any) -> str:
+def _weights_match(facts: PlanFacts, measured: dict[str, float], est: float | None, cmd_model: object) -> str:
     """A log whose model cannot be read here: its measured weights against the planner's estimate for the same
     launch (the log's own, planned with CMD's model; or CMD's when the log has no argument dump)."""
     w = measured.get("weights_gib")
@@ -160,7 +179,7 @@ def _weights_match(facts: dict[str, Any], measured: dict[str, float], est: float
     return f"{named}{said} is taken as CMD's {cmd_model}: its measured weights match CMD's config"
 
 
-def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
+def measured_from_log(path: str, cmd: list[str]) -> PlanFacts:
     """The doctor's facts for a re-plan (doctor/doctor.py::facts_for_plan); a log without an argument dump still
     gives its measured values (with `argv` None), since CMD says the launch, and CMD's engine reads them when the
     log's lines do not name one (a pasted excerpt)."""
@@ -178,8 +197,8 @@ def measured_from_log(path: str, cmd: list[str]) -> dict[str, Any]:
             "gpu_total_gib": facts.total_gpu_memory_gib if facts.device != "cpu" else None}
 
 
-def _plan_log_launch(log_argv: list[str], log_opts: PlanOptions, est_cmd: dict[str, Any],
-                     record: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def _plan_log_launch(log_argv: list[str], log_opts: PlanOptions, est_cmd: Mapping[str, object],
+                     record: FromLog) -> tuple[Mapping[str, object] | None, str | None]:
     """The planner's estimates for the log's own launch; when its model path does not resolve here (a folder on
     the machine that wrote the log), with CMD's model in its place, said in the notes."""
     from specbench.specs.resolve import resolve_config_path
@@ -206,17 +225,18 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str], g
     set (else the plan is on the log's own GPU, where the log says its total)."""
     if not cmd:
         facts = facts_for_plan(log_path)   # the log's own launch (UserError without an argument dump)
-        argv = list(facts["argv"])
+        argv = list(facts["argv"] or ())  # always a list here: facts_for_plan needs the argument dump
     else:
         facts = measured_from_log(log_path, cmd)
         argv = list(cmd)
         _same_launch_kind(facts, argv)
-    measured: dict[str, float] = {k: float(facts[k]) for k in MEASURED
-                                  if facts.get(k) is not None and k not in given}
+    logged = _log_values(facts)
+    measured: dict[str, float] = {k: float(v) for k in MEASURED
+                                  if (v := logged[k]) is not None and k not in given}
     opts, gpu_note = _same_gpu(opts, facts.get("gpu_total_gib"), measured, gpu_given)
     base = replace(opts, engine_version=opts.engine_version or facts.get("engine_version"),
                    model_config=opts.model_config or (facts.get("model_config") if not cmd else None))
-    record: dict[str, Any] = {"log": log_path, "command": "the log's own launch" if not cmd else "CMD",
+    record: FromLog = {"log": log_path, "command": "the log's own launch" if not cmd else "CMD",
                               "measured": dict(measured), "applied": {}, "notes": [gpu_note] if gpu_note else []}
     if not cmd or not measured:
         record["applied"] = dict(measured)
