@@ -17,12 +17,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.logs.facts import LogFacts
 from specbench.logs.normalize import Line
 
 FixFn = Callable[["re.Match[str]", str, LogFacts], list[dict[str, Any]]]
+
+
+class CapJson(TypedDict):
+    """A warning's `capped` in doctor --json (Cap.to_dict)."""
+    value: str
+    flag: str
+    asked: object  # as the log says it (None: not printed)
+    to: float | int
+    why: str
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,7 @@ class Cap:
     why: str
     asked: Any = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CapJson:
         return {"value": self.value, "flag": self.flag, "asked": self.asked, "to": self.to, "why": self.why}
 
 
