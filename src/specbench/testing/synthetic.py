@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias, TypedDict
 
 from specbench.matrix.store import insert_sql
 from specbench.stored.schema import SCHEMA
@@ -34,6 +34,57 @@ AssertionError: max_running_request is zero
 """
 
 
+# a value of a synthetic cell's metrics_json: counts, rates, "inf", the accept lengths, None
+MetricValue: TypeAlias = int | float | str | list[float] | None
+
+
+class _PlanKeys(TypedDict):
+    """The part of a server's plan_json (the planner's JSON) a synthetic server writes."""
+    status: str
+    error: str | None
+    engine: str
+    engine_version: str
+    mem_fraction_static: float
+    weights_gib: float
+    draft_weights_gib: float | None
+    kv_tokens: int
+    k_size_gib: float
+    v_size_gib: float
+    max_mamba_cache_size: int
+    conv_state_gib: float
+    ssm_state_gib: float
+    intermediate_ssm_state_gib: float
+    max_running_requests: int
+    gpu_total_gib: float
+    fixes: list[Mapping[str, object]]  # none here
+
+
+class _SettingsKeys(TypedDict):
+    tp: int
+    label: str
+    algorithm: str
+    mem_fraction_static: float
+    max_running_requests: int
+    context_length: int
+    flags: dict[str, str]
+    env: dict[str, str]
+
+
+class _Settings(_SettingsKeys, total=False):
+    """servers.settings_json (and cells.server_json) of a synthetic server: `ddtree_budget` for DDTree only."""
+    ddtree_budget: int
+
+
+class _CellRow(TypedDict):
+    """What one synthetic cell stores (`_cell_outcome`)."""
+    status: str
+    reason: str | None
+    metrics: dict[str, MetricValue] | None
+    log: str | None
+    diag: Mapping[str, object] | None
+    accepts: list[float]
+
+
 def _percentiles(values: Sequence[float]) -> dict[str, float]:
     xs = sorted(values)
 
@@ -46,7 +97,9 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"mean": sum(xs) / len(xs), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99)}
 
 
-def _metrics(tp: int, label: str, conc: int, rng: random.Random, n_req: int) -> tuple[dict[str, Any], list[float]]:
+def _metrics(tp: int, label: str, conc: int, rng: random.Random, n_req: int,
+             throughput_scale: float = 1.0) -> tuple[dict[str, MetricValue], list[float]]:
+    """A done cell's metrics_json (its output_throughput times `throughput_scale`) and its accept lengths."""
     # AR decode speed per request: 26.5 tok/s at TP1, c=1 (scenario README), better with TP, worse with c.
     per_user_ar = 26.5 * (1 + 0.55 * (tp.bit_length() - 1)) / (1 + 0.06 * (conc - 1))
     accept = MEAN_ACCEPT.get(label)
@@ -63,9 +116,9 @@ def _metrics(tp: int, label: str, conc: int, rng: random.Random, n_req: int) -> 
     itls = [t * rng.uniform(0.7, 1.6) for t in tpots]
     e2es = [a + b * 255 for a, b in zip(ttfts, tpots)]
     out_tput = conc * per_user * rng.uniform(0.97, 1.03)
-    m: dict[str, Any] = {
+    m: dict[str, MetricValue] = {
         "completed": n_req, "failed": 0, "duration_s": n_req * 256 / out_tput, "concurrency": conc,
-        "request_rate": "inf", "request_throughput": out_tput / 256, "output_throughput": out_tput,
+        "request_rate": "inf", "request_throughput": out_tput / 256, "output_throughput": out_tput * throughput_scale,
         "total_token_throughput": out_tput * (1 + 1024 / 256),
         "accept_length_mean": (sum(accepts) / len(accepts)) if accepts else None,
         "accept_lengths": accepts, "goodput": out_tput / 256, "speedup": None,
@@ -76,7 +129,7 @@ def _metrics(tp: int, label: str, conc: int, rng: random.Random, n_req: int) -> 
     return m, accepts
 
 
-def _plan(tp: int, label: str, fails: bool) -> dict[str, Any]:
+def _plan(tp: int, label: str, fails: bool) -> _PlanKeys:
     spec = label != "ar"
     weights = 47.54 / tp  # 51.05 GB NVFP4 target (scenario) in GiB, split over TP
     mamba = (0.01 + 0.29 + 0.94) if fails else (0.07 + 3.52 + 11.25) / (1 if tp == 1 else 2)
@@ -101,18 +154,18 @@ CLAMP = {"requested_prompt_tokens": 1024, "prompt_tokens": 1024, "output_tokens"
          "clamped": False}
 
 
-def _settings(tp: int, label: str) -> dict[str, Any]:
+def _settings(tp: int, label: str) -> _Settings:
     """servers.settings_json (and cells.server_json) of one server tuple."""
     algorithm = "ar" if label == "ar" else label.split("-")[0].upper()
     budget = int(label.rsplit("b", 1)[1]) if "-b" in label else None
-    settings = {"tp": tp, "label": label, "algorithm": algorithm, "mem_fraction_static": 0.75,
+    settings: _Settings = {"tp": tp, "label": label, "algorithm": algorithm, "mem_fraction_static": 0.75,
                 "max_running_requests": 4 * tp, "context_length": 32768, "flags": {}, "env": {}}
     if budget:
         settings["ddtree_budget"] = budget
     return settings
 
 
-def _insert_server(con: sqlite3.Connection, sid: str, phase: int, tp: int, label: str, settings: dict[str, Any],
+def _insert_server(con: sqlite3.Connection, sid: str, phase: int, tp: int, label: str, settings: _Settings,
                    engine: str, server_fails: bool, pending: bool, t: float) -> None:
     if pending:
         status = "pending"
@@ -130,25 +183,25 @@ def _insert_server(con: sqlite3.Connection, sid: str, phase: int, tp: int, label
 
 
 def _cell_outcome(cid: str, sid: str, tp: int, label: str, conc: int, rng: random.Random, n_req: int,
-                  state: str, throughput_scale: float) -> dict[str, Any]:
+                  state: str, throughput_scale: float) -> _CellRow:
     """status, reason, metrics, log, diagnosis and per-request accept lengths of one cell; `state` is "pending",
     "server_failed", "failed" or "done" (only a done cell draws from `rng`)."""
-    row: dict[str, Any] = {"status": "pending", "reason": None, "metrics": None, "log": None, "diag": None,
-                           "accepts": []}
+    row: _CellRow = {"status": "pending", "reason": None, "metrics": None, "log": None, "diag": None,
+                     "accepts": []}
     if state == "server_failed":
-        row.update(status="skipped", reason=f"server {sid} failed to start")
+        row["status"], row["reason"] = "skipped", f"server {sid} failed to start"
     elif state == "failed":
-        row.update(status="failed", reason="all 16 requests failed: server disconnected",
-                   log="client: ServerDisconnectedError after 3 requests\n" * 3, diag=CELL_DIAGNOSIS)
+        row["status"], row["reason"] = "failed", "all 16 requests failed: server disconnected"
+        row["log"], row["diag"] = "client: ServerDisconnectedError after 3 requests\n" * 3, CELL_DIAGNOSIS
     elif state == "done":
-        metrics, accepts = _metrics(tp, label, conc, rng, n_req)
-        metrics["output_throughput"] *= throughput_scale
-        row.update(status="done", metrics=metrics, accepts=accepts, log=f"cell {cid}: {n_req} requests ok\n")
+        metrics, accepts = _metrics(tp, label, conc, rng, n_req, throughput_scale)
+        row["status"], row["metrics"], row["accepts"] = "done", metrics, accepts
+        row["log"] = f"cell {cid}: {n_req} requests ok\n"
     return row
 
 
 def _insert_cell(con: sqlite3.Connection, cid: str, sid: str, phase: int, tp: int, label: str,
-                 settings: dict[str, Any], client: dict[str, Any], row: dict[str, Any], t: float) -> None:
+                 settings: _Settings, client: Mapping[str, int | str], row: _CellRow, t: float) -> None:
     algorithm = settings["algorithm"]
     con.execute(
         insert_sql("cells"),
@@ -196,7 +249,7 @@ def write_store(path: str | Path, *, tps: Sequence[int] = (1, 4, 8), labels: Seq
             _insert_server(con, sid, phase, tp, label, settings, engine, server_fails, pending, t)
             for conc in concurrencies:
                 cid = f"cell-tp{tp}-{label}-c{conc}"
-                client = {"concurrency": conc, "prompt_tokens": 1024, "output_tokens": 256, "num_requests": n_req,
+                client: dict[str, int | str] = {"concurrency": conc, "prompt_tokens": 1024, "output_tokens": 256, "num_requests": n_req,
                           "dataset": "random", "request_rate": "inf"}
                 state = ("pending" if pending else "server_failed" if server_fails
                          else "failed" if failing_cell == (tp, label, conc) else "done")
