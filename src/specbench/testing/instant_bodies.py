@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 WORDS = (
@@ -135,7 +136,7 @@ def ids_of(i: int, k: int, salt: int = 0) -> list[int]:
     return [salt * 4096 + x for x in range(i, i + k)]
 
 
-def prompt_salt(body: dict[str, Any]) -> int:
+def prompt_salt(body: Mapping[str, object]) -> int:
     """Which answer a request gets: a hash of its prompt (`prompt`, `messages`, `input_ids` / `text`), so one prompt
     always gets the same answer and different prompts (almost always) different ones, as a model's would."""
     import zlib
@@ -149,18 +150,19 @@ def steps(n: int, a: int) -> list[int]:
     return [min(a, n - s) for s in range(0, n, a)]
 
 
-def truth_event(api: str, pos: int, k: int, last: bool, model: str, ids: bool, meta: dict[str, Any] | None,
+def truth_event(api: str, pos: int, k: int, last: bool, model: str, ids: bool, meta: Mapping[str, object] | None,
                 full: bool = True, style: str = "compact", salt: int = 0) -> bytes:
     """One event of the ground-truth stream: `k` tokens after `pos` (k = 0: the chat role chunk); token ids when the
-    request asked `return_token_ids` (vLLM) and always on /generate (SGLang's cumulative `output_ids`)."""
+    request asked `return_token_ids` (vLLM) and always on /generate (SGLang's cumulative `output_ids`). The objects
+    built here (and below) are JSON only written, never read back: dict[str, object]."""
     fin = ("length" if full else "stop") if last else None
     if api == "generate":
         return sse({"text": text(0, pos + k, salt), "output_ids": ids_of(0, pos + k, salt), "meta_info": meta},
                    style)
     if api == "chat":
-        delta: dict[str, Any] = {"role": "assistant", "content": ""} if k == 0 else {"content": text(pos, k, salt)}
-        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
-        obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": model}
+        delta: dict[str, str] = {"role": "assistant", "content": ""} if k == 0 else {"content": text(pos, k, salt)}
+        choice: dict[str, object] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
+        obj: dict[str, object] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": model}
     else:
         choice = {"index": 0, "text": text(pos, k, salt), "logprobs": None, "finish_reason": fin}
         obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": model}
@@ -203,21 +205,21 @@ def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = 
     for k, size in enumerate(sizes):
         last = k == len(sizes) - 1
         fin = "length" if last else None
+        choice: dict[str, object]
         if api == "chat":
-            obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
-                                   "choices": [{"index": 0, "delta": {"content": text(pos, size, salt)},
-                                                "logprobs": None, "finish_reason": fin}]}
+            choice = {"index": 0, "delta": {"content": text(pos, size, salt)}, "logprobs": None, "finish_reason": fin}
+            obj: dict[str, object] = {"id": "chatcmpl-0", "object": "chat.completion.chunk", "created": 0, "model": m,
+                                      "choices": [choice]}
         elif api == "completions":
-            obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": m,
-                   "choices": [{"index": 0, "text": text(pos, size, salt), "logprobs": None,
-                                "finish_reason": fin}]}
+            choice = {"index": 0, "text": text(pos, size, salt), "logprobs": None, "finish_reason": fin}
+            obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": m, "choices": [choice]}
         else:  # generate: cumulative text, meta_info per event (SGLang native)
             obj = {"text": text(0, pos + size, salt), "output_ids": ids_of(0, pos + size, salt),
                    "meta_info": {"id": "0", "finish_reason": {"type": "length", "length": n} if last else None,
                                  "prompt_tokens": -1, "completion_tokens": pos + size, "cached_tokens": 0,
                                  "spec_verify_ct": k + 1 if accept_length > 1 else 0}}
         if ids and api != "generate":
-            obj["choices"][0]["token_ids"] = ids_of(pos, size, salt)
+            choice["token_ids"] = ids_of(pos, size, salt)
         pos += size
         evs.append(sse(obj, style))
     return evs
@@ -226,7 +228,7 @@ def stream_events(api: str, n: int, accept_length: int, model: str, ids: bool = 
 def stream_tail(api: str, n: int, prompt_tokens: int | None, usage: bool, model: str, style: str = "compact") -> bytes:
     """What follows the events: the usage chunk (OpenAI APIs, when asked), `[DONE]` and the last chunk."""
     if api in ("chat", "completions") and usage:
-        obj: dict[str, Any] = {
+        obj: dict[str, object] = {
             "id": "0", "object": "chat.completion.chunk" if api == "chat" else "text_completion", "created": 0,
             "model": model, "choices": [],
             "usage": {"prompt_tokens": prompt_tokens, "total_tokens": (prompt_tokens or 0) + n,
@@ -240,9 +242,9 @@ def whole_response(api: str, n: int, ptoks: int | None, model: str, accept_lengt
     t = text(0, n)
     usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": (ptoks or 0) + n}
     if api == "chat":
-        obj: dict[str, Any] = {"id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": model,
-                               "choices": [{"index": 0, "message": {"role": "assistant", "content": t},
-                                            "finish_reason": "length"}], "usage": usage}
+        obj: dict[str, object] = {"id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": model,
+                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": t},
+                                               "finish_reason": "length"}], "usage": usage}
     elif api == "completions":
         obj = {"id": "cmpl-0", "object": "text_completion", "created": 0, "model": model,
                "choices": [{"index": 0, "text": t, "finish_reason": "length"}], "usage": usage}

@@ -39,6 +39,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,7 +150,7 @@ class Server:
             return o.switch_model
         return o.models_name or o.model
 
-    def answer_model(self, body: dict[str, Any]) -> str:
+    def answer_model(self, body: Mapping[str, object]) -> str:
         """The model an answer names: the one the request named (as vLLM and SGLang echo it), unless lying."""
         o = self.o
         if o.answer_model:
@@ -163,10 +164,11 @@ class Server:
         self.stats.account(n, prompt_tokens, self.o.accept_length, self.o.num_spec_tokens)
 
 
-def _prompt_tokens(body: dict[str, Any]) -> int | None:
+def _prompt_tokens(body: Mapping[str, object]) -> int | None:
     """The server has no tokenizer: token ids are counted; text is not (reported as null: unknown, never a guess)."""
     if "input_ids" in body:
-        return len(body["input_ids"])
+        ids = body["input_ids"]
+        return len(ids) if isinstance(ids, (list, str)) else None
     p = body.get("prompt")
     if isinstance(p, list) and p and isinstance(p[0], int):
         return len(p)
@@ -235,8 +237,9 @@ class _Proto(asyncio.Protocol):
                 self._send(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: %d\r\n\r\n"
                            % len(body) + body)
             elif path == "/get_server_info":
-                info: dict[str, Any] = {"model_path": o.model, "context_length": 32768,
-                                        "speculative_num_draft_tokens": o.num_spec_tokens + 1, "instant_server": True}
+                info: dict[str, object] = {"model_path": o.model, "context_length": 32768,
+                                           "speculative_num_draft_tokens": o.num_spec_tokens + 1,
+                                           "instant_server": True}
                 if srv.sched is not None:  # as SGLang 0.5.15.post1's /server_info reports its effective cap
                     info["dp_size"] = 1
                     info["internal_states"] = [{"effective_max_running_requests_per_dp":
@@ -354,7 +357,7 @@ class _Proto(asyncio.Protocol):
                 if k == 0:
                     break
                 last = pos + k >= stop_at
-                meta: dict[str, Any] | None = None
+                meta: dict[str, object] | None = None
                 if api == "generate":
                     meta = {"id": "0", "prompt_tokens": ptoks, "completion_tokens": pos + k, "cached_tokens": 0,
                             "finish_reason": ({"type": "length", "length": n} if stop_at == n else
