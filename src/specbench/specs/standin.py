@@ -48,7 +48,7 @@ _BITS = re.compile(r"^(\d+)-?bit$")
 _SNAPSHOT = re.compile(r"models--([^/]+?)--([^/]+)/snapshots/[0-9a-f]+")
 
 # fields a rename is known to change: word -> (fields, where the real value is stated)
-RENAMES: dict[str, tuple[dict[str, Any], str]] = {
+RENAMES: dict[str, tuple[dict[str, int], str]] = {
     "2507": ({"max_position_embeddings": 262144},
              "the Qwen3 -2507 checkpoints' config.json (262,144-token native context)"),
 }
@@ -125,9 +125,10 @@ def renamed_bases(base: str) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
-def _form(kind: str, org: str, dynamic: bool, flag: str | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None,
-                                                                           str]:
-    """(quantization_config, hf_quant_config, words) of the form the publishers write for `kind`."""
+def _form(kind: str, org: str, dynamic: bool,
+          flag: str | None) -> tuple[dict[str, object] | None, dict[str, object] | None, str]:
+    """(quantization_config, hf_quant_config, words) of the form the publishers write for `kind` (JSON blocks, read
+    by specs/quant.py as it reads a checkpoint's own)."""
     if kind == "fp8" and (org == "nvidia" or flag in ("modelopt", "modelopt_fp8")):
         return None, {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8",
                                        "exclude_modules": ["lm_head"]}}, "NVIDIA ModelOpt FP8 (FP8 KV, lm_head kept)"
@@ -244,11 +245,13 @@ def _arch(p: Path) -> str | None:
     return str(archs[0]) if archs else None
 
 
-def _quant_blocks(p: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _quant_blocks(p: Path) -> tuple[dict[str, object] | None, dict[str, object] | None]:
+    """A bundled config's quantization_config and its sibling hf_quant_config.json (None: absent, or not an object)."""
     cfg = json.loads(p.read_text(encoding="utf-8"))
     hq_path = p.with_name(p.stem + "__hf_quant_config.json")
     hq = json.loads(hq_path.read_text(encoding="utf-8")) if hq_path.is_file() else None
-    return cfg.get("quantization_config"), hq
+    qc = cfg.get("quantization_config")
+    return (qc if isinstance(qc, dict) else None), (hq if isinstance(hq, dict) else None)
 
 
 def find_stand_in(source: str, why: str, match: Any, bundled: dict[str, Path], flag: str | None) -> StandIn | None:
@@ -311,7 +314,7 @@ def _build(source: str, hit: Path, nr: NameRead, kind: str | None, org: str, fla
         else:
             qc, hq, how = _form(kind, org, nr.dynamic, flag)
     said = (f"the name's `{'-'.join(nr.quant_words)}`" if nr.quant else f"--quantization {flag}") if kind else ""
-    fields: dict[str, Any] = {}
+    fields: dict[str, int] = {}
     renamed = ""
     if dropped:
         for w in dropped:
