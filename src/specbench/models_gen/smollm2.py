@@ -117,8 +117,9 @@ def llama_shape(fields: Mapping[str, Any], tensor_names: set[str]) -> LlamaShape
     )
 
 
-def model_config(s: LlamaShape, layers: int, fp: str) -> dict[str, Any]:
-    """config.json for `layers` decoder layers (the GGUF's count for the target, fewer for a draft)."""
+def model_config(s: LlamaShape, layers: int, fp: str) -> dict[str, object]:
+    """config.json for `layers` decoder layers (the GGUF's count for the target, fewer for a draft): JSON only
+    written (`_write_json`), never read back here."""
     rope_scaling = {"rope_type": "default", "rope_theta": s.rope_theta}
     return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16", "dtype": "bfloat16",
@@ -183,7 +184,7 @@ def to_bf16_bits(a: np.ndarray) -> np.ndarray:
 
 def save_bf16_safetensors(tensors: Mapping[str, np.ndarray], path: Path) -> None:
     """The safetensors format by hand (safetensors.numpy has no bfloat16): u64 header length, JSON, raw data."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
     blobs, offset = [], 0
     for name in sorted(tensors):
         bits = to_bf16_bits(tensors[name])
@@ -222,8 +223,9 @@ def build_tokenizer(fields: Mapping[str, Any]) -> Any:
     return tok
 
 
-def tokenizer_files(fields: Mapping[str, Any], s: LlamaShape) -> dict[str, dict[str, Any]]:
-    """tokenizer_config.json and special_tokens_map.json (chat template and special tokens from the GGUF)."""
+def tokenizer_files(fields: Mapping[str, Any], s: LlamaShape) -> dict[str, dict[str, object]]:
+    """tokenizer_config.json and special_tokens_map.json (chat template and special tokens from the GGUF): JSON
+    only written."""
     tokens = list(meta_value(fields, "tokenizer.ggml.tokens"))
     types = list(meta_value(fields, "tokenizer.ggml.token_type"))
     control = [i for i, ty in enumerate(types) if ty == 3]
@@ -359,7 +361,7 @@ def _block_of(hf: str) -> int:
     return int(parts[2]) if len(parts) > 2 and parts[1] == "layers" else -1
 
 
-def _write_folder(target: Path, sd: Mapping[str, np.ndarray], config: dict[str, Any], shape: LlamaShape,
+def _write_folder(target: Path, sd: Mapping[str, np.ndarray], config: Mapping[str, object], shape: LlamaShape,
                   tok: Any, fields: Mapping[str, Any]) -> None:
     """Everything into a temporary folder, renamed into place: a half-written model never looks complete."""
     with staged_folder(target) as tmp:
