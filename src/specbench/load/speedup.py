@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from specbench.load import spread as sp
 from specbench.load.results import workload_extras
 
 Key = tuple[Any, ...]
+# a derived key's value: an estimate or df (float), an interval ([lo, hi]), a decision or the lead (str), None
+DerivedValue: TypeAlias = float | str | list[float] | None
 
 # (stored key prefix, the metric it divides, True when lower is better: the speedup is AR / cell)
 KINDS = (("speedup", "output_throughput", False), ("tpot_speedup", "tpot_ms_mean", True),
@@ -165,9 +167,9 @@ def _ci(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [round(ci[0], DIGITS), round(ci[1], DIGITS)]
 
 
-def cell_intervals(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def cell_intervals(metrics: Mapping[str, Any]) -> dict[str, DerivedValue]:
     """The cell's own keys: `<metric>_ci95` of INTERVAL_METRICS and `output_throughput_cv` (null: measured once)."""
-    out: dict[str, Any] = {}
+    out: dict[str, DerivedValue] = {}
     for key in INTERVAL_METRICS:
         est = estimate(metrics, key)
         out[f"{key}_ci95"] = _ci(est.ci95) if est is not None else None
@@ -178,10 +180,10 @@ def cell_intervals(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def speedups(metrics: Mapping[str, Any], ar: Mapping[str, Any] | None,
-             client: Mapping[str, Any] | None) -> dict[str, Any]:
+             client: Mapping[str, Any] | None) -> dict[str, DerivedValue]:
     """Every speedup key of a speculative cell against its AR cell's metrics (None: no baseline): the value, its
     95% interval, its degrees of freedom and its decision per kind, the lead and its decision."""
-    out: dict[str, Any] = {}
+    out: dict[str, DerivedValue] = {}
     for name, key, lower_better in KINDS:
         mine, base = estimate(metrics, key), estimate(ar, key) if ar is not None else None
         if mine is None or base is None:
@@ -203,7 +205,7 @@ SPEEDUP_KEYS = tuple(k for name, _, _ in KINDS for k in (name, f"{name}_ci95", f
 
 
 def derived(metrics: Mapping[str, Any], ar: Mapping[str, Any] | None, client: Mapping[str, Any] | None,
-            is_ar_cell: bool) -> dict[str, Any]:
+            is_ar_cell: bool) -> dict[str, DerivedValue]:
     """Every derived key a done cell stores: its own intervals, and (speculative cells) its speedups; an AR cell has
     the speedup keys null."""
     out = cell_intervals(metrics)
