@@ -15,7 +15,7 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from specbench.errors import UserError
 
@@ -31,6 +31,33 @@ if TYPE_CHECKING:
     from specbench.logs.failures import EngineFailures, Failure
     from specbench.logs.parse import EngineLines
     from specbench.logs.warnings import WarningRule
+
+
+FixValue = int | float | str | None  # a changed flag's value as the user types it; None: the flag, no value named
+
+
+class FixResultJson(TypedDict):
+    """What a fixed launch plans to, as an engine's log-read fix emits it (the JSON form of
+    contracts.py::FixResult). An engine's own further keys extend it in a TypedDict of its own."""
+
+    status: str
+    error: str | None
+    kv_tokens: int | None
+    max_running_requests: int | None
+
+
+class _FixKeys(TypedDict):
+    change: dict[str, FixValue]
+    source: str  # "engine" (its own printed advice) | "log" (the log's numbers)
+    why: str
+
+
+class FixJson(_FixKeys, total=False):
+    """One fix an engine reads from a log (`Engine.failure_fixes`, `Engine.log_fixes`): the JSON form of
+    contracts.py::Fix, which the doctor builds from it (`Fix.from_json`); the keys in the order they are written."""
+
+    kind: str  # a fix that is no flag change (e.g. `free_gpu`: stop what holds the GPU)
+    result: FixResultJson
 
 
 @dataclass(frozen=True)
@@ -147,10 +174,10 @@ class Engine(Protocol):
     def log_notes(self, facts: LogFacts) -> list[str]:
         """Notes on what the log measured that the engine's own rules check (e.g. a KV dtype the sizes disagree with)."""
         ...
-    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[FixJson]:
         """The fixes the failure's own printed numbers give (before the planner's); [] when it printed none."""
         ...
-    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[FixJson]:
         """Fixes from the log's own numbers when the planner cannot run (no model config): [] when it has none."""
         ...
 
@@ -193,7 +220,7 @@ class LogParts:
     budget_rows: Callable[[LogFacts], list[BudgetRow]]
     started_headline: Callable[[LogFacts], str]
     failure_sentences: Callable[[LogFacts, Failure], list[str]]
-    failure_fixes: Callable[[LogFacts, Failure], list[dict[str, Any]]]
+    failure_fixes: Callable[[LogFacts, Failure], list[FixJson]]
     pool_change: Callable[[LogFacts, LogFacts], PoolChange]
     candidate: Callable[[LogFacts, LogFacts, str, Any, Any], Candidate | None]
     failure_sentence: Callable[[str, LogFacts, str | None], str | None]
@@ -301,10 +328,10 @@ class EngineModules:
     def log_notes(self, facts: LogFacts) -> list[str]:
         return []
 
-    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[FixJson]:
         return self.log_parts().failure_fixes(facts, failure)
 
-    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[FixJson]:
         return []
 
     def diff_pool_change(self, left: LogFacts, right: LogFacts) -> PoolChange:
