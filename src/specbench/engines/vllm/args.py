@@ -104,7 +104,7 @@ class VllmArgs(LaunchArgs):
         return True
 
 
-    def _cc(self) -> dict[str, Any]:
+    def _cc(self) -> dict[str, object]:
         try:
             cc = json.loads(self.compilation_config or "{}")
         except json.JSONDecodeError:
@@ -120,7 +120,7 @@ class VllmArgs(LaunchArgs):
         return None
 
     @property
-    def hf_overrides_dict(self) -> dict[str, Any] | None:
+    def hf_overrides_dict(self) -> dict[str, object] | None:
         try:
             v = json.loads(self.hf_overrides) if self.hf_overrides else None
         except json.JSONDecodeError:
@@ -174,7 +174,7 @@ def _dashes(word: str) -> list[str]:
     return [word]
 
 
-def _dotted_value(text: str) -> Any:
+def _dotted_value(text: str) -> object:
     """A dotted key's value: JSON, else a human-readable int, else the text (argparse_utils.py@0.32.0)."""
     try:
         return json.loads(text)
@@ -185,13 +185,14 @@ def _dotted_value(text: str) -> Any:
             return text
 
 
-def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
+def _merge(original: dict[str, object], update: dict[str, object]) -> None:
     """argparse_utils.py::recursive_dict_update: dicts merge, lists extend, anything else is replaced."""
     for k, v in update.items():
-        if isinstance(v, dict) and isinstance(original.get(k), dict):
-            _merge(original[k], v)
-        elif isinstance(v, list) and isinstance(original.get(k), list):
-            original[k] += v
+        cur = original.get(k)
+        if isinstance(v, dict) and isinstance(cur, dict):
+            _merge(cur, v)
+        elif isinstance(v, list) and isinstance(cur, list):
+            cur += v
         else:
             original[k] = v
 
@@ -205,7 +206,7 @@ def flexible_words(words: list[str]) -> list[str]:
             out.append("--optimization-level")  # -O <n>
         else:
             out += _dashes(word)
-    dicts: dict[str, dict[str, Any]] = {}
+    dicts: dict[str, dict[str, object]] = {}
     drop: set[int] = set()
     for i, word in enumerate(out):
         if i in drop or not word.startswith("-") or "." not in word:
@@ -220,11 +221,11 @@ def flexible_words(words: list[str]) -> list[str]:
             drop.add(i + 1)
         if name.endswith("+"):
             name, text = name[:-1], json.dumps(text.split(","))
-        key, *keys = name.split(".")
-        nested: Any = _dotted_value(text)
+        key, first, *keys = name.split(".")  # a dotted name: at least one key after the flag
+        value = _dotted_value(text)
         for k in reversed(keys):
-            nested = {k: nested}
-        _merge(dicts.setdefault(key, {}), nested)
+            value = {k: value}
+        _merge(dicts.setdefault(key, {}), {first: value})
         drop.add(i)
     kept = [w for i, w in enumerate(out) if i not in drop]
     for key, value in dicts.items():
@@ -364,7 +365,7 @@ def _fold_spec_flags(kw: dict[str, Any]) -> None:
     if not given:
         return
     spec = kw.get("speculative")
-    merged: dict[str, Any] = {k: json.loads(v) for k, v in spec.raw} if spec is not None else {}
+    merged: dict[str, object] = {k: json.loads(v) for k, v in spec.raw} if spec is not None else {}
     for flag, key, value in given:
         if key in merged:
             raise FlagError(f"{flag} and --speculative-config['{key}'] are mutually exclusive")
