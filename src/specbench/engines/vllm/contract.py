@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from specbench.contracts import GIB, MemorySplit
 from specbench.engines.vllm.common import format_gib
@@ -15,7 +14,8 @@ def _gib(b: int | None, nd: int = 3) -> float | None:
     return None if b is None else round(b / GIB, nd)
 
 
-def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
+def contract(p: VllmPlan, ctx: Context) -> dict[str, object]:
+    """The plan contract's keys (docs/contracts.md) in the order they are written; plan.py adds the rest."""
     hybrid = p.mamba_layers > 0
     per_req_conv = p.conv_bytes * p.mamba_layers if (hybrid and p.conv_bytes) else None
     per_req_ssm = p.ssm_bytes * p.mamba_layers if (hybrid and p.ssm_bytes) else None

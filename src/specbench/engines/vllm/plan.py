@@ -452,15 +452,17 @@ def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
     out["model"] = m.name
     out["model_kind"] = m.kind_label
     out["draft_model"] = draft.name if draft is not None else None
-    w_src = str((out.get("budget") or {}).get("weights_source") or out.get("weights_source") or "")
-    out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("draft_weights_gib")))
+    w_src = str(p.budget.get("weights_source") or out.get("weights_source") or "")  # p.budget is out["budget"]
+    draft_gib = out.get("draft_weights_gib")
+    out.update(estimate_error_keys(m, draft, w_src, w_src, draft_gib if isinstance(draft_gib, float) else None))
     out["ignored_flags"] = list(args.ignored)
     out["not_modelled"] = not_modelled(args)
     out["unknown_flags"] = list(args.unknown)
     flags = release_flags(getattr(opts, "engine_version", None))
     warning = unknown_flags_warning("vLLM", flags.release, args.unknown)
     if warning:
-        out["warnings"] = [*(out.get("warnings") or []), warning]
+        prior = out.get("warnings")
+        out["warnings"] = [*(prior if isinstance(prior, list) else []), warning]
     out["reason"] = plan_reason(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
