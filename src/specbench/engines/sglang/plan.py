@@ -15,7 +15,7 @@ cell), `plan_alloc.py` (pools -> allocation sizes), `plan_verdict.py` (warnings,
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from specbench.contracts import MemorySplit
 from specbench.engines.sglang.args import SglangArgs
@@ -110,10 +110,10 @@ class SglangPlan:
         return MemorySplit(round(self.weights_gib, 3), round(self.draft_weights_gib, 3),
                            round(sum(state), 3) if state else None, round(kv, 2), self.gpu_total_gib)
 
-    def contract(self) -> dict[str, Any]:
-        """The keys of the plan contract in docs/contracts.md (plus extras)."""
+    def contract(self) -> dict[str, object]:
+        """The keys of the plan contract in docs/contracts.md (plus extras), in the order they are written."""
         d = asdict(self)
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "status": self.status, "error": self.error, "engine": "sglang", "engine_version": self.engine_version,
             "mem_fraction_static": self.mem_fraction_static, "weights_gib": round(self.weights_gib, 3),
             "draft_weights_gib": round(self.draft_weights_gib, 3), "kv_tokens": self.kv_tokens,
