@@ -55,6 +55,17 @@ class VllmBudget(TypedDict, total=False):
     terms: list[BudgetTerm]
 
 
+class CommonFields(TypedDict):
+    """The VllmPlan keywords every outcome fills the same way, from the plan's start stage (plan.py::_Start.common)."""
+
+    setup: Setup
+    u: float
+    weights_bytes: int
+    draft_weights_bytes: int
+    block_size: int
+    mamba_layers: int
+
+
 @dataclass(frozen=True)
 class VllmPlan:
     status: str

@@ -21,7 +21,6 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypedDict
 
 from specbench.contracts import GIB, ConcurrencyInputs, EnginePlan, PlanResult
 from specbench.engines import versions
@@ -46,7 +45,7 @@ from specbench.engines.vllm.layout import (
     derived_max_model_len,
 )
 from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
-from specbench.engines.vllm.outcome import Context, VllmBudget, VllmPlan
+from specbench.engines.vllm.outcome import CommonFields, Context, VllmBudget, VllmPlan
 from specbench.engines.vllm.pool import Charge, Grouping, Pool, PoolFailure, blocks_per_request, lcm_all, size_pool
 from specbench.engines.vllm.spec_checks import spec_start_failure
 from specbench.errors import UserError
@@ -82,23 +81,12 @@ class _Start:
     def more(self, lines: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> _Start:
         return dataclasses.replace(self, lines=self.lines + tuple(lines), warnings=self.warnings + tuple(warnings))
 
-    def common(self, block_size: int | None = None) -> _Common:
+    def common(self, block_size: int | None = None) -> CommonFields:
         """The VllmPlan fields every outcome fills the same way (`block_size`: the pool's, where it has its own)."""
-        return _Common(setup=self.setup, u=self.u, weights_bytes=self.weights_bytes,
-                       draft_weights_bytes=self.draft_weights_bytes,
-                       block_size=self.setup.block_size if block_size is None else block_size,
-                       mamba_layers=self.mamba_layers)
-
-
-class _Common(TypedDict):
-    """The keyword arguments of VllmPlan that every outcome fills from the start stage."""
-
-    setup: Setup
-    u: float
-    weights_bytes: int
-    draft_weights_bytes: int
-    block_size: int
-    mamba_layers: int
+        return CommonFields(setup=self.setup, u=self.u, weights_bytes=self.weights_bytes,
+                            draft_weights_bytes=self.draft_weights_bytes,
+                            block_size=self.setup.block_size if block_size is None else block_size,
+                            mamba_layers=self.mamba_layers)
 
 
 @dataclass(frozen=True)
