@@ -6,10 +6,10 @@ The JSON shape is the doctor contract of docs/contracts.md (`status`, `failure`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from specbench.contracts import BudgetRow, Fix, PlanOptions, PlanResult
 from specbench.doctor import reading
@@ -385,7 +385,7 @@ def _fixes(facts: LogFacts, failure: Failure | None, status: str, warns: tuple[L
     return plan, tuple(fixes), notes
 
 
-def _failure_fixes(facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+def _failure_fixes(facts: LogFacts, failure: Failure) -> Sequence[Mapping[str, object]]:
     """The failure's own numbers: the host's kill, else the engine's message (`Engine.failure_fixes`)."""
     return host_fixes(failure) or engine(facts.engine).failure_fixes(facts, failure)
 
@@ -402,7 +402,7 @@ def _dedupe(fixes: list[Fix]) -> list[Fix]:
     return out
 
 
-def _log_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+def _log_fixes(facts: LogFacts, kind: str) -> Sequence[Mapping[str, object]]:
     """The engine's own fixes from the log's numbers (`Engine.log_fixes`), for when the planner cannot run."""
     return engine(facts.engine).log_fixes(facts, kind) if facts.engine is not None else []
 

@@ -15,7 +15,7 @@ import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from specbench.errors import UserError
 
@@ -31,6 +31,33 @@ if TYPE_CHECKING:
     from specbench.logs.failures import EngineFailures, Failure
     from specbench.logs.parse import EngineLines
     from specbench.logs.warnings import WarningRule
+
+
+FixValue = int | float | str | None  # a changed flag's value as the user types it; None: the flag, no value named
+
+
+class FixResultJson(TypedDict):
+    """What a fixed launch plans to, as an engine's log-read fix emits it (the JSON form of
+    contracts.py::FixResult). An engine's own further keys extend it in a TypedDict of its own."""
+
+    status: str
+    error: str | None
+    kv_tokens: int | None
+    max_running_requests: int | None
+
+
+class _FixKeys(TypedDict):
+    change: dict[str, FixValue]
+    source: str  # "engine" (its own printed advice) | "log" (the log's numbers)
+    why: str
+
+
+class FixJson(_FixKeys, total=False):
+    """One fix an engine reads from a log (`Engine.failure_fixes`, `Engine.log_fixes`): the JSON form of
+    contracts.py::Fix, which the doctor builds from it (`Fix.from_json`); the keys in the order they are written."""
+
+    kind: str  # a fix that is no flag change (e.g. `free_gpu`: stop what holds the GPU)
+    result: FixResultJson
 
 
 @dataclass(frozen=True)
@@ -82,25 +109,29 @@ class ServerAdapter(Protocol):
 
     def default_plan_version(self) -> str | None: ...
     def local_model_dir(self, target: LaunchTarget) -> str | None: ...
-    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch: ...
+    def launch(self, target: LaunchTarget, settings: Mapping[str, object]) -> Launch:
+        """The tuple's launch from its settings (matrix/expansion.py: tp, algorithm, spec params, flags, env ...)."""
+        ...
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None: ...
     def client_mode(self, argv: Sequence[str]) -> str: ...
-    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]: ...
+    def read_back(self, base_url: str, log_text: str) -> Mapping[str, object]:
+        """What the running server reports about itself (stored with the server as JSON)."""
+        ...
     def metrics_text(self, base_url: str) -> str | None: ...
     def private_launch(self, argv: list[str], env: dict[str, str], folder: Path) -> tuple[list[str], dict[str, str]]: ...
-    def count_body(self, api: str) -> dict[str, Any]:
+    def count_body(self, api: str) -> dict[str, bool]:
         """Request fields that make the stream carry what the client counts its output tokens by (load/counting.py):
         vLLM `return_token_ids`; {} where the server has no such field."""
         ...
-    def running_cap(self, info: Mapping[str, Any], log_text: str,
-                    plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+    def running_cap(self, info: Mapping[str, object], log_text: str,
+                    plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
         """The requests the running server generates at once (its effective cap) and where that number comes from:
         what the server reports, its log's line, else the planner's prediction; (None, None) when unknown."""
         ...
     def cache_reset_path(self) -> str | None:
         """The route that empties the server's prefix cache (POST), None when it has none."""
         ...
-    def served_models(self, info: Mapping[str, Any]) -> list[str] | None:
+    def served_models(self, info: Mapping[str, object]) -> list[str] | None:
         """The model names the running server answers to, from its read-back; None when it does not say."""
         ...
 
@@ -143,10 +174,10 @@ class Engine(Protocol):
     def log_notes(self, facts: LogFacts) -> list[str]:
         """Notes on what the log measured that the engine's own rules check (e.g. a KV dtype the sizes disagree with)."""
         ...
-    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[FixJson]:
         """The fixes the failure's own printed numbers give (before the planner's); [] when it printed none."""
         ...
-    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[FixJson]:
         """Fixes from the log's own numbers when the planner cannot run (no model config): [] when it has none."""
         ...
 
@@ -189,7 +220,7 @@ class LogParts:
     budget_rows: Callable[[LogFacts], list[BudgetRow]]
     started_headline: Callable[[LogFacts], str]
     failure_sentences: Callable[[LogFacts, Failure], list[str]]
-    failure_fixes: Callable[[LogFacts, Failure], list[dict[str, Any]]]
+    failure_fixes: Callable[[LogFacts, Failure], list[FixJson]]
     pool_change: Callable[[LogFacts, LogFacts], PoolChange]
     candidate: Callable[[LogFacts, LogFacts, str, Any, Any], Candidate | None]
     failure_sentence: Callable[[str, LogFacts, str | None], str | None]
@@ -297,10 +328,10 @@ class EngineModules:
     def log_notes(self, facts: LogFacts) -> list[str]:
         return []
 
-    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[dict[str, Any]]:
+    def failure_fixes(self, facts: LogFacts, failure: Failure) -> list[FixJson]:
         return self.log_parts().failure_fixes(facts, failure)
 
-    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[FixJson]:
         return []
 
     def diff_pool_change(self, left: LogFacts, right: LogFacts) -> PoolChange:

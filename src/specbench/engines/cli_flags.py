@@ -8,7 +8,7 @@ server axes by those knobs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -161,7 +161,7 @@ def unknown_flags_failure(engine: str, folder: Path, release: str | None, unknow
             + ", ".join(typos + elsewhere))
 
 
-def fail_on_unknown(out: dict[str, Any], failure: str | None) -> None:
+def fail_on_unknown(out: MutableMapping[str, object], failure: str | None) -> None:
     """Make a plan's verdict the parser's exit: status fails, the error and the reason say it, and no fix is offered
     that keeps the unknown flag (the fix is to spell it as the release does)."""
     if not failure:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget
@@ -54,25 +54,54 @@ class ServerBase:
         key only from `--api-key` keeps it there (the stored command and the logs are redacted all the same)."""
         return argv, env
 
-    def count_body(self, api: str) -> dict[str, Any]:
+    def count_body(self, api: str) -> dict[str, bool]:
         return {}
 
     def cache_reset_path(self) -> str | None:
         return None
 
-    def served_models(self, info: Mapping[str, Any]) -> list[str] | None:
+    def served_models(self, info: Mapping[str, object]) -> list[str] | None:
         models = info.get("models")
         if not isinstance(models, list):
             return None
         return [str(m["id"]) for m in models if isinstance(m, dict) and m.get("id") is not None]
 
-    def running_cap(self, info: Mapping[str, Any], log_text: str,
-                    plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+    def running_cap(self, info: Mapping[str, object], log_text: str,
+                    plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
         return planned_cap(plan)
 
 
 
-def planned_cap(plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+def setting_table(settings: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """A server tuple's table setting (`flags`, `env`: matrix/schema.py), {} when absent or empty."""
+    value = settings.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"server setting {key!r} is not a table: {value!r}")
+    return value
+
+
+def as_int(value: object) -> int:
+    """`int(value)` for a setting the matrix schema validated as a number (or its string)."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def as_float(value: object) -> float:
+    """`float(value)` for a setting the matrix schema validated as a number (or its string)."""
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def as_opt_int(value: object) -> int | None:
+    """An optional integer setting as the matrix schema validated it (`context_length`, `max_running_requests`)."""
+    if value is None or isinstance(value, int):
+        return value
+    raise TypeError(f"not an integer: {value!r}")
+
+
+def planned_cap(plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
     """The planner's `max_running_requests` (plan contract), the fallback of every engine's running cap."""
     v = (plan or {}).get("max_running_requests")
     if isinstance(v, int) and not isinstance(v, bool) and v > 0:

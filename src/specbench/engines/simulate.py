@@ -6,7 +6,6 @@ length per model this way). Engine-neutral: each engine package answers `simulat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -15,7 +14,7 @@ class SimulatedAcceptance:
 
     accept_len: float
     env: dict[str, str] = field(default_factory=dict)  # variables the server is started with
-    speculative_config: dict[str, Any] = field(default_factory=dict)  # keys merged into vLLM's --speculative-config
+    speculative_config: dict[str, str | float] = field(default_factory=dict)  # keys merged into vLLM's --speculative-config
     source: str = ""  # the engine code that applies it
     refusal: str | None = None  # one line: why this engine/release/algorithm does not apply it
 

@@ -5,17 +5,42 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import httpx
 
 from specbench.engines import httpclient, server_auth
 from specbench.engines.argv import set_flag
 from specbench.engines.base import Launch
-from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, planned_cap
+from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, planned_cap, setting_table
 
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget
+
+
+class ServerInfo(TypedDict):
+    """What `server_info` read: the path that answered and the JSON object it answered with (the server's own keys)."""
+
+    source: str
+    info: dict[str, object]
+
+
+class InfoReadBack(TypedDict, total=False):
+    """The read-back of a server that may answer `server_info` (SGLang's paths) and `/v1/models`: each key only
+    where the server answered it."""
+
+    source: str
+    info: dict[str, object]
+    models: list[dict[str, object]]
+
+
+def info_read_back(base_url: str, info: ServerInfo | None) -> InfoReadBack:
+    """`info` (when a path answered), then `/v1/models` `data` under `models` (when it answers)."""
+    out: InfoReadBack = {"source": info["source"], "info": info["info"]} if info is not None else {}
+    models = models_info(base_url)
+    if models is not None:
+        out["models"] = models
+    return out
 
 
 @dataclass(frozen=True)
@@ -23,12 +48,12 @@ class OpenAIServer(ServerBase):
     name: str = "openai"
     health_paths: tuple[str, ...] = ("/health", "/v1/models")
 
-    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+    def launch(self, target: LaunchTarget, settings: Mapping[str, object]) -> Launch:
         argv = list(target.command)
-        for flag, value in (settings.get("flags") or {}).items():
+        for flag, value in setting_table(settings, "flags").items():
             argv = set_flag(argv, flag, value)
         argv = set_flag(set_flag(argv, "--host", target.host), "--port", target.port)
-        env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
+        env = {k: str(v) for k, v in setting_table(settings, "env").items()}
         return Launch(argv, env, (SPEC_V2_ENV,) if settings["algorithm"] == "ar" else ())
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
@@ -37,18 +62,14 @@ class OpenAIServer(ServerBase):
     def client_mode(self, argv: Sequence[str]) -> str:
         return "openai"
 
-    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
-        out: dict[str, Any] = server_info(base_url) or {}
-        models = models_info(base_url)
-        if models is not None:
-            out["models"] = models
-        return out
+    def read_back(self, base_url: str, log_text: str) -> InfoReadBack:
+        return info_read_back(base_url, server_info(base_url))
 
     def metrics_text(self, base_url: str) -> str | None:
         return metrics_text(base_url)
 
-    def running_cap(self, info: Mapping[str, Any], log_text: str,
-                    plan: Mapping[str, Any] | None) -> tuple[int | None, str | None]:
+    def running_cap(self, info: Mapping[str, object], log_text: str,
+                    plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
         """Any engine's reading of what this server reports or logs (an OpenAI server is one of them underneath:
         each engine package reads its own keys and lines), else the planner's prediction."""
         from specbench.engines.base import servers
@@ -62,21 +83,25 @@ class OpenAIServer(ServerBase):
         return planned_cap(plan)
 
 
-def models_info(base_url: str) -> list[dict[str, Any]] | None:
-    """`/v1/models` `data` (id, max_model_len ...); None when the server does not answer it."""
+def models_info(base_url: str) -> list[dict[str, object]] | None:
+    """`/v1/models` `data` (id, max_model_len ...); None when the server does not answer it (or not with a list of
+    model objects, the OpenAI API's shape)."""
     try:
         with httpclient.client(trust_env=False, timeout=10.0, headers=server_auth.headers()) as c:
             r = c.get(base_url + "/v1/models")
-        return r.json().get("data") if r.status_code == 200 else None
+        data = r.json().get("data") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
+    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+        return None
+    return data
 
 
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang's (the second deprecated in 0.5.15.post1)
 
 
 def server_info(base_url: str, timeout_s: float = 10.0,
-                paths: Sequence[str] = SERVER_INFO_PATHS) -> dict[str, Any] | None:
+                paths: Sequence[str] = SERVER_INFO_PATHS) -> ServerInfo | None:
     """`{"source": path, "info": {...}}` from the first of `paths` that answers 200 with a JSON object; else None."""
     with httpclient.client(trust_env=False, timeout=timeout_s, headers=server_auth.headers()) as c:
         for path in paths:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from specbench.engines.base import EngineModules, LogParts, LogTables, PlanParts, ServerAdapter
+from specbench.engines.base import EngineModules, FixJson, LogParts, LogTables, PlanParts, ServerAdapter
 
 if TYPE_CHECKING:
     from specbench.contracts import EnginePlan, PlanOptions
@@ -91,7 +91,7 @@ class SglangEngine(EngineModules):
 
         return log_notes(facts)
 
-    def log_fixes(self, facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+    def log_fixes(self, facts: LogFacts, kind: str) -> list[FixJson]:
         from specbench.engines.sglang.logrules import log_derived_fixes
 
         try:

@@ -49,14 +49,14 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
                                    plan.draft_weights_gib))
     out["reason"] = plan_reason(plan)
     if unmodelled:
-        out["warnings"] = [unmodelled, *(out.get("warnings") or [])]
+        out["warnings"] = [unmodelled, *_listed(out.get("warnings"))]
     if drafter_note:
-        out["notes"] = [*(out.get("notes") or []), drafter_note]
+        out["notes"] = [*_listed(out.get("notes")), drafter_note]
     out["unknown_flags"] = list(args.unknown)
     out["dp"], out["pp"] = args.dp, args.pp  # the launch's GPUs: tp x pp, DP replicas inside the TP group or not
     warning = unknown_flags_warning("SGLang", args.release or version, args.unknown)
     if warning:
-        out["warnings"] = [*(out.get("warnings") or []), warning]
+        out["warnings"] = [*_listed(out.get("warnings")), warning]
     rows: list[TpRow] = []
     if opts.fixes:
         solver = Solver(args, m, draft, gpu, version, measured)
@@ -73,6 +73,11 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     fail_on_unknown(out, unknown_flags_failure("SGLang", FLAG_LISTS, opts.engine_version,
                                                args.unknown))
     return EnginePlan(PlanResult.from_json(out), _concurrency(plan))
+
+
+def _listed(v: object) -> list[object]:
+    """A list key of the plan contract (`warnings`, `notes`) as it stands; [] where it is empty or absent."""
+    return v if isinstance(v, list) else []
 
 
 def _load_draft(opts: PlanOptions, path: str | None, target: str | None, algo: str) -> tuple[Any, str | None]:

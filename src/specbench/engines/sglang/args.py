@@ -9,6 +9,7 @@ so; flags the release does not have are collected in `unknown` (the engine would
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,7 +129,7 @@ DTYPE_CHOICES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 KV_CACHE_DTYPE_CHOICES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 
 
-def _check_choices(kw: dict[str, Any]) -> None:
+def _check_choices(kw: Mapping[str, object]) -> None:
     """argparse `choices=` of --dtype (DTYPE_CHOICES, the same in every release read): refused with the list,
     never planned as if known. An empty speculative algorithm is refused; an unknown name is planned as the start
     failure the engine prints, with its list (start_checks.check_choices), as is --kv-cache-dtype per release."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.engines.search import first_true, last_true
 from specbench.engines.sglang import knobs
@@ -167,7 +166,7 @@ def fixes_from_rows(args: SglangArgs, rows: list[TpRow], solver: Solver) -> list
     # --mamba-full-memory-ratio"); --mamba-ssm-dtype bfloat16 halves the SSM state
     # (sglang/srt/configs/mamba_utils.py::mamba2_state_dtype@0.5.15.post1 reads it)
     if solver.m.linear_layers:
-        extra: list[dict[str, Any]] = []
+        extra: list[dict[str, str | float]] = []  # one flag each: --mamba-ssm-dtype or --mamba-full-memory-ratio
         if (args.mamba_ssm_dtype or solver.m.mamba_ssm_dtype or "float32") in ("float32", "fp32"):
             extra.append({"--mamba-ssm-dtype": "bfloat16"})
         for ratio in (0.9, 1.5, 2.0, 3.0):

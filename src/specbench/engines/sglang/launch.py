@@ -12,16 +12,16 @@ from 0.5.14 it only logs "has been removed", so it is dropped there too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from specbench.engines import argv as argv_words
 from specbench.engines import server_auth, server_base
 from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
-from specbench.engines.server_base import SPEC_V2_ENV, ServerBase
+from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, as_float, setting_table
 from specbench.engines.sglang import knobs
 from specbench.engines.sglang.simulate import simulated_acceptance
 from specbench.engines.versions import parse_release
@@ -29,6 +29,7 @@ from specbench.errors import UserError
 
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget
+    from specbench.engines.openai.server import InfoReadBack, ServerInfo
 
 HEALTH_PATHS = ("/health_generate", "/health")
 SERVER_INFO_PATHS = ("/get_server_info", "/server_info")
@@ -67,7 +68,7 @@ def _spellings(flag: str) -> tuple[str, ...]:
     return knobs.spellings(flag) + _SAME_SETTING.get(flag, ())
 
 
-def set_flag(argv: Sequence[str], flag: str, value: Any) -> list[str]:
+def set_flag(argv: Sequence[str], flag: str, value: object) -> list[str]:
     """argv with `flag` set to `value`, every SGLang spelling of it (knobs.py) replaced."""
     return argv_words.set_flag(argv, flag, value, _spellings(flag), knobs.release_flags(None).kinds.get)
 
@@ -83,7 +84,7 @@ def respell(argv: Sequence[str], version: str | None) -> list[str]:
     return out
 
 
-def build_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int,
+def build_argv(base: Sequence[str], settings: Mapping[str, object], host: str, port: int,
                version: str | None = None) -> list[str]:
     """The launch argv for one server tuple: base command + the axes' flags; never a shell string."""
     argv = set_server_axes(respell(base, version), settings, knobs.KNOBS, set_flag)
@@ -100,7 +101,7 @@ def build_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: i
                 argv = set_flag(argv, flag, settings[key])
     else:  # an autoregressive server carries no speculative flag from the base command
         argv = [w for w in _strip_speculative(argv)]
-    for flag, value in (settings.get("flags") or {}).items():
+    for flag, value in setting_table(settings, "flags").items():
         argv = set_flag(argv, spell_flag(flag, version), value)
     argv = set_flag(argv, "--host", host)
     argv = set_flag(argv, "--port", port)
@@ -150,11 +151,19 @@ def client_mode(argv: Sequence[str]) -> str:
     return "generate-ids" if skips_tokenizer(argv) else "openai"
 
 
+class _GenerateBody(TypedDict, total=False):
+    """The probe's /generate request (io_struct.py::GenerateReqInput@0.5.15.post1): token ids or text."""
+
+    sampling_params: dict[str, int]
+    input_ids: list[int]
+    text: str
+
+
 def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
     """One short generation through the native /generate endpoint; raises on any failure."""
     from specbench.engines import httpclient  # httpx: ~0.1 s of import that `plan` / `predict` never need
 
-    body: dict[str, Any] = {"sampling_params": {"max_new_tokens": 2, "temperature": 0}}
+    body: _GenerateBody = {"sampling_params": {"max_new_tokens": 2, "temperature": 0}}
     if token_ids:
         body["input_ids"] = [1, 2, 3, 4]
     else:
@@ -169,7 +178,7 @@ def probe(base_url: str, timeout_s: float, token_ids: bool = False) -> None:
         raise RuntimeError(f"/generate answered without meta_info: {str(data)[:200]}")
 
 
-def read_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
+def read_server_info(base_url: str, timeout_s: float = 10.0) -> ServerInfo | None:
     """The effective server arguments as the running server reports them (`GET /get_server_info`)."""
     from specbench.engines.openai.server import server_info
 
@@ -185,11 +194,12 @@ class SglangServer(ServerBase):
     health_paths: tuple[str, ...] = HEALTH_PATHS
     neutral_flags: tuple[str, ...] = NEUTRAL_FLAGS
 
-    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+    def launch(self, target: LaunchTarget, settings: Mapping[str, object]) -> Launch:
         argv = build_argv(target.command, settings, target.host, target.port, self.version)
-        env, notes = launch_env(settings.get("env") or {}, str(settings["algorithm"]), self.version)
+        env_set = {k: str(v) for k, v in setting_table(settings, "env").items()}  # strings (matrix/schema.py)
+        env, notes = launch_env(env_set, str(settings["algorithm"]), self.version)
         if settings.get("simulated_accept_len") is not None:
-            sim = simulated_acceptance(float(settings["simulated_accept_len"]), argv, self.version)
+            sim = simulated_acceptance(as_float(settings["simulated_accept_len"]), argv, self.version)
             if not sim.applies:
                 raise UserError(f"simulated_accept_len for {settings.get('label') or settings['algorithm']}: "
                                 f"{sim.refusal}")
@@ -226,14 +236,10 @@ class SglangServer(ServerBase):
                     f.write(f"{name}: {json.dumps(vals[-1])}\n")
         return [*rest, "--config", str(path)], env
 
-    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
-        from specbench.engines.openai.server import models_info
+    def read_back(self, base_url: str, log_text: str) -> InfoReadBack:
+        from specbench.engines.openai.server import info_read_back
 
-        out = read_server_info(base_url) or {}
-        models = models_info(base_url)
-        if models is not None:
-            out["models"] = models
-        return out
+        return info_read_back(base_url, read_server_info(base_url))
 
     def metrics_text(self, base_url: str) -> str | None:
         """GET /metrics: SGLang serves it with --enable-metrics (`sglang:generation_tokens_total`,
@@ -242,7 +248,7 @@ class SglangServer(ServerBase):
 
         return metrics_text(base_url)
 
-    def count_body(self, api: str) -> dict[str, Any]:
+    def count_body(self, api: str) -> dict[str, bool]:
         """The OpenAI routes' text with its special tokens (`skip_special_tokens`, entrypoints/openai/protocol.py
         @0.5.15.post1), so the tokenizer's count of it sees every generated token; /generate streams output_ids."""
         return {} if api == "generate" else {"skip_special_tokens": False}
@@ -250,20 +256,22 @@ class SglangServer(ServerBase):
     def cache_reset_path(self) -> str | None:
         return "/flush_cache"  # entrypoints/http_server.py::flush_cache@0.5.15.post1 (GET or POST)
 
-    def running_cap(self, info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+    def running_cap(self, info: Mapping[str, object], log_text: str,
+                    plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
         return running_cap(info, log_text, plan)
 
 
-def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+def running_cap(info: Mapping[str, object], log_text: str,
+                plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
     """The running cap: `/server_info` internal_states' `effective_max_running_requests_per_dp` x dp_size
     (managers/scheduler.py::Scheduler.get_internal_state@0.5.15.post1), else the log's summary line
     `max_running_requests=N` (the doctor's parser), else the planner's prediction."""
     from specbench.engines.server_base import planned_cap
 
     raw = info.get("info") if isinstance(info, dict) else None
-    inner: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    inner: dict[str, object] = raw if isinstance(raw, dict) else {}
     states_raw = inner.get("internal_states")
-    states: list[Any] = states_raw if isinstance(states_raw, list) else []
+    states: list[object] = states_raw if isinstance(states_raw, list) else []
     per_dp = [s.get("effective_max_running_requests_per_dp") for s in states if isinstance(s, dict)]
     caps = [v for v in per_dp if isinstance(v, int) and not isinstance(v, bool) and v > 0]
     if caps:

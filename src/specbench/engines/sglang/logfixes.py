@@ -10,15 +10,15 @@ R per requested request."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from specbench.engines.base import FixJson
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure
 
 _SLOTS = re.compile(r"max_mamba_cache_size=(\d+), (?:(\d+) state slots per request|mamba_ratio=(\d+))")
 
 
-def failure_fixes(f: LogFacts, fail: Failure) -> list[dict[str, Any]]:
+def failure_fixes(f: LogFacts, fail: Failure) -> list[FixJson]:
     if fail.kind != "mamba_state_cache_too_small":
         return []
     m = _SLOTS.search(fail.context or fail.message)

@@ -7,10 +7,11 @@ Everything here reads the engine's own argument dump; the model-dependent parts 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.contracts import GIB
+from specbench.engines.base import FixJson, FixResultJson
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.formulas import mamba_ratio, mamba_state, resolve_spec
 from specbench.engines.sglang.fromlog import args_from_dump
@@ -24,7 +25,7 @@ from specbench.specs.resolve import load_model_spec
 MIB = 2**20
 
 
-def spec_algorithm(args: dict[str, Any]) -> str | None:
+def spec_algorithm(args: Mapping[str, object]) -> str | None:
     algo = args.get("speculative_algorithm")
     return str(algo).upper() if algo not in (None, "", "None") else None
 
@@ -51,7 +52,7 @@ def draft_tokens(facts: LogFacts) -> int | None:
     return args.speculative_num_draft_tokens or args.speculative_dflash_block_size or None
 
 
-def dump_predates_0514(args: dict[str, Any]) -> bool:
+def dump_predates_0514(args: Mapping[str, object]) -> bool:
     """The dump still has `mamba_scheduler_strategy`, the field's name up to 0.5.13 (renamed
     `mamba_radix_cache_strategy` in 0.5.14: rules.py::rules_for_dump)."""
     return "mamba_scheduler_strategy" in args
@@ -180,7 +181,13 @@ def kv_dtype_check(facts: LogFacts) -> str | None:
     return None
 
 
-def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
+class MambaFixResult(FixResultJson):
+    """A log-derived fix's result with the Mamba slots the changed launch gets."""
+
+    max_mamba_cache_size: int
+
+
+def log_derived_fixes(facts: LogFacts, kind: str) -> list[FixJson]:
     """Fixes from the log's own numbers when no model config resolves (the planner cannot run): SGLang's Mamba/KV split
     re-done with what the boot printed. Pools P = rest − B·(1−f); the <= 0.5.12 speculative scratch M·D·p comes off
     the top; the rest splits between Mamba slots ((K+1)·p) and KV in the proportion this boot got (the split of
@@ -209,21 +216,21 @@ def log_derived_fixes(facts: LogFacts, kind: str) -> list[dict[str, Any]]:
         return int(phi * (pools_gib - scratch(m)) / per) - 1
 
     src = "log-derived (no model config): " + p.source
-    out: list[dict[str, Any]] = []
+    out: list[FixJson] = []
     # one request's slots of margin: the split proportion is read from this boot's small pool of K+1 slots
     fit = next((m for m in range(req - 1, 0, -1) if slots(m, pools) >= (m + 1) * rho), None)
     if fit is not None:
-        out.append({"change": {"--max-running-requests": fit}, "source": "log",
-                    "result": {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": fit,
-                               "max_mamba_cache_size": slots(fit, pools)},
+        fitted: MambaFixResult = {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": fit,
+                                  "max_mamba_cache_size": slots(fit, pools)}
+        out.append({"change": {"--max-running-requests": fit}, "source": "log", "result": fitted,
                     "why": f"{src}; about {slots(fit, pools)} Mamba slots for {fit} x {rho} per request"})
     need = (((req + 1) * rho + 1) * per) / phi + scratch(req)
     frac = 1 - (rest - need) / b
     frac = int(frac * 100 + 0.999) / 100
     if f < frac <= 0.95:
-        out.append({"change": {"--mem-fraction-static": frac}, "source": "log",
-                    "result": {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": req,
-                               "max_mamba_cache_size": slots(req, rest - b * (1 - frac))},
+        asked: MambaFixResult = {"status": "ok", "error": None, "kv_tokens": None, "max_running_requests": req,
+                                 "max_mamba_cache_size": slots(req, rest - b * (1 - frac))}
+        out.append({"change": {"--mem-fraction-static": frac}, "source": "log", "result": asked,
                     "why": f"{src}; pools {need:.2f} GiB hold {req} x {rho} slots"})
     return out
 

@@ -15,7 +15,7 @@ cell), `plan_alloc.py` (pools -> allocation sizes), `plan_verdict.py` (warnings,
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TypedDict
 
 from specbench.contracts import MemorySplit
 from specbench.engines.sglang.args import SglangArgs
@@ -110,10 +110,10 @@ class SglangPlan:
         return MemorySplit(round(self.weights_gib, 3), round(self.draft_weights_gib, 3),
                            round(sum(state), 3) if state else None, round(kv, 2), self.gpu_total_gib)
 
-    def contract(self) -> dict[str, Any]:
-        """The keys of the plan contract in docs/contracts.md (plus extras)."""
+    def contract(self) -> dict[str, object]:
+        """The keys of the plan contract in docs/contracts.md (plus extras), in the order they are written."""
         d = asdict(self)
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "status": self.status, "error": self.error, "engine": "sglang", "engine_version": self.engine_version,
             "mem_fraction_static": self.mem_fraction_static, "weights_gib": round(self.weights_gib, 3),
             "draft_weights_gib": round(self.draft_weights_gib, 3), "kv_tokens": self.kv_tokens,
@@ -180,11 +180,49 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
         log_lines=log_lines(s, w, b, cell.dtype, pp, sizes))
 
 
+class _BudgetFields(TypedDict):
+    """The SglangPlan fields every plan states, failing or not (`_budget_fields`)."""
+
+    engine_version: str
+    era: str
+    gpu: str
+    gpu_total_gib: float
+    tp: int
+    mem_fraction_static: float
+    mem_fraction_defaulted: bool
+    context_len: int
+    avail_before_load_gib: float
+    avail_before_load_source: str
+    context_overhead_gib: float
+    context_overhead_source: str
+    weights_gib: float
+    weights_source: str
+    weights_estimate_gib: float
+    draft_weights_gib: float
+    draft_weights_source: str
+    draft_loaded_before_sizing: bool
+    avail_at_sizing_gib: float
+    slack_gib: float
+    rest_gib: float
+    spec_algorithm: str | None
+    draft_tokens: int
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    graph_reserve_gib: float
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+    ignored_flags: tuple[str, ...]
+    weights_quant_label: str
+    mamba_per_slot_bytes: int | None
+    mamba_ratio: int | None
+    mamba_strategy: str | None
+
+
 def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budget, mamba: Mamba,
-                   more_warnings: tuple[str, ...] = (), more_notes: tuple[str, ...] = ()) -> dict[str, Any]:
+                   more_warnings: tuple[str, ...] = (), more_notes: tuple[str, ...] = ()) -> _BudgetFields:
     """The fields every plan states, failing or not: the inputs and the memory budget before the pools."""
     st = mamba.state
-    return dict(
+    return _BudgetFields(
         engine_version=s.version_text, era=s.rules.era, gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=s.tp,
         mem_fraction_static=s.mem_fraction, mem_fraction_defaulted=args.mem_fraction_static is None,
         context_len=s.context_len, avail_before_load_gib=round(b.before_load_gib, 3),
@@ -201,7 +239,7 @@ def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budg
         mamba_per_slot_bytes=st.per_slot if st else None, mamba_ratio=mamba.ratio, mamba_strategy=mamba.strategy)
 
 
-def _failed(budget: dict[str, Any], kv_dtype: str, requested_mrr: int | None, err: str, kind: str) -> SglangPlan:
+def _failed(budget: _BudgetFields, kv_dtype: str, requested_mrr: int | None, err: str, kind: str) -> SglangPlan:
     """A configuration the engine refuses before it sizes any pool: the budget as far as it got, empty pools."""
     return SglangPlan(
         **budget, status="fails", error=err, error_kind=kind, kv_dtype=kv_dtype, kv_cell_bytes=0, kv_tokens=0,

@@ -9,8 +9,9 @@ Boundaries that are one version, not a line (the draft weights load before the p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 Version = tuple[int, int, int]
 
@@ -72,7 +73,7 @@ def rules_for(version: Version) -> SglangRules:
     return next(r for r in RULES if tuple(version) <= r.upto)
 
 
-def rules_for_dump(args: dict[str, Any]) -> SglangRules | None:
+def rules_for_dump(args: Mapping[str, object]) -> SglangRules | None:
     """The row of a boot from its argument dump's names alone (no printed version): `mamba_scheduler_strategy` is
     the field's name up to 0.5.13 (renamed `mamba_radix_cache_strategy` in 0.5.14: the dumps of
     tests/data/sglang-0.5.12.post1/ and tests/data/sglang-0.5.15.post1/), so the dump is 0.5.12's row; the new name is

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +105,7 @@ class VllmArgs(LaunchArgs):
         return True
 
 
-    def _cc(self) -> dict[str, Any]:
+    def _cc(self) -> dict[str, object]:
         try:
             cc = json.loads(self.compilation_config or "{}")
         except json.JSONDecodeError:
@@ -120,7 +121,7 @@ class VllmArgs(LaunchArgs):
         return None
 
     @property
-    def hf_overrides_dict(self) -> dict[str, Any] | None:
+    def hf_overrides_dict(self) -> dict[str, object] | None:
         try:
             v = json.loads(self.hf_overrides) if self.hf_overrides else None
         except json.JSONDecodeError:
@@ -174,7 +175,7 @@ def _dashes(word: str) -> list[str]:
     return [word]
 
 
-def _dotted_value(text: str) -> Any:
+def _dotted_value(text: str) -> object:
     """A dotted key's value: JSON, else a human-readable int, else the text (argparse_utils.py@0.32.0)."""
     try:
         return json.loads(text)
@@ -185,13 +186,14 @@ def _dotted_value(text: str) -> Any:
             return text
 
 
-def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
+def _merge(original: dict[str, object], update: dict[str, object]) -> None:
     """argparse_utils.py::recursive_dict_update: dicts merge, lists extend, anything else is replaced."""
     for k, v in update.items():
-        if isinstance(v, dict) and isinstance(original.get(k), dict):
-            _merge(original[k], v)
-        elif isinstance(v, list) and isinstance(original.get(k), list):
-            original[k] += v
+        cur = original.get(k)
+        if isinstance(v, dict) and isinstance(cur, dict):
+            _merge(cur, v)
+        elif isinstance(v, list) and isinstance(cur, list):
+            cur += v
         else:
             original[k] = v
 
@@ -205,7 +207,7 @@ def flexible_words(words: list[str]) -> list[str]:
             out.append("--optimization-level")  # -O <n>
         else:
             out += _dashes(word)
-    dicts: dict[str, dict[str, Any]] = {}
+    dicts: dict[str, dict[str, object]] = {}
     drop: set[int] = set()
     for i, word in enumerate(out):
         if i in drop or not word.startswith("-") or "." not in word:
@@ -220,11 +222,11 @@ def flexible_words(words: list[str]) -> list[str]:
             drop.add(i + 1)
         if name.endswith("+"):
             name, text = name[:-1], json.dumps(text.split(","))
-        key, *keys = name.split(".")
-        nested: Any = _dotted_value(text)
+        key, first, *keys = name.split(".")  # a dotted name: at least one key after the flag
+        value = _dotted_value(text)
         for k in reversed(keys):
-            nested = {k: nested}
-        _merge(dicts.setdefault(key, {}), nested)
+            value = {k: value}
+        _merge(dicts.setdefault(key, {}), {first: value})
         drop.add(i)
     kept = [w for i, w in enumerate(out) if i not in drop]
     for key, value in dicts.items():
@@ -356,7 +358,7 @@ _SPEC_FLAGS = (("spec_method", "--spec-method", "method"), ("spec_model", "--spe
                ("spec_tokens", "--spec-tokens", "num_speculative_tokens"))
 
 
-def _fold_spec_flags(kw: dict[str, Any]) -> None:
+def _fold_spec_flags(kw: MutableMapping[str, object]) -> None:
     """`--spec-method` / `--spec-model` / `--spec-tokens` as keys of the speculative config, as
     engine/arg_utils.py::EngineArgs.create_speculative_config@0.32.0 merges them: each given one sets its key, and
     one that `--speculative-config` also sets is the engine's own "mutually exclusive" error."""
@@ -364,7 +366,7 @@ def _fold_spec_flags(kw: dict[str, Any]) -> None:
     if not given:
         return
     spec = kw.get("speculative")
-    merged: dict[str, Any] = {k: json.loads(v) for k, v in spec.raw} if spec is not None else {}
+    merged: dict[str, object] = {k: json.loads(v) for k, v in spec.raw} if isinstance(spec, SpeculativeConfig) else {}
     for flag, key, value in given:
         if key in merged:
             raise FlagError(f"{flag} and --speculative-config['{key}'] are mutually exclusive")
@@ -372,23 +374,26 @@ def _fold_spec_flags(kw: dict[str, Any]) -> None:
     kw["speculative"] = parse_speculative_config(json.dumps(merged))
 
 
-def _validate(kw: dict[str, Any]) -> None:
+def _validate(kw: Mapping[str, object]) -> None:
+    """The ranges vLLM's own config checks refuse (the values are numbers: each knob's type made them)."""
     for name, flag in (("tp", "--tensor-parallel-size"), ("pp", "--pipeline-parallel-size"),
                        ("dp", "--data-parallel-size")):
-        if name in kw and kw[name] < 1:
-            raise FlagError(f"{flag} must be at least 1, got {kw[name]}")
+        n = kw.get(name)
+        if isinstance(n, (int, float)) and n < 1:
+            raise FlagError(f"{flag} must be at least 1, got {n}")
     u = kw.get("gpu_memory_utilization")
-    if u is not None and not (0.0 < u <= 1.0):
+    if isinstance(u, (int, float)) and not (0.0 < u <= 1.0):
         raise FlagError(f"--gpu-memory-utilization must be in (0, 1], got {u}")
     for name, flag in (("max_num_seqs", "--max-num-seqs"), ("max_num_batched_tokens", "--max-num-batched-tokens"),
                        ("block_size", "--block-size")):
-        if name in kw and kw[name] < 1:
-            raise FlagError(f"{flag} must be at least 1, got {kw[name]}")
+        n = kw.get(name)
+        if isinstance(n, (int, float)) and n < 1:
+            raise FlagError(f"{flag} must be at least 1, got {n}")
     L = kw.get("max_model_len")
-    if L is not None and L != -1 and L < 1:
+    if isinstance(L, (int, float)) and L != -1 and L < 1:
         raise FlagError(f"--max-model-len must be positive (or -1/auto), got {L}")
     kvb = kw.get("kv_cache_memory_bytes")
-    if kvb is not None and kvb < 0:
+    if isinstance(kvb, (int, float)) and kvb < 0:
         raise FlagError(f"--kv-cache-memory-bytes must not be negative, got {kvb}")
     mode = kw.get("mamba_cache_mode")
     if mode is not None and mode not in ("none", "align", "all"):

@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from specbench.contracts import GIB, MemorySplit
 from specbench.engines.vllm.common import format_gib
-from specbench.engines.vllm.outcome import Context, VllmPlan
+from specbench.engines.vllm.outcome import Context, VllmBudget, VllmPlan
 
 
 def _gib(b: int | None, nd: int = 3) -> float | None:
     return None if b is None else round(b / GIB, nd)
 
 
-def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
+def contract(p: VllmPlan, ctx: Context) -> dict[str, object]:
+    """The plan contract's keys (docs/contracts.md) in the order they are written; plan.py adds the rest."""
     hybrid = p.mamba_layers > 0
     per_req_conv = p.conv_bytes * p.mamba_layers if (hybrid and p.conv_bytes) else None
     per_req_ssm = p.ssm_bytes * p.mamba_layers if (hybrid and p.ssm_bytes) else None
@@ -58,8 +59,8 @@ def contract(p: VllmPlan, ctx: Context) -> dict[str, Any]:
     }
 
 
-def _total_gib(budget: Any) -> float | None:
-    v = budget.get("total_gib") if isinstance(budget, dict) else None
+def _total_gib(budget: VllmBudget) -> float | None:
+    v = budget.get("total_gib")
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -85,26 +86,34 @@ def plan_reason(p: VllmPlan, ctx: Context) -> str:
     return p.error or "fails"
 
 
-def plan_budget_rows(r: dict[str, Any]) -> list[tuple[str, float | None, str]]:
+def _gib_of(v: object) -> float | None:
+    """A GiB number of the plan contract (None where the plan has none)."""
+    return v if isinstance(v, (int, float)) else None
+
+
+def plan_budget_rows(r: Mapping[str, object]) -> list[tuple[str, float | None, str]]:
     """The memory plan as (item, GiB, where it comes from) rows, for a renderer."""
-    b = r.get("budget") or {}
+    budget = r.get("budget")
+    b: Mapping[str, object] = budget if isinstance(budget, Mapping) else {}
     rows: list[tuple[str, float | None, str]] = []
     if r.get("device") == "cpu":
-        rows.append(("KV space K", r.get("available_kv_gib"), str(b.get("source", ""))))
+        rows.append(("KV space K", _gib_of(r.get("available_kv_gib")), str(b.get("source", ""))))
     else:
-        rows.append(("device total T (as vLLM sees it)", b.get("total_gib"),
+        rows.append(("device total T (as vLLM sees it)", _gib_of(b.get("total_gib")),
                      str(b.get("total_source") or "GPU catalog / --gpu-mem-gib")))
-        rows.append(("requested R = ceil(T·u)", b.get("requested_gib"),
+        rows.append(("requested R = ceil(T·u)", _gib_of(b.get("requested_gib")),
                      f"gpu_memory_utilization={r.get('gpu_memory_utilization')}"))
-        rows.append(("weights (target + draft)", b.get("weights_gib"), str(b.get("weights_source", ""))))
-        rows.append(("non-KV (activation + non-torch + CUDA graphs)", b.get("non_kv_gib"), str(b.get("source", ""))))
+        rows.append(("weights (target + draft)", _gib_of(b.get("weights_gib")), str(b.get("weights_source", ""))))
+        rows.append(("non-KV (activation + non-torch + CUDA graphs)", _gib_of(b.get("non_kv_gib")),
+                     str(b.get("source", ""))))
         if b.get("activation_gib") is not None:
-            rows.append(("  of which activation peak", b.get("activation_gib"),
+            rows.append(("  of which activation peak", _gib_of(b.get("activation_gib")),
                          "profile forward or dummy sampler, the larger (engines/vllm/gpu_fit.py)"))
-            rows.append(("  of which CUDA graphs", b.get("cuda_graph_gib"),
+            rows.append(("  of which CUDA graphs", _gib_of(b.get("cuda_graph_gib")),
                          "graphs captured x the per-graph price (engines/vllm/gpu_fit.py)"))
-        rows.append(("KV budget K = R - weights - non-KV", r.get("available_kv_gib"), "Available KV cache memory"))
+        rows.append(("KV budget K = R - weights - non-KV", _gib_of(r.get("available_kv_gib")),
+                     "Available KV cache memory"))
     if r.get("num_blocks") is not None:
-        rows.append(("KV pool (num_blocks x bytes per block)", r.get("kv_pool_gib"),
+        rows.append(("KV pool (num_blocks x bytes per block)", _gib_of(r.get("kv_pool_gib")),
                      f"{r['num_blocks']:,} x {r.get('bytes_per_block'):,} B, block size {r.get('block_size')}"))
     return rows

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
+from specbench.engines.base import FixResultJson
 from specbench.engines.search import last_true
 from specbench.engines.vllm.args import VllmArgs
 from specbench.engines.vllm.layout import derived_max_model_len
@@ -21,7 +22,16 @@ U_GRID = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # 0.30 .. 0.99
 LOWER_U_HELPS = ("fp8_marlin_oom",)
 
 
-def _result(p: VllmPlan) -> dict[str, Any]:
+class VllmFixResult(FixResultJson):
+    """What a fixed vLLM launch plans to (plan JSON `fixes[].result`): the shared keys and its pool's numbers."""
+
+    max_concurrency: float | None
+    num_blocks: int | None
+    max_model_len: int
+    gpu_memory_utilization: float
+
+
+def _result(p: VllmPlan) -> VllmFixResult:
     return {"status": p.status, "error": p.error, "kv_tokens": p.kv_tokens,
             "max_concurrency": round(p.max_concurrency, 2) if p.max_concurrency is not None else None,
             "num_blocks": p.num_blocks, "max_running_requests": p.max_running_requests,
@@ -69,7 +79,7 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
     for tp in order:
         dp = gpus // tp if args.dp > 1 else args.dp
         a = args.with_(tp=tp, dp=dp)
-        base: dict[str, Any] = {} if tp == args.tp else {"--tensor-parallel-size": tp}
+        base: dict[str, int] = {} if tp == args.tp else {"--tensor-parallel-size": tp}
         if base and args.dp > 1:
             base["--data-parallel-size"] = dp
         at = r.attempt(a)
@@ -130,8 +140,19 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
     return fixes, table
 
 
+class _Changed(TypedDict, total=False):
+    """The VllmArgs fields a fix's change sets (`VllmArgs.with_` keywords)."""
+
+    max_num_seqs: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    tp: int
+    dp: int
+    env: tuple[tuple[str, str], ...]
+
+
 def _apply(a: VllmArgs, ch: dict) -> VllmArgs:
-    kw: dict[str, Any] = {}
+    kw: _Changed = {}
     for k, val in ch.items():
         if k == "--max-num-seqs":
             kw["max_num_seqs"] = int(val)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
 
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm.knobs import knob_for_key
@@ -38,7 +37,7 @@ def argv_from_vllm_log(text: str) -> list[str] | None:
     "non-default args: {...}" dump (api_utils.py), plus the CPU KV space from "Explicitly set (X/Y) GiB for KV
     cache" when no --kv-cache-memory-bytes was given, and VLLM_ALLOW_LONG_MAX_MODEL_LEN when the engine warned
     about it. None when the log has no argument dump."""
-    args: dict[str, Any] | None = None
+    args: dict[str, object] | None = None  # the dump's keys are vLLM's argument names
     cpu = False
     space: str | None = None
     allow_long = False

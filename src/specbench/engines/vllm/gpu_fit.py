@@ -25,7 +25,7 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.contracts import GIB
 from specbench.engines.vllm.common import Version
@@ -299,8 +299,19 @@ def _held_out(check: str) -> tuple[float | None, str]:
                           f"checks of {KFOLD_LOGS} logs, {KFOLD_DATE} (benchmarks/vllm_gpu_kfold.py)")
 
 
+class BudgetTerm(TypedDict):
+    """One term of the vLLM GPU budget (plan JSON `budget.terms`), in the order its keys are written."""
+
+    term: str
+    budget_field: str | None
+    kind: str
+    source: str
+    expected_error_pct: float | None
+    error_basis: str
+
+
 def budget_terms(gpu: GpuSpec, *, weights_measured: bool, non_kv_measured: bool, graph_applied: bool,
-                 gdn: bool, kv_bytes_given: bool) -> list[dict[str, Any]]:
+                 gdn: bool, kv_bytes_given: bool) -> list[BudgetTerm]:
     """Per term of the vLLM GPU budget (plan JSON `budget.terms`): where its number comes from ("engine code",
     "measured (log/flag)", "fitted: N logs", "estimate") and the held-out (k-fold) error of that term where a check
     of the corpus covers it (`expected_error_pct`, the median |error| in %; null where none does); `budget_field` names
@@ -309,7 +320,7 @@ def budget_terms(gpu: GpuSpec, *, weights_measured: bool, non_kv_measured: bool,
             "cuda_graph": "cuda_graph_gib", "non_torch": None, "requested": "requested_gib",
             "available_kv": "available_kv_gib"}
 
-    def term(name: str, kind: str, source: str, check: str | None) -> dict[str, Any]:
+    def term(name: str, kind: str, source: str, check: str | None) -> BudgetTerm:
         if check:
             err, basis = _held_out(check)
         else:

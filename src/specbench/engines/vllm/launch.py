@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from specbench.engines import prometheus, server_auth, server_base
 from specbench.engines.argv import set_flag
@@ -24,6 +24,10 @@ from specbench.engines.openai.server import metrics_text, models_info, openai_pr
 from specbench.engines.server_base import (
     SPEC_V2_ENV,  # never inherited by a vLLM server
     ServerBase,
+    as_float,
+    as_int,
+    as_opt_int,
+    setting_table,
 )
 from specbench.engines.vllm import knobs
 from specbench.engines.vllm.knobs import release_flags
@@ -45,6 +49,19 @@ NEUTRAL_FLAGS = (*server_base.NEUTRAL_FLAGS, "--uvicorn-log-level", "--log-level
                  "--served-model-name", "--download-dir")
 
 
+class VllmReadBack(TypedDict, total=False):
+    """What a vLLM server reports about itself: `/v1/models` `data`, the `vllm:cache_config_info` labels of /metrics
+    and its log's `non-default args: {...}` text; the embedded engine (`local`) adds its `/version`, the spec-decode
+    counters and a few facts from its log (engines/vllm/local.py). Each key only where the server answered it."""
+
+    models: list[dict[str, object]]
+    version: str | None
+    cache_config_info: dict[str, str] | None
+    spec_decode: dict[str, float]
+    log_facts: dict[str, object]
+    non_default_args: str
+
+
 @dataclass(frozen=True)
 class VllmServer(ServerBase):
     """A vLLM server launched from the matrix's `command`."""
@@ -54,9 +71,9 @@ class VllmServer(ServerBase):
     health_paths: tuple[str, ...] = ("/health",)
     neutral_flags: tuple[str, ...] = NEUTRAL_FLAGS
 
-    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+    def launch(self, target: LaunchTarget, settings: Mapping[str, object]) -> Launch:
         argv = vllm_argv(target.command, settings, target.host, target.port, False)
-        env = {k: str(v) for k, v in (settings.get("env") or {}).items()}
+        env = {k: str(v) for k, v in setting_table(settings, "env").items()}
         return with_simulation(Launch(argv, env, (SPEC_V2_ENV,)), settings, self.default_plan_version())
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
@@ -74,8 +91,8 @@ class VllmServer(ServerBase):
     def client_mode(self, argv: Sequence[str]) -> str:
         return "openai"
 
-    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def read_back(self, base_url: str, log_text: str) -> VllmReadBack:
+        out: VllmReadBack = {}
         models = models_info(base_url)
         if models is not None:
             out["models"] = models
@@ -87,7 +104,7 @@ class VllmServer(ServerBase):
     def metrics_text(self, base_url: str) -> str | None:
         return metrics_text(base_url)
 
-    def count_body(self, api: str) -> dict[str, Any]:
+    def count_body(self, api: str) -> dict[str, bool]:
         """`return_token_ids`: every streamed choice carries its token ids
         (vllm/entrypoints/openai/completion/protocol.py::CompletionRequest.return_token_ids@0.32.0; chat too)."""
         return {"return_token_ids": True}
@@ -98,11 +115,13 @@ class VllmServer(ServerBase):
         # matrix/cellrun.py::no_reset_route reads as "no route" (stated, not warned)
         return "/reset_prefix_cache"
 
-    def running_cap(self, info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+    def running_cap(self, info: Mapping[str, object], log_text: str,
+                    plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
         return running_cap(info, log_text, plan)
 
 
-def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | None]:
+def running_cap(info: Mapping[str, object], log_text: str,
+                plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
     """vLLM runs at most `max_num_seqs` requests at once, fewer when the KV cache holds fewer full-length requests:
     min(max_num_seqs, floor(Maximum concurrency)) (the plan contract's `max_running_requests` is the same rule).
     max_num_seqs from the log (as logged, else its `non-default args` dump), else the planner's value; the KV bound
@@ -118,8 +137,8 @@ def running_cap(info: Any, log_text: str, plan: Any) -> tuple[int | None, str | 
         from specbench.logs.parse import parse_text
 
         f = parse_text(log_text, (LINES,))
-        seqs: Any = f.max_num_seqs
-        if not isinstance(seqs, int) or seqs <= 0:
+        seqs = f.max_num_seqs if isinstance(f.max_num_seqs, int) and f.max_num_seqs > 0 else None
+        if seqs is None:
             dumped = (f.server_args or {}).get("max_num_seqs") if isinstance(f.server_args, dict) else None
             seqs = dumped if isinstance(dumped, int) and not isinstance(dumped, bool) and dumped > 0 else None
         conc = math.floor(f.max_concurrency) if f.max_concurrency else None
@@ -148,28 +167,28 @@ class LocalServer(VllmServer):
     def local_model_dir(self, target: LaunchTarget) -> str | None:
         return resolve_local_model(target.model or "tiny-target")
 
-    def launch(self, target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+    def launch(self, target: LaunchTarget, settings: Mapping[str, object]) -> Launch:
         if target.command:
             return VllmServer.launch(self, target, settings)
         return with_simulation(local_launch(target, settings), settings, self.default_plan_version())
 
-    def read_back(self, base_url: str, log_text: str) -> dict[str, Any]:
+    def read_back(self, base_url: str, log_text: str) -> VllmReadBack:
         from specbench.engines.vllm import local as vllm_local
 
         info = vllm_local.read_server_info(base_url)
-        out = {"models": [{"id": info.model, "max_model_len": info.max_model_len}], "version": info.version,
+        out: VllmReadBack = {"models": [{"id": info.model, "max_model_len": info.max_model_len}], "version": info.version,
                "cache_config_info": info.cache_config, "spec_decode": info.spec_decode,
                "log_facts": vllm_local.log_facts(log_text)}
         return _with_nondefault_args(out, log_text)
 
 
-def with_simulation(launch: Launch, settings: dict[str, Any], version: str | None) -> Launch:
+def with_simulation(launch: Launch, settings: Mapping[str, object], version: str | None) -> Launch:
     """The launch with the tuple's simulated accept length merged into its `--speculative-config`
     (engines/vllm/simulate.py); a UserError with vLLM's reason where it does not apply."""
     if settings.get("simulated_accept_len") is None:
         return launch
     env_words = [f"{k}={v}" for k, v in launch.env.items()]  # VLLM_TARGET_DEVICE / VLLM_CPU_KVCACHE_SPACE say CPU
-    sim = simulated_acceptance(float(settings["simulated_accept_len"]), env_words + list(launch.argv), version)
+    sim = simulated_acceptance(as_float(settings["simulated_accept_len"]), env_words + list(launch.argv), version)
     if not sim.applies:
         raise UserError(f"simulated_accept_len for {settings.get('label') or settings.get('algorithm')}: "
                         f"{sim.refusal}")
@@ -181,7 +200,7 @@ def with_simulation(launch: Launch, settings: dict[str, Any], version: str | Non
                                notes=(*launch.notes, f"simulated acceptance {sim.accept_len} ({sim.source})"))
 
 
-def _with_nondefault_args(out: dict[str, Any], log_text: str) -> dict[str, Any]:
+def _with_nondefault_args(out: VllmReadBack, log_text: str) -> VllmReadBack:
     args = nondefault_args(log_text)
     if args is not None:
         out["non_default_args"] = args
@@ -190,26 +209,36 @@ def _with_nondefault_args(out: dict[str, Any], log_text: str) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- vLLM argv
 
-def vllm_argv(base: Sequence[str], settings: dict[str, Any], host: str, port: int, local: bool) -> list[str]:
+def vllm_argv(base: Sequence[str], settings: Mapping[str, object], host: str, port: int, local: bool) -> list[str]:
     argv = set_server_axes(list(base), settings, knobs.KNOBS, _set_vllm)
     algo = str(settings.get("algorithm") or "ar")
     if algo.lower() != "ar":
-        cfg: dict[str, Any] = {"method": algo}
-        if settings.get("draft_model"):
-            cfg["model"] = resolve_local_model(settings["draft_model"]) if local else settings["draft_model"]
+        cfg: _SpeculativeConfig = {"method": algo}
+        draft = settings.get("draft_model")
+        if draft:
+            cfg["model"] = resolve_local_model(str(draft)) if local else str(draft)  # a string (matrix/schema.py)
         if settings.get("num_draft_tokens") is not None:
-            cfg["num_speculative_tokens"] = int(settings["num_draft_tokens"])
+            cfg["num_speculative_tokens"] = as_int(settings["num_draft_tokens"])
         argv = _set_vllm(argv, "--speculative-config", json.dumps(cfg, separators=(",", ":")))
     else:
         argv = _set_vllm(argv, "--speculative-config", None)
-    for flag, value in (settings.get("flags") or {}).items():
+    for flag, value in setting_table(settings, "flags").items():
         argv = _set_vllm(argv, flag, value)
     argv = _set_vllm(argv, "--host", host)
     argv = _set_vllm(argv, "--port", port)
     return argv
 
 
-def _set_vllm(argv: list[str], flag: str, value: Any) -> list[str]:
+class _SpeculativeConfig(TypedDict, total=False):
+    """The `--speculative-config` JSON a tuple's spec settings give (vllm/config/speculative.py::SpeculativeConfig
+    @0.32.0), in the order it is written."""
+
+    method: str
+    model: str
+    num_speculative_tokens: int
+
+
+def _set_vllm(argv: list[str], flag: str, value: object) -> list[str]:
     """argv with `flag` set, every vLLM spelling of it (knobs.py: `-tp`, `--no-X` ...) replaced."""
     return set_flag(argv, flag, value, knobs.spellings(flag), release_flags(None).kinds.get)
 
@@ -239,7 +268,7 @@ def resolve_local_model(name: str) -> str:
     return str(models_dir() / name)
 
 
-def local_launch(target: LaunchTarget, settings: dict[str, Any]) -> Launch:
+def local_launch(target: LaunchTarget, settings: Mapping[str, object]) -> Launch:
     """The embedded engine (engines/vllm_local.py): `vllm serve` from the engine venv on a tiny local model.
 
     Axes map to LocalServerConfig: context_length -> --max-model-len, max_running_requests -> --max-num-seqs,
@@ -255,20 +284,21 @@ def local_launch(target: LaunchTarget, settings: dict[str, Any]) -> Launch:
             raise UserError(f"spec variant {settings.get('label')!r}: algorithm draft_model needs draft_model")
         extra: dict[str, object] = {} if algo == "draft_model" else {"method": algo}
         speculative = vllm_local.DraftModelSpec(resolve_local_model(str(draft)) if draft else "",
-                                                int(settings.get("num_draft_tokens") or 3), extra)
+                                                as_int(settings.get("num_draft_tokens") or 3), extra)
     args: list[str] = []
-    if int(settings["tp"]) != 1:
-        args = set_flag(args, "--tensor-parallel-size", int(settings["tp"]))
-    for flag, value in (settings.get("flags") or {}).items():
+    if as_int(settings["tp"]) != 1:
+        args = set_flag(args, "--tensor-parallel-size", as_int(settings["tp"]))
+    for flag, value in setting_table(settings, "flags").items():
         args = set_flag(args, flag, value)
     model = resolve_local_model(target.model or "tiny-target")
     if not Path(model).is_dir():
         raise UserError(f"local engine: model folder {model} not found; run `make models` (or set SPECBENCH_MODELS)")
     cfg = vllm_local.LocalServerConfig(
         model=model, port=target.port, host=target.host, served_model_name=target.served_model_name,
-        max_model_len=settings.get("context_length"), max_num_seqs=settings.get("max_running_requests"),
+        max_model_len=as_opt_int(settings.get("context_length")),
+        max_num_seqs=as_opt_int(settings.get("max_running_requests")),
         speculative=speculative, extra_args=tuple(args),
-        extra_env={k: str(v) for k, v in (settings.get("env") or {}).items()},
+        extra_env={k: str(v) for k, v in setting_table(settings, "env").items()},
     )
     exe = vllm_local.require_engine()  # a UserError naming `make engine` when absent
     argv = vllm_local.build_argv(cfg, exe)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
+from specbench.engines.base import FixJson, FixResultJson
 from specbench.logs.facts import LogFacts
 from specbench.logs.failures import Failure
 
@@ -40,8 +40,8 @@ MAX_UTILIZATION = 0.98  # above this nothing is left for the CUDA context and NC
 OTHER_PROCESS_SHARE = 0.5  # other processes hold more than this share of the GPU: free it before any utilization
 
 
-def _result(kv_tokens: int | None = None, **extra: Any) -> dict[str, Any]:
-    return {"status": "ok", "error": None, "kv_tokens": kv_tokens, "max_running_requests": None, **extra}
+def _result(kv_tokens: int | None = None) -> FixResultJson:
+    return {"status": "ok", "error": None, "kv_tokens": kv_tokens, "max_running_requests": None}
 
 
 def _up(x: float) -> float:
@@ -52,8 +52,8 @@ def _down(x: float) -> float:
     return math.floor(x * 100 + 1e-9) / 100
 
 
-def _max_model_len(f: LogFacts, text: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _max_model_len(f: LogFacts, text: str) -> list[FixJson]:
+    out: list[FixJson] = []
     v0, v1, est = _V0_LEN.search(text), _V1_LEN.search(text), _V1_EST.search(text)
     fit = int(v0.group(2)) if v0 else int(est.group(1)) if est else None
     asked = int(v0.group(1)) if v0 else int(v1.group(1)) if v1 else None
@@ -84,13 +84,13 @@ def _max_model_len(f: LogFacts, text: str) -> list[dict[str, Any]]:
     return out
 
 
-def _free_memory(f: LogFacts, text: str) -> list[dict[str, Any]]:
+def _free_memory(f: LogFacts, text: str) -> list[FixJson]:
     m = _FREE.search(text)
     if not m:
         return []
     free, total, util = float(m.group(1)), float(m.group(2)), float(m.group(3))
     held = total - free
-    out: list[dict[str, Any]] = []
+    out: list[FixJson] = []
     if held > OTHER_PROCESS_SHARE * total:
         out.append({"kind": "free_gpu", "change": {}, "source": "log", "result": _result(),
                     "why": f"other processes hold {held:.2f} of the {total:.2f} GiB before vLLM starts (a server "
@@ -103,7 +103,7 @@ def _free_memory(f: LogFacts, text: str) -> list[dict[str, Any]]:
     return out
 
 
-def _no_kv_memory(f: LogFacts) -> list[dict[str, Any]]:
+def _no_kv_memory(f: LogFacts) -> list[FixJson]:
     total, util, kv = f.total_gpu_memory_gib, f.gpu_memory_utilization, f.available_kv_gib
     if kv is not None and (total is None or util is None):
         return [{"change": {"--gpu-memory-utilization": None}, "source": "log", "result": _result(),
@@ -122,7 +122,7 @@ def _no_kv_memory(f: LogFacts) -> list[dict[str, Any]]:
                     f"{util} + ({1.0:.2f} - ({kv:.2f}))/{total:.2f}"}]
 
 
-def failure_fixes(f: LogFacts, fail: Failure) -> list[dict[str, Any]]:
+def failure_fixes(f: LogFacts, fail: Failure) -> list[FixJson]:
     """The fixes the failure's own numbers give (nearest first); [] for a kind without numbers to compute from."""
     text = fail.context or fail.message
     if fail.kind == "vllm_max_model_len":

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from specbench.engines.vllm.common import Version
+from specbench.engines.vllm.gpu_fit import BudgetTerm
 from specbench.engines.vllm.layout import Setup
 from specbench.specs.gpu import GpuSpec
 
@@ -30,6 +32,38 @@ class Context:
     cpu_isa_source: str = "default: AVX512-BF16, no AMX"
     version_warning: str | None = None  # a release newer than the newest rule set (versions.rule_set_for)
     total_source: str = ""              # GPU: where T comes from (gpu_fit.py::vllm_total_bytes)
+
+
+class VllmBudget(TypedDict, total=False):
+    """The plan contract's `budget` (plan.py::_cpu_budget, _gpu_budget), keys in the order they are written: the CPU
+    KV space has `kv_cache_memory_bytes` and `source` only; a GPU budget has every key, `terms` last."""
+
+    total_gib: float
+    total_source: str
+    gpu_memory_utilization: float
+    requested_gib: float
+    free_at_start_gib_estimate: float
+    weights_gib: float
+    weights_source: str
+    non_kv_gib: float
+    non_kv_measured: bool
+    cuda_graph_gib: float
+    activation_gib: float | None
+    kv_cache_memory_bytes: int | None
+    available_kv_gib: str
+    source: str
+    terms: list[BudgetTerm]
+
+
+class CommonFields(TypedDict):
+    """The VllmPlan keywords every outcome fills the same way, from the plan's start stage (plan.py::_Start.common)."""
+
+    setup: Setup
+    u: float
+    weights_bytes: int
+    draft_weights_bytes: int
+    block_size: int
+    mamba_layers: int
 
 
 @dataclass(frozen=True)
@@ -58,7 +92,7 @@ class VllmPlan:
     conv_bytes: int | None
     ssm_bytes: int | None
     mamba_layers: int
-    budget: dict
+    budget: VllmBudget
     log_lines: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
     # requests of c tokens the pool holds at once: num_blocks // blocks one such request is charged (pool.py); None

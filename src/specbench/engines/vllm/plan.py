@@ -21,7 +21,6 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.contracts import GIB, ConcurrencyInputs, EnginePlan, PlanResult
 from specbench.engines import versions
@@ -46,7 +45,7 @@ from specbench.engines.vllm.layout import (
     derived_max_model_len,
 )
 from specbench.engines.vllm.not_modelled import ep_start_failure, ep_uneven_warning, not_modelled
-from specbench.engines.vllm.outcome import Context, VllmPlan
+from specbench.engines.vllm.outcome import CommonFields, Context, VllmBudget, VllmPlan
 from specbench.engines.vllm.pool import Charge, Grouping, Pool, PoolFailure, blocks_per_request, lcm_all, size_pool
 from specbench.engines.vllm.spec_checks import spec_start_failure
 from specbench.errors import UserError
@@ -82,11 +81,12 @@ class _Start:
     def more(self, lines: tuple[str, ...] = (), warnings: tuple[str, ...] = ()) -> _Start:
         return dataclasses.replace(self, lines=self.lines + tuple(lines), warnings=self.warnings + tuple(warnings))
 
-    def common(self) -> dict[str, Any]:
-        """The VllmPlan fields every outcome fills the same way."""
-        return dict(setup=self.setup, u=self.u, weights_bytes=self.weights_bytes,
-                    draft_weights_bytes=self.draft_weights_bytes, block_size=self.setup.block_size,
-                    mamba_layers=self.mamba_layers)
+    def common(self, block_size: int | None = None) -> CommonFields:
+        """The VllmPlan fields every outcome fills the same way (`block_size`: the pool's, where it has its own)."""
+        return CommonFields(setup=self.setup, u=self.u, weights_bytes=self.weights_bytes,
+                            draft_weights_bytes=self.draft_weights_bytes,
+                            block_size=self.setup.block_size if block_size is None else block_size,
+                            mamba_layers=self.mamba_layers)
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class _Budget:
     """The KV budget stage: K (bytes per worker), the contract's `budget` dict, its log lines, a start-up failure."""
 
     K: int | None
-    budget: dict[str, Any]
+    budget: VllmBudget
     lines: tuple[str, ...]
     failure: PoolFailure | None
 
@@ -163,7 +163,7 @@ def _start(args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context) 
     return _Start(setup, u, W_t, W_d, mw, len(m.linear_layers), tuple(notes), tuple(warnings), w_src)
 
 
-def _failed(st: _Start, kind: str, text: str, K: int | None, budget: dict) -> VllmPlan:
+def _failed(st: _Start, kind: str, text: str, K: int | None, budget: VllmBudget) -> VllmPlan:
     return VllmPlan("fails", text, kind, kv_budget_bytes=K, num_blocks=None, blocks_per_request=None,
                     max_concurrency=None, kv_tokens=None, max_running_requests=None,
                     max_model_len=st.setup.max_model_len, estimated_max_model_len=None, bytes_per_block=None,
@@ -186,7 +186,7 @@ def _cpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     cb = vllm_cpu.kv_space_bytes(args, ctx.version, node_total_bytes=ctx.total_bytes,
                                  rss_bytes=int(ctx.non_kv_gib * GIB) if ctx.non_kv_gib is not None else None,
                                  gpu_memory_utilization=st.u)
-    budget: dict[str, Any] = {"kv_cache_memory_bytes": cb.kv_bytes, "source": cb.source}
+    budget: VllmBudget = {"kv_cache_memory_bytes": cb.kv_bytes, "source": cb.source}
     lines = (cb.line,) if cb.line else ()
     if cb.failure is None and cb.kv_bytes is None:
         raise UserError(f"cannot plan the vLLM CPU KV space: {cb.source}")
@@ -198,7 +198,7 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     assert ctx.gpu is not None
     gb = vllm_gpu.gpu_budget(args, st.loaded, st.setup, ctx.gpu, ctx.total_bytes or 0,
                              st.weights_bytes + st.draft_weights_bytes, ctx.non_kv_gib, ctx.free_at_start_gib)
-    budget = {"total_gib": round(gb.total_bytes / GIB, 3), "total_source": ctx.total_source,
+    budget: VllmBudget = {"total_gib": round(gb.total_bytes / GIB, 3), "total_source": ctx.total_source,
               "gpu_memory_utilization": gb.u,
               "requested_gib": round(gb.requested_bytes / GIB, 3),
               "free_at_start_gib_estimate": round(gb.free_at_start_bytes / GIB, 3),
@@ -219,7 +219,7 @@ def _gpu_budget(args: VllmArgs, ctx: Context, st: _Start) -> _Budget:
     return _Budget(gb.kv_bytes, budget, tuple(gb.lines), gb.failure)
 
 
-def _v0_plan(st: _Start, m: ModelSpec, K: int, budget: dict) -> VllmPlan:
+def _v0_plan(st: _Start, m: ModelSpec, K: int, budget: VllmBudget) -> VllmPlan:
     """The V0 engine (vLLM < 0.8): its own block pool (gpu.py::v0_pool)."""
     if m.linear_layers:
         raise UserError("the V0 engine (vLLM < 0.8) rule set does not model hybrid Mamba models")
@@ -248,7 +248,7 @@ def _group_lines(grouping: Grouping, charge: Charge, pool: Pool, v: Version) -> 
 
 
 def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None, ctx: Context, K: int,
-               budget: dict) -> VllmPlan:
+               budget: VllmBudget) -> VllmPlan:
     """The V1 pool: layer specs -> groups -> num_blocks, the capacity vLLM prints and its checks (pool.py)."""
     v, setup = ctx.version, st.setup
     lp = build_layer_specs(m, draft, setup, _draft_tp(args))
@@ -280,7 +280,7 @@ def _pool_plan(st: _Start, args: VllmArgs, m: ModelSpec, draft: ModelSpec | None
         mamba_page=lp.mamba_page, mamba_page_padded=lp.mamba_page_padded, conv_bytes=lp.conv_bytes,
         ssm_bytes=lp.ssm_bytes, budget=budget, log_lines=st.lines, warnings=st.warnings,
         fits=_fits(grouping, charge, pool.num_blocks) if failure is None else None,
-        **{**st.common(), "block_size": lp.block_size})
+        **st.common(lp.block_size))
 
 
 def _fits(grouping: Grouping, charge: Charge, num_blocks: int) -> Callable[[int], int]:
@@ -440,15 +440,17 @@ def plan_vllm_command(argv: list[str], opts) -> EnginePlan:
     out["model"] = m.name
     out["model_kind"] = m.kind_label
     out["draft_model"] = draft.name if draft is not None else None
-    w_src = str((out.get("budget") or {}).get("weights_source") or out.get("weights_source") or "")
-    out.update(estimate_error_keys(m, draft, w_src, w_src, out.get("draft_weights_gib")))
+    w_src = str(p.budget.get("weights_source") or out.get("weights_source") or "")  # p.budget is out["budget"]
+    draft_gib = out.get("draft_weights_gib")
+    out.update(estimate_error_keys(m, draft, w_src, w_src, draft_gib if isinstance(draft_gib, float) else None))
     out["ignored_flags"] = list(args.ignored)
     out["not_modelled"] = not_modelled(args)
     out["unknown_flags"] = list(args.unknown)
     flags = release_flags(getattr(opts, "engine_version", None))
     warning = unknown_flags_warning("vLLM", flags.release, args.unknown)
     if warning:
-        out["warnings"] = [*(out.get("warnings") or []), warning]
+        prior = out.get("warnings")
+        out["warnings"] = [*(prior if isinstance(prior, list) else []), warning]
     out["reason"] = plan_reason(p, ctx)
     out["gpu"] = "CPU node" if ctx.device == "cpu" else (ctx.gpu.name if ctx.gpu else None)
     out["cpu_isa"] = ({"avx512_bf16": ctx.avx512_bf16, "amx_tile": ctx.amx_tile, "source": ctx.cpu_isa_source}
