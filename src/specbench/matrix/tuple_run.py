@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.contracts import plan_json
 from specbench.engines import server_auth
 from specbench.engines.base import Launch, ServerAdapter
 from specbench.engines.openai.server import served_models_now
@@ -74,7 +75,7 @@ def record_server(spec: MatrixSpec, pf: Preflight, store: Any) -> None:
     store.put_server(server_id=st.server_id, phase=st.phase, tp=st.tp, engine=spec.engine,
                      settings={**pf.settings, "requested": {k: v for k, v in st.settings.items() if k != "notes"},
                                "fix": pf.fix, "notes": list(pf.notes)},
-                     command=pf.launch.argv, env=pf.launch.env, verdict=pf.verdict, plan=pf.plan,
+                     command=pf.launch.argv, env=pf.launch.env, verdict=pf.verdict, plan=plan_json(pf.plan),
                      status="skipped" if pf.verdict == "skipped" else "pending")
 
 
@@ -173,7 +174,7 @@ class TupleRun:
         info = safe_read_back(self.adapter, self.base_url, self.proc.log_text())
         info["ready_s"] = round(ready_s, 3)
         info["running_cap"], info["running_cap_source"] = safe_cap(self.adapter, info, self.proc.log_text(),
-                                                                   self.pf.plan)
+                                                                   plan_json(self.pf.plan))
         wrong = model_mismatch(self.spec, self.launch.argv, self.adapter.served_models(info))
         if wrong is not None:  # before the first cell: a server of another model is never measured
             self.server_failed = True
