@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.contracts import plan_json
 from specbench.engines import server_auth
@@ -40,6 +40,16 @@ from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.visits import Visit, first_visit
 
 
+class PlacementRecord(TypedDict):
+    """A ready server's `server_info_json.placement` (docs/structures.md): where it ran and the runner's pid."""
+
+    slot: int
+    port: int | None
+    gpus: list[str] | None
+    cores: list[int] | None
+    host_pid: int
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where a tuple runs: its slot (one per concurrently running server), port, GPUs and load-generator cores."""
@@ -54,9 +64,9 @@ class Placement:
     def name(self) -> str:
         return f"gpu {','.join(self.gpus)}" if self.gpus else (f"slot {self.slot}" if self.slot else "")
 
-    def record(self) -> dict[str, Any]:
-        return {"slot": self.slot, "port": self.port, "gpus": list(self.gpus) if self.gpus else None,
-                "cores": list(self.cores) if self.cores else None, "host_pid": os.getpid()}
+    def record(self) -> PlacementRecord:
+        return PlacementRecord(slot=self.slot, port=self.port, gpus=list(self.gpus) if self.gpus else None,
+                               cores=list(self.cores) if self.cores else None, host_pid=os.getpid())
 
 
 def cell_server_json(pf: Preflight) -> dict[str, Any]:
