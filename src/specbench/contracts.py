@@ -348,6 +348,26 @@ class PlanResult:
         return replace(new, key_order=order)
 
 
+@dataclass(frozen=True)
+class PlannerError:
+    """A launch the planner could not plan, for an engine whose matrix tolerates it (the tiny CPU models outside what
+    the planner models): stored and shown as the plan JSON `{"status": null, "error": null, "planner_error": ...}`."""
+
+    message: str  # "<exception type>: <text>"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": None, "error": None, "planner_error": self.message}
+
+
+# what the matrix preflight has for a launch: a plan, a tolerated planner error, or nothing (no planner for the engine)
+PlanOutcome = PlanResult | PlannerError | None
+
+
+def plan_json(outcome: PlanOutcome) -> dict[str, Any] | None:
+    """The JSON contract of an outcome (`plan --json` for a plan), as the store and the dry run hold it."""
+    return None if outcome is None else outcome.to_json()
+
+
 # ------------------------------------------------------------------------------------------------ doctor
 
 

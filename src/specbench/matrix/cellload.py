@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from specbench.contracts import PlanOutcome, PlanResult
 from specbench.engines import server_auth
 from specbench.engines.base import ServerAdapter
 from specbench.engines.openai.server import served_model
@@ -34,7 +35,7 @@ class CellContext:
     server_info: dict[str, Any]
     settings: dict[str, Any]
     proc: ServerProcess | None = None
-    plan: dict[str, Any] | None = None  # the planner's result for what was launched (context_len fallback)
+    plan: PlanOutcome = None  # the planner's result for what was launched (context_len fallback)
     cache: dict[str, Any] = field(default_factory=dict)  # tokenizer and served model name, per server
     boot_started_at: float | None = None  # the boot's key in the store (boots.started_at)
 
@@ -55,7 +56,8 @@ def context_len(ctx: CellContext) -> int | None:
     v = ctx.settings.get("context_length")
     if v:
         return int(v)
-    v = (ctx.plan or {}).get("context_len")  # the planner's resolved default (the model's max positions)
+    # the planner's resolved default (the model's max positions), an engine key of the plan
+    v = ctx.plan.extra.get("context_len") if isinstance(ctx.plan, PlanResult) else None
     return int(v) if isinstance(v, int) and v > 0 else None
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.errors import UserError
 from specbench.matrix.cellload import CellContext, api_mode, build_cell_workload, load_spec
@@ -131,7 +131,15 @@ def early_stop_verdict(outcome: CellOutcome, metrics: dict[str, Any], client: Ma
                        outcome.metrics, outcome.clamp, outcome.requests)
 
 
-def dataset_note(cell: Cell, work: Any, every: Sequence[StoredRepeat], n: int) -> dict[str, Any]:
+class DatasetNote(TypedDict):
+    """The keys `dataset_note` adds to a cell's metrics (docs/contracts.md)."""
+
+    dataset_cycled: bool
+    distinct_prompts: int
+    dataset_warning: str | None
+
+
+def dataset_note(cell: Cell, work: Any, every: Sequence[StoredRepeat], n: int) -> DatasetNote:
     """`dataset_cycled`: a prefix cache could serve a measured prompt from an earlier request of the cell. Within one
     repeat that is a prompt sent twice; across repeats only where the cache was not emptied between them (hygiene
     before each repeat: with every reset answered, repeat 3 may reuse repeat 1's prompts and still start cold).
@@ -154,7 +162,7 @@ def dataset_note(cell: Cell, work: Any, every: Sequence[StoredRepeat], n: int) -
            f"{n * len(every)} measured requests from {distinct} distinct prompts and the prefix cache not emptied "
            f"between repeats: the dataset {name!r} cycles, so a prefix cache can serve a repeat from the one before"
            if across else None)
-    return {"dataset_cycled": why is not None, "distinct_prompts": distinct, "dataset_warning": why}
+    return DatasetNote(dataset_cycled=why is not None, distinct_prompts=distinct, dataset_warning=why)
 
 
 def failed_fraction_verdict(metrics: dict[str, Any], client: Mapping[str, Any], results: Any,

@@ -87,13 +87,24 @@ class Cell:
 SPEC_AXES = ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget", "simulated_accept_len")
 
 
-def _expand_variants(v: SpecVariant) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _Variant:
+    """One [[server.spec]] entry with one value per spec axis: the server settings it adds."""
+
+    label: str
+    algorithm: str | None
+    params: dict[str, object]  # the spec axes' values (SPEC_AXES) and draft_model
+    flags: dict[str, object]
+    env: dict[str, object]
+
+
+def _expand_variants(v: SpecVariant) -> list[_Variant]:
     if v.is_ar:
-        return [{"label": v.label or "ar", "algorithm": "ar", "params": {}, "flags": dict(v.flags), "env": dict(v.env)}]
+        return [_Variant(v.label or "ar", "ar", {}, dict(v.flags), dict(v.env))]
     axes = [(n, as_axis(getattr(v, n))) for n in SPEC_AXES if getattr(v, n) is not None]
     out = []
     for combo in itertools.product(*(vals for _, vals in axes)) if axes else [()]:
-        params = {n: val for (n, _), val in zip(axes, combo)}
+        params: dict[str, object] = {n: val for (n, _), val in zip(axes, combo)}
         if v.draft_model is not None:
             params["draft_model"] = v.draft_model
         label = v.label or _default_label(v.algorithm or "", params)
@@ -101,11 +112,11 @@ def _expand_variants(v: SpecVariant) -> list[dict[str, Any]]:
             label = label.format(**params)
         except (KeyError, IndexError, ValueError) as exc:
             raise UserError(f"spec label {v.label!r}: cannot fill {exc}; known names: {sorted(params)}") from None
-        out.append({"label": label, "algorithm": v.algorithm, "params": params, "flags": dict(v.flags), "env": dict(v.env)})
+        out.append(_Variant(label, v.algorithm, params, dict(v.flags), dict(v.env)))
     return out
 
 
-def _default_label(algorithm: str, params: dict[str, Any]) -> str:
+def _default_label(algorithm: str, params: dict[str, object]) -> str:
     label = algorithm.lower()
     if "ddtree_budget" in params:
         label += "-b{ddtree_budget}"
@@ -252,11 +263,11 @@ def _server_settings(spec: MatrixSpec) -> list[dict[str, Any]]:
             for fl in itertools.product(*(vals for _, vals in flag_axes)) if flag_axes else [()]:
                 for en in itertools.product(*(vals for _, vals in env_axes)) if env_axes else [()]:
                     settings: dict[str, Any] = {k: v for (k, _), v in zip(scalar_axes, scal)}
-                    settings.update(label=var["label"], algorithm=var["algorithm"], **var["params"])
+                    settings.update(label=var.label, algorithm=var.algorithm, **var.params)
                     flags = {k: v for (k, _), v in zip(flag_axes, fl)}
-                    flags.update(var["flags"])
+                    flags.update(var.flags)
                     env = {k: v for (k, _), v in zip(env_axes, en)}
-                    env.update(var["env"])
+                    env.update(var.env)
                     settings["flags"] = flags
                     settings["env"] = env
                     raw.append(settings)

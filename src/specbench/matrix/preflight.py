@@ -7,10 +7,11 @@ otherwise. `dry_run` shows every cell's verdict and exact command without launch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
+from specbench.contracts import PlannerError, PlanOutcome, PlanResult, plan_json
 from specbench.engines.base import Engine, Launch, ServerAdapter, engine
 from specbench.errors import UserError
 from specbench.load.prompt_checks import random_prompts_warning
@@ -28,16 +29,16 @@ class Preflight:
     server: ServerTuple
     verdict: str  # launch | fixed | skipped
     plan_status: str | None  # the planner's ok | fails for what is launched; None without a planner
-    plan: dict[str, Any] | None
+    plan: PlanOutcome
     launch: Launch
     settings: dict[str, Any]  # effective settings (requested + fix)
     reason: str | None = None
-    fix: dict[str, Any] | None = None
+    fix: dict[str, object] | None = None  # the planner fix applied ({flag: value}), `fixed` only
     notes: tuple[str, ...] = ()
-    asked_plan: dict[str, Any] | None = None  # `fixed`: the plan of the asked settings, the one that failed
+    asked_plan: PlanOutcome = None  # `fixed`: the plan of the asked settings, the one that failed
 
 
-def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) -> dict[str, Any]:
+def _apply_fix(settings: dict[str, Any], change: Mapping[str, object], eng: Engine) -> dict[str, Any]:
     """The settings with a planner fix applied: the engine names the matrix axis each changed argument sets."""
     out = {**settings, "flags": dict(settings.get("flags") or {})}
     for key, value in change.items():
@@ -52,13 +53,13 @@ def _apply_fix(settings: dict[str, Any], change: dict[str, Any], eng: Engine) ->
     return out
 
 
-def plan_launch(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> dict[str, Any] | None:
-    """The planner's verdict for an argv, or None when there is no planner for this engine (`fixes=False`: without
+def plan_launch(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes: bool = True) -> PlanOutcome:
+    """The planner's verdict for an argv (a `PlanResult`; a `PlannerError` where the adapter tolerates one), or None when there is no planner for this engine (`fixes=False`: without
     the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
         return None
     from specbench.contracts import PlanOptions
-    from specbench.plan.api import plan_command
+    from specbench.plan.api import plan_result
 
     p = spec.plan
     version = p.engine_version or adapter.default_plan_version()
@@ -72,57 +73,62 @@ def plan_launch(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes:
     # and its KV space; SGLANG_* switches): hand it to the planner as the leading VAR=value words of the command
     env_words = [f"{k}={v}" for k, v in launch.env.items() if k.startswith(("VLLM_", "SGLANG_"))]
     try:
-        return dict(plan_command(env_words + list(launch.argv), opts))
+        return plan_result(env_words + list(launch.argv), opts)
     except (UserError, ImportError, NotImplementedError) as exc:
         if adapter.tolerate_plan_errors:  # e.g. the tiny CPU models may be outside what the planner models
-            return {"status": None, "error": None, "planner_error": f"{type(exc).__name__}: {exc}"}
+            return PlannerError(f"{type(exc).__name__}: {exc}")
         if not isinstance(exc, UserError):
             raise
         raise UserError(f"planner cannot plan {launch.argv[:3]}...: {exc} (check the matrix's [plan] table)") from None
 
 
 def preflight(spec: MatrixSpec, st: ServerTuple, adapter: ServerAdapter,
-              planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_launch) -> Preflight:
+              planner: Callable[[ServerAdapter, MatrixSpec, Launch], PlanOutcome] = plan_launch) -> Preflight:
     settings = dict(st.settings)
     launch = adapter.launch(spec.target(), settings)
     notes = tuple(settings.get("notes") or ()) + launch.notes
     plan = planner(adapter, spec, launch)
-    status = plan.get("status") if plan else None
-    if plan is None or status != "fails":
+    status = _status(plan)
+    if not isinstance(plan, PlanResult) or status != "fails":
         return Preflight(st, "launch", status, plan, launch, settings, notes=notes + _cap_note(plan, settings))
     reason = _plan_reason(plan)
     if spec.auto_fix:
-        for fix in plan.get("fixes") or []:
-            change = dict(fix.get("change") or {})
+        for fix in plan.fixes:
+            change = dict(fix.change)
             fixed = _apply_fix(settings, change, engine(adapter.plan_engine))
             if int(fixed["tp"]) != st.tp:  # a fix must keep the tuple in its phase
                 continue
             fl = adapter.launch(spec.target(), fixed)
             replan = planner(adapter, spec, fl)
-            if replan is not None and replan.get("status") == "fails":
+            if _status(replan) == "fails":
                 continue
-            return Preflight(st, "fixed", replan.get("status") if replan else None, replan, fl, fixed,
+            return Preflight(st, "fixed", _status(replan), replan, fl, fixed,
                              reason=f"auto_fix {change} (planner: {reason})", fix=change,
                              notes=notes + fl.notes + _cap_note(replan, fixed), asked_plan=plan)
         reason = f"{reason}; no fix at tp={st.tp} plans ok"
     return Preflight(st, "skipped", status, plan, launch, settings, reason=reason, notes=notes)
 
 
-def _cap_note(plan: dict[str, Any] | None, settings: dict[str, Any]) -> tuple[str, ...]:
+def _status(plan: PlanOutcome) -> str | None:
+    """The planner's ok | fails; None without a plan (no planner, or a tolerated planner error)."""
+    return plan.status if isinstance(plan, PlanResult) else None
+
+
+def _planned_cap(plan: PlanOutcome) -> int | None:
+    return plan.max_running_requests if isinstance(plan, PlanResult) else None
+
+
+def _cap_note(plan: PlanOutcome, settings: dict[str, Any]) -> tuple[str, ...]:
     """The planner's max_running_requests is below the asked value (SGLang caps to it; for vLLM it is the
     concurrency its KV cache holds at full context, above which it preempts)."""
-    asked, planned = settings.get("max_running_requests"), (plan or {}).get("max_running_requests")
+    asked, planned = settings.get("max_running_requests"), _planned_cap(plan)
     if isinstance(asked, int) and isinstance(planned, int) and planned < asked:
         return (f"planner: max_running_requests {planned} for this launch (asked {asked})",)
     return ()
 
 
-def _plan_reason(plan: dict[str, Any]) -> str:
-    for key in ("error", "reason"):
-        v = plan.get(key)
-        if v:
-            return str(v)
-    return "planner: would fail"
+def _plan_reason(plan: PlanResult) -> str:
+    return str(plan.error or plan.reason or "planner: would fail")
 
 
 
@@ -130,7 +136,7 @@ def _plan_reason(plan: dict[str, Any]) -> str:
 
 
 def dry_run(spec: MatrixSpec,
-            planner: Callable[[ServerAdapter, MatrixSpec, Launch], dict[str, Any] | None] = plan_launch
+            planner: Callable[[ServerAdapter, MatrixSpec, Launch], PlanOutcome] = plan_launch
             ) -> list[dict[str, Any]]:
     """One object per cell: cell, server (incl. tp), client, verdict, plan_status, command; nothing launched."""
     adapter = adapter_for(spec)
@@ -145,10 +151,10 @@ def dry_run(spec: MatrixSpec,
             "server": server, "client": c.client, "verdict": pf.verdict, "plan_status": pf.plan_status,
             "reason": pf.reason, "fix": pf.fix, "notes": list(pf.notes),
             "command": list(pf.launch.argv), "env": dict(pf.launch.env),
-            "max_running_requests_planned": (pf.plan or {}).get("max_running_requests"),
-            "effective_concurrency_planned": _effective(c.client.get("concurrency"),
-                                                        (pf.plan or {}).get("max_running_requests")),
-            "concurrency_warning": cell_warning(pf.plan, c.client.get("concurrency"), c.client.get("prompt_tokens"),
+            "max_running_requests_planned": _planned_cap(pf.plan),
+            "effective_concurrency_planned": _effective(c.client.get("concurrency"), _planned_cap(pf.plan)),
+            "concurrency_warning": cell_warning(pf.plan if isinstance(pf.plan, PlanResult) else None,
+                                                c.client.get("concurrency"), c.client.get("prompt_tokens"),
                                                 c.client.get("output_tokens")),
             "expected_load_s": expected_load_s(c.client), "duration_warning": duration_warning(c.client),
             "plan_limits": plan_limits(pf.plan), "plan_limits_asked": plan_limits(pf.asked_plan),
@@ -158,15 +164,37 @@ def dry_run(spec: MatrixSpec,
     return out
 
 
-# the plan keys a dry-run row carries for the "fastest setup that fits" table (plan/reach.py reads them)
-LIMIT_KEYS = ("status", "error", "engine_cap", "max_running_requests", "requested_max_running_requests", "kv_tokens",
-              "max_mamba_cache_size", "mamba_ratio", "planner_error")
 
 
-def plan_limits(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+class PlanLimits(TypedDict):
+    """A dry-run row's `plan_limits` (LIMIT_KEYS, in that order; docs/contracts.md): null where the plan lacks one."""
+
+    status: str | None
+    error: str | None
+    engine_cap: int | None
+    max_running_requests: int | None
+    requested_max_running_requests: int | None
+    kv_tokens: int | None
+    max_mamba_cache_size: int | None
+    mamba_ratio: float | None
+    planner_error: str | None
+
+
+def plan_limits(plan: PlanOutcome) -> PlanLimits | None:
     """The planner's running-request limits of a launch (docs/contracts.md, dry-run row `plan_limits`); None
     without a plan."""
-    return None if plan is None else {k: plan.get(k) for k in LIMIT_KEYS}
+    j = plan_json(plan)
+    if j is None:
+        return None
+    return PlanLimits(status=j.get("status"), error=j.get("error"), engine_cap=j.get("engine_cap"),
+                      max_running_requests=j.get("max_running_requests"),
+                      requested_max_running_requests=j.get("requested_max_running_requests"),
+                      kv_tokens=j.get("kv_tokens"), max_mamba_cache_size=j.get("max_mamba_cache_size"),
+                      mamba_ratio=j.get("mamba_ratio"), planner_error=j.get("planner_error"))
+
+
+# the plan keys a dry-run row carries for the "fastest setup that fits" table (plan/reach.py reads them)
+LIMIT_KEYS = tuple(PlanLimits.__annotations__)
 
 
 def _effective(concurrency: Any, cap: Any) -> int | None:

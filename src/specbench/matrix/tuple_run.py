@@ -23,8 +23,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from specbench.contracts import plan_json
 from specbench.engines import server_auth
 from specbench.engines.base import Launch, ServerAdapter
 from specbench.engines.openai.server import served_models_now
@@ -37,6 +38,16 @@ from specbench.matrix.expansion import Cell
 from specbench.matrix.preflight import Preflight
 from specbench.matrix.schema import MatrixSpec
 from specbench.matrix.visits import Visit, first_visit
+
+
+class PlacementRecord(TypedDict):
+    """A ready server's `server_info_json.placement` (docs/structures.md): where it ran and the runner's pid."""
+
+    slot: int
+    port: int | None
+    gpus: list[str] | None
+    cores: list[int] | None
+    host_pid: int
 
 
 @dataclass(frozen=True)
@@ -53,9 +64,9 @@ class Placement:
     def name(self) -> str:
         return f"gpu {','.join(self.gpus)}" if self.gpus else (f"slot {self.slot}" if self.slot else "")
 
-    def record(self) -> dict[str, Any]:
-        return {"slot": self.slot, "port": self.port, "gpus": list(self.gpus) if self.gpus else None,
-                "cores": list(self.cores) if self.cores else None, "host_pid": os.getpid()}
+    def record(self) -> PlacementRecord:
+        return PlacementRecord(slot=self.slot, port=self.port, gpus=list(self.gpus) if self.gpus else None,
+                               cores=list(self.cores) if self.cores else None, host_pid=os.getpid())
 
 
 def cell_server_json(pf: Preflight) -> dict[str, Any]:
@@ -74,7 +85,7 @@ def record_server(spec: MatrixSpec, pf: Preflight, store: Any) -> None:
     store.put_server(server_id=st.server_id, phase=st.phase, tp=st.tp, engine=spec.engine,
                      settings={**pf.settings, "requested": {k: v for k, v in st.settings.items() if k != "notes"},
                                "fix": pf.fix, "notes": list(pf.notes)},
-                     command=pf.launch.argv, env=pf.launch.env, verdict=pf.verdict, plan=pf.plan,
+                     command=pf.launch.argv, env=pf.launch.env, verdict=pf.verdict, plan=plan_json(pf.plan),
                      status="skipped" if pf.verdict == "skipped" else "pending")
 
 
@@ -173,7 +184,7 @@ class TupleRun:
         info = safe_read_back(self.adapter, self.base_url, self.proc.log_text())
         info["ready_s"] = round(ready_s, 3)
         info["running_cap"], info["running_cap_source"] = safe_cap(self.adapter, info, self.proc.log_text(),
-                                                                   self.pf.plan)
+                                                                   plan_json(self.pf.plan))
         wrong = model_mismatch(self.spec, self.launch.argv, self.adapter.served_models(info))
         if wrong is not None:  # before the first cell: a server of another model is never measured
             self.server_failed = True

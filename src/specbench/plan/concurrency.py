@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.contracts import PlanResult
+
 TYPICAL_PROMPT_TOKENS = 1024
 TYPICAL_OUTPUT_TOKENS = 1024
 TYPICAL_CONTEXT = TYPICAL_PROMPT_TOKENS + TYPICAL_OUTPUT_TOKENS
@@ -76,13 +78,13 @@ def overcommit_warning(asked: int | None, c: Concurrency, kv_tokens: int, engine
             f"the rest wait in the queue (or are retracted and recomputed)")
 
 
-def cell_warning(plan: dict[str, Any] | None, concurrency: Any, prompt_tokens: Any, output_tokens: Any) -> str | None:
+def cell_warning(plan: PlanResult | None, concurrency: Any, prompt_tokens: Any, output_tokens: Any) -> str | None:
     """`run --dry-run`: a cell that asks for more requests at once than the planned server runs (its `engine_cap`),
     or more than its KV tokens hold at the cell's request length (prompt + output tokens): the rest queue, so the
     cell does not measure the concurrency it names. Reads only the plan contract's keys."""
-    if not plan or plan.get("status") != "ok" or not isinstance(concurrency, int):
+    if plan is None or plan.status != "ok" or not isinstance(concurrency, int):
         return None
-    cap, kv = plan.get("engine_cap") or plan.get("max_running_requests"), plan.get("kv_tokens")
+    cap, kv = plan.engine_cap or plan.max_running_requests, plan.kv_tokens
     if isinstance(cap, int) and concurrency > cap:
         return (f"concurrency {concurrency} is above the planned cap of {cap} requests at once (engine_cap): "
                 f"{concurrency - cap} wait in the engine's queue")

