@@ -363,7 +363,7 @@ class PlannerError:
 PlanOutcome = PlanResult | PlannerError | None
 
 
-def plan_json(outcome: PlanOutcome) -> dict[str, Any] | None:
+def plan_json(outcome: PlanOutcome) -> dict[str, object] | None:
     """The JSON contract of an outcome (`plan --json` for a plan), as the store and the dry run hold it."""
     return None if outcome is None else outcome.to_json()
 

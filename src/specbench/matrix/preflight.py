@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from specbench.contracts import PlannerError, PlanOutcome, PlanResult, plan_json
+from specbench.contracts import PlannerError, PlanOutcome, PlanResult
 from specbench.engines.base import Engine, Launch, ServerAdapter, engine
 from specbench.errors import UserError
 from specbench.load.prompt_checks import random_prompts_warning
@@ -183,14 +183,18 @@ class PlanLimits(TypedDict):
 def plan_limits(plan: PlanOutcome) -> PlanLimits | None:
     """The planner's running-request limits of a launch (docs/contracts.md, dry-run row `plan_limits`); None
     without a plan."""
-    j = plan_json(plan)
-    if j is None:
+    if plan is None:
         return None
-    return PlanLimits(status=j.get("status"), error=j.get("error"), engine_cap=j.get("engine_cap"),
-                      max_running_requests=j.get("max_running_requests"),
-                      requested_max_running_requests=j.get("requested_max_running_requests"),
-                      kv_tokens=j.get("kv_tokens"), max_mamba_cache_size=j.get("max_mamba_cache_size"),
-                      mamba_ratio=j.get("mamba_ratio"), planner_error=j.get("planner_error"))
+    if isinstance(plan, PlannerError):
+        return PlanLimits(status=None, error=None, engine_cap=None, max_running_requests=None,
+                          requested_max_running_requests=None, kv_tokens=None, max_mamba_cache_size=None,
+                          mamba_ratio=None, planner_error=plan.message)
+    x = plan.extra  # SGLang's keys (null for an engine that does not emit them)
+    return PlanLimits(status=plan.status, error=plan.error, engine_cap=plan.engine_cap,
+                      max_running_requests=plan.max_running_requests,
+                      requested_max_running_requests=x.get("requested_max_running_requests"),
+                      kv_tokens=plan.kv_tokens, max_mamba_cache_size=plan.max_mamba_cache_size,
+                      mamba_ratio=x.get("mamba_ratio"), planner_error=None)
 
 
 # the plan keys a dry-run row carries for the "fastest setup that fits" table (plan/reach.py reads them)
