@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,8 @@ class Store:
                             f"({why}); {path} is another matrix: give --store another file, or --new-matrix to run "
                             "it into this store anyway (its text then replaces the stored one)")
 
-    def set_meta(self, items: dict[str, Any]) -> None:
+    def set_meta(self, items: Mapping[str, object]) -> None:
+        """Text values are stored as they are (secrets masked), any other value as its JSON."""
         with self._tx():
             for k, v in items.items():
                 self.conn.execute(
@@ -182,8 +183,8 @@ class Store:
         return {r["key"]: r["value"] for r in self.conn.execute("SELECT key, value FROM meta")}
 
     # -- servers
-    def put_server(self, *, server_id: str, phase: int, tp: int, engine: str, settings: dict[str, Any],
-                   command: list[str], env: dict[str, str], verdict: str, plan: dict[str, Any] | None,
+    def put_server(self, *, server_id: str, phase: int, tp: int, engine: str, settings: Mapping[str, object],
+                   command: list[str], env: dict[str, str], verdict: str, plan: Mapping[str, object] | None,
                    status: str) -> None:
         """Insert or refresh a server tuple before it is launched (or skipped)."""
         assert status in SERVER_STATUSES, status
@@ -219,7 +220,7 @@ class Store:
 
     # -- cells
     def ensure_cell(self, *, cell_id: str, server_id: str, phase: int, tp: int, algorithm: str, label: str,
-                    server: dict[str, Any], client: dict[str, Any]) -> None:
+                    server: Mapping[str, object], client: Mapping[str, object]) -> None:
         """Create a `pending` row for a cell not seen before; an existing row keeps its status."""
         self.conn.execute(
             """INSERT OR IGNORE INTO cells(cell_id, server_id, phase, tp, algorithm, label, server_json, client_json,
@@ -241,7 +242,7 @@ class Store:
             return retry_failed
         return True
 
-    def start_cell(self, cell_id: str, *, server_json: dict[str, Any] | None = None) -> None:
+    def start_cell(self, cell_id: str, *, server_json: Mapping[str, object] | None = None) -> None:
         """Write-ahead: the row says `running` (and counts the attempt) before any request is sent."""
         with self._tx():
             self.conn.execute(
@@ -255,7 +256,7 @@ class Store:
             self.conn.execute("DELETE FROM requests WHERE cell_id=?", (cell_id,))
             self.conn.execute("DELETE FROM repeat_runs WHERE cell_id=?", (cell_id,))
 
-    def continue_cell(self, cell_id: str, *, server_json: dict[str, Any] | None = None) -> None:
+    def continue_cell(self, cell_id: str, *, server_json: Mapping[str, object] | None = None) -> None:
         """A cell that has repeats stored gets more on this boot: they are kept. A `running` cell (a run stopped
         between its repeats) counts the attempt; a `done` one (a repeat-until-decided round) keeps its status and
         metrics until the new repeat is merged (matrix/rounds.py)."""
@@ -266,9 +267,9 @@ class Store:
                 self.conn.execute("UPDATE cells SET server_json=? WHERE cell_id=?", (_j(server_json), cell_id))
 
     def finish_cell(self, cell_id: str, status: str, *, reason: str | None = None,
-                    metrics: dict[str, Any] | None = None, clamp: dict[str, Any] | None = None,
+                    metrics: Mapping[str, object] | None = None, clamp: Mapping[str, object] | None = None,
                     requests: Iterable[RequestRow] = (), log_text: str | None = None,
-                    diagnosis: dict[str, Any] | None = None, repeat: StoredRepeat | None = None) -> None:
+                    diagnosis: Mapping[str, object] | None = None, repeat: StoredRepeat | None = None) -> None:
         """The cell's outcome and its requests (or its last repeat: matrix/store_rows.py), in one transaction."""
         assert status in ("done", "partial", "failed", "skipped", "pending"), status
         with self._tx():
@@ -323,7 +324,7 @@ class Store:
         """The cell stays `running` (so the next run re-runs it) and says why it did not finish."""
         self.conn.execute("UPDATE cells SET reason=? WHERE cell_id=? AND status='running'", (_t(reason), cell_id))
 
-    def set_metrics(self, cell_id: str, metrics: dict[str, Any]) -> None:
+    def set_metrics(self, cell_id: str, metrics: Mapping[str, object]) -> None:
         self.conn.execute("UPDATE cells SET metrics_json=? WHERE cell_id=?", (_j(metrics), cell_id))
 
     def cell(self, cell_id: str) -> dict[str, Any] | None:
