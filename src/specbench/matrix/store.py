@@ -20,11 +20,13 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.matrix.store_meta import check_log_folder, other_matrix
 from specbench.matrix.store_rows import (
+    BootRow,
     RequestRow,
     StoredRepeat,
     _j,
     _t,
     _unj,
+    boot_row,
     insert_boot,
     insert_repeat,
     insert_requests,
@@ -301,10 +303,11 @@ class Store:
         """{cell id: repeats stored}."""
         return repeat_counts(self.conn)
 
-    def boots(self, server_id: str | None = None) -> list[dict[str, Any]]:
+    def boots(self, server_id: str | None = None) -> list[BootRow]:
         if server_id is None:
-            return [dict(r) for r in self.conn.execute("SELECT * FROM boots ORDER BY rowid")]
-        return [dict(r) for r in self.conn.execute("SELECT * FROM boots WHERE server_id=? ORDER BY boot", (server_id,))]
+            return [boot_row(r) for r in self.conn.execute("SELECT * FROM boots ORDER BY rowid")]
+        return [boot_row(r) for r in self.conn.execute("SELECT * FROM boots WHERE server_id=? ORDER BY boot",
+                                                       (server_id,))]
 
     def put_gpu_samples(self, cell_id: str, rows: Iterable[tuple[Any, ...]], append: bool = False) -> None:
         """A cell's GPU telemetry (matrix/telemetry.py): (t_s, gpu, name, memory_used_mib, utilization_pct,

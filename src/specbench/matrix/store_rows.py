@@ -226,6 +226,21 @@ REPEAT_INSERT = """INSERT OR REPLACE INTO repeat_runs(cell_id, repeat, round, se
     warmup_errors_json, reason) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
 
 
+class BootRow(TypedDict):
+    """A row of `boots`: the n-th boot of a server, when it started, its log and process."""
+
+    server_id: str
+    boot: int  # 1, 2, ... per server
+    started_at: float
+    log_path: str | None
+    pid: int | None
+
+
+def boot_row(r: sqlite3.Row) -> BootRow:
+    return {"server_id": r["server_id"], "boot": r["boot"], "started_at": r["started_at"], "log_path": r["log_path"],
+            "pid": r["pid"]}
+
+
 def boot_of(conn: sqlite3.Connection, server_id: str, started_at: float | None) -> int | None:
     if started_at is None:
         return None
