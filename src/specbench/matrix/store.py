@@ -34,7 +34,7 @@ from specbench.matrix.store_rows import (
     repeat_counts,
 )
 from specbench.redact import redact_obj
-from specbench.stored.schema import ADDED_COLUMNS, COLUMNS, SCHEMA
+from specbench.stored.schema import ADDED_COLUMNS, COLUMNS, SCHEMA, CellRow, RequestDbRow, ServerRow
 
 __all__ = ["RequestRow", "Store", "StoredRepeat", "check_log_folder", "lock_store"]
 
@@ -213,12 +213,12 @@ class Store:
             vals.append(_j(v) if k.endswith("_json") else _t(v) if isinstance(v, str) else v)
         self.conn.execute(f"UPDATE servers SET {', '.join(cols)} WHERE server_id=?", (*vals, server_id))
 
-    def server(self, server_id: str) -> dict[str, Any] | None:
+    def server(self, server_id: str) -> ServerRow | None:
         row = self.conn.execute("SELECT * FROM servers WHERE server_id=?", (server_id,)).fetchone()
-        return _decode(row) if row else None
+        return _server_row(row) if row else None
 
-    def servers(self) -> list[dict[str, Any]]:
-        return [_decode(r) for r in self.conn.execute("SELECT * FROM servers ORDER BY phase, rowid")]
+    def servers(self) -> list[ServerRow]:
+        return [_server_row(r) for r in self.conn.execute("SELECT * FROM servers ORDER BY phase, rowid")]
 
     # -- cells
     def ensure_cell(self, *, cell_id: str, server_id: str, phase: int, tp: int, algorithm: str, label: str,
@@ -330,30 +330,51 @@ class Store:
     def set_metrics(self, cell_id: str, metrics: Mapping[str, object]) -> None:
         self.conn.execute("UPDATE cells SET metrics_json=? WHERE cell_id=?", (_j(metrics), cell_id))
 
-    def cell(self, cell_id: str) -> dict[str, Any] | None:
+    def cell(self, cell_id: str) -> CellRow | None:
         row = self.conn.execute("SELECT * FROM cells WHERE cell_id=?", (cell_id,)).fetchone()
-        return _decode(row) if row else None
+        return _cell_row(row) if row else None
 
-    def cells(self) -> list[dict[str, Any]]:
-        return [_decode(r) for r in self.conn.execute("SELECT * FROM cells ORDER BY phase, rowid")]
+    def cells(self) -> list[CellRow]:
+        return [_cell_row(r) for r in self.conn.execute("SELECT * FROM cells ORDER BY phase, rowid")]
 
-    def requests(self, cell_id: str) -> list[dict[str, Any]]:
+    def requests(self, cell_id: str) -> list[RequestDbRow]:
         rows = self.conn.execute("SELECT * FROM requests WHERE cell_id=? ORDER BY idx", (cell_id,))
-        return [_decode(r) for r in rows]
+        return [_request_row(r) for r in rows]
 
 
-def _decode(row: sqlite3.Row) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in row.keys():
-        v = row[k]
-        if k.endswith("_json"):
-            try:
-                out[k[: -len("_json")]] = _unj(v)
-            except (ValueError, TypeError) as exc:  # a damaged store: its JSON text no longer reads
-                raise StoreDamaged(f"column {k} holds no JSON ({exc})") from None
-        else:
-            out[k] = v
-    return out
+def _js(row: sqlite3.Row, column: str) -> Any:
+    """A JSON column decoded (json.loads: its shape is the writer's, stored/schema.py's rows name it)."""
+    try:
+        return _unj(row[column])
+    except (ValueError, TypeError) as exc:  # a damaged store: its JSON text no longer reads
+        raise StoreDamaged(f"column {column} holds no JSON ({exc})") from None
+
+
+def _server_row(r: sqlite3.Row) -> ServerRow:
+    """A `servers` row, its columns in DDL order (a bad JSON column is named in that order too)."""
+    return {"server_id": r["server_id"], "phase": r["phase"], "tp": r["tp"], "engine": r["engine"],
+            "settings": _js(r, "settings_json"), "command": _js(r, "command_json"), "env": _js(r, "env_json"),
+            "verdict": r["verdict"], "plan": _js(r, "plan_json"), "server_info": _js(r, "server_info_json"),
+            "status": r["status"], "log_path": r["log_path"], "log_text": r["log_text"],
+            "diagnosis": _js(r, "diagnosis_json"), "started_at": r["started_at"], "ended_at": r["ended_at"]}
+
+
+def _cell_row(r: sqlite3.Row) -> CellRow:
+    return {"cell_id": r["cell_id"], "server_id": r["server_id"], "phase": r["phase"], "tp": r["tp"],
+            "algorithm": r["algorithm"], "label": r["label"], "server": _js(r, "server_json"),
+            "client": _js(r, "client_json"), "status": r["status"], "reason": r["reason"], "attempts": r["attempts"],
+            "started_at": r["started_at"], "ended_at": r["ended_at"], "metrics": _js(r, "metrics_json"),
+            "clamp": _js(r, "clamp_json"), "log_text": r["log_text"], "diagnosis": _js(r, "diagnosis_json")}
+
+
+def _request_row(r: sqlite3.Row) -> RequestDbRow:
+    return {"cell_id": r["cell_id"], "idx": r["idx"], "prompt_tokens": r["prompt_tokens"],
+            "output_tokens": r["output_tokens"], "ttft_s": r["ttft_s"], "e2e_s": r["e2e_s"], "itl": _js(r, "itl_json"),
+            "error": r["error"], "accept_len": r["accept_len"], "spec_verify_ct": r["spec_verify_ct"],
+            "category": r["category"], "repeat": r["repeat"], "server_output_tokens": r["server_output_tokens"],
+            "counted_tokens": r["counted_tokens"], "count_source": r["count_source"], "early_stop": r["early_stop"],
+            "sent_at": r["sent_at"], "first_token_at": r["first_token_at"], "ended_at": r["ended_at"],
+            "boot": r["boot"], "max_tokens": r["max_tokens"], "accept_hist": _js(r, "accept_hist_json")}
 
 
 class StoreDamaged(Exception):
