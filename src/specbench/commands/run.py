@@ -60,7 +60,8 @@ def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dic
             "spread": m.get("spread"),
             # the repeats stored (repeat_runs; a store older than it: the spread's count), the planned count and the
             # most a repeat-until-decided cell may get (matrix/visits.py)
-            "repeats_done": counts.get(c["cell_id"]) or (m.get("spread") or {}).get("repeats")
+            "repeats_done": counts.get(c["cell_id"])
+            or (sp.get("repeats") if isinstance(sp := m.get("spread"), dict) else None)
             or (1 if c["status"] == "done" else 0),
             "repeats_min": cl.get("repeats") or 1, "repeats_max": cl.get("repeats_max"),
         })

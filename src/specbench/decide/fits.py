@@ -24,7 +24,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from specbench.decide.verdict import TIE_MARGIN
 from specbench.load import speedup as speedups
@@ -36,6 +36,14 @@ Basis = Literal["measured", "measured_below", "predicted", "none"]
 
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+class WorkloadJson(TypedDict):
+    section: str
+    prompt_tokens: int | None
+    output_tokens: int | None
+    dataset: str | None
+    text: str
 
 
 @dataclass(frozen=True, order=True)
@@ -63,7 +71,7 @@ class Workload:
         extra = "".join(f", {e}" for e in self.extras if e not in (None, ""))
         return f"{self.section}: {p} prompt + {o} output tokens{data}{extra}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> WorkloadJson:
         return {"section": self.section, "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
                 "dataset": self.dataset, "text": self.text()}
 
@@ -137,6 +145,47 @@ class Throughput:
         return self.basis == "predicted" and self.calibration == "uncalibrated" and self.interval is None
 
 
+class FitRowJson(TypedDict):
+    """One row of the fits table as JSON (`specbench predict --json` "fits"), in this key order."""
+
+    workload: WorkloadJson
+    tp: int
+    label: str
+    server_id: str
+    store: str | None
+    verdict: str | None
+    engine_cap: int | None
+    mamba_requests: int | None
+    mamba_slots: int | None
+    mamba_ratio: int | None
+    kv_requests: int | None
+    kv_tokens: int | None
+    request_tokens: int | None
+    matrix_concurrency: int | None
+    holds: int | None
+    reachable: int | None
+    binds: Limit | None
+    limits_text: str
+    fix: str | None
+    plan_reason: str | None
+    basis: Basis
+    at_concurrency: int | None
+    tok_s: float | None
+    tok_s_ci: list[float | None] | None
+    tok_s_per_gpu: float | None
+    tok_s_per_gpu_ci: list[float | None] | None
+    tok_s_per_request: float | None
+    calibration_state: str | None
+    ceiling: bool
+    source: str | None
+    note: str | None
+    predicted_at_reachable: float | None
+    warnings: list[str]
+    best: bool
+    near_best: bool
+    open: bool
+
+
 @dataclass(frozen=True)
 class FitRow:
     """One row of the table: a launch at a workload, its reach, its throughput there, and whether it is the
@@ -168,7 +217,7 @@ class FitRow:
         """Fits (reaches at least one request) and has a throughput to rank by."""
         return self.setup.reach.fits and self.per_gpu is not None and self.per_gpu > 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> FitRowJson:
         s, r, t = self.setup, self.setup.reach, self.throughput
 
         def rd(x: float | None, n: int = 1) -> float | None:

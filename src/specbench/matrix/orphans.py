@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from specbench.matrix import identity
 from specbench.matrix.watchdog import stop_marked, watched
@@ -24,7 +25,7 @@ ACTIVE_KEY = "active_server"
 
 
 class MetaStore(Protocol):
-    def set_meta(self, items: dict[str, Any]) -> None: ...
+    def set_meta(self, items: Mapping[str, str]) -> None: ...
     def meta(self) -> dict[str, str]: ...
 
 
@@ -42,17 +43,29 @@ def start_ticks(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2:].split()[19])
 
 
-def active_record(pgid: int, argv: list[str], server_id: str, **extra: Any) -> dict[str, Any]:
+class ActiveRecord(TypedDict):
+    """The JSON of an `active_server` meta row (key order as written)."""
+
+    pgid: int
+    start: int | None  # clock ticks since boot (start_ticks)
+    argv: list[str]
+    server_id: str
+    host: str
+    mark_sha256: str | None  # identity.py: the digest of the mark the server's processes carry
+    runner_pid: int
+    runner_start: int | None
+
+
+def active_record(pgid: int, argv: list[str], server_id: str) -> ActiveRecord:
     """The meta value that lets a later run find this server group (written right after the server starts)."""
     mark = identity.environ_mark(pgid)
     return {"pgid": pgid, "start": start_ticks(pgid), "argv": argv, "server_id": server_id,
             "host": socket.gethostname(), "mark_sha256": identity.mark_digest(mark) if mark else None,
-            "runner_pid": os.getpid(), "runner_start": start_ticks(os.getpid()), **extra}
+            "runner_pid": os.getpid(), "runner_start": start_ticks(os.getpid())}
 
 
-def record_active(store: MetaStore, pgid: int, argv: list[str], server_id: str, slot: int = 0,
-                  **extra: Any) -> None:
-    store.set_meta({active_key(slot): json.dumps(active_record(pgid, argv, server_id, **extra))})
+def record_active(store: MetaStore, pgid: int, argv: list[str], server_id: str, slot: int = 0) -> None:
+    store.set_meta({active_key(slot): json.dumps(active_record(pgid, argv, server_id))})
 
 
 def clear_active(store: MetaStore, slot: int = 0) -> None:
@@ -101,11 +114,14 @@ def reap_one(raw: str, grace_s: float = 10.0) -> str | None:
     return f"stopped server {info.get('server_id')} (pgid {pgid}) left by an interrupted run"
 
 
-def _runner_alive(info: dict[str, Any]) -> bool:
-    """The run that recorded the server is still running (and is not this process)."""
-    try:
-        pid, start = int(info["runner_pid"]), info.get("runner_start")
-    except (KeyError, TypeError, ValueError):
+def _runner_alive(info: Mapping[str, object]) -> bool:
+    """The run that recorded the server is still running (and is not this process). `info` is a parsed record
+    (a stored one may be old or crafted): a pid or start time that is no number is no live runner."""
+    pid, start = info.get("runner_pid"), info.get("runner_start")
+    if not isinstance(pid, (int, float, str)) or not isinstance(start, (int, float, str, type(None))):
         return False
-    now = start_ticks(pid)
-    return now is not None and start is not None and now == int(start)
+    try:
+        now = start_ticks(int(pid))
+        return now is not None and start is not None and now == int(start)
+    except ValueError:
+        return False

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
+from specbench.load.integrity import CapCheckKeys, ConcurrencyKeys, CountKeys, ItlKeys, SaturationKeys
 from specbench.load.results import LoadRun, RequestResult
 from specbench.load.speedup import runs_autoregressive
 from specbench.load.stall import Stalls
 from specbench.matrix.expansion import Cell
-from specbench.matrix.store_rows import CounterDelta, RepeatRecord, RequestRow, StoredRepeat, summed
+from specbench.matrix.store_rows import CacheReset, CounterDelta, RepeatRecord, RequestRow, StoredRepeat, summed
 
 
 def request_count(client: Mapping[str, Any]) -> int:
@@ -109,22 +110,37 @@ def cell_metrics(run: LoadRun, cell: Cell, counters: CounterDelta | None, info: 
     return m
 
 
+class _TruthAlways(CountKeys, ConcurrencyKeys, SaturationKeys, CapCheckKeys, ItlKeys):
+    waves: float | None  # measured requests / effective concurrency
+
+
+class TruthKeys(_TruthAlways, total=False):
+    """What `truth_metrics` adds to metrics_json, in this key order; the `accept_length_common*` pair is always set
+    (last), the others only where they were measured."""
+
+    prefix_cache_reset: CacheReset
+    accept_length_mean: float | None  # SGLang's own, from its counters (when the client saw none)
+    accept_length_source: str
+    acceptance_per_pos: list[float]
+    accept_length_common: float | None
+    accept_length_common_source: str | None
+
+
 def truth_metrics(results: Sequence[Any], cell: Cell, info: RepeatRecord, m: Mapping[str, Any],
-                  counters: CounterDelta | None) -> dict[str, Any]:
+                  counters: CounterDelta | None) -> TruthKeys:
     """The keys of load/integrity.py: counts, the concurrency that ran, saturation, per-token ITL, the common
     accept length (docs/contracts.md "Measurement truth")."""
     from specbench.load import integrity
 
     cap = info.running_cap
-    out: dict[str, Any] = {}
-    out.update(integrity.counts(results))
-    out.update(integrity.concurrency(int(cell.client["concurrency"]), cap if isinstance(cap, int) else None,
-                                     info.running_cap_source))
-    out.update(integrity.saturation(results, out["queued"], out["running_cap"], closed_loop=is_closed_loop(cell)))
-    out.update(integrity.cap_check(results, out["running_cap"], out["running_cap_source"], out["peak_in_flight"]))
-    out.update(integrity.itl_per_token(results))
+    ran = integrity.concurrency(int(cell.client["concurrency"]), cap if isinstance(cap, int) else None,
+                                info.running_cap_source)
+    sat = integrity.saturation(results, ran["queued"], ran["running_cap"], closed_loop=is_closed_loop(cell))
+    checked = integrity.cap_check(results, ran["running_cap"], ran["running_cap_source"], sat["peak_in_flight"])
     n = request_count(cell.client)
-    out["waves"] = n / out["effective_concurrency"] if out["effective_concurrency"] else None
+    eff = ran["effective_concurrency"]
+    out: TruthKeys = {**integrity.counts(results), **ran, **sat, **checked, **integrity.itl_per_token(results),
+                      "waves": n / eff if eff else None}
     if info.cache_reset is not None:
         out["prefix_cache_reset"] = info.cache_reset
     common, source = None, None
@@ -201,7 +217,15 @@ def cell_metrics_repeats(repeats: Sequence[StoredRepeat], cell: Cell) -> dict[st
     return m
 
 
-def trim_run(run: Any, client: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+class TrimKeys(TypedDict, total=False):
+    """What `trim_run` adds to metrics_json: nothing for an untrimmed run."""
+
+    trimmed_requests: int
+    trim_window_s: list[float]
+    trim_note: str  # no request fell inside the window: the whole run was measured
+
+
+def trim_run(run: LoadRun, client: Mapping[str, Any]) -> tuple[LoadRun, TrimKeys]:
     """The run's steady state (`trim_warmup`, `trim_cooldown`: fractions of its wall time D): the requests sent at or
     after warmup x D and done by (1 - cooldown) x D, over the time from the first kept send to the last kept end;
     `trimmed_requests` and `trim_window_s` say what was left out. Unset: the run as it was."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,13 @@ from typing import Any
 from specbench.errors import UserError
 from specbench.matrix.store_meta import check_log_folder, other_matrix
 from specbench.matrix.store_rows import (
+    BootRow,
     RequestRow,
     StoredRepeat,
     _j,
     _t,
     _unj,
+    boot_row,
     insert_boot,
     insert_repeat,
     insert_requests,
@@ -32,7 +34,7 @@ from specbench.matrix.store_rows import (
     repeat_counts,
 )
 from specbench.redact import redact_obj
-from specbench.stored.schema import ADDED_COLUMNS, COLUMNS, SCHEMA
+from specbench.stored.schema import ADDED_COLUMNS, COLUMNS, SCHEMA, CellRow, RequestDbRow, ServerRow
 
 __all__ = ["RequestRow", "Store", "StoredRepeat", "check_log_folder", "lock_store"]
 
@@ -170,7 +172,8 @@ class Store:
                             f"({why}); {path} is another matrix: give --store another file, or --new-matrix to run "
                             "it into this store anyway (its text then replaces the stored one)")
 
-    def set_meta(self, items: dict[str, Any]) -> None:
+    def set_meta(self, items: Mapping[str, object]) -> None:
+        """Text values are stored as they are (secrets masked), any other value as its JSON."""
         with self._tx():
             for k, v in items.items():
                 self.conn.execute(
@@ -182,8 +185,8 @@ class Store:
         return {r["key"]: r["value"] for r in self.conn.execute("SELECT key, value FROM meta")}
 
     # -- servers
-    def put_server(self, *, server_id: str, phase: int, tp: int, engine: str, settings: dict[str, Any],
-                   command: list[str], env: dict[str, str], verdict: str, plan: dict[str, Any] | None,
+    def put_server(self, *, server_id: str, phase: int, tp: int, engine: str, settings: Mapping[str, object],
+                   command: list[str], env: dict[str, str], verdict: str, plan: Mapping[str, object] | None,
                    status: str) -> None:
         """Insert or refresh a server tuple before it is launched (or skipped)."""
         assert status in SERVER_STATUSES, status
@@ -210,16 +213,16 @@ class Store:
             vals.append(_j(v) if k.endswith("_json") else _t(v) if isinstance(v, str) else v)
         self.conn.execute(f"UPDATE servers SET {', '.join(cols)} WHERE server_id=?", (*vals, server_id))
 
-    def server(self, server_id: str) -> dict[str, Any] | None:
+    def server(self, server_id: str) -> ServerRow | None:
         row = self.conn.execute("SELECT * FROM servers WHERE server_id=?", (server_id,)).fetchone()
-        return _decode(row) if row else None
+        return _server_row(row) if row else None
 
-    def servers(self) -> list[dict[str, Any]]:
-        return [_decode(r) for r in self.conn.execute("SELECT * FROM servers ORDER BY phase, rowid")]
+    def servers(self) -> list[ServerRow]:
+        return [_server_row(r) for r in self.conn.execute("SELECT * FROM servers ORDER BY phase, rowid")]
 
     # -- cells
     def ensure_cell(self, *, cell_id: str, server_id: str, phase: int, tp: int, algorithm: str, label: str,
-                    server: dict[str, Any], client: dict[str, Any]) -> None:
+                    server: Mapping[str, object], client: Mapping[str, object]) -> None:
         """Create a `pending` row for a cell not seen before; an existing row keeps its status."""
         self.conn.execute(
             """INSERT OR IGNORE INTO cells(cell_id, server_id, phase, tp, algorithm, label, server_json, client_json,
@@ -241,7 +244,7 @@ class Store:
             return retry_failed
         return True
 
-    def start_cell(self, cell_id: str, *, server_json: dict[str, Any] | None = None) -> None:
+    def start_cell(self, cell_id: str, *, server_json: Mapping[str, object] | None = None) -> None:
         """Write-ahead: the row says `running` (and counts the attempt) before any request is sent."""
         with self._tx():
             self.conn.execute(
@@ -255,7 +258,7 @@ class Store:
             self.conn.execute("DELETE FROM requests WHERE cell_id=?", (cell_id,))
             self.conn.execute("DELETE FROM repeat_runs WHERE cell_id=?", (cell_id,))
 
-    def continue_cell(self, cell_id: str, *, server_json: dict[str, Any] | None = None) -> None:
+    def continue_cell(self, cell_id: str, *, server_json: Mapping[str, object] | None = None) -> None:
         """A cell that has repeats stored gets more on this boot: they are kept. A `running` cell (a run stopped
         between its repeats) counts the attempt; a `done` one (a repeat-until-decided round) keeps its status and
         metrics until the new repeat is merged (matrix/rounds.py)."""
@@ -266,9 +269,9 @@ class Store:
                 self.conn.execute("UPDATE cells SET server_json=? WHERE cell_id=?", (_j(server_json), cell_id))
 
     def finish_cell(self, cell_id: str, status: str, *, reason: str | None = None,
-                    metrics: dict[str, Any] | None = None, clamp: dict[str, Any] | None = None,
+                    metrics: Mapping[str, object] | None = None, clamp: Mapping[str, object] | None = None,
                     requests: Iterable[RequestRow] = (), log_text: str | None = None,
-                    diagnosis: dict[str, Any] | None = None, repeat: StoredRepeat | None = None) -> None:
+                    diagnosis: Mapping[str, object] | None = None, repeat: StoredRepeat | None = None) -> None:
         """The cell's outcome and its requests (or its last repeat: matrix/store_rows.py), in one transaction."""
         assert status in ("done", "partial", "failed", "skipped", "pending"), status
         with self._tx():
@@ -300,10 +303,11 @@ class Store:
         """{cell id: repeats stored}."""
         return repeat_counts(self.conn)
 
-    def boots(self, server_id: str | None = None) -> list[dict[str, Any]]:
+    def boots(self, server_id: str | None = None) -> list[BootRow]:
         if server_id is None:
-            return [dict(r) for r in self.conn.execute("SELECT * FROM boots ORDER BY rowid")]
-        return [dict(r) for r in self.conn.execute("SELECT * FROM boots WHERE server_id=? ORDER BY boot", (server_id,))]
+            return [boot_row(r) for r in self.conn.execute("SELECT * FROM boots ORDER BY rowid")]
+        return [boot_row(r) for r in self.conn.execute("SELECT * FROM boots WHERE server_id=? ORDER BY boot",
+                                                       (server_id,))]
 
     def put_gpu_samples(self, cell_id: str, rows: Iterable[tuple[Any, ...]], append: bool = False) -> None:
         """A cell's GPU telemetry (matrix/telemetry.py): (t_s, gpu, name, memory_used_mib, utilization_pct,
@@ -323,33 +327,54 @@ class Store:
         """The cell stays `running` (so the next run re-runs it) and says why it did not finish."""
         self.conn.execute("UPDATE cells SET reason=? WHERE cell_id=? AND status='running'", (_t(reason), cell_id))
 
-    def set_metrics(self, cell_id: str, metrics: dict[str, Any]) -> None:
+    def set_metrics(self, cell_id: str, metrics: Mapping[str, object]) -> None:
         self.conn.execute("UPDATE cells SET metrics_json=? WHERE cell_id=?", (_j(metrics), cell_id))
 
-    def cell(self, cell_id: str) -> dict[str, Any] | None:
+    def cell(self, cell_id: str) -> CellRow | None:
         row = self.conn.execute("SELECT * FROM cells WHERE cell_id=?", (cell_id,)).fetchone()
-        return _decode(row) if row else None
+        return _cell_row(row) if row else None
 
-    def cells(self) -> list[dict[str, Any]]:
-        return [_decode(r) for r in self.conn.execute("SELECT * FROM cells ORDER BY phase, rowid")]
+    def cells(self) -> list[CellRow]:
+        return [_cell_row(r) for r in self.conn.execute("SELECT * FROM cells ORDER BY phase, rowid")]
 
-    def requests(self, cell_id: str) -> list[dict[str, Any]]:
+    def requests(self, cell_id: str) -> list[RequestDbRow]:
         rows = self.conn.execute("SELECT * FROM requests WHERE cell_id=? ORDER BY idx", (cell_id,))
-        return [_decode(r) for r in rows]
+        return [_request_row(r) for r in rows]
 
 
-def _decode(row: sqlite3.Row) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in row.keys():
-        v = row[k]
-        if k.endswith("_json"):
-            try:
-                out[k[: -len("_json")]] = _unj(v)
-            except (ValueError, TypeError) as exc:  # a damaged store: its JSON text no longer reads
-                raise StoreDamaged(f"column {k} holds no JSON ({exc})") from None
-        else:
-            out[k] = v
-    return out
+def _js(row: sqlite3.Row, column: str) -> Any:
+    """A JSON column decoded (json.loads: its shape is the writer's, stored/schema.py's rows name it)."""
+    try:
+        return _unj(row[column])
+    except (ValueError, TypeError) as exc:  # a damaged store: its JSON text no longer reads
+        raise StoreDamaged(f"column {column} holds no JSON ({exc})") from None
+
+
+def _server_row(r: sqlite3.Row) -> ServerRow:
+    """A `servers` row, its columns in DDL order (a bad JSON column is named in that order too)."""
+    return {"server_id": r["server_id"], "phase": r["phase"], "tp": r["tp"], "engine": r["engine"],
+            "settings": _js(r, "settings_json"), "command": _js(r, "command_json"), "env": _js(r, "env_json"),
+            "verdict": r["verdict"], "plan": _js(r, "plan_json"), "server_info": _js(r, "server_info_json"),
+            "status": r["status"], "log_path": r["log_path"], "log_text": r["log_text"],
+            "diagnosis": _js(r, "diagnosis_json"), "started_at": r["started_at"], "ended_at": r["ended_at"]}
+
+
+def _cell_row(r: sqlite3.Row) -> CellRow:
+    return {"cell_id": r["cell_id"], "server_id": r["server_id"], "phase": r["phase"], "tp": r["tp"],
+            "algorithm": r["algorithm"], "label": r["label"], "server": _js(r, "server_json"),
+            "client": _js(r, "client_json"), "status": r["status"], "reason": r["reason"], "attempts": r["attempts"],
+            "started_at": r["started_at"], "ended_at": r["ended_at"], "metrics": _js(r, "metrics_json"),
+            "clamp": _js(r, "clamp_json"), "log_text": r["log_text"], "diagnosis": _js(r, "diagnosis_json")}
+
+
+def _request_row(r: sqlite3.Row) -> RequestDbRow:
+    return {"cell_id": r["cell_id"], "idx": r["idx"], "prompt_tokens": r["prompt_tokens"],
+            "output_tokens": r["output_tokens"], "ttft_s": r["ttft_s"], "e2e_s": r["e2e_s"], "itl": _js(r, "itl_json"),
+            "error": r["error"], "accept_len": r["accept_len"], "spec_verify_ct": r["spec_verify_ct"],
+            "category": r["category"], "repeat": r["repeat"], "server_output_tokens": r["server_output_tokens"],
+            "counted_tokens": r["counted_tokens"], "count_source": r["count_source"], "early_stop": r["early_stop"],
+            "sent_at": r["sent_at"], "first_token_at": r["first_token_at"], "ended_at": r["ended_at"],
+            "boot": r["boot"], "max_tokens": r["max_tokens"], "accept_hist": _js(r, "accept_hist_json")}
 
 
 class StoreDamaged(Exception):

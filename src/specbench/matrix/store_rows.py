@@ -15,13 +15,13 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.engines.prometheus import SpecCounters, samples, spec_counters
 from specbench.redact import redact_obj, redact_text
 
 
-def _j(value: Any) -> str | None:
+def _j(value: object) -> str | None:
     """JSON of a value with its secrets masked (specbench/redact.py): every JSON column goes through here."""
     return None if value is None else json.dumps(redact_obj(value), default=str)
 
@@ -94,6 +94,25 @@ def insert_requests(conn: sqlite3.Connection, cell_id: str, rows: Iterable[Reque
 
 # ---------------------------------------------------------------- the counters of one repeat
 
+
+class CounterJson(TypedDict):
+    """`repeat_runs.counters_json`: a CounterDelta as stored (key order as written)."""
+
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    accepted_per_pos: list[float]
+    sglang_generated: float
+    sglang_verify_calls: float
+
+
+class CacheReset(TypedDict):
+    """`repeat_runs.cache_reset_json` (matrix/cellrun.py::hygiene): was the server's prefix cache emptied before the
+    repeat, and how (the route's answer, or why none was tried); metrics_json keeps it as `prefix_cache_reset`."""
+
+    reset: bool
+    how: str
+
 SGLANG_GENERATED = "sglang:generation_tokens_total"
 SGLANG_VERIFY = "sglang:spec_verify_calls_total"
 
@@ -135,7 +154,7 @@ class CounterDelta:
         take)."""
         return {}, {SGLANG_GENERATED: self.sglang_generated, SGLANG_VERIFY: self.sglang_verify_calls}
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> CounterJson:
         s = self.spec
         return {"drafts": s.drafts, "draft_tokens": s.draft_tokens, "accepted": s.accepted,
                 "accepted_per_pos": list(s.accepted_per_pos), "sglang_generated": self.sglang_generated,
@@ -189,7 +208,7 @@ class RepeatRecord:
     counters: CounterDelta | None = None
     running_cap: int | None = None  # the boot's running cap (engines/base.py::ServerAdapter.running_cap)
     running_cap_source: str | None = None
-    cache_reset: dict[str, Any] | None = None  # matrix/cellrun.py::hygiene before this repeat
+    cache_reset: CacheReset | None = None  # matrix/cellrun.py::hygiene before this repeat
     warmup_errors: tuple[str, ...] = ()  # the warm-up before this repeat (a visit's first repeat only)
     reason: str | None = None  # why the repeat ran (a round's decision), None for a planned one
 
@@ -205,6 +224,21 @@ class StoredRepeat:
 REPEAT_INSERT = """INSERT OR REPLACE INTO repeat_runs(cell_id, repeat, round, server_id, boot, started_at, duration_s,
     client_cpu_s, stall_longest_s, stall_total_s, counters_json, running_cap, running_cap_source, cache_reset_json,
     warmup_errors_json, reason) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
+
+
+class BootRow(TypedDict):
+    """A row of `boots`: the n-th boot of a server, when it started, its log and process."""
+
+    server_id: str
+    boot: int  # 1, 2, ... per server
+    started_at: float
+    log_path: str | None
+    pid: int | None
+
+
+def boot_row(r: sqlite3.Row) -> BootRow:
+    return {"server_id": r["server_id"], "boot": r["boot"], "started_at": r["started_at"], "log_path": r["log_path"],
+            "pid": r["pid"]}
 
 
 def boot_of(conn: sqlite3.Connection, server_id: str, started_at: float | None) -> int | None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.errors import UserError
 from specbench.predict.cells import ClassFit, ClassKey
@@ -67,15 +67,34 @@ def ceilings(gpu_name: str) -> Ceilings | None:
     return Ceilings(perf.mem_bw_gbs * 1e9, perf.bf16_dense_tflops * 1e12, link_gbs(perf.gpu) * 1e9)
 
 
+class ClassJson(TypedDict):
+    """One class of a calibration file (from_json reads it back)."""
+
+    key: dict[str, str | bool]  # ClassKey.as_dict
+    params: dict[str, float]  # Params, every constant
+    n_step: int
+    n_ttft: int
+    step_rel_rms: float | None
+    ttft_rel_rms: float | None
+    stores: list[str]
+    coverage: dict[str, object]  # trust.py::Coverage.as_dict
+
+
+# A calibration file (FORMAT, VERSION), in this key order ("global" is a keyword: the functional form names it)
+CalibrationJson = TypedDict("CalibrationJson", {
+    "format": str, "version": int, "stores": list[str], "global": dict[str, float], "classes": list[ClassJson],
+    "roofline_optimism": dict[str, float], "coverage": dict[str, object], "out_of_sample": dict[str, object]})
+
+
 @dataclass(frozen=True)
 class Calibration:
     classes: tuple[ClassFit, ...]
     glob: Params
     stores: tuple[str, ...] = ()
-    optimism: dict[str, Any] = field(default_factory=dict)
+    optimism: dict[str, float] = field(default_factory=dict)  # {} or c1, cmax, cmax_concurrency (_optimism)
     source: str = ""
     coverage: Coverage = Coverage()
-    out_of_sample: dict[str, Any] = field(default_factory=dict)
+    out_of_sample: dict[str, object] = field(default_factory=dict)  # api.py::out_of_sample_error; read narrowed
     coverages: dict[ClassKey, Coverage] = field(default_factory=dict)  # per class: what its own cells spanned
 
     def _cov(self, key: ClassKey) -> Coverage:
@@ -131,7 +150,7 @@ class Calibration:
         v = self.out_of_sample.get("speedup_log_rms")
         return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else math.nan
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CalibrationJson:
         return {"format": FORMAT, "version": VERSION, "stores": list(self.stores), "global": asdict(self.glob),
                 "classes": [{"key": c.key.as_dict(), "params": asdict(c.params), "n_step": c.n_step,
                              "n_ttft": c.n_ttft, "step_rel_rms": _num(c.step_rel_rms),
@@ -236,7 +255,7 @@ def from_json(doc: Any, source: str) -> Calibration:
     except (TypeError, ValueError) as exc:
         raise UserError(f"{source}: coverage malformed ({exc})") from None
     raw = doc.get("out_of_sample")
-    oos: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+    oos: dict[str, object] = dict(raw) if isinstance(raw, dict) else {}
     return Calibration(tuple(classes), _params(doc.get("global") or {}, f"{source}: global"), stores, optimism,
                        source, cov, oos, coverages)
 
@@ -253,7 +272,7 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
 OPTIMISM_KEYS = ("c1", "cmax", "cmax_concurrency")
 
 
-def _optimism(value: Any, where: str) -> dict[str, Any]:
+def _optimism(value: Any, where: str) -> dict[str, float]:
     """roofline_optimism: absent / null / {} (a calibration that measured none), or all three of its keys: the
     roofline's tok/s over the measured at c=1 and at the largest concurrency (finite, > 0), and that concurrency (an
     integer >= 1). A part of it, a string or a number is a damaged file, not an optimism of unknown parts."""

@@ -19,7 +19,6 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.predict.model import method_of
 
@@ -40,7 +39,7 @@ SERVER_KEYS = ("tp", "mem_fraction_static", "max_running_requests", "context_len
 class QuickPlan:
     """The quick matrix, and what it will measure."""
 
-    doc: dict[str, Any]
+    doc: dict[str, object]  # the quick matrix as a TOML document (tomli_w writes it)
     spec_label: str | None      # the speculative configuration it measures, e.g. "eagle3" (None: the matrix has none)
     concurrencies: tuple[int, ...]
     prompts: tuple[int, ...]
@@ -58,31 +57,39 @@ class QuickPlan:
         return self.servers * len(self.concurrencies) * len(self.prompts)
 
 
-def _first(v: Any) -> Any:
+def _first(v: object) -> object:
     return v[0] if isinstance(v, list) and v else v
 
 
-def _ints(v: Any) -> list[int]:
+def _table(v: object) -> dict[str, object]:
+    """A TOML table of the (already validated) matrix as a new dict; absent: empty."""
+    return dict(v) if isinstance(v, dict) else {}
+
+
+def _ints(v: object) -> list[int]:
     vals = v if isinstance(v, list) else [v]
     return [int(x) for x in vals if isinstance(x, (int, float)) and not isinstance(x, bool)]
 
 
-def _spec_variants(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    specs = ((doc.get("server") or {}).get("spec")) or []
-    return [dict(s) for s in specs if isinstance(s, dict)]
+def _spec_variants(doc: Mapping[str, object]) -> list[dict[str, object]]:
+    specs = _table(doc.get("server")).get("spec")
+    return [dict(s) for s in specs if isinstance(s, dict)] if isinstance(specs, list) else []
 
 
-def _pick_spec(specs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _pick_spec(specs: list[dict[str, object]]) -> dict[str, object] | None:
     """The first variant whose method has a draft step the engine can simulate acceptance for."""
     for s in specs:
+        alg = _first(s.get("algorithm"))
+        if alg is not None and not isinstance(alg, str):  # no name: no method (as an unknown name)
+            continue
         try:
-            m = method_of(_first(s.get("algorithm")))
+            m = method_of(alg)
         except ValueError:
             continue
         if m in ("eagle", "mtp", "block"):
             out = {k: _first(v) for k, v in s.items() if k not in ("simulated_accept_len", "label")}
-            flags = {k: _first(v) for k, v in (s.get("flags") or {}).items()}
-            env = dict(s.get("env") or {})
+            flags = {k: _first(v) for k, v in _table(s.get("flags")).items()}
+            env = _table(s.get("env"))
             out.pop("flags", None), out.pop("env", None)
             if flags:
                 out["flags"] = flags
@@ -94,7 +101,7 @@ def _pick_spec(specs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def _max_accept(spec: Mapping[str, Any]) -> float:
+def _max_accept(spec: Mapping[str, object]) -> float:
     """The most a verify step can accept: draft tokens (chains: num_steps + 1), the bonus included."""
     dt = spec.get("num_draft_tokens")
     steps = spec.get("num_steps")
@@ -105,26 +112,26 @@ def _max_accept(spec: Mapping[str, Any]) -> float:
     return 16.0
 
 
-def quick_matrix(doc: Mapping[str, Any], simulate: bool = True) -> QuickPlan:
+def quick_matrix(doc: Mapping[str, object], simulate: bool = True) -> QuickPlan:
     """The quick calibration matrix of a user's matrix document (tomllib.loads of its text). `simulate` False (the
     engine cannot simulate acceptance): the speculative configuration runs once, at the acceptance the user's
     dataset gives, on that dataset."""
     notes: list[str] = []
-    out: dict[str, Any] = {k: copy.deepcopy(v) for k, v in doc.items()
+    out: dict[str, object] = {k: copy.deepcopy(v) for k, v in doc.items()
                            if k not in ("server", "client", "override", "phases", "name")}
     out["name"] = f"{doc.get('name') or 'matrix'}-quick-calibration"
-    server_in = dict(doc.get("server") or {})
-    server: dict[str, Any] = {k: _first(v) for k, v in server_in.items() if k in SERVER_KEYS}
+    server_in = _table(doc.get("server"))
+    server: dict[str, object] = {k: _first(v) for k, v in server_in.items() if k in SERVER_KEYS}
     for table in ("flags", "env"):
-        vals = {k: _first(v) for k, v in (server_in.get(table) or {}).items()}
+        vals = {k: _first(v) for k, v in _table(server_in.get(table)).items()}
         if vals:
             server[table] = vals
     spec = _pick_spec(_spec_variants(doc))
-    variants: list[dict[str, Any]] = [{"label": "ar"}]
+    variants: list[dict[str, object]] = [{"label": "ar"}]
     if spec is not None:
         hi = min(ACCEPT_LENGTHS[1], _max_accept(spec))
         lo = min(ACCEPT_LENGTHS[0], 1.0 + (hi - 1.0) / 2)
-        base = spec["label"]
+        base = str(spec["label"])  # _pick_spec's: a str
         if simulate:
             spec["label"] = base + "-sim{simulated_accept_len}"
             spec["simulated_accept_len"] = sorted({round(lo, 2), round(hi, 2)})
@@ -133,7 +140,7 @@ def quick_matrix(doc: Mapping[str, Any], simulate: bool = True) -> QuickPlan:
         notes.append("the matrix has no EAGLE / MTP / block-draft configuration: AR only (the draft constants stay "
                      "those of the shipped calibration)")
     server["spec"] = variants
-    client_in = dict(doc.get("client") or {})
+    client_in = _table(doc.get("client"))
     conc = _ints(client_in.get("concurrency", 1)) or [1]
     c_hi = max(4, min(max(conc), QUICK_C_MAX))
     if max(conc) > QUICK_C_MAX:
@@ -149,15 +156,17 @@ def quick_matrix(doc: Mapping[str, Any], simulate: bool = True) -> QuickPlan:
         notes.append(f"context_length {ctx} raised to {server['context_length']} for the long prompt ({p_hi} tokens)")
     prompt_axis = sorted({p_lo, p_hi})
     out["server"] = server
-    out["client"] = {"concurrency": sorted({1, c_hi}), "prompt_tokens": prompt_axis, "output_tokens": out_tok,
-                     "num_requests": QUICK_WAVES, "requests_per_concurrency": QUICK_WAVES, "warmup_requests": 2,
-                     "repeats": 1, "dataset": "random"}
+    client: dict[str, object] = {
+        "concurrency": sorted({1, c_hi}), "prompt_tokens": prompt_axis, "output_tokens": out_tok,
+        "num_requests": QUICK_WAVES, "requests_per_concurrency": QUICK_WAVES, "warmup_requests": 2, "repeats": 1,
+        "dataset": "random"}
+    out["client"] = client
     if not simulate and spec is not None:
-        out["client"]["dataset"] = _first(client_in.get("dataset", "specbench-mini"))
-        out["client"]["prompt_len"] = "fixed"
+        client["dataset"] = _first(client_in.get("dataset", "specbench-mini"))
+        client["prompt_len"] = "fixed"
     for k in ("temperature", "ignore_eos", "api", "category"):
         if k in client_in:
-            out["client"][k] = _first(client_in[k])
+            client[k] = _first(client_in[k])
     return QuickPlan(out, base if spec else None, tuple(sorted({1, c_hi})), tuple(prompt_axis), out_tok,
                      tuple(notes), simulate)
 

@@ -22,7 +22,6 @@ import csv
 import io
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from specbench.errors import UserError
 from specbench.report.sections import ar_key
@@ -37,12 +36,18 @@ DECISION_COLUMNS = ("rank", "vs_best_throughput", "vs_best_tpot", "vs_best_e2e",
                     "vs_ar_e2e", "headline", "warnings")
 
 
-def _flat(name: str, ci: Any) -> dict[str, Any]:
-    ok = isinstance(ci, (list, tuple)) and len(ci) == 2
-    return {f"{name}_ci95_lo": ci[0] if ok else None, f"{name}_ci95_hi": ci[1] if ok else None}
+# A flat record (a cell, or a request): column -> value. Open: `metrics.<key>` etc. are whatever the store holds;
+# the writers take each value by its type (_csv_text) or as JSON.
+Record = dict[str, object]
 
 
-def records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
+def _flat(name: str, ci: object) -> Record:
+    if isinstance(ci, (list, tuple)) and len(ci) == 2:
+        return {f"{name}_ci95_lo": ci[0], f"{name}_ci95_hi": ci[1]}
+    return {f"{name}_ci95_lo": None, f"{name}_ci95_hi": None}
+
+
+def records(stores: Sequence[LoadedStore]) -> list[Record]:
     from specbench.report.cellrows import ar_cells, derived_of
     from specbench.report.decisions import questions, with_standings
     from specbench.report.tables import cell_rows
@@ -56,7 +61,7 @@ def records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
     for (c, _), row in zip(pairs, rows):
         store = next(s for s in stores if s.label == row.store)
         d = derived_of(c, ars.get(ar_key(store, c))) if c.status == "done" else {}
-        rec: dict[str, Any] = {
+        rec: Record = {
             "store": row.store, "cell_id": c.cell_id, "server_id": c.server_id, "phase": c.phase, "tp": c.tp,
             "algorithm": c.algorithm, "label": c.label, "concurrency": c.concurrency, "status": c.status,
             "reason": c.reason, "attempts": c.attempts, "started_at": c.started_at, "ended_at": c.ended_at,
@@ -82,7 +87,7 @@ def records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
     return out
 
 
-def columns(recs: Sequence[dict[str, Any]]) -> list[str]:
+def columns(recs: Sequence[Record]) -> list[str]:
     """BASE_COLUMNS, then every other key in first-seen order grouped by prefix (metrics, client, server, clamp)."""
     extra: list[str] = []
     for rec in recs:
@@ -98,7 +103,7 @@ def columns(recs: Sequence[dict[str, Any]]) -> list[str]:
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _csv_value(value: Any) -> str:
+def _csv_value(value: object) -> str:
     """A cell's text. Text that starts like a formula gets a leading `'` (OWASP's rule: shown, never evaluated);
     numbers are left as they are (a negative number is a number)."""
     text = _csv_text(value)
@@ -107,7 +112,7 @@ def _csv_value(value: Any) -> str:
     return text
 
 
-def _csv_text(value: Any) -> str:
+def _csv_text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -139,7 +144,7 @@ REQUEST_KEYS = ("store", "cell_id", "label", "algorithm", "tp", "concurrency", "
                 "spec_verify_ct", "sent_at", "first_token_at", "ended_at", "boot")
 
 
-def request_records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
+def request_records(stores: Sequence[LoadedStore]) -> list[Record]:
     """Every request of every store, with its cell's identity (the inter-token gaps read from the file again: the
     loaded LoadedStore leaves them out)."""
     from specbench.stored.read import _open
@@ -161,7 +166,7 @@ def request_records(stores: Sequence[LoadedStore]) -> list[dict[str, Any]]:
             r = dict(zip(cols, row))
             c = cells.get(str(r.get("cell_id")))
             itl = r.pop("itl_json", None)
-            rec = {"store": store.label, "label": c.label if c else None, "algorithm": c.algorithm if c else None,
+            rec: Record = {"store": store.label, "label": c.label if c else None, "algorithm": c.algorithm if c else None,
                    "tp": c.tp if c else None, "concurrency": c.concurrency if c else None,
                    "simulated_accept_len": c.simulated_accept_len if c else None,
                    **r, "itl": json.loads(itl) if isinstance(itl, str) else None}

@@ -16,7 +16,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 from specbench.decide.fits import FitRow, Measured, Predictor, Setup, build, row_at, workload_of
 from specbench.errors import UserError
@@ -66,7 +66,19 @@ def _measured(cell: CellRecord, holds: int | None) -> Measured | None:
     return Measured(cell.cell_id, c, running, tok, _interval(cell), _warnings(cell))
 
 
-def _setups(store: LoadedStore) -> tuple[list[Setup], dict[str, dict[str, Any]]]:
+class LaunchRow(TypedDict):
+    """A stored cell as the predictor reads a dry-run row (the keys of matrix/preflight.py::dry_run it reads); the
+    server settings and client axes as the store holds them."""
+
+    cell: str
+    label: str
+    server: dict[str, object]
+    client: dict[str, object]
+    command: list[str]
+    max_running_requests_planned: int | None
+
+
+def _setups(store: LoadedStore) -> tuple[list[Setup], dict[str, LaunchRow]]:
     """The store's setups, and per representative cell id the dry-run-like row the predictor reads."""
     by_key: dict[tuple[str, Any], list[CellRecord]] = {}
     for cell in store.cells:
@@ -75,7 +87,7 @@ def _setups(store: LoadedStore) -> tuple[list[Setup], dict[str, dict[str, Any]]]
         w = workload_of(cell_section(store, cell), cell.client)
         by_key.setdefault((cell.server_id, w), []).append(cell)
     setups: list[Setup] = []
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, LaunchRow] = {}
     for (sid, w), cells in by_key.items():
         server = store.server(sid)
         asked = max((c.concurrency or 0) for c in cells) or None
@@ -95,9 +107,9 @@ def _setups(store: LoadedStore) -> tuple[list[Setup], dict[str, dict[str, Any]]]
     return setups, rows
 
 
-def _row(cell: CellRecord, server: ServerRecord | None, cap: int | None) -> dict[str, Any]:
+def _row(cell: CellRecord, server: ServerRecord | None, cap: int | None) -> LaunchRow:
     """A stored cell as the predictor reads a dry-run row (predict/matrix.py::predict_rows)."""
-    settings = dict(server.settings) if server is not None and server.settings else dict(cell.server)
+    settings: dict[str, object] = dict(server.settings) if server is not None and server.settings else dict(cell.server)
     settings.setdefault("tp", cell.tp)
     if cell.algorithm and "algorithm" not in settings:
         settings["algorithm"] = cell.algorithm
@@ -120,7 +132,7 @@ def _accepts(store: LoadedStore) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in per.items()}
 
 
-def _predictor(store: LoadedStore, rows: Mapping[str, Mapping[str, Any]], cal: Calibration) -> Predictor:
+def _predictor(store: LoadedStore, rows: Mapping[str, LaunchRow], cal: Calibration) -> Predictor:
     """The step-cost model for this store's launches: its [plan] table and engine release, its measured accept
     lengths, a launch moved to the asked concurrency (decide/fits.py::row_at)."""
     from specbench.predict.cells import PlanKeys

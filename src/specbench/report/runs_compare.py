@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from specbench.decide import METRICS, TIE_MARGIN, Comparison, Metric, compare, looks_of, more_text
 from specbench.load import speedup as speedups
 from specbench.load import spread as sp
-from specbench.report.runs_match import Change, Matching, Pair, Side, match
+from specbench.report.runs_match import Change, KnobKind, Matching, Pair, Side, SideName, UnmatchedWhy, match
 from specbench.stored.records import CellRecord, LoadedStore
 
 Outcome = Literal["improvement", "regression", "tie", "undecided", "failed", "unmeasured"]
@@ -215,11 +215,105 @@ def _ci(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [round(ci[0], DIGITS), round(ci[1], DIGITS)]
 
 
-def _change_json(c: Change) -> dict[str, Any]:
+class ChangeJson(TypedDict):
+    knob: str
+    kind: KnobKind
+    a: str | None
+    b: str | None
+    text: str
+
+
+class DeltaJson(TypedDict):
+    """B against A on one metric: each side's value and interval, the ratio, its interval and the verdict."""
+
+    a: float | None
+    b: float | None
+    a_ci95: list[float] | None
+    b_ci95: list[float] | None
+    ratio: float | None
+    ci95: list[float] | None
+    df: float | None
+    level: float | None
+    verdict: Outcome | None
+    more_repeats: int | None
+
+
+class CellJson(TypedDict):
+    label: str
+    tp: int | None
+    concurrency: int | None
+    workload: str
+
+
+class PairJson(CellJson):
+    """One matched pair: the cells, the outcome, a delta per metric (METRICS' keys) and each store's speedup."""
+
+    a_cell: str
+    b_cell: str
+    a_status: str
+    b_status: str
+    lead: Metric
+    outcome: Outcome
+    note: str | None
+    throughput: DeltaJson | None
+    tpot: DeltaJson | None
+    e2e: DeltaJson | None
+    a_speedup: float | None
+    a_speedup_ci95: list[float] | None
+    b_speedup: float | None
+    b_speedup_ci95: list[float] | None
+
+
+class UnmatchedJson(TypedDict):
+    store: SideName
+    cell: str
+    label: str
+    tp: int | None
+    concurrency: int | None
+    workload: str
+    status: str
+    why: UnmatchedWhy
+    text: str
+    changes: list[ChangeJson]
+
+
+class StoreJson(TypedDict):
+    path: str
+    label: str
+    engine: str | None
+    engine_version: str | None
+    cells: int
+
+
+class RelabelledJson(TypedDict):
+    label: str
+    changes: list[ChangeJson]
+    text: str
+
+
+class ComparisonJson(TypedDict):
+    """`specbench compare --json` (docs/contracts.md "specbench compare"), in this key order."""
+
+    a: StoreJson
+    b: StoreJson
+    margin: float
+    subject: list[ChangeJson]
+    subject_text: str
+    apart: list[ChangeJson]
+    relabelled: list[RelabelledJson]
+    summary: str
+    coverage: str
+    counts: dict[Outcome, int]
+    pairs: list[PairJson]
+    unmatched: list[UnmatchedJson]
+    exit_status: int
+
+
+def _change_json(c: Change) -> ChangeJson:
     return {"knob": c.knob.name, "kind": c.knob.kind, "a": c.a, "b": c.b, "text": c.text}
 
 
-def _delta_json(d: Delta | None) -> dict[str, Any] | None:
+def _delta_json(d: Delta | None) -> DeltaJson | None:
     if d is None:
         return None
     c = d.comparison
@@ -230,27 +324,30 @@ def _delta_json(d: Delta | None) -> dict[str, Any] | None:
             "more_repeats": c.more_repeats if c else None}
 
 
-def _cell_json(s: Side) -> dict[str, Any]:
+def _cell_json(s: Side) -> CellJson:
     c = s.cell
     return {"label": s.label, "tp": c.tp, "concurrency": c.concurrency, "workload": s.workload_text}
 
 
-def _pair_json(r: PairResult) -> dict[str, Any]:
+assert tuple(METRICS) == ("throughput", "tpot", "e2e"), "PairJson names a delta per METRICS key"
+
+
+def _pair_json(r: PairResult) -> PairJson:
     p = r.pair
-    out: dict[str, Any] = {**_cell_json(p.a), "a_cell": p.a.cell.cell_id, "b_cell": p.b.cell.cell_id,
-                           "a_status": p.a.cell.status, "b_status": p.b.cell.status, "lead": r.lead,
-                           "outcome": r.outcome, "note": r.note or None}
-    for metric in METRICS:
-        out[metric] = _delta_json(r.deltas.get(metric))
-    for name, s in (("a", r.speedup_a), ("b", r.speedup_b)):
-        out[f"{name}_speedup"] = _r(s.value) if s else None
-        out[f"{name}_speedup_ci95"] = _ci(s.ci95) if s else None
-    return out
+    a, b = r.speedup_a, r.speedup_b
+    return {**_cell_json(p.a), "a_cell": p.a.cell.cell_id, "b_cell": p.b.cell.cell_id,
+            "a_status": p.a.cell.status, "b_status": p.b.cell.status, "lead": r.lead,
+            "outcome": r.outcome, "note": r.note or None,
+            # one per METRICS key, in its order
+            "throughput": _delta_json(r.deltas.get("throughput")), "tpot": _delta_json(r.deltas.get("tpot")),
+            "e2e": _delta_json(r.deltas.get("e2e")),
+            "a_speedup": _r(a.value) if a else None, "a_speedup_ci95": _ci(a.ci95) if a else None,
+            "b_speedup": _r(b.value) if b else None, "b_speedup_ci95": _ci(b.ci95) if b else None}
 
 
-def to_json(rc: RunsComparison) -> dict[str, Any]:
+def to_json(rc: RunsComparison) -> ComparisonJson:
     """The `--json` object (every key in docs/contracts.md, "specbench compare")."""
-    def store(i: StoreInfo) -> dict[str, Any]:
+    def store(i: StoreInfo) -> StoreJson:
         return {"path": str(i.path), "label": i.label, "engine": i.engine, "engine_version": i.engine_version,
                 "cells": i.cells}
 

@@ -61,11 +61,17 @@ def _argv(value: Any) -> tuple[str, ...]:
     return tuple(str(a) for a in value) if isinstance(value, list) else ()
 
 
+# One row of a table as read: column -> its SQLite value (text, integer, real, blob or NULL; a cell's metrics_json
+# already parsed by _redact_cell). A store another program wrote can hold any of them in any column: the records are
+# built through _int, _float, _text and _json, which take each value by its type.
+Row = dict[str, object]
+
+
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
 
-def _select(con: sqlite3.Connection, table: str, wanted: tuple[str, ...], warnings: list[str]) -> list[dict[str, Any]]:
+def _select(con: sqlite3.Connection, table: str, wanted: tuple[str, ...], warnings: list[str]) -> list[Row]:
     have = _columns(con, table)
     if not have:
         warnings.append(f"table {table!r} missing")
@@ -79,19 +85,28 @@ def _select(con: sqlite3.Connection, table: str, wanted: tuple[str, ...], warnin
     return [{**dict.fromkeys(wanted), **dict(zip(cols, row))} for row in rows]
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
+    if not isinstance(value, (int, float, str, bytes)):  # None, or nothing int() reads
+        return None
     try:
-        return int(value) if value is not None else None
+        return int(value)
     except (TypeError, ValueError):
         return None
 
 
-def _float(value: Any) -> float | None:
+def _float(value: object) -> float | None:
+    if not isinstance(value, (int, float, str, bytes)):
+        return None
     try:
-        out = float(value) if value is not None else None
+        out = float(value)
     except (TypeError, ValueError):
         return None
-    return out if out is None or math.isfinite(out) else None
+    return out if math.isfinite(out) else None
+
+
+def _text(value: object) -> str | None:
+    """A text column: NULL is None; a number or blob a foreign store put there, its text (as a report shows it)."""
+    return value if value is None or isinstance(value, str) else str(value)
 
 
 def _unreadable(path: Path, exc: BaseException) -> UserError:
@@ -163,15 +178,15 @@ class _Rows:
     """The raw rows of each table, every wanted column present (None where the store lacks it); the requests already
     as records by cell (read row by row: a 20,000-cell store has 320,000 of them)."""
 
-    meta: list[dict[str, Any]]
-    servers: list[dict[str, Any]]
-    cells: list[dict[str, Any]]
+    meta: list[Row]
+    servers: list[Row]
+    cells: list[Row]
     requests: dict[str, list[RequestRecord]]
     warnings: list[str]  # absent tables and columns
 
 
-def _redact_cell(r: dict[str, Any], warnings: list[str], seen: dict[str, str] | None = None,
-                 flat_seen: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def _redact_cell(r: Row, warnings: list[str], seen: dict[str, str] | None = None,
+                 flat_seen: dict[str, dict[str, object]] | None = None) -> Row:
     """A cell row with its secrets masked: text columns as text; metrics_json parsed first and masked as an object
     (redact_obj: by key name, strings as text), which is what its text would give without running the text rules over
     every number of a 20,000-cell store."""
@@ -201,7 +216,7 @@ def _redact_cell(r: dict[str, Any], warnings: list[str], seen: dict[str, str] | 
     return out
 
 
-def _has_text(v: Any) -> bool:
+def _has_text(v: object) -> bool:
     """A string anywhere inside (redact_obj masks string values only: a mapping's keys pass as they are)."""
     if isinstance(v, str):
         return True
@@ -229,7 +244,7 @@ def _read_rows(path: Path) -> _Rows:
     meta_rows, server_rows = ([{k: redact_text(v) if isinstance(v, str) else v for k, v in r.items()}
                                for r in rows] for rows in (meta_rows, server_rows))
     seen: dict[str, str] = {}
-    flat_seen: dict[str, dict[str, Any]] = {}
+    flat_seen: dict[str, dict[str, object]] = {}
     cell_rows = [_redact_cell(r, warnings, seen, flat_seen) for r in cell_rows]
     return _Rows(meta_rows, server_rows, cell_rows, requests, warnings)
 
@@ -264,29 +279,29 @@ def _read_requests(con: sqlite3.Connection, warnings: list[str]) -> dict[str, li
     return out
 
 
-def _server_record(r: dict[str, Any], warnings: list[str]) -> ServerRecord:
+def _server_record(r: Row, warnings: list[str]) -> ServerRecord:
     where = f"servers[{r['server_id']}]"
     return ServerRecord(
         server_id=str(r["server_id"]),
         phase=_int(r["phase"]),
         tp=_int(r["tp"]),
-        engine=r["engine"],
+        engine=_text(r["engine"]),
         settings=_mapping(_json(r["settings_json"], f"{where}.settings_json", warnings, {})),
         command=_argv(_json(r["command_json"], f"{where}.command_json", warnings, [])),
-        verdict=r["verdict"],
+        verdict=_text(r["verdict"]),
         plan=_json(r["plan_json"], f"{where}.plan_json", warnings, None),
-        status=r["status"],
-        log_path=r["log_path"],
-        log_text=r["log_text"],
+        status=_text(r["status"]),
+        log_path=_text(r["log_path"]),
+        log_text=_text(r["log_text"]),
         diagnosis=_json(r["diagnosis_json"], f"{where}.diagnosis_json", warnings, None),
     )
 
 
-def _cell_record(r: dict[str, Any], warnings: list[str],
+def _cell_record(r: Row, warnings: list[str],
                  reqs: Mapping[str, list[RequestRecord]] | None = None) -> CellRecord:
     cid = str(r["cell_id"])
     metrics = _mapping(_json(r["metrics_json"], f"cells[{cid}].metrics_json", warnings, {}))
-    status, reason = str(r["status"] or "pending"), r["reason"]
+    status, reason = str(r["status"] or "pending"), _text(r["reason"])
     why = impossible(status, metrics)
     if why is not None:  # numbers no run writes: the cell is shown damaged, none of its numbers (impossible.py)
         warnings.append(f"cells[{cid}]: {why}: shown as damaged, without its numbers")
@@ -301,10 +316,10 @@ def _cell_record(r: dict[str, Any], warnings: list[str],
                         and status != DAMAGED)
     return CellRecord(
         cell_id=cid,
-        server_id=r["server_id"],
+        server_id=_text(r["server_id"]),
         phase=_int(r["phase"]),
         tp=_int(r["tp"]),
-        algorithm=r["algorithm"],
+        algorithm=_text(r["algorithm"]),
         label=str(r["label"] or r["algorithm"] or cid),
         status=status,
         reason=reason,
@@ -315,7 +330,7 @@ def _cell_record(r: dict[str, Any], warnings: list[str],
         server=_mapping(_json(r["server_json"], f"cells[{cid}].server_json", warnings, {})),
         client=_mapping(_json(r["client_json"], f"cells[{cid}].client_json", warnings, {})),
         clamp=_mapping(_json(r["clamp_json"], f"cells[{cid}].clamp_json", warnings, {})),
-        log_text=r["log_text"],
+        log_text=_text(r["log_text"]),
         diagnosis=_json(r["diagnosis_json"], f"cells[{cid}].diagnosis_json", warnings, None),
         accept_lengths=accepts,
         requests=tuple((reqs or {}).get(cid, ())),

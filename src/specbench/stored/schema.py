@@ -4,6 +4,7 @@ added after a table's first release, and the column names per table read from th
 from __future__ import annotations
 
 import sqlite3
+from typing import TypedDict
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta    (key TEXT PRIMARY KEY, value TEXT);
@@ -77,3 +78,72 @@ COLUMNS: dict[str, tuple[str, ...]] = _columns_of(SCHEMA)
 SERVER_COLUMNS = COLUMNS["servers"]
 CELL_COLUMNS = COLUMNS["cells"]
 REQUEST_COLUMNS = COLUMNS["requests"]
+
+
+# The rows of `servers`, `cells` and `requests` as the store's writer reads them back (matrix/store.py: SELECT *, each
+# `<name>_json` column decoded as `<name>`), in DDL order. The JSON columns hold what the writer stored: objects where
+# an object was written, their values whatever the matrix and the metrics held.
+
+
+class ServerRow(TypedDict):
+    server_id: str
+    phase: int | None
+    tp: int | None
+    engine: str | None
+    settings: dict[str, object] | None
+    command: list[str] | None
+    env: dict[str, str] | None
+    verdict: str | None
+    plan: dict[str, object] | None
+    server_info: dict[str, object] | None
+    status: str | None
+    log_path: str | None
+    log_text: str | None
+    diagnosis: dict[str, object] | None
+    started_at: float | None
+    ended_at: float | None
+
+
+class CellRow(TypedDict):
+    cell_id: str
+    server_id: str | None
+    phase: int | None
+    tp: int | None
+    algorithm: str | None
+    label: str | None
+    server: dict[str, object] | None
+    client: dict[str, object] | None
+    status: str | None
+    reason: str | None
+    attempts: int | None
+    started_at: float | None
+    ended_at: float | None
+    metrics: dict[str, object] | None
+    clamp: dict[str, object] | None
+    log_text: str | None
+    diagnosis: dict[str, object] | None
+
+
+class RequestDbRow(TypedDict):
+    cell_id: str
+    idx: int
+    prompt_tokens: int | None
+    output_tokens: int | None
+    ttft_s: float | None
+    e2e_s: float | None
+    itl: list[float] | None
+    error: str | None
+    accept_len: float | None
+    spec_verify_ct: int | None
+    category: str | None
+    repeat: int | None
+    server_output_tokens: int | None
+    counted_tokens: int | None
+    count_source: str | None
+    early_stop: int | None
+    sent_at: float | None
+    first_token_at: float | None
+    ended_at: float | None
+    boot: int | None
+    max_tokens: int | None
+    accept_hist: list[int] | None
