@@ -69,7 +69,8 @@ test-busy: venv
 	$(PYC) $(BIN)/python tools/ci/busy.py -- $(BIN)/pytest -q -p no:cacheprovider -m "busy and not engine" \
 		-n $(PYTEST_WORKERS)
 
-# The quick loop on a fresh clone: no engine, no tiny models, no whole `specbench run` (the tests marked `slow`);
+# The quick loop on a fresh clone: no engine, no tiny models, no whole `specbench run` nor fuzzing pass (the tests
+# marked `slow`, every one under tests/fuzz/ by folder);
 # `make test` runs everything.
 test-fast: venv browser
 	$(PYC) $(BIN)/pytest -q -p no:cacheprovider -m "not engine and not models and not slow" -n $(PYTEST_WORKERS) --dist loadgroup

@@ -4,7 +4,8 @@ Layout: the tests are laid out like the code. tests/unit/<package>/ holds the te
 src/specbench (unit/core: its top-level modules such as contracts.py and userfile.py); tests/process/ the tests that
 run whole `specbench` processes (runs, faults, signals, the CLI's one-line errors); tests/engine/ the tests that boot
 the real local engine or need its venv (every test there is marked `engine`, below); tests/golden/ the tests over
-recorded boots, public corpora and committed stores. tests/data/ holds the fixtures, tests/fuzz/ the fuzzing passes.
+recorded boots, public corpora and committed stores. tests/data/ holds the fixtures, tests/fuzz/ the fuzzing passes
+(every test there is marked `slow` at collection, below: `make test-fast` leaves the campaigns out).
 The helper modules stay here (paths.py: the repository root and tests/data; engine_boot, proc_helpers, run_helpers,
 predict_stores, fake_gpus, hub_server), and this file puts this folder on sys.path so a test module in any folder
 imports them by name. A module's basename is unique across the folders (pytest imports test modules by basename).
@@ -146,6 +147,7 @@ SLOW_SCOPES_SUFFIX = "-slow"
 
 
 ENGINE_FOLDER = Path(__file__).resolve().parent / "engine"  # every test under tests/engine/ is an `engine` test
+FUZZ_FOLDER = Path(__file__).resolve().parent / "fuzz"  # every fuzzing pass is `slow`: a campaign of whole processes
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -153,6 +155,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # before `-m` deselects (tryfirst) and before the engine group is read below
         if item.path.resolve().is_relative_to(ENGINE_FOLDER) and not item.get_closest_marker("engine"):
             item.add_marker(pytest.mark.engine)
+        if item.path.resolve().is_relative_to(FUZZ_FOLDER) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     engine = [item.nodeid for item in items if item.get_closest_marker("engine")]
     slow = sorted({item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")})
     for item in items:
