@@ -10,6 +10,7 @@ Pure, no I/O, no heavy imports.
 
 from __future__ import annotations
 
+import copyreg
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
@@ -21,6 +22,21 @@ GIB = 1 << 30  # bytes in a GiB: the unit of every `*_gib` key, and of every pla
 
 def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(d))
+
+
+def _proxy(d: dict[str, Any]) -> MappingProxyType[str, Any]:
+    return MappingProxyType(d)
+
+
+def _reduce_proxy(m: MappingProxyType[str, Any]) -> tuple[Callable[[dict[str, Any]], MappingProxyType[str, Any]],
+                                                          tuple[dict[str, Any]]]:
+    return _proxy, (dict(m),)
+
+
+# A plan crosses processes (matrix/packing.py spawns a worker per packed server with its Preflight): the read-only
+# mappings of its `extra` / `change` pickle as the dicts they wrap, rebuilt by `_proxy` (pickle refuses a
+# mappingproxy)
+copyreg.pickle(MappingProxyType, _reduce_proxy)
 
 
 def _plain(v: Any) -> Any:

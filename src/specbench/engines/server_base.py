@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specbench.errors import UserError
+
 if TYPE_CHECKING:
     from specbench.contracts import LaunchTarget
 
@@ -76,29 +78,39 @@ def setting_table(settings: Mapping[str, object], key: str) -> Mapping[str, obje
     """A server tuple's table setting (`flags`, `env`: matrix/schema.py), {} when absent or empty."""
     value = settings.get(key) or {}
     if not isinstance(value, Mapping):
-        raise TypeError(f"server setting {key!r} is not a table: {value!r}")
+        raise UserError(f"server setting {key!r} is not a table: {value!r}")
     return value
 
 
 def as_int(value: object) -> int:
-    """`int(value)` for a setting the matrix schema validated as a number (or its string)."""
-    if isinstance(value, (int, float, str)):
-        return int(value)
-    raise TypeError(f"not a number: {value!r}")
+    """`int(value)` for a setting the matrix schema validated as a number (or its string); a one-line error else
+    (an override's `server` values reach here unchecked)."""
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise UserError(f"server setting: not a number: {value!r}")
 
 
 def as_float(value: object) -> float:
     """`float(value)` for a setting the matrix schema validated as a number (or its string)."""
-    if isinstance(value, (int, float, str)):
-        return float(value)
-    raise TypeError(f"not a number: {value!r}")
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise UserError(f"server setting: not a number: {value!r}")
 
 
 def as_opt_int(value: object) -> int | None:
-    """An optional integer setting as the matrix schema validated it (`context_length`, `max_running_requests`)."""
-    if value is None or isinstance(value, int):
+    """An optional integer setting as the matrix schema validated it (`context_length`, `max_running_requests`); a
+    whole float (4096.0, from an override's `server` table) is that integer; anything else a one-line error."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    raise TypeError(f"not an integer: {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise UserError(f"server setting: not an integer: {value!r}")
 
 
 def planned_cap(plan: Mapping[str, object] | None) -> tuple[int | None, str | None]:
