@@ -8,8 +8,8 @@ times of every request, picked by the cell's [started_at, ended_at] in the store
 the run: a busy machine's load changes from cell to cell (CI: a c=1 cell at 7.3 ms a token beside width-1 steps of
 7.9 ms averaged over every cell failed the old bound). Stated tolerances: a sleep never ends early, so the server's
 step is at least 0.97 x the model's (a request's steps include a few narrower ones as a wave fills and drains: at
-c = 4 a mean width of 3.8 gives 0.98 x step(4) without any lateness), the stored TPOT at least 0.95 x and the
-throughput at most 1.05 x; the stored TPOT is the server's within 20 % (a busy client reads late); the client's window holds the server's (it sends
+c = 4 a mean width of 3.8 gives 0.98 x step(4) without any lateness), the stored TPOT (the client's reading) at least
+0.8 x and the throughput at most 1.05 x; the stored TPOT is the server's within 20 % (a busy client reads late); the client's window holds the server's (it sends
 first and reads last), so its throughput is at most 1.02 x the server's over its requests and, on a busy 2-core
 machine, at least 0.8 x, unless the client says it was itself held up (`client_warning`, load/stall.py: a runner
 off the CPU for 0.1-0.2 s at a time read a c=4 cell at 20.0 ms a token where the server stepped 12.0 ms, 0.63 x its
@@ -102,7 +102,10 @@ def test_tpot_and_throughput_follow_the_step_model(run: Run, c: int) -> None:
     assert x["effective_concurrency"] == min(c, CAP) and x["running_cap"] == CAP
     assert srv.requests == x["completed"] and srv.tokens == x["total_output_tokens"]  # the cell's, and only those
     assert srv.step_ms >= 0.97 * want["tpot_ms"]  # the server's step is the model's, plus its sleeps' lateness
-    assert x["tpot_ms_mean"] >= 0.95 * want["tpot_ms"]
+    # the stored TPOT is the client's reading: a first token read late (a busy client, below the stall detector's
+    # threshold) shortens it (seen under load: 8.0 ms against a 9.0 ms step at c = 4); the server's step above keeps
+    # the model's 0.97
+    assert x["tpot_ms_mean"] >= 0.8 * want["tpot_ms"]
     thr = x["output_throughput"]
     assert thr <= 1.02 * srv.throughput and thr <= 1.05 * want["output_tokens_per_s"], (thr, srv, want)
     if x["client_warning"] is None:  # a client that was never held up reads what the server did
