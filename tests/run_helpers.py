@@ -23,12 +23,15 @@ def make_tokenizer(d: Path) -> Path:
     return d
 
 
-def _matrix_head(name: str, cmd: list[str], port: int, tok: Path, *, ready_s: float, stop_s: float) -> str:
-    """The top of a test matrix: an `openai` engine launched as `cmd` on `port`, and its [timeouts]."""
+def _matrix_head(name: str, cmd: list[str], port: int, tok: Path, *, ready_s: float, stop_s: float,
+                 host: str | None = None) -> str:
+    """The top of a test matrix: an `openai` engine launched as `cmd` on `port` (and `host` when given), and its
+    [timeouts]."""
     return f"""
 name = "{name}"
 engine = "openai"
 command = {json.dumps(cmd)}
+{f'host = "{host}"' if host is not None else ""}
 port = {port}
 tokenizer = "{tok}"
 
@@ -36,6 +39,20 @@ tokenizer = "{tok}"
 ready_s = {ready_s}
 stop_s = {stop_s}
 port_free_s = 10
+"""
+
+
+# one autoregressive server and one small closed-loop cell: the body after a _matrix_head (and its [server.env])
+ONE_AR_CELL = """
+[[server.spec]]
+label = "ar"
+
+[client]
+concurrency = 1
+prompt_tokens = 24
+output_tokens = 8
+num_requests = 2
+warmup_requests = 0
 """
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from paths import ROOT
 from proc_helpers import free_port
-from run_helpers import _matrix_head, cli, make_tokenizer
+from run_helpers import ONE_AR_CELL, _matrix_head, cli, make_tokenizer
 
 # slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -29,18 +29,7 @@ def tok(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _matrix(path: Path, tok: Path, host: str) -> Path:
     cmd = [sys.executable, "-m", "specbench.testing.instant_server", "--burst", "1"]
-    path.write_text(_matrix_head("hosts", cmd, free_port(), tok, ready_s=30, stop_s=5).replace(
-        'engine = "openai"', f'engine = "openai"\nhost = "{host}"') + """
-[[server.spec]]
-label = "ar"
-
-[client]
-concurrency = 1
-prompt_tokens = 24
-output_tokens = 8
-num_requests = 2
-warmup_requests = 0
-""")
+    path.write_text(_matrix_head("hosts", cmd, free_port(), tok, ready_s=30, stop_s=5, host=host) + ONE_AR_CELL)
     return path
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from proc_helpers import free_port
-from run_helpers import _matrix_head, cli, make_tokenizer
+from run_helpers import ONE_AR_CELL, _matrix_head, cli, make_tokenizer
 
 # slow: a whole `specbench run` or a process fault per test, seconds each: `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -74,17 +74,7 @@ def _matrix(path: Path, tok: Path, planting: Planting = PLANTINGS["env-and-comma
     env = "".join(f"{k} = {json.dumps(v)}\n" for k, v in planting.env.items())
     path.write_text(planting.head + _matrix_head("secrets", cmd, free_port(), tok, ready_s=ready_s, stop_s=5) + f"""
 [server.env]
-{env}
-[[server.spec]]
-label = "ar"
-
-[client]
-concurrency = 1
-prompt_tokens = 24
-output_tokens = 8
-num_requests = 2
-warmup_requests = 0
-""")
+{env}""" + ONE_AR_CELL)
     return path
 
 
