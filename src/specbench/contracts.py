@@ -371,7 +371,7 @@ class PlannerError:
 
     message: str  # "<exception type>: <text>"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"status": None, "error": None, "planner_error": self.message}
 
 
