@@ -3,7 +3,9 @@
 # examples/h100-sglang-qwen3-8b-context.toml, the predictions it gives (written before the validation runs start),
 # then the validation matrices, each store resumed by the next call if the deadline cuts it.
 # usage: bash tools/gpu/context_runs.sh STEP DEADLINE_S      STEP: quick | context | dflash | dflash8 | fp8kv | c64 |
-#   tree8 | moe (examples/h100-sglang-qwen3-moe-eagle3.toml: the Qwen3-30B-A3B target, its folders written here)
+#   tree8 | moe (examples/h100-sglang-qwen3-moe-eagle3.toml: the Qwen3-30B-A3B target, its folders written here) |
+#   hybrid (examples/h100-sglang-qwen36-27b-hybrid.toml: Qwen3.6-27B and its DFlash drafter, the folders
+#   `run_boots.sh .devwhl-b 0` writes with the stand-in processor)
 # The matrices name gpu = "H100"; on an H200 the copies under /tmp/mx name "H200" (nvidia-smi says which).
 set -uo pipefail
 step=$1; deadline=$2
@@ -17,6 +19,7 @@ for m in context dflash dflash8 fp8kv c64 tree8; do
   sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-8b-$m.toml > /tmp/mx/$m.toml
 done
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-eagle3.toml > /tmp/mx/moe.toml
+sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen36-27b-hybrid.toml > /tmp/mx/hybrid.toml
 mkdir -p /tmp/models/q3_30b /tmp/models/q3_30b_eagle3
 cp src/specbench/data/configs/Qwen__Qwen3-30B-A3B.json /tmp/models/q3_30b/config.json
 cp src/specbench/data/configs/specforge__qwen3-30B-A3B-eagle3.json /tmp/models/q3_30b_eagle3/config.json
@@ -35,7 +38,7 @@ case "$step" in
       sb predict /tmp/mx/context.toml --calibration $OUT/quick.calibration.json > $OUT/prediction-quick-context.txt 2>&1
       head -30 $OUT/prediction-quick-context.txt
     fi ;;
-  context|dflash|dflash8|fp8kv|c64|tree8|moe)
+  context|dflash|dflash8|fp8kv|c64|tree8|moe|hybrid)
     # the store and its logs stay under /tmp (a call brings back a limited number of files); only the checkpointed
     # .db (rollback-journal mode) and the run's text go to $OUT. A store under .devrun/ or /tmp/runs is resumed.
     mkdir -p /tmp/runs; db=/tmp/runs/$step.db

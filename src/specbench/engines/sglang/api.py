@@ -32,7 +32,11 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     draft, drafter_note = None, None
     if args.spec_algorithm and args.spec_algorithm not in ("NGRAM",):
         dp = args.speculative_draft_model_path
-        if opts.draft_config or (dp and dp != args.model_path):
+        if _drafts_with_own_layers(args) and opts.draft_config:
+            # a matrix's [plan] draft_config names the drafter of its other servers (e.g. DFlash beside MTP)
+            drafter_note = (f"the draft config {opts.draft_config} is not used: NEXTN without "
+                            "--speculative-draft-model-path drafts with the target's own MTP layers")
+        elif opts.draft_config or (dp and dp != args.model_path):
             draft, drafter_note = _load_draft(opts, dp, args.model_path, args.spec_algorithm)
     gpu = gpu_for(opts.gpu, opts.gpu_mem_gib)
     measured = Measured(opts.avail_before_load_gib, opts.weights_gib, opts.draft_weights_gib)
@@ -73,6 +77,13 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     fail_on_unknown(out, unknown_flags_failure("SGLang", FLAG_LISTS, opts.engine_version,
                                                args.unknown))
     return EnginePlan(PlanResult.from_json(out), _concurrency(plan))
+
+
+def _drafts_with_own_layers(args: SglangArgs) -> bool:
+    """NEXTN with no separate checkpoint: the engine drafts with the target's NextN/MTP layers
+    (arg_groups/speculative_hook.py::_handle_eagle_family@0.5.15.post1 points the draft path at the target)."""
+    dp = args.speculative_draft_model_path
+    return args.spec_algorithm == "NEXTN" and (not dp or dp == args.model_path)
 
 
 def _listed(v: object) -> list[object]:
