@@ -14,8 +14,7 @@ cell), `plan_alloc.py` (pools -> allocation sizes), `plan_verdict.py` (warnings,
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TypedDict
+from dataclasses import asdict, dataclass, replace
 
 from specbench.contracts import MemorySplit
 from specbench.engines.sglang.args import SglangArgs
@@ -145,30 +144,27 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     m = w.model
     b = plan_budget(args, gpu, s, w, measured)
     if start is not None:
-        return _failed(_budget_fields(args, gpu, s, w, b, Mamba()), (args.kv_cache_dtype or "auto"),
-                       args.max_running_requests, start.error, "start_check")
+        return _failed(_budget_plan(args, gpu, s, w, b, Mamba(), args.kv_cache_dtype or "auto"), start.error,
+                       "start_check")
     mamba = choose_mamba(args, m, s)
     if isinstance(mamba, Refusal):
-        return _failed(_budget_fields(args, gpu, s, w, b, mamba.mamba), kv_dtype(args, m),
-                       args.max_running_requests, mamba.error, mamba.kind)
+        return _failed(_budget_plan(args, gpu, s, w, b, mamba.mamba, kv_dtype(args, m)), mamba.error, mamba.kind)
     mcheck = check_mamba(args, m, mamba.strategy, s.spec.num_draft_tokens)
     if mcheck is not None:
-        return _failed(_budget_fields(args, gpu, s, w, b, mamba), kv_dtype(args, m), args.max_running_requests,
-                       mcheck.error, "start_check")
+        return _failed(_budget_plan(args, gpu, s, w, b, mamba, kv_dtype(args, m)), mcheck.error, "start_check")
     err = no_memory_error(s, b)
     if err is not None:
-        return _failed(_budget_fields(args, gpu, s, w, b, mamba), kv_dtype(args, m), args.max_running_requests,
-                       err, "weights_leave_no_memory")
+        return _failed(_budget_plan(args, gpu, s, w, b, mamba, kv_dtype(args, m)), err, "weights_leave_no_memory")
     cell = kv_cell(args, m, draft, s)
     pp = plan_pools(args, m, s, b, mamba, cell)
     sizes = allocation_sizes(args, m, draft, s, cell, mamba, pp)
     warnings = (verdict_warnings(args, s, w, b, mamba, pp, sizes, measured) + model_warnings(args, m, draft)
                 + outcome.assumed)
     pools = pp.pools
-    return SglangPlan(
-        **_budget_fields(args, gpu, s, w, b, mamba, warnings, pp.notes),
+    return replace(
+        _budget_plan(args, gpu, s, w, b, mamba, cell.dtype, warnings, pp.notes),
         status="ok" if pools.error is None else "fails", error=pools.error, error_kind=pools.error_kind,
-        kv_dtype=cell.dtype, kv_cell_bytes=cell.total, kv_tokens=pools.kv_tokens,
+        kv_cell_bytes=cell.total, kv_tokens=pools.kv_tokens,
         swa_kv_tokens=sizes.swa_kv_tokens, swa_k_size_gib=_r(sizes.swa_k_gib), swa_v_size_gib=_r(sizes.swa_v_gib),
         k_size_gib=sizes.k_gib,
         v_size_gib=sizes.v_gib, draft_k_size_gib=_r(sizes.draft_k_gib), max_mamba_cache_size=pools.mamba_slots,
@@ -180,49 +176,17 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
         log_lines=log_lines(s, w, b, cell.dtype, pp, sizes))
 
 
-class _BudgetFields(TypedDict):
-    """The SglangPlan fields every plan states, failing or not (`_budget_fields`)."""
-
-    engine_version: str
-    era: str
-    gpu: str
-    gpu_total_gib: float
-    tp: int
-    mem_fraction_static: float
-    mem_fraction_defaulted: bool
-    context_len: int
-    avail_before_load_gib: float
-    avail_before_load_source: str
-    context_overhead_gib: float
-    context_overhead_source: str
-    weights_gib: float
-    weights_source: str
-    weights_estimate_gib: float
-    draft_weights_gib: float
-    draft_weights_source: str
-    draft_loaded_before_sizing: bool
-    avail_at_sizing_gib: float
-    slack_gib: float
-    rest_gib: float
-    spec_algorithm: str | None
-    draft_tokens: int
-    chunked_prefill_size: int
-    cuda_graph_max_bs: int
-    graph_reserve_gib: float
-    warnings: tuple[str, ...]
-    notes: tuple[str, ...]
-    ignored_flags: tuple[str, ...]
-    weights_quant_label: str
-    mamba_per_slot_bytes: int | None
-    mamba_ratio: int | None
-    mamba_strategy: str | None
-
-
-def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budget, mamba: Mamba,
-                   more_warnings: tuple[str, ...] = (), more_notes: tuple[str, ...] = ()) -> _BudgetFields:
-    """The fields every plan states, failing or not: the inputs and the memory budget before the pools."""
+def _budget_plan(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budget, mamba: Mamba, kv_dtype: str,
+                 more_warnings: tuple[str, ...] = (), more_notes: tuple[str, ...] = ()) -> SglangPlan:
+    """What every plan states, failing or not (the inputs and the memory budget before the pools), with empty pools:
+    a configuration the engine refuses before it sizes any pool is this plan with its error (`_failed`)."""
     st = mamba.state
-    return _BudgetFields(
+    return SglangPlan(
+        status="fails", error=None, error_kind=None, kv_dtype=kv_dtype, kv_cell_bytes=0, kv_tokens=0,
+        swa_kv_tokens=None, k_size_gib=0.0, v_size_gib=0.0, draft_k_size_gib=None, max_mamba_cache_size=None,
+        mamba_full_memory_ratio=None, conv_state_gib=None, ssm_state_gib=None, intermediate_ssm_state_gib=None,
+        intermediate_conv_window_gib=None, spec_scratch_gib=0.0, spec_scratch_requests=0, max_running_requests=0,
+        requested_max_running_requests=args.max_running_requests, log_lines=(),
         engine_version=s.version_text, era=s.rules.era, gpu=gpu.name, gpu_total_gib=round(gpu.total_gib, 2), tp=s.tp,
         mem_fraction_static=s.mem_fraction, mem_fraction_defaulted=args.mem_fraction_static is None,
         context_len=s.context_len, avail_before_load_gib=round(b.before_load_gib, 3),
@@ -239,12 +203,6 @@ def _budget_fields(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budg
         mamba_per_slot_bytes=st.per_slot if st else None, mamba_ratio=mamba.ratio, mamba_strategy=mamba.strategy)
 
 
-def _failed(budget: _BudgetFields, kv_dtype: str, requested_mrr: int | None, err: str, kind: str) -> SglangPlan:
+def _failed(budget: SglangPlan, err: str, kind: str) -> SglangPlan:
     """A configuration the engine refuses before it sizes any pool: the budget as far as it got, empty pools."""
-    return SglangPlan(
-        **budget, status="fails", error=err, error_kind=kind, kv_dtype=kv_dtype, kv_cell_bytes=0, kv_tokens=0,
-        swa_kv_tokens=None,
-        k_size_gib=0.0, v_size_gib=0.0, draft_k_size_gib=None, max_mamba_cache_size=None, mamba_full_memory_ratio=None,
-        conv_state_gib=None, ssm_state_gib=None, intermediate_ssm_state_gib=None, intermediate_conv_window_gib=None,
-        spec_scratch_gib=0.0, spec_scratch_requests=0, max_running_requests=0,
-        requested_max_running_requests=requested_mrr, log_lines=())
+    return replace(budget, error=err, error_kind=kind)
