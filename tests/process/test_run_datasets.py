@@ -98,5 +98,5 @@ def test_a_store_from_before_the_category_column_loads_and_resumes(tmp_path: Pat
         cid = s.cells()[0]["cell_id"]
         s.start_cell(cid)
         s.finish_cell(cid, "done", requests=[RequestRow(0, 10, 5, 0.1, 0.2, [], None, category="code")])
-        assert s.requests(cid)[0]["category"] == "code"
+        assert s.requests(cid)[0].category == "code"
     assert rows(old, "select count(*), count(category) from requests")[0] == (25, 1)

@@ -226,21 +226,21 @@ def test_metrics_equal_a_recomputation_from_the_stored_rows(identical: tuple[Pat
             assert stored["spread"]["repeats"] == len(reps) >= 2
             # by hand, from the rows alone: pooled throughput = sum of output tokens / sum of measured seconds
             reqs = st.requests(c["cell_id"])
-            ok = [q for q in reqs if q["error"] is None]
+            ok = [q for q in reqs if q.error is None]
             secs = sum(r.record.duration_s for r in reps)
-            assert stored["output_throughput"] == pytest.approx(sum(q["output_tokens"] for q in ok) / secs, rel=1e-12)
+            assert stored["output_throughput"] == pytest.approx(sum(q.output_tokens for q in ok) / secs, rel=1e-12)
             assert stored["completed"] == len(ok) == 4 * len(reps)
             peaks = []
             for r in reps:
-                mine = [q for q in reqs if q["repeat"] == r.record.repeat]
-                assert {q["boot"] for q in mine} == {r.record.boot}
+                mine = [q for q in reqs if q.repeat == r.record.repeat]
+                assert {q.boot for q in mine} == {r.record.boot}
                 # each repeat's measured time from its rows: its start (started_at) to its last end
-                assert max(q["ended_at"] for q in mine) - r.record.started_at == pytest.approx(r.record.duration_s,
+                assert max(q.ended_at for q in mine) - r.record.started_at == pytest.approx(r.record.duration_s,
                                                                                             abs=1e-5)
                 for q in mine:
-                    assert q["first_token_at"] == pytest.approx(q["sent_at"] + q["ttft_s"], abs=1e-6)
-                    assert q["ended_at"] == pytest.approx(q["sent_at"] + q["e2e_s"], abs=1e-6)
-                edges = sorted([(q["sent_at"], 1) for q in mine] + [(q["ended_at"], -1) for q in mine])
+                    assert q.first_token_at == pytest.approx(q.sent_at + q.ttft_s, abs=1e-6)
+                    assert q.ended_at == pytest.approx(q.sent_at + q.e2e_s, abs=1e-6)
+                edges = sorted([(q.sent_at, 1) for q in mine] + [(q.ended_at, -1) for q in mine])
                 now = peak = 0
                 for _, step in edges:
                     now += step

@@ -32,9 +32,10 @@ from specbench.matrix.store_rows import (
     insert_requests,
     read_repeats,
     repeat_counts,
+    request_rows,
 )
 from specbench.redact import redact_obj
-from specbench.stored.schema import ADDED_COLUMNS, COLUMNS, SCHEMA, CellRow, RequestDbRow, ServerRow
+from specbench.stored.schema import ADDED_COLUMNS, COLUMNS, SCHEMA, CellRow, ServerRow
 
 __all__ = ["RequestRow", "Store", "StoredRepeat", "check_log_folder", "lock_store"]
 
@@ -337,9 +338,12 @@ class Store:
     def cells(self) -> list[CellRow]:
         return [_cell_row(r) for r in self.conn.execute("SELECT * FROM cells ORDER BY phase, rowid")]
 
-    def requests(self, cell_id: str) -> list[RequestDbRow]:
-        rows = self.conn.execute("SELECT * FROM requests WHERE cell_id=? ORDER BY idx", (cell_id,))
-        return [_request_row(r) for r in rows]
+    def requests(self, cell_id: str) -> list[RequestRow]:
+        """A cell's request rows as written (store_rows.py::RequestRow: one type for the row, both ways)."""
+        try:
+            return request_rows(self.conn, cell_id)
+        except (ValueError, TypeError) as exc:  # a damaged store: a JSON column no longer reads
+            raise StoreDamaged(f"a request row of {cell_id} holds no JSON ({exc})") from None
 
 
 def _js(row: sqlite3.Row, column: str) -> Any:
@@ -365,16 +369,6 @@ def _cell_row(r: sqlite3.Row) -> CellRow:
             "client": _js(r, "client_json"), "status": r["status"], "reason": r["reason"], "attempts": r["attempts"],
             "started_at": r["started_at"], "ended_at": r["ended_at"], "metrics": _js(r, "metrics_json"),
             "clamp": _js(r, "clamp_json"), "log_text": r["log_text"], "diagnosis": _js(r, "diagnosis_json")}
-
-
-def _request_row(r: sqlite3.Row) -> RequestDbRow:
-    return {"cell_id": r["cell_id"], "idx": r["idx"], "prompt_tokens": r["prompt_tokens"],
-            "output_tokens": r["output_tokens"], "ttft_s": r["ttft_s"], "e2e_s": r["e2e_s"], "itl": _js(r, "itl_json"),
-            "error": r["error"], "accept_len": r["accept_len"], "spec_verify_ct": r["spec_verify_ct"],
-            "category": r["category"], "repeat": r["repeat"], "server_output_tokens": r["server_output_tokens"],
-            "counted_tokens": r["counted_tokens"], "count_source": r["count_source"], "early_stop": r["early_stop"],
-            "sent_at": r["sent_at"], "first_token_at": r["first_token_at"], "ended_at": r["ended_at"],
-            "boot": r["boot"], "max_tokens": r["max_tokens"], "accept_hist": _js(r, "accept_hist_json")}
 
 
 class StoreDamaged(Exception):

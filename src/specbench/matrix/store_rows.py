@@ -271,6 +271,21 @@ def insert_repeat(conn: sqlite3.Connection, cell_id: str, rep: StoredRepeat) -> 
     insert_requests(conn, cell_id, rep.rows, boot)
 
 
+def request_rows(conn: sqlite3.Connection, cell_id: str) -> list[RequestRow]:
+    """A cell's request rows in idx order, as they were written (`insert_requests`); a JSON column that no longer
+    decodes raises ValueError."""
+    out = []
+    for q in conn.execute("SELECT idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json, error, accept_len, "
+                          "spec_verify_ct, category, repeat, server_output_tokens, counted_tokens, count_source, "
+                          "early_stop, sent_at, first_token_at, ended_at, boot, max_tokens, accept_hist_json "
+                          "FROM requests WHERE cell_id=? ORDER BY idx", (cell_id,)):
+        hist = _unj(q[20])
+        out.append(RequestRow(q[0], q[1], q[2], q[3], q[4], _unj(q[5]), q[6], q[7], q[8], q[9], q[10], q[11], q[12],
+                              q[13], None if q[14] is None else bool(q[14]), q[15], q[16], q[17], q[18], q[19],
+                              tuple(int(x) for x in hist) if isinstance(hist, list) else None))
+    return out
+
+
 def read_repeats(conn: sqlite3.Connection, cell_id: str) -> list[StoredRepeat]:
     """A cell's stored repeats in repeat order, each with its request rows."""
     recs = conn.execute("SELECT repeat, round, server_id, boot, started_at, duration_s, client_cpu_s, "
@@ -280,15 +295,8 @@ def read_repeats(conn: sqlite3.Connection, cell_id: str) -> list[StoredRepeat]:
     if not recs:
         return []
     by_rep: dict[int, list[RequestRow]] = {}
-    for q in conn.execute("SELECT idx, prompt_tokens, output_tokens, ttft_s, e2e_s, itl_json, error, accept_len, "
-                          "spec_verify_ct, category, repeat, server_output_tokens, counted_tokens, count_source, "
-                          "early_stop, sent_at, first_token_at, ended_at, boot, max_tokens, accept_hist_json "
-                          "FROM requests WHERE cell_id=? ORDER BY idx", (cell_id,)):
-        hist = _unj(q[20])
-        row = RequestRow(q[0], q[1], q[2], q[3], q[4], _unj(q[5]), q[6], q[7], q[8], q[9], q[10], q[11], q[12],
-                         q[13], None if q[14] is None else bool(q[14]), q[15], q[16], q[17], q[18], q[19],
-                         tuple(int(x) for x in hist) if isinstance(hist, list) else None)
-        by_rep.setdefault(int(q[10] or 0), []).append(row)
+    for row in request_rows(conn, cell_id):
+        by_rep.setdefault(int(row.repeat or 0), []).append(row)
     out = []
     for (rep, rnd, sid, boot, started, dur, cpu, longest, total, counters, cap, src, reset, warm, reason) in recs:
         rec = RepeatRecord(repeat=int(rep), started_at=float(started), duration_s=float(dur), server_id=sid or "",

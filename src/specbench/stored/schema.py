@@ -122,28 +122,3 @@ class CellRow(TypedDict):
     clamp: dict[str, object] | None
     log_text: str | None
     diagnosis: dict[str, object] | None
-
-
-class RequestDbRow(TypedDict):
-    cell_id: str
-    idx: int
-    prompt_tokens: int | None
-    output_tokens: int | None
-    ttft_s: float | None
-    e2e_s: float | None
-    itl: list[float] | None
-    error: str | None
-    accept_len: float | None
-    spec_verify_ct: int | None
-    category: str | None
-    repeat: int | None
-    server_output_tokens: int | None
-    counted_tokens: int | None
-    count_source: str | None
-    early_stop: int | None
-    sent_at: float | None
-    first_token_at: float | None
-    ended_at: float | None
-    boot: int | None
-    max_tokens: int | None
-    accept_hist: list[int] | None

@@ -59,8 +59,8 @@ def test_running_is_on_disk_before_the_cell_ends(tmp_path: Path) -> None:
     row = other.execute("SELECT status, metrics_json, clamp_json FROM cells WHERE cell_id='cell-a'").fetchone()
     assert row[0] == "done" and '"output_throughput": 10.0' in row[1] and '"clamped": false' in row[2]
     reqs = store.requests("cell-a")
-    assert [r["idx"] for r in reqs] == [0, 1]
-    assert reqs[0]["itl"] == [0.01, 0.02] and reqs[1]["error"] == "HTTP 500: boom"
+    assert [r.idx for r in reqs] == [0, 1]
+    assert reqs[0].itl == [0.01, 0.02] and reqs[1].error == "HTTP 500: boom"
     store.close()
 
 
