@@ -19,7 +19,9 @@ for m in context dflash dflash8 fp8kv c64 tree8; do
   sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-8b-$m.toml > /tmp/mx/$m.toml
 done
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-eagle3.toml > /tmp/mx/moe.toml
-sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen36-27b-hybrid.toml > /tmp/mx/hybrid.toml
+# the hybrid 27B: c <= 4 on 80 GB, its H200 twin goes to c = 32
+if [ $gpu = H200 ]; then cp examples/h200-sglang-qwen36-27b-hybrid.toml /tmp/mx/hybrid.toml
+else sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen36-27b-hybrid.toml > /tmp/mx/hybrid.toml; fi
 mkdir -p /tmp/models/q3_30b /tmp/models/q3_30b_eagle3
 cp src/specbench/data/configs/Qwen__Qwen3-30B-A3B.json /tmp/models/q3_30b/config.json
 cp src/specbench/data/configs/specforge__qwen3-30B-A3B-eagle3.json /tmp/models/q3_30b_eagle3/config.json
