@@ -34,7 +34,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
         dp = args.speculative_draft_model_path
         if _drafts_with_own_layers(args) and opts.draft_config:
             # a matrix's [plan] draft_config names the drafter of its other servers (e.g. DFlash beside MTP)
-            drafter_note = (f"the draft config {opts.draft_config} is not used: NEXTN without "
+            drafter_note = (f"the draft config {opts.draft_config} is not used: {args.spec_algorithm} without "
                             "--speculative-draft-model-path drafts with the target's own MTP layers")
         elif opts.draft_config or (dp and dp != args.model_path):
             draft, drafter_note = _load_draft(opts, dp, args.model_path, args.spec_algorithm)
@@ -80,10 +80,12 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
 
 
 def _drafts_with_own_layers(args: SglangArgs) -> bool:
-    """NEXTN with no separate checkpoint: the engine drafts with the target's NextN/MTP layers
-    (arg_groups/speculative_hook.py::_handle_eagle_family@0.5.15.post1 points the draft path at the target)."""
+    """NEXTN or EAGLE with no separate checkpoint (the engine logs NEXTN as EAGLE with no draft path; some targets get
+    the target's own path): the engine drafts with the target's NextN/MTP layers
+    (arg_groups/speculative_hook.py::_handle_eagle_family@0.5.15.post1; the MTP boot of
+    tests/data/h100-hybrid-sglang-0.5.15.post1 loaded Qwen3_5ForCausalLMMTP with speculative_draft_model_path=None)."""
     dp = args.speculative_draft_model_path
-    return args.spec_algorithm == "NEXTN" and (not dp or dp == args.model_path)
+    return args.spec_algorithm in ("NEXTN", "EAGLE") and (not dp or dp == args.model_path)
 
 
 def _listed(v: object) -> list[object]:
