@@ -47,7 +47,8 @@ WIDEN: dict[str, float] = {
                            # H200 stores (EAGLE only; GPU moved too) were off by log RMS 0.185 over 12 cells, of which
                            # the GPU move's own sigma 0.126 leaves sqrt(0.185^2 - 0.126^2) = 0.135 (was a guess, 0.20)
     "kind": 0.20,          # a model kind (dense / MoE / hybrid) no store of the GPU had: the two MoE stores, each left
-                           # out with no other MoE store on its GPU (h200-moe 12 cells, h100-moe-8of16 4 cells), were
+                           # out with no other MoE store on its GPU (h200-moe 12 cells, h100-moe the 4 cells of its
+                           # first 8 of 16), were
                            # off by log RMS 0.21 (max 0.44: EAGLE3 sim 1.5 at c = 4-16, whose verify step costs about
                            # AR's); was 0.15 from h200-moe alone (RMS ~13 %)
     "topk": 0.05,          # per doubling of tree width beyond the calibrated: the H100 trees (topk 4 and 8) predicted
