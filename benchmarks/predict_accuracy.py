@@ -197,7 +197,8 @@ def speed() -> None:
 
 def main() -> None:
     stores = sys.argv[1:] or [s for pat in ("tests/data/h200-*/*.db", "tests/data/gpu-decide-sglang/*.db",
-                                            "tests/data/h100-context-*/*.db", "tests/data/h100-moe-*/*.db")
+                                            "tests/data/h100-context-*/*.db", "tests/data/h100-moe-*/*.db",
+                                            "tests/data/h100-hybrid-*/*.db")
                               for s in sorted(glob.glob(str(ROOT / pat)))]
     accuracy([str(Path(s).relative_to(ROOT)) if Path(s).is_absolute() else s for s in stores])
     speed()

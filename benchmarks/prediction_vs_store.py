@@ -27,7 +27,7 @@ for name in sys.argv[2:]:
     print("==", name.split('/')[-1], d.get('calibration', '')[:100] if isinstance(d.get('calibration'), str) else '')
     print("| c | prompt | measured speedup | predicted [interval] | error | inside | state |")
     for p in d['cells']:
-        if p['cell'] in meas and p['label'] != 'ar':
+        if p['cell'] in meas and p['label'] != 'ar' and p.get('speedup') is not None:  # None: not predicted
             label, cc, pt, tput = meas[p['cell']]
             s = tput / ar[(cc, pt)]
             err = p['speedup'] / s - 1
