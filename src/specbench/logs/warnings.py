@@ -17,12 +17,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from specbench.logs.facts import LogFacts
 from specbench.logs.normalize import Line
 
-FixFn = Callable[["re.Match[str]", str, LogFacts], list[dict[str, Any]]]
+
+class WarningFix(TypedDict):
+    """One fix a warning rule reads from its log line (doctor --json `warnings[].fixes[]`): the flags to change (a
+    None value: the line names the direction, not the value), where it comes from (`engine`: the engine's own
+    advice; `log`: the numbers of the line) and why."""
+
+    change: dict[str, object]
+    source: str
+    why: str
+
+
+FixFn = Callable[["re.Match[str]", str, LogFacts], list[WarningFix]]
 
 
 class CapJson(TypedDict):
@@ -44,10 +55,20 @@ class Cap:
     flag: str
     to: float | int
     why: str
-    asked: Any = None
+    asked: object = None
 
     def to_dict(self) -> CapJson:
         return {"value": self.value, "flag": self.flag, "asked": self.asked, "to": self.to, "why": self.why}
+
+
+class WarningJson(TypedDict):
+    """One warning in doctor --json (LogWarning.to_dict; contracts.py::StartupWarning reads it back)."""
+    kind: str
+    message: str
+    fixes: list[WarningFix]
+    line: int
+    cap: bool
+    capped: CapJson | None
 
 
 CapFn = Callable[["re.Match[str]", LogFacts], "Cap | None"]
@@ -69,7 +90,7 @@ class LogWarning:
     kind: str
     message: str
     line: int
-    fixes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    fixes: tuple[WarningFix, ...] = field(default_factory=tuple)
     capped: Cap | None = None
 
     @property
@@ -77,7 +98,7 @@ class LogWarning:
         """True when the engine serves less than asked: the warning names the lowered value."""
         return self.capped is not None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> WarningJson:
         return {"kind": self.kind, "message": self.message, "fixes": list(self.fixes), "line": self.line,
                 "cap": self.cap, "capped": self.capped.to_dict() if self.capped else None}
 
@@ -86,21 +107,27 @@ _FLAG = re.compile(r"(--[a-z][a-z0-9\-]+)(?:(?: to |[ =])(?!or\b|and\b|to\b)([0-
                    r"auto|true|false))?")
 
 
-def engine_flags(text: str, why: str) -> list[dict[str, Any]]:
+def engine_flags(text: str, why: str) -> list[WarningFix]:
     """The flags the engine's own suggestion names (`To raise it: increase --x or --y, or ... --z bfloat16`)."""
-    out, seen = [], set()
+    out: list[WarningFix] = []
+    seen = set()
     for m in _FLAG.finditer(text):
         flag = m.group(1)
         if flag in seen:
             continue
         seen.add(flag)
-        val: Any = m.group(2).rstrip(".") if m.group(2) else None
-        try:
-            val = int(val) if val and val.isdigit() else float(val) if val and re.fullmatch(r"\d+\.\d+", val) else val
-        except ValueError:
-            pass
-        out.append({"change": {flag: val}, "source": "engine", "why": why})
+        out.append({"change": {flag: _flag_value(m.group(2))}, "source": "engine", "why": why})
     return out
+
+
+def _flag_value(text: str | None) -> object:
+    """The value a suggestion names: an int, a float, else the word (None: the flag alone)."""
+    val = text.rstrip(".") if text else None
+    if val and val.isdigit():
+        return int(val)
+    if val and re.fullmatch(r"\d+\.\d+", val):
+        return float(val)
+    return val
 
 
 def reached_late_boot(lines: list[Line], patterns: Sequence[re.Pattern[str]]) -> bool:

@@ -23,11 +23,10 @@ given (server_args.py::ServerArgs._handle_speculative_decoding@0.5.5): a default
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from specbench.logs.facts import LogFacts
 from specbench.logs.lineacc import to_int
-from specbench.logs.warnings import Cap, WarningRule, engine_flags
+from specbench.logs.warnings import Cap, WarningFix, WarningRule, engine_flags
 
 _MAMBA_CAP = re.compile(r"max_running_requests is capped to (\d+) by the mamba state cache"
                         r"(?: ?\(max_mamba_cache_size=(\d+), (\d+) state slots per request)?", re.I)
@@ -52,7 +51,7 @@ def _mamba_cap_of(m: re.Match[str], f: LogFacts) -> Cap | None:
     return Cap("max_running_requests", "--max-running-requests", cap, why, _asked_requests(f))
 
 
-def _cap_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
+def _cap_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
     out = engine_flags(text.split("To raise it", 1)[-1] if "To raise it" in text else "", "the engine's advice")
     cap = int(m.group(1))
     k = to_int(m.group(2)) or f.max_mamba_cache_size
@@ -71,13 +70,13 @@ def _reduced_of(m: re.Match[str], f: LogFacts) -> Cap | None:
                "the KV cache capacity (per dp worker)", int(m.group(1)))
 
 
-def _reduced_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
+def _reduced_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
     return engine_flags(text, "the engine's advice") or [
         {"change": {"--mem-fraction-static": None}, "source": "log",
          "why": f"more memory for the pools lets {m.group(1)} requests run instead of {m.group(2)}"}]
 
 
-def _reset_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
+def _reset_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
     return [{"change": {"--max-running-requests": int(m.group(1))}, "source": "engine",
              "why": "set it explicitly: speculative decoding overrides the default"}]
 
@@ -90,7 +89,7 @@ def _profiled_of(m: re.Match[str], f: LogFacts) -> Cap | None:
                int(m.group(1)))
 
 
-def _profiled_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
+def _profiled_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
     y = int(m.group(2))
     if y > 0:
         return [{"change": {"--max-total-tokens": y}, "source": "engine", "why": "the engine uses the profiled "
@@ -108,16 +107,16 @@ def _fewer_of(m: re.Match[str], f: LogFacts) -> Cap | None:
                f"the KV pool holds {tokens:,} tokens: longer requests are refused or truncated", asked)
 
 
-def _fewer_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
-    return [{"change": {"--context-length": to_int(m.group(1)) if m.group(1) else f.kv_tokens},
-             "source": "log", "why": "the longest request the KV pool can hold"}] + \
-        engine_flags(text, "the engine's advice")
+def _fewer_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
+    own: WarningFix = {"change": {"--context-length": to_int(m.group(1)) if m.group(1) else f.kv_tokens},
+                       "source": "log", "why": "the longest request the KV pool can hold"}
+    return [own, *engine_flags(text, "the engine's advice")]
 
 
-def _input_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
-    return [{"change": {"--context-length": int(m.group(2))}, "source": "log",
-             "why": "what the KV pool allows per request; or raise --mem-fraction-static"}] + \
-        engine_flags(text, "the engine's advice")
+def _input_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
+    own: WarningFix = {"change": {"--context-length": int(m.group(2))}, "source": "log",
+                       "why": "what the KV pool allows per request; or raise --mem-fraction-static"}
+    return [own, *engine_flags(text, "the engine's advice")]
 
 
 _SUMMARY = re.compile(r"max_total_num_tokens=(\d+),.*?\bcontext_len=(\d+)", re.S)

@@ -24,22 +24,22 @@ Notes, never caps (they lower nothing that was asked):
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from specbench.engines.versions import Release
 from specbench.logs.facts import LogFacts
 from specbench.logs.lineacc import INT, NUM, to_int
-from specbench.logs.warnings import Cap, WarningRule, engine_flags
+from specbench.logs.warnings import Cap, WarningFix, WarningRule, engine_flags
 
 _V_CONC = re.compile(r"Maximum concurrency for " + INT + r" tokens per request: " + NUM + r"x")
 _GRAPH_PROFILING = re.compile(r"CUDA graph memory profiling is enabled.*?(?:current --gpu-memory-utilization="
                               r"(\d+(?:\.\d+)?) is )?equivalent to --gpu-memory-utilization=(\d+(?:\.\d+)?)")
 
 
-def _conc_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
+def _conc_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
     tokens, conc = to_int(m.group(1)), float(m.group(2))
     fit = f.kv_tokens or int((tokens or 0) * conc)
-    more = {"change": {"--gpu-memory-utilization": None}, "source": "log", "why": "or give the KV cache more"}
+    more: WarningFix = {"change": {"--gpu-memory-utilization": None}, "source": "log",
+                        "why": "or give the KV cache more"}
     if fit <= 0:  # 0.00x: no KV cache at all, no length fits (the failure's own fix says how much memory is missing)
         return [{**more, "why": "the KV cache holds no token: give it memory"}]
     return [{"change": {"--max-model-len": fit}, "source": "log",
@@ -63,7 +63,7 @@ def _graph_of(m: re.Match[str], f: LogFacts) -> Cap | None:
     return Cap("gpu_memory_utilization", "--gpu-memory-utilization", float(m.group(2)), why, asked)
 
 
-def _graph_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
+def _graph_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
     return engine_flags(text.split("To maintain", 1)[-1], "the engine's advice: keep the KV size it had before CUDA "
                         "graph memory profiling")
 
@@ -73,9 +73,9 @@ def _headroom(m: re.Match[str], f: LogFacts) -> bool:
     return t is not None and u is not None and t * (1 - u) < 1.0 and not f.graphs
 
 
-def _headroom_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[dict[str, Any]]:
+def _headroom_fixes(m: re.Match[str], text: str, f: LogFacts) -> list[WarningFix]:
     t = f.total_gpu_memory_gib or 0.0
-    eager = {"change": {"--enforce-eager": None}, "source": "engine", "why": "or capture no graphs"}
+    eager: WarningFix = {"change": {"--enforce-eager": None}, "source": "engine", "why": "or capture no graphs"}
     util = int((1 - 2.0 / t) * 100) / 100 if t > 0 else 0.0
     if util < 0.05:  # a GPU of about 2 GiB or less: no utilization leaves 2 GiB outside the budget
         return [{**eager, "why": f"capture no graphs: the {t:.2f} GiB GPU cannot leave 2 GiB outside the budget"}]
