@@ -48,3 +48,14 @@ def test_the_hybrid_example_plans_every_server() -> None:
     adapter = adapter_for(spec)
     flights = [preflight(spec, st, adapter) for st in expand(spec)[0]]
     assert len(flights) == 4 and [f.verdict for f in flights] == ["launch"] * 4
+
+
+def test_a_target_without_mtp_layers_keeps_the_draft_config() -> None:
+    """EAGLE with no draft path on a model with no MTP layers: nothing of its own to draft with, so the given draft
+    config is what is planned (the engine needs that drafter's path)."""
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--speculative-algorithm", "EAGLE",
+            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    r = plan_result(argv, PlanOptions(model_config="Qwen/Qwen3-8B", draft_config="specforge/qwen3-8b-eagle3",
+                                      gpu="H100", engine_version="0.5.15.post1", fixes=False))
+    assert r.draft_model == "specforge/qwen3-8b-eagle3"
+    assert not any("not used" in str(n) for n in r.extra.get("notes", ()))

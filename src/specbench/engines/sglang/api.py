@@ -18,6 +18,7 @@ from specbench.engines.sglang.plan_stages import Measured
 from specbench.errors import UserError
 from specbench.specs.estimate_error import estimate_error_keys
 from specbench.specs.gpu import gpu_for
+from specbench.specs.model_types import ModelSpec
 from specbench.specs.resolve import load_spec_for
 
 
@@ -32,7 +33,7 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     draft, drafter_note = None, None
     if args.spec_algorithm and args.spec_algorithm not in ("NGRAM",):
         dp = args.speculative_draft_model_path
-        if _drafts_with_own_layers(args) and opts.draft_config:
+        if _drafts_with_own_layers(args, m) and opts.draft_config:
             # a matrix's [plan] draft_config names the drafter of its other servers (e.g. DFlash beside MTP)
             drafter_note = (f"the draft config {opts.draft_config} is not used: {args.spec_algorithm} without "
                             "--speculative-draft-model-path drafts with the target's own MTP layers")
@@ -79,13 +80,13 @@ def plan_sglang_command(args_list: list[str], opts: PlanOptions) -> EnginePlan:
     return EnginePlan(PlanResult.from_json(out), _concurrency(plan))
 
 
-def _drafts_with_own_layers(args: SglangArgs) -> bool:
+def _drafts_with_own_layers(args: SglangArgs, m: ModelSpec) -> bool:
     """NEXTN or EAGLE with no separate checkpoint (the engine logs NEXTN as EAGLE with no draft path; some targets get
-    the target's own path): the engine drafts with the target's NextN/MTP layers
+    the target's own path) on a target that has MTP layers: the engine drafts with them
     (arg_groups/speculative_hook.py::_handle_eagle_family@0.5.15.post1; the MTP boot of
     tests/data/h100-hybrid-sglang-0.5.15.post1 loaded Qwen3_5ForCausalLMMTP with speculative_draft_model_path=None)."""
     dp = args.speculative_draft_model_path
-    return args.spec_algorithm in ("NEXTN", "EAGLE") and (not dp or dp == args.model_path)
+    return m.mtp_layers > 0 and args.spec_algorithm in ("NEXTN", "EAGLE") and (not dp or dp == args.model_path)
 
 
 def _listed(v: object) -> list[object]:
