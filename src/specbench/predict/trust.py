@@ -51,6 +51,13 @@ WIDEN: dict[str, float] = {
                            # first 8 of 16), were
                            # off by log RMS 0.21 (max 0.44: EAGLE3 sim 1.5 at c = 4-16, whose verify step costs about
                            # AR's); was 0.15 from h200-moe alone (RMS ~13 %)
+    "kind_hybrid": 0.10,   # a hybrid (Mamba / Gated DeltaNet) model where no store of the GPU had one: the two
+                           # hybrid stores held out that way (h200-sim.db, Qwen3.5-27B, 6 cells; h100-hybrid.db,
+                           # Qwen3.6-27B, 18 cells; benchmarks/RESULTS.md 2026-12-07 fourth session) were off by
+                           # log RMS ~0.08 with the base error and the MTP term inside it: 0.10 rounds it up
+    "method_near": 0.05,   # a method whose drafts have the shape of a calibrated one (MTP's one-layer chain, priced
+                           # from EAGLE's): the MTP cells of the same two stores, with EAGLE calibrated and MTP not,
+                           # were off by log RMS ~0.06, about the base error itself
     "topk": 0.05,          # per doubling of tree width beyond the calibrated: the H100 trees (topk 4 and 8) predicted
                            # from chains only (H200, GPU moved too) were off by log RMS 0.13 over 10 cells, about the
                            # GPU move's own 0.126: 0.05 per doubling is rounded up (was a guess, 0.10)
@@ -206,6 +213,10 @@ def assess(shape: CellShape, accept: float | None, gpu: str, cov: Coverage, base
     return Trust(state, tuple(outside), sigma, sigma_tok)
 
 
+# a method whose step is priced by the same terms as a calibrated one: MTP (NEXTN) is EAGLE with the target's own
+# one-layer head (engines/sglang/formulas.py::resolve_spec rewrites NEXTN to EAGLE; model.py prices both as a chain)
+NEAR_METHOD: dict[str, str] = {"mtp": "eagle"}
+
 # the load dimensions whose constants are global and in roofline units (model.py): measurable in one class, moved to
 # another like a GPU's constants
 MOVABLE = frozenset({"prompt", "batch", "topk", "kv_dtype", "accept"})
@@ -229,11 +240,14 @@ def _distances(shape: CellShape, accept: float | None, cov: Coverage) -> dict[st
             out["accept"] = (WIDEN["accept"] * a,
                              f"accept length {accept:.2f}, calibrated {cov.accept[0]:.2f}-{cov.accept[1]:.2f}")
     if shape.method not in cov.methods:
-        out["method"] = (WIDEN["method"],
-                         f"method {shape.method} never calibrated (calibrated: {', '.join(cov.methods)})")
+        near = NEAR_METHOD.get(shape.method)
+        out["method"] = (WIDEN["method_near"], f"method {shape.method} never calibrated, priced like {near} (its "
+                         f"drafts' shape)") if near in cov.methods else (
+            WIDEN["method"], f"method {shape.method} never calibrated (calibrated: {', '.join(cov.methods)})")
     kind = model_kind(shape.target)
     if kind not in cov.kinds:
-        out["kind"] = (WIDEN["kind"], f"a {kind} model (calibrated: {', '.join(cov.kinds)})")
+        out["kind"] = (WIDEN["kind_hybrid" if kind == "hybrid" else "kind"],
+                       f"a {kind} model (calibrated: {', '.join(cov.kinds)})")
     if shape.topk > cov.topk_max:
         out["topk"] = (WIDEN["topk"] * math.log2(shape.topk / cov.topk_max),
                        f"tree width topk {shape.topk}, calibrated up to {cov.topk_max}")

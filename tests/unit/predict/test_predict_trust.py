@@ -104,6 +104,37 @@ def test_interval_widens_with_the_distance_from_the_calibration():
     assert far.sigma > near.sigma > 0.06 and far.state == near.state == EXTRAPOLATED
 
 
+def test_a_hybrid_kind_and_an_mtp_chain_are_priced_by_what_their_stores_showed():
+    """The H100 hybrid store (Qwen3.6-27B; MTP and DFlash) held out: every speedup inside an interval narrower than a
+    factor 2, where the kind term of the MoE stores (0.20) and the method term of DFlash-from-EAGLE (0.14) made it
+    2.2-2.8x; a hybrid or MTP cell's interval is still wider than a calibrated one's, an MoE cell's wider still."""
+    from dataclasses import replace
+
+    from specbench.predict.trust import WIDEN
+
+    hybrid = str(DATA / "h100-hybrid-sglang-0.5.15.post1" / "h100-hybrid.db")
+    mtp = next(o.shape for o in observations(hybrid) if o.shape.method == "mtp")
+    cov = Coverage(gpus=("H100",), methods=("ar", "block", "eagle"), kinds=("dense", "moe"), tps=(1,),
+                   kv_scales=(1.0,), prompt=(512, 8192), batch=(1, 32), accept=(1.0, 3.5), spec_prompt=(512, 8192),
+                   spec_batch=(1, 32))
+    t = assess(mtp, 2.5, "H100", cov, 0.06, {})
+    assert t.state == EXTRAPOLATED
+    assert any("a hybrid model" in w for w in t.outside) and any("priced like eagle" in w for w in t.outside)
+    assert t.sigma == pytest.approx(math.sqrt(0.06 ** 2 + WIDEN["kind_hybrid"] ** 2 + WIDEN["method_near"] ** 2))
+    lo, hi = t.interval(1.8)
+    assert 1.0 < hi / lo < 2.0
+    calibrated = assess(mtp, 2.5, "H100", replace(cov, methods=("ar", "eagle", "mtp"), kinds=("dense", "hybrid")),
+                        0.06, {})
+    moe = replace(mtp, target=next(o.shape.target for o in observations(
+        str(DATA / "h200-moe-sglang-0.5.15.post1" / "h200-moe.db")) if o.shape.method != "ar"))
+    assert calibrated.sigma < t.sigma < assess(moe, 2.5, "H100", replace(cov, kinds=("dense", "hybrid")), 0.06,
+                                               {}).sigma
+    rows = [r for r in leave_one_store_out([hybrid, *H200, QUICK_STORE, str(CONTEXT / "h100-dflash16.db")])
+            if "h100-hybrid" in r.obs.store and r.speedup is not None]
+    assert len(rows) == 18 and all(r.inside for r in rows)
+    assert all(r.speedup_hi / r.speedup_lo < 2.0 for r in rows)
+
+
 def test_the_shipped_calibration_carries_its_coverage_and_out_of_sample_error():
     cal = shipped()
     assert cal.source.endswith("calibrations/sglang.json")
