@@ -4,7 +4,7 @@ smallest --gpu-memory-utilization (CPU: VLLM_CPU_KVCACHE_SPACE) that start, each
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -64,13 +64,13 @@ class _Replan:
 
 def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Context], VllmPlan], args: VllmArgs,
                  m: ModelSpec, draft: ModelSpec | None, ctx: Context,
-                 tp_sizes: tuple[int, ...]) -> tuple[list[dict], list[dict]]:
+                 tp_sizes: tuple[int, ...]) -> tuple[list[VllmFix], list[VllmTpJson]]:
     """Per TP: the largest --max-num-seqs, the longest --max-model-len and the smallest --gpu-memory-utilization
     (CPU: the smallest VLLM_CPU_KVCACHE_SPACE) that start, each by re-planning with `plan_once`
     (plan.py::plan_once). Returns (fixes nearest first, per-TP table)."""
     r = _Replan(plan_once, m, draft, ctx)
-    fixes: list[dict] = []
-    table: list[dict] = []
+    fixes: list[VllmFix] = []
+    table: list[VllmTpJson] = []
     order = [args.tp] + [t for t in tp_sizes if t != args.tp]
     derived = derived_max_model_len(m, ctx.version, args.hf_overrides_dict)
     gpus = args.tp * max(1, args.dp)  # with data parallelism, another TP keeps the GPUs the launch has
@@ -119,7 +119,7 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
                       # the SGLang-shaped names the plan renderer reads (vLLM's analogues)
                       "max_running_requests": best_mns, "min_mem_fraction_static": min_u,
                       "max_context_length": best_len, "max_draft_tokens": None})
-        cands: list[dict] = []
+        cands: list[dict[str, int | float]] = []
         if base and at.status == "ok":
             cands.append(dict(base))
         if best_mns is not None and best_mns != at.setup.max_num_seqs:
@@ -140,6 +140,31 @@ def per_tp_fixes(plan_once: Callable[[VllmArgs, ModelSpec, ModelSpec | None, Con
     return fixes, table
 
 
+class VllmFix(TypedDict):
+    """One nearest working configuration (plan JSON `fixes[]`): the flags (or VLLM_CPU_KVCACHE_SPACE) it changes and
+    what the launch then plans to."""
+
+    change: dict[str, int | float]
+    result: VllmFixResult
+
+
+class VllmTpJson(TypedDict, total=False):
+    """One row of the per-TP table (plan JSON `per_tp[]`; contracts.py::VllmTpRow reads it back): a TP that cannot be
+    planned has only `tp` and `error`."""
+
+    tp: int
+    error: str | None
+    status_as_requested: str
+    max_num_seqs: int | None
+    max_model_len: int | None
+    min_gpu_memory_utilization: float | None
+    min_cpu_kvcache_space_gib: int | None
+    max_running_requests: int | None
+    min_mem_fraction_static: float | None
+    max_context_length: int | None
+    max_draft_tokens: int | None
+
+
 class _Changed(TypedDict, total=False):
     """The VllmArgs fields a fix's change sets (`VllmArgs.with_` keywords)."""
 
@@ -151,7 +176,7 @@ class _Changed(TypedDict, total=False):
     env: tuple[tuple[str, str], ...]
 
 
-def _apply(a: VllmArgs, ch: dict) -> VllmArgs:
+def _apply(a: VllmArgs, ch: Mapping[str, int | float]) -> VllmArgs:
     kw: _Changed = {}
     for k, val in ch.items():
         if k == "--max-num-seqs":
