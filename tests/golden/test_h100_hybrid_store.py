@@ -13,8 +13,8 @@ import sqlite3
 
 import pytest
 
-from run_helpers import cli as sb
 from paths import DATA, ROOT
+from run_helpers import cli as sb
 from specbench.matrix.expansion import expand
 from specbench.matrix.toml_load import load_matrix
 
