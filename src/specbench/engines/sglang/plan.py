@@ -142,7 +142,7 @@ def plan_sglang(args: SglangArgs, m: ModelSpec, draft: ModelSpec | None, gpu: Gp
     s = resolve_setup(args, m, draft, gpu, version_text)
     w = plan_weights(args, m, draft, s, measured)
     m = w.model
-    b = plan_budget(args, gpu, s, w, measured)
+    b = plan_budget(args, gpu, s, w, measured, draft)
     if start is not None:
         return _failed(_budget_plan(args, gpu, s, w, b, Mamba(), args.kv_cache_dtype or "auto"), start.error,
                        "start_check")

@@ -33,7 +33,7 @@ from specbench.specs.gpu import GpuSpec, context_overhead
 from specbench.specs.header_weights import WEIGHTS_SOURCE, header_weight_bytes
 from specbench.specs.int_values import int_group_value_bytes, marlin_fp8_value_bytes
 from specbench.specs.model_types import ModelSpec
-from specbench.specs.quant import as_fp8_marlin, scheme_for_flag
+from specbench.specs.quant import Scheme, as_fp8_marlin, scheme_for_flag
 from specbench.specs.weights import draft_model_bytes, mtp_draft_bytes, weight_bytes
 
 # SGLang keeps the rotary cos/sin cache in fp32 on CUDA (layers/rotary_embedding/base.py@0.5.15.post1)
@@ -256,9 +256,46 @@ class Budget:
     at_sizing_gib: float         # A
     slack_gib: float
     rest_gib: float              # R
+    dflash_kv_copy_gib: float = 0.0  # the DFLASH worker's copy of its drafter's K/V weights (taken from A)
 
 
-def plan_budget(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, measured: Measured) -> Budget:
+def dflash_kv_weight_copy_bytes(draft: ModelSpec | None, s: Setup, gpu: GpuSpec) -> int:
+    """What the DFLASH worker allocates after the drafter's `Load weight end` and before the target pool is sized.
+
+    scheduler.py::Scheduler.init_model_worker@0.5.15.post1 builds the draft worker (maybe_init_draft_worker) before
+    init_memory_pools; speculative/dflash_worker_v2.py::DFlashWorkerV2.__init__ -> _init_fused_kv_helper@0.5.15.post1
+    builds speculative/triton_ops/fused_kv_materialize.py::FusedKVMaterializeHelper.__init__@0.5.15.post1, which keeps
+    `flat_kv_weight_t = torch.stack(kv_weights).reshape(n_layers*2*kv_size, -1).transpose(0, 1).contiguous()`: a
+    copy of every draft layer's K and V rows of qkv_proj, n_layers x 2*kv_heads_per_rank*head_dim x hidden in the
+    drafter's dtype (kv_heads_per_rank = max(1, H_kv // tp): models/dflash.py::DFlashAttention.__init__@0.5.15.post1).
+    The torch.stack temporary is freed and handed back by get_available_gpu_memory's empty_cache before
+    model_runner_kv_cache_mixin.py::_profile_available_bytes@0.5.15.post1 reads the free memory; k_norm_weights
+    ([n_layers, head_dim]) and eps are a few KiB. The rope rows `_ensure_rope_cache(context_len + block - 1)` may add
+    were already reserved at load (utils/common.py::reserve_rope_cache_for_long_sequences@0.5.15.post1), inside the
+    logged draft weights.
+    Only where the fused path is taken: CUDA or ROCm, a drafter class that supports it (DFlashDraftModel;
+    DFlashLagunaForCausalLM sets supports_fused_context_kv = False), every qkv_proj unquantized and without bias
+    (speculative/dflash_utils.py::can_dflash_use_fused_qkv_proj@0.5.15.post1), neox-style rope. Checked on the
+    recorded boots: Qwen3.6-27B + its SpecForge 5-layer drafter (100 MiB at TP 1, 50 MiB per rank at TP 2) and
+    Qwen3-8B + its drafter (80 MiB), tests/golden/test_sglang_dflash_kv_copy.py."""
+    # 0.5.13 (planned by 0.5.15's row) still loads the drafter after the pool is sized, as plan_budget's draft_before
+    if not (s.rules.dflash_kv_weight_copy and s.spec.algorithm in DFLASH_FAMILY and draft is not None
+            and s.version >= (0, 5, 14)):
+        return 0
+    if draft.architecture == "DFlashLagunaForCausalLM" or draft.quant.method is not None or draft.attention_bias:
+        return 0
+    raw = draft.raw or {}
+    if not bool(raw.get("rope_is_neox_style", raw.get("is_neox_style", True))):
+        return 0
+    if gpu.vendor not in ("nvidia", "amd") or draft.num_layers <= 0:
+        return 0
+    kv_heads = max(1, draft.num_kv_heads // max(1, s.tp))
+    itemsize = Scheme.dense(draft.dtype).bytes_per_param
+    return int(draft.num_layers * 2 * kv_heads * draft.head_dim * draft.hidden_size * itemsize)
+
+
+def plan_budget(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, measured: Measured,
+                draft: ModelSpec | None = None) -> Budget:
     tp = s.tp
     ov = context_overhead(gpu, tp)
     if measured.avail_before_load_gib is not None:
@@ -272,12 +309,14 @@ def plan_budget(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, measured: 
     draft_before = s.version >= (0, 5, 14)
     other = measured.other_resident_gib if measured.other_resident_gib is not None \
         else other_resident_gib(s.rules, s.context_len)
-    A = B - w.gib - (w.draft_gib if draft_before else 0.0) - other
+    # the DFLASH worker's copy of its drafter's K/V weights, made before the pool is sized (dflash_kv_weight_copy_bytes)
+    copy = dflash_kv_weight_copy_bytes(draft, s, gpu) / GIB
+    A = B - w.gib - (w.draft_gib if draft_before else 0.0) - other - copy
     slack = B * (1 - s.mem_fraction)
     # kv_cache_configurator.py::mm_runtime_reservation_gb (0.5.18+): SGLANG_VLM_CACHE_SIZE_MB, default 100 MB, kept
     # back for multimodal models (the feature-cache term only applies to cuda_ipc/cuda_vmm transports)
     mm = s.rules.vlm_cache_reserve_gib if (w.model.is_multimodal and w.include_vision) else 0.0
-    return Budget(B, b_src, round(ov_gib, 3), ov_src, draft_before, A, slack, A - slack - mm)
+    return Budget(B, b_src, round(ov_gib, 3), ov_src, draft_before, A, slack, A - slack - mm, copy)
 
 
 def no_memory_error(s: Setup, b: Budget) -> str | None:

@@ -28,6 +28,11 @@ class SglangRules:
     #                                 (100 MB) kept back for multimodal models; none before 0.5.18
     no_memory_checked_first: bool   # 0.5.14+: R <= 0 is a ValueError naming the weights before the pools; 0.5.12
     #                                 fails inside the pools
+    dflash_kv_weight_copy: bool     # the DFLASH worker copies its drafter's K/V projection weights before the target
+    #                                 pool is sized (speculative/dflash_worker_v2.py::DFlashWorkerV2._init_fused_kv_helper
+    #                                 @0.5.15.post1; plan_stages.py::dflash_kv_weight_copy_bytes); the 0.5.12 line loads
+    #                                 the drafter after the target pool is sized (nothing to count); 0.5.23 not re-read:
+    #                                 taken as 0.5.15's
     # speculative decoding with hybrid models (plan_stages.py::choose_mamba / _overlap_schedule)
     spec_refuses_no_buffer_radix: bool  # server_args.py@0.5.12.post1: speculative + no_buffer + radix cache refused
     dflash_without_overlap: bool    # server_args.py@0.5.12.post1: DFLASH always runs without the overlap scheduler
@@ -49,22 +54,22 @@ class SglangRules:
 
 V0512 = SglangRules(
     era="v0512", read="0.5.12.post1", upto=(0, 5, 12), fixed_other_resident_gib=0.05, vlm_cache_reserve_gib=0.0,
-    no_memory_checked_first=False, spec_refuses_no_buffer_radix=True, dflash_without_overlap=True,
-    eagle_overlap_needs_spec_v2=True, dflash_draft_cell="layer_scaled", eagle_draft_cell="none",
-    sizes_kv_less_models=False, mamba_scratch_before_split=True, mamba_main_extra_slot=0,
+    no_memory_checked_first=False, dflash_kv_weight_copy=False, spec_refuses_no_buffer_radix=True,
+    dflash_without_overlap=True, eagle_overlap_needs_spec_v2=True, dflash_draft_cell="layer_scaled",
+    eagle_draft_cell="none", sizes_kv_less_models=False, mamba_scratch_before_split=True, mamba_main_extra_slot=0,
     mrr_per_dp_at_least_one=False, conv_window_dedup=False)
 V0515 = SglangRules(
     era="v0515", read="0.5.15.post1", upto=(0, 5, 17), fixed_other_resident_gib=None, vlm_cache_reserve_gib=0.0,
-    no_memory_checked_first=True, spec_refuses_no_buffer_radix=False, dflash_without_overlap=False,
-    eagle_overlap_needs_spec_v2=False, dflash_draft_cell="layer_scaled", eagle_draft_cell="ratio",
-    sizes_kv_less_models=False, mamba_scratch_before_split=False, mamba_main_extra_slot=0,
+    no_memory_checked_first=True, dflash_kv_weight_copy=True, spec_refuses_no_buffer_radix=False,
+    dflash_without_overlap=False, eagle_overlap_needs_spec_v2=False, dflash_draft_cell="layer_scaled",
+    eagle_draft_cell="ratio", sizes_kv_less_models=False, mamba_scratch_before_split=False, mamba_main_extra_slot=0,
     mrr_per_dp_at_least_one=False, conv_window_dedup=True)
 V0523 = SglangRules(
     era="v0523", read="0.5.23", upto=(99, 0, 0), fixed_other_resident_gib=None, vlm_cache_reserve_gib=100 / 1024,
-    no_memory_checked_first=True, spec_refuses_no_buffer_radix=False, dflash_without_overlap=False,
-    eagle_overlap_needs_spec_v2=False, dflash_draft_cell="own_dtype", eagle_draft_cell="floor_share",
-    sizes_kv_less_models=True, mamba_scratch_before_split=False, mamba_main_extra_slot=1,
-    mrr_per_dp_at_least_one=True, conv_window_dedup=True)
+    no_memory_checked_first=True, dflash_kv_weight_copy=True, spec_refuses_no_buffer_radix=False,
+    dflash_without_overlap=False, eagle_overlap_needs_spec_v2=False, dflash_draft_cell="own_dtype",
+    eagle_draft_cell="floor_share", sizes_kv_less_models=True, mamba_scratch_before_split=False,
+    mamba_main_extra_slot=1, mrr_per_dp_at_least_one=True, conv_window_dedup=True)
 RULES = (V0512, V0515, V0523)
 
 
