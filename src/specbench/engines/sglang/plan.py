@@ -98,6 +98,9 @@ class SglangPlan:
     weights_quant_label: str
     swa_k_size_gib: float | None = None   # hybrid SWA pool: K / V of the SWA layers (k_size_gib: the full layers')
     swa_v_size_gib: float | None = None
+    # DFLASH (0.5.14+): the worker's copy of its drafter's K/V weights, taken from the free memory before the pools
+    # are sized (plan_stages.py::dflash_kv_weight_copy_bytes); 0 for every other launch
+    draft_kv_weight_copy_gib: float = 0.0
 
     def memory_split(self) -> MemorySplit:
         """Weights, drafter weights, the Mamba / GDN state pools (conv + ssm + the speculative intermediate state and
@@ -195,6 +198,7 @@ def _budget_plan(args: SglangArgs, gpu: GpuSpec, s: Setup, w: Weights, b: Budget
         weights_estimate_gib=round(w.estimate_gib, 3), draft_weights_gib=w.draft_gib,
         draft_weights_source=w.draft_source, draft_loaded_before_sizing=b.draft_before_sizing,
         avail_at_sizing_gib=round(b.at_sizing_gib, 3), slack_gib=round(b.slack_gib, 3), rest_gib=round(b.rest_gib, 3),
+        draft_kv_weight_copy_gib=round(b.dflash_kv_copy_gib, 3),
         spec_algorithm=s.spec.algorithm, draft_tokens=s.spec.num_draft_tokens,
         chunked_prefill_size=s.defaults.chunked_prefill_size, cuda_graph_max_bs=s.defaults.decode_max_bs,
         graph_reserve_gib=round(s.defaults.graph_reserve_mb / 1024, 3),

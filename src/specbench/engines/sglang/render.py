@@ -26,6 +26,9 @@ def render_plan(p: PlanResult, con: Console) -> None:
         t.add_row("draft weights", fmt(p.draft_weights_gib),
                   f"{x.get('draft_weights_source')}; loaded "
                   f"{'before' if x.get('draft_loaded_before_sizing') else 'after'} pool sizing")
+    if x.get("draft_kv_weight_copy_gib"):
+        t.add_row("drafter K/V weight copy", fmt(x.get("draft_kv_weight_copy_gib")),
+                  "DFLASH's fused K/V helper copies the drafter's K/V rows before the pools are sized")
     t.add_row("runtime slack B·(1−f)", fmt(x.get("slack_gib")), f"mem_fraction_static={p.mem_fraction_static}"
               + (" (engine default)" if x.get("mem_fraction_defaulted") else ""))
     t.add_row("rest for pools (R)", fmt(x.get("rest_gib")), "free at sizing − slack")
