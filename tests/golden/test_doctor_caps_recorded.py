@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from paths import DATA
-from specbench.contracts import DiagnosisSummary
+from specbench.diagnosis_contract import DiagnosisSummary
 from specbench.doctor.doctor import diagnose_file, diagnose_text
 
 LOGS = sorted(DATA.rglob("*.log"))

@@ -31,7 +31,7 @@ from specbench.specs.gpu import find_gpu
 
 
 class DiagnosisJson(TypedDict):
-    """`specbench doctor LOG --json` (docs/contracts.md; read back by contracts.py::DiagnosisSummary). The nested
+    """`specbench doctor LOG --json` (docs/contracts.md; read back by diagnosis_contract.py::DiagnosisSummary). The nested
     objects are the JSON forms their own types write: Failure.to_dict, LogFacts.to_dict, Fix.to_json,
     BudgetRow.to_dict, PlanResult.to_json, LogWarning.to_dict."""
     status: str  # "started" | "failed" | "unknown"

@@ -62,7 +62,7 @@ class Cap:
 
 
 class WarningJson(TypedDict):
-    """One warning in doctor --json (LogWarning.to_dict; contracts.py::StartupWarning reads it back)."""
+    """One warning in doctor --json (LogWarning.to_dict; diagnosis_contract.py::StartupWarning reads it back)."""
     kind: str
     message: str
     fixes: list[WarningFix]

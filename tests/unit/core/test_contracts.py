@@ -12,15 +12,14 @@ import pytest
 from paths import DATA, ROOT
 from specbench.contracts import (
     BudgetRow,
-    DiagnosisSummary,
     EnginePlan,
     Fix,
     PlanOptions,
     PlanResult,
     SglangTpRow,
-    StartupWarning,
     VllmTpRow,
 )
+from specbench.diagnosis_contract import DiagnosisSummary, StartupWarning
 from specbench.doctor.diff import diff
 from specbench.doctor.doctor import diagnose_file
 from specbench.engines.command import read_command
