@@ -135,12 +135,8 @@ def test_a_server_enforcing_its_api_key_passes_readiness_and_serves_the_cells(tm
     """The instant server with `--enforce-api-key` answers 401 to any /v1 request without `Authorization: Bearer
     KEY`, as vLLM and SGLang do with --api-key: the runner's probes, read-back and load all carry the key."""
     m = _matrix(tmp_path / "m.toml", tok, extra_cmd=("--enforce-api-key",))
-    store = tmp_path / "r.sqlite"
-    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    r, (status, n) = _run_one_cell(m, "(SELECT count(*) FROM requests WHERE error IS NULL)")
     assert r.returncode == 0, r.stderr
-    con = sqlite3.connect(store)
-    (status, n), = con.execute("SELECT status, (SELECT count(*) FROM requests WHERE error IS NULL) FROM cells")
-    con.close()
     assert status == "done" and n == 2
     assert API_KEY not in r.stdout + r.stderr
 
@@ -149,13 +145,21 @@ def test_the_matrix_api_key_is_the_one_sent(tmp_path: Path, tok: Path) -> None:
     """`api_key` in the matrix wins over the launch command's: a wrong one fails readiness on the 401s."""
     m = _matrix(tmp_path / "m.toml", tok, extra_cmd=("--enforce-api-key",), ready_s=4)
     m.write_text(m.read_text().replace('name = "secrets"', 'name = "secrets"\napi_key = "not-the-key-0000"'))
-    store = tmp_path / "r.sqlite"
-    r = cli("run", str(m), "--store", str(store), "--no-progress")
+    r, (status, reason) = _run_one_cell(m, "reason")
     assert r.returncode == 1, r.stderr
+    assert status == "failed" and "401" in str(reason)
+
+
+def _run_one_cell(matrix: Path, column: str) -> tuple[subprocess.CompletedProcess[str], tuple[str, object]]:
+    """`specbench run` of a one-cell matrix into a store beside it: the process, and its cell's status and `column`."""
+    store = matrix.with_suffix(".sqlite")
+    r = cli("run", str(matrix), "--store", str(store), "--no-progress")
     con = sqlite3.connect(store)
-    (status, reason), = con.execute("SELECT status, reason FROM cells")
-    con.close()
-    assert status == "failed" and "401" in reason
+    try:
+        (row,) = con.execute(f"SELECT status, {column} FROM cells").fetchall()
+    finally:
+        con.close()
+    return r, (row[0], row[1])
 
 
 def test_same_matrix_with_another_key_is_the_same_cell(tmp_path: Path, tok: Path) -> None:
