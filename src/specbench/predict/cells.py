@@ -10,6 +10,7 @@ max_running_requests. The class key reads two launch flags by their spelling, wh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,7 @@ def model(source: str) -> ModelSpec:
 
 
 def _int(v: Any, default: int) -> int:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
 
 
 def kv_scale(argv: Sequence[str], target: ModelSpec) -> float:

@@ -23,6 +23,7 @@ Simulated acceptance is stated (`simulated`), not warned: it is a method, named 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +70,7 @@ class Integrity:
 
 
 def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 def _float(v: Any) -> float | None:

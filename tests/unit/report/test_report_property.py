@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from specbench.matrix.store import SCHEMA
@@ -78,6 +79,8 @@ def test_tables_markdown_and_html_never_raise(rows: list[dict[str, Any]]) -> Non
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example([{"tp": None, "label": None, "algorithm": None, "status": None, "metrics": {"failed": math.inf},
+           "client": None, "diagnosis": None, "log": None, "plan": None}])  # found once: int(inf) in the integrity
 @given(st.lists(cells(), min_size=1, max_size=6))
 def test_whole_report_with_plots_never_raises(rows: list[dict[str, Any]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
