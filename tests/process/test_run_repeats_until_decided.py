@@ -279,14 +279,16 @@ repeat_across_boots = true""")
 def test_sigkill_and_ctrl_c_mid_round_lose_no_repeat_and_rerun_none(tmp_path: Path, tok: Path) -> None:
     # AR (2 to 4 repeats until decided) against a speculative configuration measured once: that comparison has no
     # interval, so it stays open and AR gets a repeat every round until its max (rounds 1 and 2), each round one
-    # boot that runs AR's two cells (c=1, then c=2) for over a second each
+    # boot that runs AR's two cells (c=1, then c=2) for over two seconds each: the signal must land while the second
+    # one runs, after a poll of the store and a signal delivery on a loaded 2-core machine (at 20 ms steps, about a
+    # second, the whole round once finished before the SIGINT arrived)
     m = _matrix(tmp_path / "kill.toml", tok, AR + SPEC, """concurrency = [1, 2]
 num_requests = 8
 repeats = {min = 2, max = 4}
 
 [[override]]
 when = { spec = "spec" }
-client = { repeats = 1 }""", step_ms=20.0)
+client = { repeats = 1 }""", step_ms=40.0)
     store = tmp_path / "r.sqlite"
 
     def start() -> subprocess.Popen[str]:
