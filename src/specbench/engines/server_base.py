@@ -85,20 +85,20 @@ def setting_table(settings: Mapping[str, object], key: str) -> Mapping[str, obje
 def as_int(value: object) -> int:
     """`int(value)` for a setting the matrix schema validated as a number (or its string); a one-line error else
     (an override's `server` values reach here unchecked)."""
-    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
-        try:
-            return int(value)
-        except ValueError:
-            pass
-    raise UserError(f"server setting: not a number: {value!r}")
+    return int(_number(value, int))
 
 
 def as_float(value: object) -> float:
     """`float(value)` for a setting the matrix schema validated as a number (or its string)."""
+    return float(_number(value, float))
+
+
+def _number(value: object, cast: type[int] | type[float]) -> int | float:
+    """`cast(value)`, or the one-line error for anything that is no finite number (a bool, a table, "x", inf)."""
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
         try:
-            return float(value)
-        except ValueError:
+            return cast(value)
+        except (ValueError, OverflowError):
             pass
     raise UserError(f"server setting: not a number: {value!r}")
 

@@ -16,7 +16,7 @@ def test_values_of_the_right_type_pass():
     assert setting_table({"env": {"A": "1"}}, "env") == {"A": "1"} and setting_table({}, "flags") == {}
 
 
-@pytest.mark.parametrize("call,value", [(as_opt_int, 4096.5), (as_opt_int, True), (as_opt_int, "4096"),
+@pytest.mark.parametrize("call,value", [(as_int, float("inf")), (as_opt_int, 4096.5), (as_opt_int, True), (as_opt_int, "4096"),
                                         (as_int, "three"), (as_int, None), (as_int, False), (as_float, "x"),
                                         (as_float, [1.0])])
 def test_a_wrong_value_is_a_one_line_user_error(call, value):
