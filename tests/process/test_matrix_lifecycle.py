@@ -186,3 +186,52 @@ def test_who_holds_the_port_and_a_killed_server_is_reaped_within_the_grace(tmp_p
         assert port_holder(port, p.pid) == "nobody"
     finally:
         p.stop(grace_s=5)
+
+
+def test_a_ctrl_c_while_the_watchdog_stops_the_marked_processes_reaches_the_caller(tmp_path: Path) -> None:
+    """A Ctrl-C that lands in `Watchdog.close()` (the watchdog giving a marked process its SIGTERM grace) was
+    absorbed there, and a matrix run went on to its next round. It now kills what carries the mark at once, reaps
+    the watchdog and raises. The signal is sent on an event: the marked process's line that it ignored the SIGTERM."""
+    import signal
+    import subprocess
+    import threading
+
+    from specbench.matrix import identity
+    from specbench.matrix.watchdog import Watchdog, _alive
+
+    mark = identity.new_mark()
+    said = tmp_path / "said.txt"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import os, signal, sys, time\n"
+         "f = open(sys.argv[1], 'a')\n"
+         "signal.signal(signal.SIGTERM, lambda *a: (f.write('ignored SIGTERM\\n'), f.flush()))\n"
+         "f.write('up\\n'); f.flush()\ntime.sleep(600)\n", str(said)],
+        env={**os.environ, identity.MARK_ENV: mark}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "up" not in (said.read_text() if said.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dog = Watchdog(mark, grace_s=300.0)
+        assert dog.popen is not None
+        watchdog = dog.popen
+
+        def ctrl_c_once_terminated() -> None:
+            end = time.monotonic() + 120
+            while "ignored SIGTERM" not in said.read_text() and time.monotonic() < end:
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        sender = threading.Thread(target=ctrl_c_once_terminated)
+        sender.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            dog.close(wait_s=300.0)
+        sender.join()
+        assert time.monotonic() - t0 < 120  # not the 300 s grace: the Ctrl-C ended the wait
+        assert watchdog.returncode is not None  # reaped
+        child.wait(timeout=30)
+        assert not _alive(child.pid)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -63,7 +63,9 @@ class StallWatch:
             try:
                 await self._task
             except asyncio.CancelledError:
-                pass
+                cancelling = getattr(asyncio.current_task(), "cancelling", None)  # Python >= 3.11
+                if cancelling is not None and cancelling():  # this task was cancelled too (asyncio.run's answer to
+                    raise                                     # a Ctrl-C): never absorbed here
         return Stalls(self._longest, self._total)
 
 

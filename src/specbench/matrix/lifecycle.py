@@ -176,8 +176,10 @@ class ServerProcess:
                 self._kill_now()
         try:
             self.popen.wait(timeout=5)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        except subprocess.TimeoutExpired:
             pass
+        except KeyboardInterrupt:  # the group is already gone or killed: the Ctrl-C stops the run after the records
+            self.stop_interrupted = True
         self._stop_descendants()
         return how
 
@@ -190,10 +192,13 @@ class ServerProcess:
         except KeyboardInterrupt:
             self.stop_interrupted = True
             stop_marked(self.mark, grace_s=0.0)
-        if self.watchdog is not None:
-            self.watchdog.close()
-        if self._pump is not None:
-            self._pump.join(timeout=2.0)
+        try:  # a Ctrl-C while the watchdog or the log pump winds down is kept, never absorbed: the run must stop
+            if self.watchdog is not None:
+                self.watchdog.close()
+            if self._pump is not None:
+                self._pump.join(timeout=2.0)
+        except KeyboardInterrupt:
+            self.stop_interrupted = True
 
     def _kill_now(self) -> None:
         """SIGKILL the group and wait (up to 10 s) until it is gone; further Ctrl-Cs do not stop the wait."""

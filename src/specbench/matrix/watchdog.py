@@ -80,6 +80,7 @@ class Watchdog:
     """The runner's end of one watchdog: `close()` (or the runner's death) makes it stop the mark's processes."""
 
     def __init__(self, mark: str, grace_s: float = 5.0):
+        self.mark = mark
         env = {k: v for k, v in os.environ.items() if k != "SPECBENCH_SERVER_MARK"}
         src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -102,9 +103,14 @@ class Watchdog:
             pass
         try:
             p.wait(timeout=wait_s)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        except subprocess.TimeoutExpired:
             p.kill()
             p.wait(timeout=5)
+        except KeyboardInterrupt:  # a Ctrl-C mid-stop is never absorbed: the marked processes are killed here at
+            p.kill()               # once, the watchdog reaped, and the Ctrl-C goes on to the caller
+            p.wait(timeout=5)
+            stop_marked(self.mark, grace_s=0.0)
+            raise
 
 
 def main() -> None:

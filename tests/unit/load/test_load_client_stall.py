@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from proc_helpers import free_port
 from run_helpers import ROOT, _matrix_head, make_tokenizer, rows, wait
 from specbench.load.stall import STALLED_SHARE_MAX, Stalls, StallWatch, client_stall_metrics
@@ -91,3 +93,31 @@ warmup_requests = 0
     assert metrics["client_stalled_share"] > STALLED_SHARE_MAX
     assert "held off its event loop" in metrics["client_warning"]
     assert f"note: ar tp=1 c=1: {metrics['client_warning']}" in " ".join(out.split()), out
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() (asyncio.run's Ctrl-C is a cancel) is 3.11+")
+def test_a_cancel_of_the_load_that_lands_while_the_stall_watch_stops_is_not_absorbed() -> None:
+    """asyncio.run answers a Ctrl-C by cancelling the load's task; landing while `StallWatch.stop()` awaited its own
+    cancelled watch, it was swallowed there, the load returned normally and the run went on. It propagates now."""
+    async def load() -> str:
+        watch = StallWatch()
+        watch.start()
+        await asyncio.sleep(0)
+        me = asyncio.current_task()
+        assert me is not None
+        asyncio.get_running_loop().call_soon(me.cancel)  # runs while stop() awaits the cancelled watch
+        await watch.stop()
+        return "absorbed"
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(load())
+
+
+def test_the_stall_watch_still_stops_quietly_when_only_it_is_cancelled() -> None:
+    async def load() -> float:
+        watch = StallWatch()
+        watch.start()
+        await asyncio.sleep(0.01)
+        return (await watch.stop()).total_s
+
+    assert asyncio.run(load()) >= 0.0
