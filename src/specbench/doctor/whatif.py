@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
-from specbench.contracts import PlanOptions
+from specbench.contracts import PlanOptions, PlanResult
 from specbench.doctor.doctor import PlanFacts, facts_for_plan, infer_version, parse_raw, read_log
 from specbench.engines.base import engine
 from specbench.engines.command import read_command
 from specbench.errors import UserError
-from specbench.plan.api import plan_command
+from specbench.plan.api import plan_result
 
 # option -> (plan key, the key inside `budget` when the top level has none, how it moves: "ratio" | "delta")
 MEASURED: dict[str, tuple[str, str | None, str]] = {
@@ -54,12 +54,13 @@ class WhatIf:
     record: FromLog
 
 
-def _estimate(out: Mapping[str, object], option: str) -> float | None:
-    """A measured option's estimate in a plan (plan.api::plan_command's JSON), top level or in its `budget`."""
+def _estimate(plan: PlanResult, option: str) -> float | None:
+    """A measured option's estimate in a plan: its field, else the engine's key (`extra`, top level or in its
+    `budget`), as `plan --json` prints them."""
     key, budget_key, _ = MEASURED[option]
-    val = out.get(key)
+    val = getattr(plan, key) if key in PlanResult.shared_keys() else plan.extra.get(key)
     if val is None and budget_key is not None:
-        budget = out.get("budget")
+        budget = plan.extra.get("budget")
         val = budget.get(budget_key) if isinstance(budget, Mapping) else None
     return float(val) if isinstance(val, (int, float)) else None
 
@@ -146,13 +147,13 @@ def _same_launch_kind(facts: PlanFacts, cmd: list[str]) -> None:
                         f"move to the other (nor its release); plan CMD without --from-log, or give a {cmd_engine} log")
 
 
-def _same_model(facts: PlanFacts, est_cmd: Mapping[str, object], cmd_config: str | None) -> bool:
+def _same_model(facts: PlanFacts, est_cmd: PlanResult, cmd_config: str | None) -> bool:
     """Measured weights and memory hold for the checkpoint that was loaded: CMD must load the same one. Refused
     naming both when the log's model resolves to other shapes than CMD's; True when both resolve (and agree),
     False when the log's model cannot be read here (then its weights decide: `_weights_match`)."""
-    log_model, cmd_model = facts.get("model"), est_cmd.get("model")
+    log_model, cmd_model = facts.get("model"), est_cmd.model
     log_shape = _shape(facts.get("model_config"))
-    cmd_shape = _shape(cmd_config or (cmd_model if isinstance(cmd_model, str) else None))
+    cmd_shape = _shape(cmd_config or cmd_model or None)
     if log_shape is None or cmd_shape is None:
         return False
     if log_shape != cmd_shape:
@@ -197,24 +198,24 @@ def measured_from_log(path: str, cmd: list[str]) -> PlanFacts:
             "gpu_total_gib": facts.total_gpu_memory_gib if facts.device != "cpu" else None}
 
 
-def _plan_log_launch(log_argv: list[str], log_opts: PlanOptions, est_cmd: Mapping[str, object],
-                     record: FromLog) -> tuple[Mapping[str, object] | None, str | None]:
+def _plan_log_launch(log_argv: list[str], log_opts: PlanOptions, est_cmd: PlanResult,
+                     record: FromLog) -> tuple[PlanResult | None, str | None]:
     """The planner's estimates for the log's own launch; when its model path does not resolve here (a folder on
     the machine that wrote the log), with CMD's model in its place, said in the notes."""
     from specbench.specs.resolve import resolve_config_path
 
     try:
-        return plan_command(log_argv, log_opts), None
+        return plan_result(log_argv, log_opts), None
     except UserError as exc:
         why = str(exc)
-    if log_opts.model_config is None and est_cmd.get("model"):
+    if log_opts.model_config is None and est_cmd.model:
         try:
-            cfg = str(resolve_config_path(str(est_cmd["model"])))
-            out = plan_command(log_argv, replace(log_opts, model_config=cfg))
+            cfg = str(resolve_config_path(est_cmd.model))
+            out = plan_result(log_argv, replace(log_opts, model_config=cfg))
         except UserError as exc:
             return None, f"{why}; with CMD's model: {exc}"
         record["notes"].append(f"the log's model path does not resolve here; its launch is re-planned with CMD's "
-                               f"model ({est_cmd['model']})")
+                               f"model ({est_cmd.model})")
         return out, None
     return None, why
 
@@ -243,7 +244,7 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str], g
         return WhatIf(argv, _with(base, measured), record)
     log_argv = facts.get("argv")
     est_log = None
-    est_cmd = plan_command(argv, _bare(base))   # CMD itself must plan: its errors are the user's to see
+    est_cmd = plan_result(argv, _bare(base))   # CMD itself must plan: its errors are the user's to see
     resolved_same = _same_model(facts, est_cmd, opts.model_config)
     if log_argv:
         est_log, why = _plan_log_launch(log_argv, _bare(replace(base, model_config=opts.model_config
@@ -256,7 +257,7 @@ def what_if(log_path: str, cmd: list[str], opts: PlanOptions, given: set[str], g
                                "as measured (same TP and batch shape assumed)")
     if not resolved_same:
         record["notes"].append(_weights_match(facts, measured, _estimate(est_log or est_cmd, "weights_gib"),
-                                              est_cmd.get("model")))
+                                              est_cmd.model))
     applied: dict[str, float] = {}
     for option, value in measured.items():
         if est_log is None or est_cmd is None:
