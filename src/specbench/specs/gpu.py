@@ -160,6 +160,13 @@ PERF: tuple[GpuPerf, ...] = (
     GpuPerf("H800", 3350, 989, "the H100 SXM's memory and tensor cores (NVIDIA H800 datasheet)"),
     GpuPerf("H20", 4000, 148, "NVIDIA H20 datasheet (4.0 TB/s HBM3, BF16 dense 148 TFLOPS)"),
     GpuPerf("B200", 8000, 2250, "NVIDIA HGX B200 datasheet (8 TB/s HBM3e, BF16 dense 2.25 PFLOPS per GPU)"),
+    # Blackwell in Grace superchips and Blackwell Ultra, per GPU, dense: glennklockwood.com/garden/processors/B200
+    # (the GB200 variant at 1,200 W: BF16 matrix 2,500 TFLOPS, 8 TB/s) and verda.com/blog/gb300-nvl72-architecture's
+    # per-GPU table (B300: BF16 2.25 PFLOPS, 7.7 TB/s; GB300: BF16 2.5 PFLOPS, 8 TB/s)
+    GpuPerf("GB200", 8000, 2500, "the GB200 variant of B200 at 1,200 W (8 TB/s HBM3e, BF16 dense 2.5 PFLOPS)"),
+    GpuPerf("B300", 7700, 2250, "NVIDIA B300 per-GPU figures (7.7 TB/s HBM3e, BF16 dense 2.25 PFLOPS)"),
+    GpuPerf("GB300", 8000, 2500, "NVIDIA GB300 per-GPU figures (8 TB/s HBM3e, BF16 dense 2.5 PFLOPS)"),
+    GpuPerf("A800", 2039, 312, "the A100 SXM 80GB's memory and tensor cores (NVIDIA A800 datasheet: NVLink cut only)"),
     GpuPerf("A100 80GB", 2039, 312, "NVIDIA A100 datasheet (SXM 80GB: 2,039 GB/s, BF16 dense 312 TFLOPS)"),
     GpuPerf("A100 40GB", 1555, 312, "NVIDIA A100 datasheet (SXM 40GB: 1,555 GB/s, BF16 dense 312 TFLOPS)"),
     GpuPerf("L40S", 864, 362, "NVIDIA L40S datasheet (864 GB/s GDDR6, BF16 733 TFLOPS with sparsity = 362 dense)"),
