@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -52,6 +53,14 @@ from engine_boot import BOOTS, SELF_DRAFT_TOKENS, Server, models_dir
 from proc_helpers import free_port
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
+
+# Ctrl-C as a user's terminal sends it: a suite started in the background of a non-interactive shell (`make test &`,
+# `nohup ... &`) inherits SIGINT ignored, and then Python installs no KeyboardInterrupt handler, here nor in any
+# `specbench` process a test starts (an ignored signal stays ignored across exec). The tests that press Ctrl-C on a
+# run (or on themselves) then saw it do nothing: a resumed run went on to exit 0. The handler set here is reset to
+# the default in every child at exec, so each child gets its own KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHARED_SERVERS = ("self_draft_server", "hybrid_server")
 ENGINE_GROUP = "engine"  # the xdist group of every `engine` test
