@@ -4,6 +4,7 @@
 # then the validation matrices, each store resumed by the next call if the deadline cuts it.
 # usage: bash tools/gpu/context_runs.sh STEP DEADLINE_S      STEP: quick | context | dflash | dflash8 | fp8kv | c64 |
 #   tree8 | moe (examples/h100-sglang-qwen3-moe-eagle3.toml: the Qwen3-30B-A3B target, its folders written here) |
+#   moeu (examples/h100-sglang-qwen3-moe-uniform.toml: the same with SGLANG_SIMULATE_UNIFORM_EXPERTS=1) |
 #   hybrid (examples/h100-sglang-qwen36-27b-hybrid.toml: Qwen3.6-27B and its DFlash drafter, the folders
 #   `run_boots.sh .devwhl-b 0` writes with the stand-in processor)
 # The matrices name gpu = "H100"; on an H200 the copies under /tmp/mx name "H200" (nvidia-smi says which).
@@ -19,6 +20,7 @@ for m in context dflash dflash8 fp8kv c64 tree8; do
   sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-8b-$m.toml > /tmp/mx/$m.toml
 done
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-eagle3.toml > /tmp/mx/moe.toml
+sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-uniform.toml > /tmp/mx/moeu.toml
 # the hybrid 27B: c <= 4 on 80 GB, its H200 twin goes to c = 32
 if [ $gpu = H200 ]; then cp examples/h200-sglang-qwen36-27b-hybrid.toml /tmp/mx/hybrid.toml
 else sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen36-27b-hybrid.toml > /tmp/mx/hybrid.toml; fi
@@ -40,7 +42,7 @@ case "$step" in
       sb predict /tmp/mx/context.toml --calibration $OUT/quick.calibration.json > $OUT/prediction-quick-context.txt 2>&1
       head -30 $OUT/prediction-quick-context.txt
     fi ;;
-  context|dflash|dflash8|fp8kv|c64|tree8|moe|hybrid)
+  context|dflash|dflash8|fp8kv|c64|tree8|moe|moeu|hybrid)
     # the store and its logs stay under /tmp (a call brings back a limited number of files); only the checkpointed
     # .db (rollback-journal mode) and the run's text go to $OUT. A store under .devrun/ or /tmp/runs is resumed.
     mkdir -p /tmp/runs; db=/tmp/runs/$step.db
