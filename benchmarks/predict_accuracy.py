@@ -114,6 +114,10 @@ def accuracy(stores: list[str]) -> None:
         print(_row(r))
     print()
     _summary("all stores", rows)
+    artifacts = [o for o in all_observations(stores) if o.stand_in]
+    if artifacts:
+        print(f"\nnot judged nor fitted: {len(artifacts)} cells a stand-in's artifact measured (observe.py::fitted), "
+              f"{', '.join(sorted({f'{Path(o.store).name} {o.label}' for o in artifacts}))}: {artifacts[0].stand_in}\n")
     for state in ("calibrated", "extrapolated"):
         _summary(f"  {state} cells", [r for r in rows if r.state == state])
     for st in dict.fromkeys(r.obs.store for r in rows):

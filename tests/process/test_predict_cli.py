@@ -58,8 +58,14 @@ def test_predict_json_keys_are_the_contract(moe):
     assert len(cells) == 16
     for c in cells:
         assert set(c) == documented("## `specbench predict` (and the dry run's `predicted`)")
-        # an H200 SGLang 0.5.15 cell has a calibration of its own: calibrated, with an interval around its tok/s
-        assert c["calibration_state"] == "calibrated" and c["tok_s_lo"] < c["tok_s"] < c["tok_s_hi"]
+        # an H200 SGLang 0.5.15 cell has a calibration of its own: calibrated, with an interval around its tok/s;
+        # but accept 1.5: the MoE store's cells there measured dummy-weight routing (a stand-in's artifact, kept out
+        # of the fit: engines/sglang/simulate.py::collapsed_routing), so the class is calibrated from 2.5 up only
+        assert c["tok_s_lo"] < c["tok_s"] < c["tok_s_hi"]
+        if "sim1.5" in c["label"]:
+            assert c["calibration_state"] == "extrapolated" and "accept length 1.50" in " ".join(c["outside_calibration"])
+        else:
+            assert c["calibration_state"] == "calibrated"
     for row in doc["fits"]:
         assert set(row) == documented("### Fastest setup that fits (`fits`)")
     ar = [c for c in cells if c["label"] == "ar"]

@@ -134,6 +134,11 @@ class ServerAdapter(Protocol):
     def served_models(self, info: Mapping[str, object]) -> list[str] | None:
         """The model names the running server answers to, from its read-back; None when it does not say."""
         ...
+    def stand_in_measurement(self, argv: Sequence[str], settings: Mapping[str, object]) -> str | None:
+        """What a cell of this launch measures that no real checkpoint of a MoE target would (a stand-in's artifact,
+        e.g. dummy-weight routing), in one line; None when nothing is known. The predictor keeps such cells out of
+        its calibration and its accuracy."""
+        ...
 
 
 class Engine(Protocol):

@@ -12,7 +12,7 @@ result: `specbench compare` matches two runs' servers on their commands without 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +60,9 @@ class ServerBase:
         return {}
 
     def cache_reset_path(self) -> str | None:
+        return None
+
+    def stand_in_measurement(self, argv: Sequence[str], settings: Mapping[str, object]) -> str | None:
         return None
 
     def served_models(self, info: Mapping[str, object]) -> list[str] | None:

@@ -12,7 +12,7 @@ from specbench.predict.calibration import Calibration, ceilings
 from specbench.predict.fit import fit_classes
 from specbench.predict.judged import judge
 from specbench.predict.model import ROOFLINE, predict_cell
-from specbench.predict.observe import Observation, all_observations
+from specbench.predict.observe import Observation, all_observations, fitted
 from specbench.predict.roofline import Ceilings
 from specbench.predict.trust import CALIBRATED, coverage_of
 
@@ -49,7 +49,9 @@ def optimism(obs: Sequence[Observation]) -> dict[str, float | int]:
 def calibrate_observations(obs: Sequence[Observation], stores: Sequence[str] = (),
                            out_of_sample: bool = True) -> Calibration:
     """The constants per class, what the cells covered, and (two stores or more, `out_of_sample`) the error of
-    predicting each store from the others (trust.py's base error)."""
+    predicting each store from the others (trust.py's base error). A stand-in's artifact (observe.py::fitted) is
+    neither fitted nor judged."""
+    obs = fitted(obs)
     glob, fits = fit_classes(obs, _ceilings_of(obs))
     cov = coverage_of((o.key.gpu, o.shape, o.accept_len) for o in obs if ceilings(o.key.gpu) is not None)
     per = {f.key: coverage_of((o.key.gpu, o.shape, o.accept_len) for o in obs
@@ -195,7 +197,7 @@ def leave_one_store_out(paths: Sequence[str]) -> list[StoredPrediction]:
 def predict_speculative(cal: Calibration, mine: Sequence[Observation]) -> list[StoredPrediction]:
     """The speculative cells of one store's observations predicted by `cal`, each against its own AR cell."""
     out: list[StoredPrediction] = []
-    for o in mine:
+    for o in fitted(mine):
         if o.accept_len is None:
             continue
         p = predict_stored(cal, o, baseline_of(o, mine))

@@ -43,6 +43,9 @@ class Observation:
     accept_len: float | None     # None for AR
     tok_s: float
     speedup: float | None        # measured, over the AR cell with the same baseline key
+    # what the cell measured that no real checkpoint would (the engine's stand_in_measurement, e.g. a dummy-weight
+    # MoE whose simulated acceptance collapsed its routing): kept out of the calibration and of its accuracy
+    stand_in: str | None = None
 
 
 def plan_table(store: LoadedStore) -> PlanKeys:
@@ -143,9 +146,29 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         base = ar.get(cell.baseline_key)
         sp = tok_s / base if (not cell.is_ar and base and base > 0 and math.isfinite(base)) else None
         key = class_key(engine, version, gpu, argv, plan.model_config or "")
+        stand_in = _stand_in(engine, version, shape, argv, settings) if not cell.is_ar else None
         out.append(Observation(str(path), cell.cell_id, cell.label, key, shape,
-                               step, ttft, e2e, acc, tok_s, sp))
+                               step, ttft, e2e, acc, tok_s, sp, stand_in))
     return out
+
+
+def _stand_in(engine: str, version: str, shape: CellShape, argv: tuple[str, ...],
+              settings: dict[str, object]) -> str | None:
+    """The engine's word on a stand-in's artifact in this cell (only a MoE target's routing is known to move)."""
+    from specbench.engines.base import server_adapter
+
+    if shape.target.moe is None:
+        return None
+    try:
+        adapter = server_adapter(engine, None if version == "unknown" else version)
+    except UserError:
+        return None
+    return adapter.stand_in_measurement(argv, settings)
+
+
+def fitted(obs: Iterable[Observation]) -> list[Observation]:
+    """The observations a calibration is fitted on and judged by: every one but a stand-in's artifact."""
+    return [o for o in obs if o.stand_in is None]
 
 
 def all_observations(sources: Iterable[str | LoadedStore]) -> list[Observation]:

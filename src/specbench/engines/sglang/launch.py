@@ -23,7 +23,7 @@ from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, as_float, setting_table
 from specbench.engines.sglang import knobs
-from specbench.engines.sglang.simulate import simulated_acceptance
+from specbench.engines.sglang.simulate import collapsed_routing, simulated_acceptance
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 
@@ -205,7 +205,21 @@ class SglangServer(ServerBase):
                                 f"{sim.refusal}")
             env = {**env, **sim.env}
             notes = [*notes, f"simulated acceptance {sim.accept_len} ({sim.source})"]
+            stand_in = collapsed_routing(argv, env)
+            notes = [*notes, stand_in] if stand_in else notes
         return Launch(argv, env, env_to_drop(str(settings["algorithm"])), tuple(notes))
+
+    def stand_in_measurement(self, argv: Sequence[str], settings: Mapping[str, object]) -> str | None:
+        """The launch's environment as `launch` builds it (the [server] env, then the simulated acceptance's
+        variables) against simulate.py::collapsed_routing."""
+        env = {k: str(v) for k, v in setting_table(settings, "env").items()}
+        accept = settings.get("simulated_accept_len")
+        if accept is not None:
+            try:
+                env.update(simulated_acceptance(as_float(accept), list(argv), self.version).env)
+            except (UserError, ValueError):
+                return None
+        return collapsed_routing(argv, env)
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         probe(base_url, timeout_s, token_ids=skips_tokenizer(argv))

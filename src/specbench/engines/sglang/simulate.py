@@ -15,6 +15,8 @@ draft depth (EAGLE topk 1: `--speculative-num-steps`; NGRAM: draft tokens - 1).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from specbench.engines.simulate import SimulatedAcceptance, check_range
 from specbench.engines.versions import parse_release
 
@@ -43,3 +45,42 @@ def simulated_acceptance(accept_len: float, argv: list[str], version: str | None
     refusal = check_range(accept_len, most, f"SGLang {algorithm}")
     env = {"SGLANG_SIMULATE_ACC_LEN": repr(float(accept_len)), "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
     return SimulatedAcceptance(accept_len, env=env, source=src, refusal=refusal)
+
+
+_EXPERT_SIMULATION = ("SGLANG_SIMULATE_UNIFORM_EXPERTS", "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS")
+
+
+def _dummy_weights(argv: Sequence[str]) -> bool:
+    words = list(argv)
+    return any(w == "--load-format=dummy" or (w == "--load-format" and i + 1 < len(words) and words[i + 1] == "dummy")
+               for i, w in enumerate(words))
+
+
+def collapsed_routing(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """What a dummy-weight launch under simulated acceptance below 2 measures that no real model does, on a target
+    with routed experts (MoE); None when that does not hold. Read in SGLang 0.5.15.post1:
+    - dummy weights route a token by its id alone (model_loader/weight_utils.py::initialize_dummy_weights: one uniform
+      init per parameter, the same in every layer);
+    - the fixed token mode (SGLANG_SIMULATE_ACC_TOKEN_MODE, default "fixed") commits token 100 for every request
+      (speculative/spec_utils.py::generate_simulated_accept_index: `predict.fill_(100)`), and one accept length is
+      drawn per round for the whole batch (spec_utils.py::_sample_simulated_acc_len);
+    - the next draft reads the verify position accept_len - 1 (eagle_worker_v2.py::EagleDraftWorker.
+      _draft_extend_for_decode): a round drawn at 1 puts every request on one draft chain for good, so a verify of
+      b requests touches the experts of ~2 tokens (fused_moe_kernel loads only the routed experts);
+    - layers/moe/topk.py::select_experts: SGLANG_SIMULATE_UNIFORM_EXPERTS / _ROUND_ROBIN_EXPERTS replace the routing
+      ("to avoid expert imbalance from dummy/random weights"), which ends the collapse.
+    Measured: the MoE stores' step at accept 1.5 is 25-30 % shorter than at 2.5 for c >= 4, flat at c = 1."""
+    try:
+        accept = float(env.get("SGLANG_SIMULATE_ACC_LEN", "-1"))
+    except ValueError:
+        return None
+    if not (1.0 <= accept < 2.0) or not _dummy_weights(argv):
+        return None
+    if env.get("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed") != "fixed":
+        return None
+    if any(env.get(k, "").strip().lower() in ("1", "true", "yes", "on") for k in _EXPERT_SIMULATION):
+        return None
+    return (f"dummy weights under simulated accept {accept:g} (< 2, fixed token mode): on a MoE target every request "
+            "drafts one shared chain, so a verify routes the batch like one request and its expert reads are too "
+            "small (speculative/spec_utils.py::generate_simulated_accept_index@0.5.15.post1); set "
+            "SGLANG_SIMULATE_UNIFORM_EXPERTS=1 in [server] env for MoE routing that a real model's resembles")

@@ -1,0 +1,58 @@
+"""A stand-in's artifact named, not measured as a result: a dummy-weight MoE under SGLang's simulated acceptance below
+2 (fixed token mode) puts every request on one draft chain, so its verify routes the batch like one request
+(engines/sglang/simulate.py::collapsed_routing, read in SGLang 0.5.15.post1). The launch says so (a note in the dry
+run), the predictor keeps those cells out of its calibration and its accuracy (predict/observe.py::fitted), and
+SGLang's own uniform expert routing lifts it. The real stores: the H100 and H200 MoE stores' accept-1.5 cells are the
+ones whose step was 25-30 % shorter than at 2.5 for c >= 4."""
+
+from __future__ import annotations
+
+from paths import DATA
+from specbench.contracts import LaunchTarget
+from specbench.engines.argv import split_command
+from specbench.engines.base import server_adapter
+from specbench.engines.sglang.simulate import collapsed_routing
+from specbench.predict.observe import fitted, observations
+
+DUMMY = split_command("python3 -m sglang.launch_server --model-path /m --load-format dummy --skip-tokenizer-init "
+                      "--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                      "--speculative-num-draft-tokens 4")
+SIM = {"SGLANG_SIMULATE_ACC_LEN": "1.5", "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+
+
+def test_the_rule_holds_only_where_the_engine_collapses_the_routing() -> None:
+    said = collapsed_routing(DUMMY, SIM)
+    assert said and "SGLANG_SIMULATE_UNIFORM_EXPERTS=1" in said and "1.5" in said
+    assert collapsed_routing(split_command("x --load-format=dummy"), SIM)  # the = spelling
+    assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_ACC_LEN": "2.5"}) is None  # no round drawn at 1
+    assert collapsed_routing(DUMMY, {}) is None  # no simulation: the drafter's own tokens
+    assert collapsed_routing([w for w in DUMMY if w not in ("--load-format", "dummy")], SIM) is None  # real weights
+    assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}) is None
+    assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS": "true"}) is None
+    assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token"}) is None
+    assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_ACC_LEN": "abc"}) is None
+
+
+def test_the_launch_says_it_and_the_adapter_answers_from_the_settings() -> None:
+    sg = server_adapter("sglang", "0.5.15.post1")
+    target = LaunchTarget(command=tuple(DUMMY[:8]))  # the base command, the speculative flags come from settings
+    settings: dict[str, object] = {"tp": 1, "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
+                                   "simulated_accept_len": 1.5, "env": {"NCCL_NVLS_ENABLE": "0"}}
+    launch = sg.launch(target, settings)
+    assert any("every request drafts one shared chain" in n for n in launch.notes)
+    assert sg.stand_in_measurement(launch.argv, settings) is not None
+    uniform = {**settings, "env": {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}}
+    assert not any("shared chain" in n for n in sg.launch(target, uniform).notes)
+    assert sg.stand_in_measurement(launch.argv, uniform) is None
+    assert sg.stand_in_measurement(launch.argv, {**settings, "simulated_accept_len": 2.5}) is None
+    assert server_adapter("vllm", None).stand_in_measurement(launch.argv, settings) is None  # nothing known there
+
+
+def test_the_predictor_keeps_the_moe_stores_collapsed_cells_out() -> None:
+    for store in ("h100-moe-sglang-0.5.15.post1/h100-moe.db", "h200-moe-sglang-0.5.15.post1/h200-moe.db"):
+        obs = observations(str(DATA / store))
+        assert sorted((o.label, o.shape.concurrency) for o in obs if o.stand_in) == [
+            ("eagle3-sim1.5", c) for c in (1, 4, 16, 32)]
+        assert len(fitted(obs)) == len(obs) - 4
+    dense = observations(str(DATA / "h200-dense8b-sglang-0.5.15.post1" / "h200-dense8b.db"))
+    assert any(o.label == "eagle3-sim1.5" for o in dense) and not any(o.stand_in for o in dense)  # no routing to move
