@@ -46,11 +46,11 @@ WIDEN: dict[str, float] = {
     "method": 0.14,        # a speculative method no calibration store ran: the H100 DFlash stores predicted from the
                            # H200 stores (EAGLE only; GPU moved too) were off by log RMS 0.185 over 12 cells, of which
                            # the GPU move's own sigma 0.126 leaves sqrt(0.185^2 - 0.126^2) = 0.135 (was a guess, 0.20)
-    "kind": 0.20,          # a model kind (dense / MoE / hybrid) no store of the GPU had: the two MoE stores, each left
-                           # out with no other MoE store on its GPU (h200-moe 12 cells, h100-moe the 4 cells of its
-                           # first 8 of 16), were
-                           # off by log RMS 0.21 (max 0.44: EAGLE3 sim 1.5 at c = 4-16, whose verify step costs about
-                           # AR's); was 0.15 from h200-moe alone (RMS ~13 %)
+    "kind": 0.14,          # a model kind (dense / MoE / hybrid) no store of the GPU had: the two MoE stores, each left
+                           # out with no other MoE store on its GPU (16 cells, their accept-1.5 cells kept out as a
+                           # stand-in's artifact: engines/sglang/simulate.py::collapsed_routing), were off by log RMS
+                           # 0.135 (max 0.23, h200-moe sim 3.5 at c = 32; benchmarks/RESULTS.md, fifth session); was
+                           # 0.20 while those artifact cells counted (RMS 0.21, max 0.44), 0.15 from h200-moe alone
     "kind_hybrid": 0.10,   # a hybrid (Mamba / Gated DeltaNet) model where no store of the GPU had one: the two
                            # hybrid stores held out that way (h200-sim.db, Qwen3.5-27B, 6 cells; h100-hybrid.db,
                            # Qwen3.6-27B, 18 cells; benchmarks/RESULTS.md 2026-12-07 fourth session) were off by
