@@ -35,6 +35,7 @@ class PredictedRow:
     state: str = ""
     interval: tuple[float, float] | None = None
     in_calibration: bool = False
+    stand_in: str | None = None  # what the cell measured that no real model would (predict/observe.py): not judged
 
     @property
     def error(self) -> float | None:
@@ -76,7 +77,7 @@ def predicted_section(paths: Sequence[str | Path], loaded: Sequence[LoadedStore]
         iv = (p.speedup_lo, p.speedup_hi) if p.speedup_lo is not None and p.speedup_hi is not None else None
         rows.append(PredictedRow(Path(o.store).stem, o.label, o.shape.tp, o.shape.concurrency, o.tok_s, p.tok_s,
                                  o.speedup, p.speedup if o.speedup is not None else None, p.source, p.state,
-                                 iv if o.speedup is not None else None, Path(o.store).name in fitted))
+                                 iv if o.speedup is not None else None, Path(o.store).name in fitted, o.stand_in))
     note = "" if rows else "no predictions: no done cell on a GPU with roofline ceilings whose [plan] names the model"
     return PredictedSection(tuple(rows), cal.source, note)
 
@@ -96,7 +97,8 @@ def _cells(r: PredictedRow) -> list[str]:
     iv = "–" if r.interval is None else f"{r.interval[0]:.2f}-{r.interval[1]:.2f}"
     return [r.store, r.label, str(r.tp), str(r.concurrency), _f(r.tok_s, ".1f"), _f(r.tok_s_predicted, ".1f"),
             _f(r.speedup, ".3f"), _f(r.speedup_predicted, ".3f"), iv, _inside(r),
-            "–" if err is None else f"{100 * err:+.1f} %", r.state or "–",
+            "–" if err is None else f"{100 * err:+.1f} %",
+            (r.state or "–") + (", a stand-in's artifact: not judged (below)" if r.stand_in else ""),
             "yes (in-sample)" if r.in_calibration else "no", r.source]
 
 
@@ -116,7 +118,7 @@ def markdown_lines(s: PredictedSection) -> list[str]:
     lines += [INTRO.format(cal=f"`{s.calibration}`"), ""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |" for r in s.rows]
-    return lines + [""]
+    return lines + [""] + [f"A stand-in's artifact ({n} cells): {why}" for why, n in _stand_ins(s).items()] + [""]
 
 
 def html_lines(s: PredictedSection) -> list[str]:
@@ -127,4 +129,14 @@ def html_lines(s: PredictedSection) -> list[str]:
     out.append("<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in HEADER) + "</tr>" +
                "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(r)) + "</tr>" for r in s.rows) +
                "</table>")
+    out += [f"<p>A stand-in's artifact ({n} cells): {escape(why)}</p>" for why, n in _stand_ins(s).items()]
+    return out
+
+
+def _stand_ins(s: PredictedSection) -> dict[str, int]:
+    """Each reason a row is a stand-in's artifact, with how many rows it marks."""
+    out: dict[str, int] = {}
+    for r in s.rows:
+        if r.stand_in:
+            out[r.stand_in] = out.get(r.stand_in, 0) + 1
     return out

@@ -56,3 +56,15 @@ def test_the_predictor_keeps_the_moe_stores_collapsed_cells_out() -> None:
         assert len(fitted(obs)) == len(obs) - 4
     dense = observations(str(DATA / "h200-dense8b-sglang-0.5.15.post1" / "h200-dense8b.db"))
     assert any(o.label == "eagle3-sim1.5" for o in dense) and not any(o.stand_in for o in dense)  # no routing to move
+
+
+def test_the_report_marks_those_cells_and_says_why_once() -> None:
+    from specbench.report.predicted import html_lines, markdown_lines, predicted_section
+
+    section = predicted_section([str(DATA / "h100-moe-sglang-0.5.15.post1" / "h100-moe.db")])
+    marked = [r for r in section.rows if r.stand_in]
+    assert sorted(r.concurrency for r in marked) == [1, 4, 16, 32] and {r.label for r in marked} == {"eagle3-sim1.5"}
+    md = "\n".join(markdown_lines(section))
+    assert md.count("a stand-in's artifact: not judged") == 4
+    assert md.count("A stand-in's artifact (4 cells): dummy weights under simulated accept 1.5") == 1
+    assert "A stand-in's artifact (4 cells)" in "\n".join(html_lines(section))

@@ -33,7 +33,10 @@ def test_moe_store_predicted_vs_measured(tmp_path):
         assert m and abs(float(m.group(1)) - 100 * (predicted / measured - 1)) < 0.2
         lo, hi = (float(x) for x in iv.split("-"))
         assert lo < predicted < hi and inside == ("yes" if lo <= measured <= hi else "no")
-        assert cells[11] in ("calibrated", "extrapolated")
+        state, _, artifact = cells[11].partition(", ")
+        assert state in ("calibrated", "extrapolated")
+        # accept 1.5 on this dummy-weight MoE measured collapsed routing: marked, explained below the table
+        assert (artifact == "a stand-in's artifact: not judged (below)") == ("sim1.5" in r)
         assert cells[12] == "yes (in-sample)"  # the shipped calibration was fitted on this very store: said
         assert "Qwen/Qwen3-30B-A3B" in cells[13]
     html = w.html.read_text(encoding="utf-8")
