@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from specbench.contracts import PlanOptions
-from specbench.doctor.doctor import diagnose_file, facts_for_plan
+from specbench.doctor.doctor import diagnose_file
+from specbench.doctor.replan import facts_for_plan
 from specbench.errors import UserError
 from specbench.plan.api import plan_command
 

@@ -317,8 +317,9 @@ def log_oracle(kind: str, data: bytes, text: bytes, expect: tuple[Any, Any] | No
     called started."""
     src_ready = any(w.encode().lower() in data.lower() for w in READY + LATE)
     ready = not src_ready or any(w.encode().lower() in (gzip.decompress(text) if kind == "gzip" else text).lower()
-                for w in READY + LATE)  # the doctor's "started" (doctor/doctor.py::_status), as strategies.py reads
-    # it; a clean log the doctor already calls started without such a line is the doctor's own reading, not this cut's
+                for w in READY + LATE)  # the doctor's "started" (doctor/lastboot.py::boot_status), as strategies.py
+    # reads it; a clean log the doctor already calls started without such a line is the doctor's own reading, not this
+    # cut's
 
     def oracle(res: Result) -> str | None:
         j = _json_status(res)

@@ -213,8 +213,8 @@ def matrix_case(draw: st.DrawFn) -> Case:
 
 
 # ------------------------------------------------------------------------------------------------ logs
-# what makes the doctor's "started" without a ready line (doctor/doctor.py::_status): serving records, a failure, a
-# cap, or one of the engines' last start-up steps (engines/*/loglines.py::LATE_BOOT: vLLM's KV cache size, "# GPU
+# what makes the doctor's "started" without a ready line (doctor/lastboot.py::boot_status): serving records, a failure,
+# a cap, or one of the engines' last start-up steps (engines/*/loglines.py::LATE_BOOT: vLLM's KV cache size, "# GPU
 # blocks: N" (V0), "Maximum concurrency", graph capture; SGLang's cuda graph capture, "Tree cache initialized"). The
 # doctor then says the log ends before the engine said it serves (facts.ready false).
 LATE = ("#running-req", "gen throughput", "accept len", "cuda graph", "kv cache", "capturing", "avg prompt throughput",
@@ -251,7 +251,7 @@ def log_case(draw: st.DrawFn) -> Case:
     else:
         path.write_bytes(b"")
     text = path.read_bytes() if path.is_file() else b""
-    # the doctor's "started" (logs/doctor.py::_status) also counts serving records and the last start-up steps
+    # the doctor's "started" (doctor/lastboot.py::boot_status) also counts serving records and the last start-up steps
     ready = any(m.encode().lower() in text.lower() for m in READY + LATE)
 
     def oracle(res: Result) -> str | None:

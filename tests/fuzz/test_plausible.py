@@ -31,7 +31,7 @@ def test_every_plausible_slip_ends_as_an_error_or_a_correct_answer(name: str) ->
 
 def test_a_v0_log_cut_after_its_gpu_blocks_line_is_past_kv_sizing_and_said_not_to_serve(tmp_path: Path) -> None:
     # the one "silent wrong" of the 630-input run (2026-12-01): corpus log 004 cut right after its vLLM V0 line
-    # "GPU blocks: 1952, # CPU blocks: 2048". The doctor's documented reading (doctor/doctor.py::_status, from
+    # "GPU blocks: 1952, # CPU blocks: 2048". The doctor's documented reading (doctor/lastboot.py::boot_status, from
     # c977d90) is started: past KV sizing with no error, the same stage as the whole 4-line log (its last line,
     # "Maximum concurrency", is one more KV-sizing line), and the JSON and the text say the serve line is missing.
     # The oracle lacked the "GPU blocks:" step the doctor counts, so it flagged a correct answer.

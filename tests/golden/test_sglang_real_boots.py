@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from paths import DATA
 from specbench.cli import app
-from specbench.doctor.doctor import parse_raw
+from specbench.doctor.lastboot import parse_raw
 
 FIXTURES = sorted(DATA.glob("sglang-0.5.1*/*.log"))
 

@@ -24,7 +24,7 @@ def _summary(written: Written) -> list[Table]:
     from rich.table import Table
     from rich.text import Text
 
-    from specbench.report.formatting import answer_tables
+    from specbench.report.decision_tables import answer_tables
 
     out = []
     for dt in answer_tables(written.report.tables.questions):

@@ -1,9 +1,12 @@
-"""`specbench run MATRIX`: run (or resume) a benchmark matrix; `--dry-run` shows cells, verdicts, commands."""
+"""`specbench run MATRIX`: run (or resume) a benchmark matrix; `--dry-run` shows cells, verdicts, commands.
+
+This module is the command: its options, the checks before anything boots, the run and its exit status; what it
+prints afterwards is run_summary.py, the dry run's listing run_dry.py.
+"""
 
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,152 +15,14 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from specbench.commands.run_dry import print_dry
+from specbench.commands.run_summary import concurrency_cell, print_answers, summary_rows, summary_table
+
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
 
 # The matrix package (runner, HTTP clients, adapters) and rich are imported inside the functions: `specbench --help`
 # and the other commands do not pay for them.
-
-
-def _fmt(v: Any, digits: int = 1) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-def summary_rows(store_path: Path, cell_ids: set[str] | None = None) -> list[dict[str, Any]]:
-    """One row per cell of the store (only `cell_ids` when given: the matrix as it is now)."""
-    from specbench.load.metric_table import run_row_keys
-    from specbench.matrix.store import Store
-
-    with Store(store_path) as store:
-        cells = store.cells()
-        counts = store.repeat_counts()
-    rows = []
-    for c in cells:
-        if cell_ids is not None and c["cell_id"] not in cell_ids:
-            continue
-        m = c.get("metrics") or {}
-        cl = c.get("client") or {}
-        rows.append({
-            "cell": c["cell_id"], "phase": c["phase"], "tp": c["tp"], "label": c["label"],
-            "concurrency": cl.get("concurrency"), "running_cap": m.get("running_cap"),
-            "effective_concurrency": m.get("effective_concurrency"), "prompt_tokens": (c.get("clamp") or {}).get("prompt_tokens",
-                                                                                           cl.get("prompt_tokens")),
-            "output_tokens": (c.get("clamp") or {}).get("output_tokens", cl.get("output_tokens")),
-            "status": c["status"], "attempts": c["attempts"],
-            **{k: m.get(k) for k in run_row_keys()},  # load/metric_table.py
-            "speedup": m.get("speedup"),
-            "workload": _workload(cl, with_rate=True),
-            # the derived keys the runner stored (load/speedup.py): intervals, latency speedups, lead, decision
-            **{k: m.get(k) for k in DERIVED_KEYS},
-            "reason": c.get("reason"),
-            "stream_warning": m.get("stream_warning"),
-            "client_warning": m.get("client_warning"),
-            "spread": m.get("spread"),
-            # the repeats stored (repeat_runs; a store older than it: the spread's count), the planned count and the
-            # most a repeat-until-decided cell may get (matrix/visits.py)
-            "repeats_done": counts.get(c["cell_id"])
-            or (sp.get("repeats") if isinstance(sp := m.get("spread"), dict) else None)
-            or (1 if c["status"] == "done" else 0),
-            "repeats_min": cl.get("repeats") or 1, "repeats_max": cl.get("repeats_max"),
-        })
-    return rows
-
-
-DERIVED_KEYS = ("output_throughput_ci95", "output_throughput_cv", "speedup_ci95", "speedup_decision", "tpot_speedup",
-                "tpot_speedup_ci95", "tpot_speedup_decision", "e2e_speedup", "e2e_speedup_ci95", "speedup_lead",
-                "decision")
-
-
-def _workload(client: dict[str, Any], with_rate: bool = False) -> str:
-    """The workload axes beyond prompt + output tokens (load/axes.py): 'cat=code temp=0.7' (and 'rate=4')."""
-    from specbench.load.axes import extras_text, workload_text
-
-    if with_rate:
-        return workload_text(client, skip=("num_requests", "prompt_tokens", "output_tokens"))
-    return extras_text(client)
-
-
-def _c(r: dict[str, Any]) -> str:
-    """A summary row's concurrency, with the one that ran when the server's cap was below it."""
-    from specbench.load.integrity import concurrency_text
-
-    return concurrency_text(r["concurrency"], r.get("running_cap"))
-
-
-def _pair(a: Any, b: Any, digits: int) -> str:
-    return f"{_fmt(a, digits)}/{_fmt(b, digits)}"
-
-
-def _ci(ci: Any, digits: int) -> str:
-    """' [lo, hi]': a stored 95% interval (load/speedup.py), '' without one (a cell measured once)."""
-    return f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if isinstance(ci, list) and len(ci) == 2 else ""
-
-
-def _speedup_text(r: dict[str, Any]) -> str:
-    """The lead speedup (closed loop: throughput; rate cells: AR TPOT / TPOT, marked 'tpot') with its interval."""
-    lead = r.get("speedup_lead") or "throughput"
-    key = "tpot_speedup" if lead == "tpot" else "speedup"
-    v = r.get(key)
-    if v is None:
-        return "-"
-    return f"{v:.2f}x{_ci(r.get(key + '_ci95'), 2)}" + (" tpot" if lead == "tpot" else "")
-
-
-def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """Throughput (pooled over the repeats, with its 95% interval), TTFT and TPOT p50/p99 (ms), mean accept length,
-    the lead speedup over AR with its interval and decision, and the CV of the per-repeat throughputs, one row per
-    cell: the stored numbers (load/speedup.py), as the report and the export show them."""
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(title=escape(title), box=box.SIMPLE_HEAD, pad_edge=False)
-    left = ("cell", "status", "decision")
-    for col in ("tp", "cell", "c", "in+out", "status", "tok/s", "TTFT ms p50/99", "TPOT ms p50/99", "accept",
-                "speedup", "decision", "CV", "reps"):
-        t.add_column(col, justify="left" if col in left else "right", no_wrap=True)
-    for r in rows:
-        status = r["status"]
-        style = {"done": "green", "partial": "red", "failed": "red", "skipped": "yellow"}.get(status, "")
-        cv = r.get("output_throughput_cv")
-        t.add_row(
-            _fmt(r["tp"]), escape(str(r["label"])), _c(r),
-            escape(f"{r['prompt_tokens']}+{r['output_tokens']}"
-                   + (f" {r['workload']}" if r.get("workload") else "")),
-            f"[{style}]{status}[/]" if style else status,
-            _fmt(r["output_throughput"]) + _ci(r.get("output_throughput_ci95"), 1),
-            _pair(r["ttft_ms_p50"], r["ttft_ms_p99"], 1),
-            _pair(r["tpot_ms_p50"], r["tpot_ms_p99"], 2), _fmt(r["accept_length_mean"], 2),
-            _speedup_text(r), escape(r.get("decision") or "-"),
-            f"{100 * cv:.1f}%" if isinstance(cv, (int, float)) else "-",
-            _reps(r),
-        )
-    return t
-
-
-def _print_answers(store_path: Path, console: Console) -> None:
-    """The store's answers (report/decisions.py, what the report's 'Which setup to run' shows), one line per
-    workload and concurrency."""
-    from specbench.report.decisions import questions
-    from specbench.report.tables import cell_rows
-    from specbench.stored.read import load_store
-
-    store = load_store(store_path)
-    for q in questions(cell_rows([store])):
-        where = f"tp={q.tp} c={q.concurrency}" + (f" {q.workload}" if q.workload else "")
-        console.print(f"  answer {where}: {q.decision.headline.text}", highlight=False, markup=False)
-
-
-def _reps(r: dict[str, Any]) -> str:
-    """'4 (2-8)': the repeats stored, and the range of a cell that repeats until decided."""
-    done = r.get("repeats_done")
-    rng = f" ({r.get('repeats_min')}-{r['repeats_max']})" if r.get("repeats_max") else ""
-    return f"{done if done is not None else '-'}{rng}"
 
 
 def round_lines(report: Any) -> list[str]:
@@ -171,77 +36,6 @@ def round_lines(report: Any) -> list[str]:
         for cid, why in info.reasons.items():
             out.append(f"  {info.labels.get(cid, cid)}: {why}")
     return out
-
-
-def _print_dry(rows: list[dict[str, Any]], console: Console, phases: list[str]) -> None:
-    from rich.markup import escape
-
-    from specbench.load.integrity import concurrency_text
-    from specbench.matrix.preflight import iter_phases
-    from specbench.matrix.repeat_metrics import request_count
-    from specbench.predict.plan_matrix import predicted_text
-
-    seen: set[str] = set()
-    said: dict[str, str] = {}  # server id -> the prompts warning printed under its first cell
-    counts = {"launch": 0, "fixed": 0, "skipped": 0}
-    for text in dict.fromkeys(_policy_text(r.get("repeat_policy") or {}) for r in rows):
-        console.print(f"repeats: {text}", highlight=False, markup=False)
-    for phase, group in iter_phases(rows):
-        srv = group[0]["server"]
-        key = ", ".join(f"{a}={srv['label'] if a == 'spec' else srv.get(a)}" for a in phases)
-        console.print(f"[bold]phase {phase}[/] ({key})", highlight=False)
-        for r in group:
-            sid = r["server_id"]
-            if sid not in seen:
-                seen.add(sid)
-                counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-                colour = {"launch": "green", "fixed": "cyan", "skipped": "yellow"}[r["verdict"]]
-                label = escape(str(r["label"]))
-                console.print(f"  [{colour}]{r['verdict']:<7}[/] {label:<14} plan={r['plan_status'] or '-'}"
-                              f" mrr={r['max_running_requests_planned'] if r['max_running_requests_planned'] is not None else '-'}"
-                              f"  {sid}", highlight=False)
-                if r["reason"]:
-                    console.print(f"           reason: {r['reason']}", highlight=False, markup=False)
-                if r.get("aa_of"):
-                    console.print(f"           A/A check: the twin of {r['aa_of']}, launched the same way (the same "
-                                  "configuration measured again; never the baseline of a speedup)",
-                                  highlight=False, markup=False)
-                for note in r["notes"]:
-                    console.print(f"           note: {note}", highlight=False, markup=False)
-                env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in r["env"].items())
-                console.print(f"           $ {env + ' ' if env else ''}{shlex.join(r['command'])}",
-                              highlight=False, markup=False, soft_wrap=True)
-            c = r["client"]
-            extra = _workload(c)
-            console.print(f"           cell {r['cell']}: concurrency="
-                          f"{concurrency_text(c['concurrency'], r.get('effective_concurrency_planned'), 'planner')}"
-                          f" prompt={c['prompt_tokens']}"
-                          f" output={c['output_tokens']} requests={request_count(c)} rate={c['request_rate']}"
-                          + _repeats_word(c)
-                          + (f" {extra}" if extra else "") + f"{predicted_text(r)}",
-                          highlight=False, markup=False)
-            if r.get("concurrency_warning"):
-                console.print(f"           warning: {r['concurrency_warning']}", highlight=False, markup=False)
-            if r.get("duration_warning"):
-                console.print(f"           warning: {r['duration_warning']}", highlight=False, markup=False)
-            if r.get("prompts_warning") and r["prompts_warning"] != said.get(sid):  # once per server, not per cell
-                said[sid] = r["prompts_warning"]
-                console.print(f"           warning: {r['prompts_warning']}", highlight=False, markup=False)
-    console.print(f"{len(rows)} cells on {len(seen)} servers: {counts['launch']} launch, {counts['fixed']} fixed,"
-                  f" {counts['skipped']} skipped; nothing was launched (dry run)")
-
-
-def _repeats_word(client: dict[str, Any]) -> str:
-    """' repeats=2-8' / ' repeats=3' / '' (one repeat)."""
-    lo, hi = client.get("repeats") or 1, client.get("repeats_max")
-    return f" repeats={lo}-{hi}" if hi else (f" repeats={lo}" if lo != 1 else "")
-
-
-def _policy_text(p: dict[str, Any]) -> str:
-    """The dry run's repeat policy in words (matrix/visits.py RepeatPolicy.text)."""
-    from specbench.matrix.visits import RepeatPolicy
-
-    return RepeatPolicy(min=int(p.get("min") or 1), max=p.get("max"), across_boots=bool(p.get("across_boots"))).text()
 
 
 def _warn_long_cells(spec: Any, err: Console) -> None:
@@ -365,7 +159,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             else:
-                _print_dry(rows, console, spec.phases)
+                print_dry(rows, console, spec.phases)
             return
         store_path = store or default_store_path(matrix)
         opts = RunOptions(store_path=store_path, retry_failed=retry_failed,
@@ -389,13 +183,13 @@ def register(app: typer.Typer) -> None:
             for r in rows:
                 for warning in (r.get("stream_warning"), r.get("client_warning")):
                     if warning:
-                        console.print(f"  note: {r['label']} tp={r['tp']} c={_c(r)}: {warning}", highlight=False,
+                        console.print(f"  note: {r['label']} tp={r['tp']} c={concurrency_cell(r)}: {warning}", highlight=False,
                                       markup=False)
                 if r["status"] in ("failed", "partial", "skipped") and r["reason"]:
                     first = str(r["reason"]).strip().splitlines()[0]
-                    console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={_c(r)}: "
+                    console.print(f"  {r['status']}: {r['label']} tp={r['tp']} c={concurrency_cell(r)}: "
                                   f"{first[:300]}", highlight=False, markup=False)
-            _print_answers(store_path, console)
+            print_answers(store_path, console)
             rounds = [i for i in report.rounds if i.reasons]
             more = (f"; {len(rounds)} round(s) of repeat-until-decided added {sum(i.added for i in rounds)} repeats"
                     if rounds else "")

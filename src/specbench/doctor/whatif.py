@@ -1,7 +1,7 @@
 """`specbench plan --from-log LOG [-- CMD]`: plan a launch with the memory a real boot measured.
 
 Without CMD the log's own launch is re-planned (rebuilt from the engine's argument dump by the doctor's re-plan
-path, doctor/doctor.py::facts_for_plan). With CMD, a what-if: the new command is planned with the log's measured
+path, doctor/replan.py::facts_for_plan). With CMD, a what-if: the new command is planned with the log's measured
 values carried over to it. A measured value holds for the launch that measured it; each is moved to CMD by the
 planner's own difference between the two launches, so what the log measured stays and only what CMD changes is
 modelled:
@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
 from specbench.contracts import PlanOptions, PlanResult
-from specbench.doctor.doctor import PlanFacts, facts_for_plan, infer_version, parse_raw, read_log
+from specbench.doctor.lastboot import parse_raw, read_log
+from specbench.doctor.replan import PlanFacts, facts_for_plan, infer_version
 from specbench.engines.base import engine
 from specbench.engines.command import read_command
 from specbench.errors import UserError
@@ -181,7 +182,7 @@ def _weights_match(facts: PlanFacts, measured: dict[str, float], est: float | No
 
 
 def measured_from_log(path: str, cmd: list[str]) -> PlanFacts:
-    """The doctor's facts for a re-plan (doctor/doctor.py::facts_for_plan); a log without an argument dump still
+    """The doctor's facts for a re-plan (doctor/replan.py::facts_for_plan); a log without an argument dump still
     gives its measured values (with `argv` None), since CMD says the launch, and CMD's engine reads them when the
     log's lines do not name one (a pasted excerpt)."""
     try:

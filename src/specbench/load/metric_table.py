@@ -3,11 +3,11 @@
 Every per-request distribution (`Distribution`: TTFT, TPOT, ITL, E2E) becomes `<name>_ms_{mean,p50,p90,p99}`
 (load/metrics.py::aggregate computes them from the row's extractor); every metric that is shown somewhere is a
 `MetricDef` row of `METRICS`: the report's cell-table columns (report/formatting.py::cell_columns, in this order), the
-run summary's rows (`specbench run --json`, commands/run.py::summary_rows) and the metric table of docs/contracts.md
-("Results store: client metrics", checked by tests/unit/load/test_metric_table.py) are generated from it. Adding a
-metric is one row here (and, for a new per-request distribution, one `Distribution`). AIPerf keeps one file per metric
-(`aiperf/metrics/types/`); here a metric is a frozen row, its computation the distribution's extractor or
-load/metrics.py's aggregate for the counts and throughputs.
+run summary's rows (`specbench run --json`, commands/run_summary.py::summary_rows) and the metric table of
+docs/contracts.md ("Results store: client metrics", checked by tests/unit/load/test_metric_table.py) are generated
+from it. Adding a metric is one row here (and, for a new per-request distribution, one `Distribution`). AIPerf keeps
+one file per metric (`aiperf/metrics/types/`); here a metric is a frozen row, its computation the distribution's
+extractor or load/metrics.py's aggregate for the counts and throughputs.
 """
 
 from __future__ import annotations

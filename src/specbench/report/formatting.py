@@ -1,17 +1,17 @@
-"""Display strings shared by markdown.py and html.py: numbers, speedups, and the columns of a phase table."""
+"""Display strings shared by markdown.py and html.py: numbers, speedups, and the columns of a phase table.
+
+The decisions' tables are decision_tables.py, the integrity and A/A tables integrity_tables.py; both draw their
+numbers with the functions here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specbench.decide import METRICS, Comparison, Metric, more_text
-from specbench.decide.question import warning_text
-from specbench.decide.verdict import level
 from specbench.load import metric_table
 from specbench.load.metric_table import MetricDef
-from specbench.matrix.cellrun import no_reset_route
-from specbench.report.rows import Best, CellRow, Question
+from specbench.report.rows import Best, CellRow
 
 
 def fmt(value: float | int | None, digits: int = 1) -> str:
@@ -97,14 +97,14 @@ SIMULATED_NOTE = ("(sim X): the engine was told to accept X tokens per step (ser
                   "drafter achieves.")
 
 
-def _percent(value: float | None, digits: int) -> str:
+def percent(value: float | None, digits: int) -> str:
     return f"{100 * value:.{digits}f}%" if value is not None else "–"
 
 
 # how a metric column (load/metric_table.py, MetricDef.style) shows its value
 _STYLES: dict[str, Callable[[CellRow, MetricDef], str]] = {
     "number": lambda row, m: fmt(row.values.get(m.key), m.digits),
-    "percent": lambda row, m: _percent(row.values.get(m.key), m.digits),
+    "percent": lambda row, m: percent(row.values.get(m.key), m.digits),
     "throughput": lambda row, m: fmt_throughput(row),
     "accept": lambda row, m: fmt_accept(row),
 }
@@ -127,7 +127,7 @@ _CELL_FORMATS: dict[str, Callable[[CellRow], str]] = {
     "e2e_speedup": fmt_latency_speedup_e2e,
     "decision": fmt_decision,
     "vs_best": fmt_vs_best,
-    "throughput_cv": lambda row: _percent(row.throughput_cv, 1),
+    "throughput_cv": lambda row: percent(row.throughput_cv, 1),
 }
 
 
@@ -208,197 +208,3 @@ def fmt_ci(value: float | None, ci: tuple[float, float] | None, digits: int = 2,
         return "–"
     text = f"{value:,.{digits}f}{unit}"
     return f"{text} [{ci[0]:,.{digits}f}, {ci[1]:,.{digits}f}]" if ci is not None else text
-
-
-# ---------------------------------------------------------------- decisions (report/decisions.py)
-
-
-@dataclass(frozen=True)
-class DecisionTable:
-    """One table of the decisions of a section and lead, as display strings (markdown, HTML and the terminal draw
-    the same strings)."""
-
-    title: str
-    note: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    text_cols: frozenset[int]
-
-
-ANSWER_NOTE = ("Each question is one TP size, workload and concurrency: every configuration measured there is ranked "
-               "by {lead} and compared with the best; the answer says which to run: \"X (decided against every "
-               "other)\", \"X or Y (tie within 3%)\" (the whole interval of their ratio lies within 3% either way), or "
-               "\"undecided between X and Y\" with about how many more repeats each would decide (at the spread seen "
-               "so far). The latency answers are the same question asked on TPOT mean and E2E p50. A named "
-               "configuration with an integrity warning carries it beside its name, in the row's integrity column")
-
-
-def _lead_name(lead: Metric) -> str:
-    return "output throughput (closed loop)" if lead == "throughput" else "TPOT mean (request rate: both servers " \
-        "deliver the offered rate)"
-
-
-def _others(lead: Metric) -> tuple[Metric, ...]:
-    return tuple(m for m in METRICS if m != lead)
-
-
-def _head(q: Question, m: Metric) -> str:
-    h = q.decision.headlines.get(m)
-    return (h.statement or h.text) if h is not None else "–"
-
-
-def _integrity(q: Question) -> str:
-    """The warnings of every configuration a row's answers name, each once."""
-    pairs = [p for h in q.decision.headlines.values() for p in h.warnings]
-    return warning_text(pairs) or "–"
-
-
-def _groups(qs: Sequence[Question]) -> dict[tuple[str, Metric], list[Question]]:
-    groups: dict[tuple[str, Metric], list[Question]] = {}
-    for q in qs:
-        groups.setdefault((q.section, q.lead), []).append(q)
-    return groups
-
-
-def answer_tables(qs: Sequence[Question]) -> list[DecisionTable]:
-    """One row per question: the answer on the lead metric, then on each latency metric."""
-    out = []
-    for (section, lead), group in _groups(qs).items():
-        others = _others(lead)
-        header = ("TP", "workload", "c", f"answer ({METRICS[lead][2]})", *(f"on {METRICS[m][2]}" for m in others),
-                  "integrity of the named", "n")
-        rows = tuple((fmt(q.tp), q.workload or "–", fmt(q.concurrency), _head(q, lead), *(_head(q, m) for m in others),
-                      _integrity(q), _repeats(q)) for q in group)
-        kind = "closed loop" if lead == "throughput" else "request rate"
-        title = f"Which setup to run ({kind})" + (f": {section}" if section else "")
-        out.append(DecisionTable(title, ANSWER_NOTE.format(lead=_lead_name(lead)) + _level_note(group), header, rows,
-                                 frozenset(range(1, 3 + len(others) + 2)) - {2}))
-    return out
-
-
-def _repeats(q: Question) -> str:
-    ns = sorted({r.repeats or 1 for r in q.rows})
-    return str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
-
-
-def _level_note(group: Sequence[Question]) -> str:
-    looks = max(q.decision.looks for q in group)
-    if looks <= 1:
-        return "."
-    return (f". Repeated until decided: each interval is at {100 * level(looks):.1f}% (1 - 5% / {looks} looks, "
-            "Bonferroni), so that the looks after each added repeat still decide wrongly at most 5% of the time.")
-
-
-def _vs(c: Comparison | None, best: bool) -> str:
-    if best:
-        return "best"
-    if c is None:
-        return "–"
-    ci = f" [{c.ci[0]:.2f}, {c.ci[1]:.2f}]" if c.ci is not None else ""
-    more = f" ({more_text(c)})" if not c.decided and c.more_repeats is not None else ""
-    return f"{c.ratio:.2f}×{ci} {c.verdict}{more}"
-
-
-def _value(row: CellRow, m: Metric) -> str:
-    if m == "throughput":
-        return fmt_throughput(row)
-    return fmt(row.tpot_mean, 2) if m == "tpot" else fmt(row.e2e_p50, 1)
-
-
-RANKING_NOTE = ("Every configuration of each question, ranked by {lead}; vs best: its speed ratio to the best on that "
-                "metric (above 1 is better: a latency's ratio is the best's latency over its own) with the interval "
-                "and the verdict (tie within 3% either way, slower, undecided); vs AR: the lead speedup over the AR cell with "
-                "its verdict")
-
-
-def ranking_tables(qs: Sequence[Question]) -> list[DecisionTable]:
-    """Every configuration of every question, ranked, each against the best on every metric and against AR."""
-    out = []
-    for (section, lead), group in _groups(qs).items():
-        order = (lead, *_others(lead))
-        header = ("TP", "workload", "c", "#", "config",
-                  *(x for m in order for x in (_metric_head(m), "vs best")), "vs AR", "warnings")
-        rows = []
-        for q in group:
-            for s, row in zip(q.decision.standings, q.rows):
-                cells: list[str] = [fmt(q.tp), q.workload or "–", fmt(q.concurrency), str(s.rank), row.series]
-                for m in order:
-                    cells += [_value(row, m), _vs(s.vs_best.get(m), s.verdict(m) == "best")]
-                cells += [_vs_ar(row), "; ".join(row.warnings) or "–"]
-                rows.append(tuple(cells))
-        kind = "closed loop" if lead == "throughput" else "request rate"
-        title = f"Ranking per question ({kind})" + (f": {section}" if section else "")
-        text = frozenset({1, 4, len(header) - 1})
-        out.append(DecisionTable(title, RANKING_NOTE.format(lead=_lead_name(lead)) + _level_note(group), header,
-                                 tuple(rows), text))
-    return out
-
-
-def _metric_head(m: Metric) -> str:
-    return {"throughput": "out tok/s", "tpot": "TPOT mean ms", "e2e": "E2E p50 ms"}[m]
-
-
-def _vs_ar(row: CellRow) -> str:
-    if row.speedup_source == "baseline":
-        return "AR"
-    lead = row.lead_speedup
-    return f"{fmt_ratio(lead, row.lead_speedup_ci)} {fmt_decision(row)}" if lead is not None else fmt_decision(row)
-
-
-# ---------------------------------------------------------------- integrity (report/integrity.py)
-
-
-INTEGRITY_NOTE = ("What each measured cell rests on: the concurrency asked and what ran (the server's running cap), "
-                  "the most requests seen generating at once, the waves (measured requests / effective concurrency: "
-                  "under 3 at c > 1 the first synchronized prefills weigh as much as decoding), over-saturation "
-                  "(requests queued at the server; in a request-rate cell also a TTFT that grows through the run), "
-                  "the prefix-cache reset before the cell, the load generator's stalls, early stops and failed "
-                  "requests, and simulated acceptance. – : the store predates the key")
-
-INTEGRITY_HEADER = ("config", "TP", "c (ran)", "seen at once", "waves", "over-saturated", "cache reset", "client stall",
-                    "early stops", "failed", "acceptance", "warnings")
-
-
-def integrity_rows(rows: Sequence[CellRow]) -> tuple[tuple[str, ...], ...]:
-    """One row per measured cell (done or partial) with its integrity."""
-    out = []
-    for r in rows:
-        i = r.integrity
-        if i is None:
-            continue
-        sat = "–" if i.oversaturated is None else ("yes" if i.oversaturated else "no")
-        reset = "–" if i.cache_reset is None else ("yes" if i.cache_reset else
-                                                    "no route" if no_reset_route(i.cache_reset_how) else "failed")
-        acc = f"simulated {i.simulated:g}" if i.simulated is not None else ("–" if r.speedup_source == "baseline"
-                                                                             else "measured")
-        out.append((r.series, fmt(r.tp), i.concurrency_text, fmt(i.observed), fmt(i.waves, 1), sat, reset,
-                    _percent(i.stalled_share, 0) if i.stalled_share is not None else "–", fmt(i.early_stops),
-                    fmt(i.failed), acc, "; ".join(i.warnings) or "–"))
-    return tuple(out)
-
-
-# ---------------------------------------------------------------- the A/A check (matrix `aa_check`)
-
-
-AA_NOTE = ("The AR server measured twice as two configurations (`aa_check`: identical launches, the twin labelled "
-           "-aa): the same configuration against itself must come out a tie or undecided. Decided faster or slower, "
-           "the intervals miss what differs between two servers of one configuration (boot-to-boot drift, the "
-           "host's load, the order they ran in): repeat across boots (`repeat_across_boots = true`) before trusting "
-           "a decision of that size")
-AA_HEADER = ("TP", "workload", "c", "twin", "vs AR", "verdict", "check")
-
-
-def aa_rows(qs: Sequence[Question]) -> tuple[tuple[str, ...], ...]:
-    """One row per A/A twin: its lead ratio to the AR cell with the interval, and whether the check passed."""
-    out = []
-    for q in qs:
-        for r in q.rows:
-            if not r.aa_twin:
-                continue
-            lead = "tpot" if r.speedup_lead == "tpot" else "throughput"
-            v = r.vs_ar.get(lead)
-            check = "–" if v is None else ("pass" if v in ("tie", "undecided") else
-                                         f"FAIL: AR decided {v} than itself")
-            out.append((fmt(q.tp), q.workload or "–", fmt(q.concurrency), r.series,
-                        fmt_ratio(r.lead_speedup, r.lead_speedup_ci), v or "–", check))
-    return tuple(out)

@@ -11,20 +11,16 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from html import escape
 
+from specbench.report.decision_tables import DecisionTable, answer_tables, ranking_tables
 from specbench.report.fits_render import fits_html
-from specbench.report.formatting import (
+from specbench.report.formatting import cell_columns, cell_values, fmt
+from specbench.report.integrity_tables import (
     AA_HEADER,
     AA_NOTE,
     INTEGRITY_HEADER,
     INTEGRITY_NOTE,
-    DecisionTable,
     aa_rows,
-    answer_tables,
-    cell_columns,
-    cell_values,
-    fmt,
     integrity_rows,
-    ranking_tables,
 )
 from specbench.report.model import Report
 from specbench.report.plot_base import MEMORY_COLORS

@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import html
 
+from specbench.report.decision_tables import DecisionTable, answer_tables, ranking_tables
 from specbench.report.fits_render import fits_markdown
-from specbench.report.formatting import (
+from specbench.report.formatting import DECISION_NOTE, SIMULATED_NOTE, cell_columns, cell_values, fmt, fmt_ci
+from specbench.report.integrity_tables import (
     AA_HEADER,
     AA_NOTE,
-    DECISION_NOTE,
     INTEGRITY_HEADER,
     INTEGRITY_NOTE,
-    SIMULATED_NOTE,
-    DecisionTable,
     aa_rows,
-    answer_tables,
-    cell_columns,
-    cell_values,
-    fmt,
-    fmt_ci,
     integrity_rows,
-    ranking_tables,
 )
 from specbench.report.model import Report
 from specbench.report.predicted import markdown_lines as predicted_md

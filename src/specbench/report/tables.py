@@ -11,8 +11,8 @@ Every number comes from the store (docs/structures.md):
   before it is read by MemorySplit.of_plan from its older keys), headroom = GPU total - those parts (the total from
   the server's settings where the plan has none).
 
-The row types live in rows.py and the display strings in formatting.py; the renderers and the plots import them from
-there.
+The row types live in rows.py and the display strings in formatting.py (the decisions' tables in decision_tables.py,
+the integrity and A/A tables in integrity_tables.py); the renderers and the plots import them from there.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import pytest
 
 from paths import DATA
 from specbench.doctor.diff import diff
-from specbench.doctor.doctor import diagnose_file, facts_for_plan
+from specbench.doctor.doctor import diagnose_file
+from specbench.doctor.replan import facts_for_plan
 
 INC = DATA / "incident"
 WORKING, FAILING = str(INC / "working.log"), str(INC / "failing.log")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from paths import DATA
-from specbench.doctor.doctor import diagnose_file, read_log
+from specbench.doctor.doctor import diagnose_file
+from specbench.doctor.lastboot import read_log
 from specbench.logs import reader
 
 WORKING = (DATA / "incident" / "working.log").read_bytes()

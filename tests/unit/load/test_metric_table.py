@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from paths import ROOT
-from specbench.commands.run import summary_rows
+from specbench.commands.run_summary import summary_rows
 from specbench.load import metric_table
 from specbench.load.metric_table import METRICS, MetricDef
 from specbench.report.build import report_paths

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from paths import DATA
-from specbench.doctor.doctor import diagnose_file, read_log
+from specbench.doctor.doctor import diagnose_file
+from specbench.doctor.lastboot import read_log
 from specbench.errors import UserError
 from specbench.logs import reader
 
