@@ -6,12 +6,11 @@ numbers with the functions here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from specbench.load import metric_table
 from specbench.load.metric_table import MetricDef
-from specbench.report.rows import Best, CellRow
+from specbench.report.rows import CellRow
 
 
 def fmt(value: float | int | None, digits: int = 1) -> str:
@@ -144,53 +143,6 @@ def cell_values(row: CellRow) -> list[str]:
         else:
             value = getattr(row, attr)
             out.append(value if isinstance(value, str) else fmt(value))
-    return out
-
-
-@dataclass(frozen=True)
-class BestTable:
-    """One 'fastest' table: the points of one section and one lead, as display strings."""
-
-    title: str
-    note: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    text_cols: frozenset[int]
-
-
-LEAD_NOTES = {
-    "throughput": "closed loop: ranked by output throughput (pooled over the repeats); speedup = output throughput / "
-                  "the AR cell's at the same TP, concurrency and workload",
-    "tpot": "request rate: ranked by TPOT mean (both servers deliver the offered rate, so throughput does not rank "
-            "them); speedup = the AR cell's TPOT mean / this TPOT mean",
-}
-
-
-def best_tables(best: Sequence[Best]) -> list[BestTable]:
-    """The fastest-per-point rows grouped by section and lead, each group one table that says what it ranks by."""
-    groups: dict[tuple[str, str], list[Best]] = {}
-    for b in best:
-        groups.setdefault((b.section, b.lead), []).append(b)
-    out = []
-    for (section, lead), rows in groups.items():
-        ar_won = any(b.is_baseline for b in rows)
-        value = "out tok/s" if lead == "throughput" else "TPOT mean ms"
-        header = ("TP", "workload", "c", "fastest", value, "AR tok/s" if lead == "throughput" else "out tok/s",
-                  "speedup vs AR [95% CI]", "decision", "CV") + (("best speculative",) if ar_won else ())
-        body = []
-        for b in rows:
-            v = fmt(b.output_throughput) if lead == "throughput" else fmt(b.tpot_mean, 2)
-            other = fmt(b.ar_throughput) if lead == "throughput" else fmt(b.output_throughput)
-            dec = "–" if b.is_baseline else (b.decision or "–")
-            body.append((fmt(b.tp), b.workload_full or b.workload or "–", fmt(b.concurrency), b.series, v, other,
-                         b.speedup_text, dec, f"{100 * b.cv:.1f}%" if b.cv is not None else "–")
-                        + ((b.best_spec_text + (f" ({b.best_spec_decision})" if b.best_spec_decision else "")
-                            if b.best_spec_text else "–",) if ar_won else ()))
-        kind = "closed loop" if lead == "throughput" else "request rate"
-        title = f"Fastest configuration per workload ({kind})" + (f": {section}" if section else "")
-        out.append(BestTable(title, LEAD_NOTES[lead], header, tuple(body),
-                             frozenset(i for i, h in enumerate(header) if h in ("workload", "fastest",
-                                                                                  "best speculative"))))
     return out
 
 
