@@ -54,13 +54,18 @@ from proc_helpers import free_port
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 
-# Ctrl-C as a user's terminal sends it: a suite started in the background of a non-interactive shell (`make test &`,
-# `nohup ... &`) inherits SIGINT ignored, and then Python installs no KeyboardInterrupt handler, here nor in any
-# `specbench` process a test starts (an ignored signal stays ignored across exec). The tests that press Ctrl-C on a
-# run (or on themselves) then saw it do nothing: a resumed run went on to exit 0. The handler set here is reset to
-# the default in every child at exec, so each child gets its own KeyboardInterrupt again.
+# Signals as a user's terminal sends them: a suite started in the background of a non-interactive shell (`make test
+# &`) inherits SIGINT and SIGQUIT ignored, under `nohup` SIGHUP too, and an ignored signal stays ignored across exec:
+# Python then installs no KeyboardInterrupt handler, here nor in any `specbench` process a test starts, and a hangup
+# or quit never ends a child. The tests that press Ctrl-C on a run saw it do nothing (a resumed run went on to exit
+# 0), and the ones that end a runner by SIGHUP / SIGQUIT waited for it in vain. A handler set here is reset to the
+# default in every child at exec: Ctrl-C becomes KeyboardInterrupt again here, and SIGHUP / SIGQUIT get a handler
+# that does nothing, so this process still outlives its terminal as `nohup` asked while each child has the default.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+for _sig in (signal.SIGHUP, signal.SIGQUIT):
+    if signal.getsignal(_sig) is signal.SIG_IGN:
+        signal.signal(_sig, lambda *_: None)
 
 SHARED_SERVERS = ("self_draft_server", "hybrid_server")
 ENGINE_GROUP = "engine"  # the xdist group of every `engine` test
