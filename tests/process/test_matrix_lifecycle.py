@@ -4,8 +4,11 @@ that exits at once, one that ignores SIGTERM, and children that must die with th
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -133,9 +136,21 @@ def test_readiness_honours_its_timeout_against_a_port_that_never_answers(tmp_pat
     assert took < 1.0 + 0.5 + 1.5  # the old per-request 5 s timeouts took 10 s here
 
 
+def _ctrl_c_once(said: Callable[[], bool], within_s: float = 120.0) -> threading.Thread:
+    """A thread that presses Ctrl-C on this process once `said()` holds (an event the child wrote), or after
+    `within_s`; started here, joined by the caller."""
+    def send() -> None:
+        deadline = time.monotonic() + within_s
+        while not said() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    return sender
+
+
 def test_a_ctrl_c_during_the_stop_grace_period_kills_the_group_at_once(tmp_path: Path) -> None:
-    import signal
-    import threading
 
     # the engine says when the SIGTERM reached it (and ignores it): the Ctrl-C is sent on that line, an event, so
     # it lands inside the 300 s grace period however slow the machine is
@@ -145,14 +160,7 @@ def test_a_ctrl_c_during_the_stop_grace_period_kills_the_group_at_once(tmp_path:
     while "up" not in p.log_text():
         time.sleep(0.05)
 
-    def ctrl_c_once_terminated() -> None:
-        deadline = time.monotonic() + 120
-        while "ignored SIGTERM" not in p.log_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    sender = threading.Thread(target=ctrl_c_once_terminated)
-    sender.start()
+    sender = _ctrl_c_once(lambda: "ignored SIGTERM" in p.log_text())
     how = p.stop(grace_s=300)
     sender.join()
     assert p.stop_interrupted and how.startswith("SIGKILL")
@@ -166,7 +174,6 @@ def test_who_holds_the_port_and_a_killed_server_is_reaped_within_the_grace(tmp_p
     """identity.port_holder tells our server's socket from another process's and from none; a killed server counts
     as exited once reaped (ServerProcess.exits_within), and a cell whose requests failed waits for that
     (cellrun._alive_after) instead of reading a dying port as a foreign server's."""
-    import signal
 
     from specbench.matrix.cellrun import _alive_after
     from specbench.matrix.identity import port_holder
@@ -192,9 +199,7 @@ def test_a_ctrl_c_while_the_watchdog_stops_the_marked_processes_reaches_the_call
     """A Ctrl-C that lands in `Watchdog.close()` (the watchdog giving a marked process its SIGTERM grace) was
     absorbed there, and a matrix run went on to its next round. It now kills what carries the mark at once, reaps
     the watchdog and raises. The signal is sent on an event: the marked process's line that it ignored the SIGTERM."""
-    import signal
     import subprocess
-    import threading
 
     from specbench.matrix import identity
     from specbench.matrix.watchdog import Watchdog, _alive
@@ -215,14 +220,7 @@ def test_a_ctrl_c_while_the_watchdog_stops_the_marked_processes_reaches_the_call
         assert dog.popen is not None
         watchdog = dog.popen
 
-        def ctrl_c_once_terminated() -> None:
-            end = time.monotonic() + 120
-            while "ignored SIGTERM" not in said.read_text() and time.monotonic() < end:
-                time.sleep(0.05)
-            os.kill(os.getpid(), signal.SIGINT)
-
-        sender = threading.Thread(target=ctrl_c_once_terminated)
-        sender.start()
+        sender = _ctrl_c_once(lambda: "ignored SIGTERM" in said.read_text())
         t0 = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
             dog.close(wait_s=300.0)
