@@ -166,6 +166,11 @@ def _stand_in(engine: str, version: str, shape: CellShape, argv: tuple[str, ...]
     return adapter.stand_in_measurement(argv, settings)
 
 
+def stand_in_cells(store: LoadedStore) -> dict[str, str]:
+    """cell_id -> what a stand-in's artifact measured in that cell (`Observation.stand_in`): the report's notes."""
+    return {o.cell_id: o.stand_in for o in observations(store) if o.stand_in}
+
+
 def fitted(obs: Iterable[Observation]) -> list[Observation]:
     """The observations a calibration is fitted on and judged by: every one but a stand-in's artifact."""
     return [o for o in obs if o.stand_in is None]

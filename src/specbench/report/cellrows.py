@@ -133,15 +133,18 @@ def _notes(c: CellRecord) -> list[str]:
     return [n for n in notes if n]
 
 
-def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: str | None = None) -> CellRow:
-    """One phase-table row of an entry (report/compare.py)."""
+def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: str | None = None,
+             stand_in: str | None = None) -> CellRow:
+    """One phase-table row of an entry (report/compare.py); `stand_in`: what a stand-in's artifact measured in the
+    cell (predict/observe.py::stand_in_cells), said first among its warnings."""
     c = e.cell
     ar = ars.get(ar_key(e.store, c))
     d = derived_of(c, ar) if c.status == DONE else c.metrics
     cmp = vs_ar(c, ar)
     speedup, source = _speedup(c, cmp.get("throughput"), ar)
     health = integrity(c) if c.metrics else None
-    notes = _notes(c) + list(health.warnings if health is not None else ())
+    artifact = [f"a stand-in's artifact, not a real model's speed: {stand_in}"] if stand_in else []
+    notes = _notes(c) + artifact + list(health.warnings if health is not None else ())
     if source == "recomputed":
         notes.append(f"stored speedup {c.metric('speedup'):.4f} is not the ratio of the pooled throughputs "
                      f"({speedup:.4f}, shown): written by an older estimator or edited")

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specbench.contracts import MemorySplit, sum_of_keys
+from specbench.errors import UserError
 from specbench.report.categories import category_rows
 from specbench.report.cellrows import ar_cells, cell_row
 from specbench.report.compare import Entry, entries
@@ -99,12 +100,24 @@ def cell_rows(stores: Sequence[LoadedStore], ents: Sequence[Entry] | None = None
     of = sections(stores)
     named = len(set(of.values())) > 1
     multi = len(stores) > 1
+    stand_ins = {s.label: _stand_ins(s) for s in stores}
     out = []
     for e in (entries(stores) if ents is None else ents):
         c = e.cell
         out.append((c, cell_row(e, ars, multi, of[(e.store.label, c.cell_id)] if named else "",
-                                _log_rel(e.store, c.cell_id, multi) if c.log_text else None)))
+                                _log_rel(e.store, c.cell_id, multi) if c.log_text else None,
+                                stand_in=stand_ins.get(e.store.label, {}).get(c.cell_id))))
     return out
+
+
+def _stand_ins(store: LoadedStore) -> dict[str, str]:
+    """The store's cells that measured a stand-in's artifact (predict/observe.py); none when it cannot be read so."""
+    from specbench.predict.observe import stand_in_cells
+
+    try:
+        return stand_in_cells(store)
+    except (UserError, ValueError, OSError):
+        return {}
 
 
 def phase_tables(stores: Sequence[LoadedStore], rows: Sequence[CellRow] | None = None) -> tuple[PhaseTable, ...]:

@@ -68,3 +68,14 @@ def test_the_report_marks_those_cells_and_says_why_once() -> None:
     assert md.count("a stand-in's artifact: not judged") == 4
     assert md.count("A stand-in's artifact (4 cells): dummy weights under simulated accept 1.5") == 1
     assert "A stand-in's artifact (4 cells)" in "\n".join(html_lines(section))
+
+
+def test_each_such_cell_says_so_in_its_row_of_the_report() -> None:
+    from specbench.report.tables import cell_rows
+    from specbench.stored.read import load_store
+
+    moe = load_store(str(DATA / "h100-moe-sglang-0.5.15.post1" / "h100-moe.db"))
+    said = {(c.label, c.concurrency) for c, row in cell_rows([moe]) if "a stand-in's artifact" in row.note}
+    assert said == {("eagle3-sim1.5", c) for c in (1, 4, 16, 32)}
+    dense = load_store(str(DATA / "h200-dense8b-sglang-0.5.15.post1" / "h200-dense8b.db"))
+    assert not any("a stand-in's artifact" in row.note for _, row in cell_rows([dense]))
