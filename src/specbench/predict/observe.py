@@ -16,6 +16,7 @@ import math
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specbench.errors import UserError
 from specbench.load.schedule import is_closed_loop
@@ -23,6 +24,9 @@ from specbench.predict.cells import ClassKey, PlanKeys, cell_shape, class_key
 from specbench.predict.model import CellShape
 from specbench.stored.read import load_store
 from specbench.stored.records import CellRecord, LoadedStore, RequestRecord
+
+if TYPE_CHECKING:
+    from specbench.engines.base import ServerAdapter
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -133,6 +137,7 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         if m is not None:
             measured[cell.cell_id] = (cell, m)
     ar = {c.baseline_key: m[4] for c, m in measured.values() if c.is_ar}
+    adapter = _adapter(engine, version)
     out: list[Observation] = []
     for cell, (step, ttft, e2e, acc, tok_s) in measured.values():
         srv = store.server(cell.server_id)
@@ -146,22 +151,26 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         base = ar.get(cell.baseline_key)
         sp = tok_s / base if (not cell.is_ar and base and base > 0 and math.isfinite(base)) else None
         key = class_key(engine, version, gpu, argv, plan.model_config or "")
-        stand_in = _stand_in(engine, version, shape, argv, settings) if not cell.is_ar else None
+        stand_in = _stand_in(adapter, shape, argv, settings) if not cell.is_ar else None
         out.append(Observation(str(path), cell.cell_id, cell.label, key, shape,
                                step, ttft, e2e, acc, tok_s, sp, stand_in))
     return out
 
 
-def _stand_in(engine: str, version: str, shape: CellShape, argv: tuple[str, ...],
-              settings: dict[str, object]) -> str | None:
-    """The engine's word on a stand-in's artifact in this cell (only a MoE target's routing is known to move)."""
+def _adapter(engine: str, version: str) -> ServerAdapter | None:
+    """The store's engine's server adapter (once per store), None for an engine this specbench does not know."""
     from specbench.engines.base import server_adapter
 
-    if shape.target.moe is None:
-        return None
     try:
-        adapter = server_adapter(engine, None if version == "unknown" else version)
+        return server_adapter(engine, None if version == "unknown" else version)
     except UserError:
+        return None
+
+
+def _stand_in(adapter: ServerAdapter | None, shape: CellShape, argv: tuple[str, ...],
+              settings: dict[str, object]) -> str | None:
+    """The engine's word on a stand-in's artifact in this cell (only a MoE target's routing is known to move)."""
+    if adapter is None or shape.target.moe is None:
         return None
     return adapter.stand_in_measurement(argv, settings)
 

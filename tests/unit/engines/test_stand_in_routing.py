@@ -29,6 +29,8 @@ def test_the_rule_holds_only_where_the_engine_collapses_the_routing() -> None:
     assert collapsed_routing([w for w in DUMMY if w not in ("--load-format", "dummy")], SIM) is None  # real weights
     assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}) is None
     assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS": "true"}) is None
+    assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_UNIFORM_EXPERTS": "Y"}) is None  # EnvBool's spellings
+    assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_UNIFORM_EXPERTS": "0"})  # set, but off
     assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token"}) is None
     assert collapsed_routing(DUMMY, {**SIM, "SGLANG_SIMULATE_ACC_LEN": "abc"}) is None
 

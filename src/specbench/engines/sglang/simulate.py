@@ -50,10 +50,19 @@ def simulated_acceptance(accept_len: float, argv: list[str], version: str | None
 _EXPERT_SIMULATION = ("SGLANG_SIMULATE_UNIFORM_EXPERTS", "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS")
 
 
+# sglang/srt/environ.py::EnvBool.parse@0.5.15.post1: the values SGLang reads as true (case-insensitive)
+_ENV_TRUE = ("true", "1", "yes", "y")
+
+
 def _dummy_weights(argv: Sequence[str]) -> bool:
-    words = list(argv)
-    return any(w == "--load-format=dummy" or (w == "--load-format" and i + 1 < len(words) and words[i + 1] == "dummy")
-               for i, w in enumerate(words))
+    """`--load-format dummy`, as the release's own parser reads the launch (engines/sglang/args.py)."""
+    from specbench.engines.sglang.args import parse_sglang_argv
+    from specbench.errors import UserError
+
+    try:
+        return parse_sglang_argv(list(argv), None).load_format == "dummy"
+    except (UserError, ValueError):  # a launch the parser refuses is planned (and refused) elsewhere
+        return False
 
 
 def collapsed_routing(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
@@ -78,7 +87,7 @@ def collapsed_routing(argv: Sequence[str], env: Mapping[str, str]) -> str | None
         return None
     if env.get("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed") != "fixed":
         return None
-    if any(env.get(k, "").strip().lower() in ("1", "true", "yes", "on") for k in _EXPERT_SIMULATION):
+    if any(env.get(k, "").strip().lower() in _ENV_TRUE for k in _EXPERT_SIMULATION):
         return None
     return (f"dummy weights under simulated accept {accept:g} (< 2, fixed token mode): on a MoE target every request "
             "drafts one shared chain, so a verify routes the batch like one request and its expert reads are too "
