@@ -200,12 +200,11 @@ def speed() -> None:
 
 
 def main() -> None:
-    # tests/data/h100-moe-uniform-sglang-0.5.15.post1 stays out: its MoE routing is SGLang's uniform simulation, the
-    # other MoE stores' is dummy weights' routing by token id, and both share one class key (engine, release, GPU,
-    # backend, graphs, model), so pooled they mislead each other (benchmarks/RESULTS.md, fifth session)
+    # the MoE stores of both routing regimes (dummy weights' routing by token id, SGLang's uniform simulation): each
+    # cell's regime is its shape's (model.py::CellShape.routing), so they pool (benchmarks/RESULTS.md, sixth session)
     stores = sys.argv[1:] or [s for pat in ("tests/data/h200-*/*.db", "tests/data/gpu-decide-sglang/*.db",
                                             "tests/data/h100-context-*/*.db", "tests/data/h100-moe-sglang-*/*.db",
-                                            "tests/data/h100-hybrid-*/*.db")
+                                            "tests/data/h100-moe-uniform-*/*.db", "tests/data/h100-hybrid-*/*.db")
                               for s in sorted(glob.glob(str(ROOT / pat)))]
     accuracy([str(Path(s).relative_to(ROOT)) if Path(s).is_absolute() else s for s in stores])
     speed()

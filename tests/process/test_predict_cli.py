@@ -186,10 +186,10 @@ def test_dry_run_shows_the_predicted_speedup(moe):
 
 
 def test_calibrate_says_what_its_cells_cannot_pin():
-    """One store of 4 cells (h200-run: AR and MTP at c = 1 / 4, eager) for 14 step constants: said on stderr."""
+    """One store of 4 cells (h200-run: AR and MTP at c = 1 / 4, eager) for 15 step constants: said on stderr."""
     r = sb("calibrate", str(ROOT / "tests/data/h200-run-sglang-0.5.15.post1/h200.db"))
     assert r.returncode == 0, r.stderr
-    assert "warning: sglang 0.5.15.post1 / H200 / triton / eager / any model: 4 cells for 14 step constants" in r.stderr
+    assert "warning: sglang 0.5.15.post1 / H200 / triton / eager / any model: 4 cells for 15 step constants" in r.stderr
 
 
 def test_a_label_with_brackets_is_printed_as_written(tmp_path, moe):

@@ -139,6 +139,10 @@ class ServerAdapter(Protocol):
         e.g. dummy-weight routing), in one line; None when nothing is known. The predictor keeps such cells out of
         its calibration and its accuracy."""
         ...
+    def stand_in_routing(self, argv: Sequence[str], settings: Mapping[str, object]) -> bool:
+        """Whether a MoE target of this launch routes a token by its id alone (dummy weights, no expert-routing
+        simulation), so that the positions of one verify share their experts; False for a real checkpoint."""
+        ...
 
 
 class Engine(Protocol):

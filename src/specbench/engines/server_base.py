@@ -65,6 +65,9 @@ class ServerBase:
     def stand_in_measurement(self, argv: Sequence[str], settings: Mapping[str, object]) -> str | None:
         return None
 
+    def stand_in_routing(self, argv: Sequence[str], settings: Mapping[str, object]) -> bool:
+        return False  # an engine that says nothing of its dummy weights' routing: each token routed on its own
+
     def served_models(self, info: Mapping[str, object]) -> list[str] | None:
         models = info.get("models")
         if not isinstance(models, list):

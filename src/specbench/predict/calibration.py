@@ -2,14 +2,16 @@
 
 {"format": "specbench-calibration", "version": 2, "stores": [...], "global": {params},
  "classes": [{"key": {engine, engine_version, gpu, attention_backend, cuda_graphs, model ("" = pooled over models)},
-              "params": {a, al, am, p, e, d, q, f, g},
+              "params": {a, al, am, p, e, d, q, f, g, k, ks, k1, k1s, kf, t, db, mt} (model.py::Params),
               "n_step", "n_ttft", "step_rel_rms", "ttft_rel_rms", "stores": [...]}],
  "roofline_optimism": {"c1": x, "cmax": x, "cmax_concurrency": N},
- "coverage": {gpus, methods, kinds, tps, topk_max, kv_scales, prompt: [lo, hi], batch: [lo, hi], accept: [lo, hi]},
+ "coverage": {gpus, methods, kinds, tps, topk_max, kv_scales, prompt: [lo, hi], batch: [lo, hi], accept: [lo, hi],
+              routings (the MoE cells' routing regimes)},
  "out_of_sample": {"speedup_log_rms": x, "tok_s_log_rms": x, "n": N, "how": "..."}}
 Version 1 files (no coverage, no out-of-sample error) are read: their predictions take the shipped calibration's.
 Params units: a, al, am, p, d, q, f in seconds (per step, per layer and per MoE layer per step, per sequence per
-step, per draft forward, per sequence per spec step, of TTFT); e and g are multipliers of the roofline time. The shipped calibrations are package data
+step, per draft forward, per sequence per spec step, of TTFT), mt in seconds per token per MoE layer; e and g are
+multipliers of the roofline time. A file without mt (written before it) reads it as 0. The shipped calibrations are package data
 (specbench/data/calibrations/*.json), read when no --calibration is given.
 """
 
@@ -195,7 +197,7 @@ def _num(x: float) -> float | None:
     return None if not math.isfinite(x) else round(x, 6)
 
 
-PARAM_NAMES = ("a", "al", "am", "p", "e", "d", "q", "f", "g", "k", "ks", "k1", "k1s", "kf", "t", "db")
+PARAM_NAMES = ("a", "al", "am", "p", "e", "d", "q", "f", "g", "k", "ks", "k1", "k1s", "kf", "t", "db", "mt")
 # The largest value a constant can take and still be a step-cost constant: seconds at most 1 s; multipliers of a
 # roofline time at most 1000 (the largest fitted, k1s, is ~30). Beyond them a hand-edited file would give negative
 # or absurd speeds: refused in one line.

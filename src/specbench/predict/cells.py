@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.predict.model import CellShape, Params, method_of
+from specbench.predict.roofline import INDEPENDENT
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.resolve import load_model_spec
 
@@ -108,8 +109,10 @@ class PlanKeys:
 
 
 def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: PlanKeys | Mapping[str, Any],
-               cap: int | None, argv: Sequence[str] = ()) -> CellShape:
-    """A cell's shape; raises ValueError / UserError when its models or method cannot be read."""
+               cap: int | None, argv: Sequence[str] = (),
+               routing: str = INDEPENDENT) -> CellShape:
+    """A cell's shape; raises ValueError / UserError when its models or method cannot be read. `routing`: how a
+    MoE target's tokens route (predict/observe.py::routing asks the engine; roofline.py::ROUTING_SHARE)."""
     plan = plan if isinstance(plan, PlanKeys) else PlanKeys.of(plan)
     target_src = plan.model_config
     if not target_src:
@@ -139,7 +142,7 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: Pla
                      tp=_int(settings.get("tp"), 1), concurrency=_int(client.get("concurrency"), 1),
                      cap=cap if cap and cap > 0 else _int(settings.get("max_running_requests"), 0) or None,
                      prompt_tokens=prompt, output_tokens=out, topk=max(1, topk) if method == "eagle" else 1,
-                     kv_scale=kv_scale(argv, target))
+                     kv_scale=kv_scale(argv, target), routing=routing if target.moe else INDEPENDENT)
 
 
 @dataclass(frozen=True)

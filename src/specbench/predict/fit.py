@@ -23,16 +23,16 @@ from specbench.predict.model import Params, prefill_roofline_s, step_features
 from specbench.predict.observe import Observation
 from specbench.predict.roofline import Ceilings
 
-STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 # Physical lower bounds: e >= 1 (no kernel reads faster than the GPU's peak bandwidth: e = 1 / the achieved fraction
 # of it); every other constant >= 0 (no overhead is negative). Unbounded, a class of one model traded e against the
 # per-layer floor al (both constant over its cells): the H100 Qwen3-8B class fitted e = 0.04 and al = 160 us, i.e.
 # weights read 26x faster than peak, which moves to no other model or GPU (issue 35).
-STEP_LOWER = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+STEP_LOWER = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 # typical sizes (the H200 and H100 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq, x KV pass (k, ks,
 # k1, k1s: tests/data/h100-context-sglang-0.5.15.post1 gives ~3, ~13, ~6, ~45), x FLOP time at peak (kf),
 # s per extra tree draft token (t: ~2e-5 on the H100 trees), s per block draft forward (db)
-STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3, 1.0, 5.0, 5.0, 20.0, 1.0, 1e-5, 1e-3)
+STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3, 1.0, 5.0, 5.0, 20.0, 1.0, 1e-5, 1e-3, 3e-6)
 TTFT_PRIOR = (0.0, 1.0)
 TTFT_SCALES = (1e-2, 1.0)
 # Pull weights, chosen by hand (no store decides them): weak enough that a class with ~10 cells follows its data
@@ -104,9 +104,9 @@ def _fit(obs: Sequence[Observation], ceil: Ceilings, step_prior: Sequence[float]
 
 
 def _params(xs: np.ndarray, xt: np.ndarray) -> Params:
-    a, al, am, p, e, d, q, k, ks, k1, k1s, kf, t, db = (float(v) for v in xs)
+    a, al, am, p, e, d, q, k, ks, k1, k1s, kf, t, db, mt = (float(v) for v in xs)
     return Params(a=a, al=al, am=am, p=p, e=e, d=d, q=q, f=float(xt[0]), g=float(xt[1]), k=k, ks=ks, k1=k1,
-                  k1s=k1s, kf=kf, t=t, db=db)
+                  k1s=k1s, kf=kf, t=t, db=db, mt=mt)
 
 
 def fit_classes(obs: Sequence[Observation], ceilings: dict[str, Ceilings]) -> tuple[Params, list[ClassFit]]:

@@ -16,6 +16,7 @@ from specbench.predict.calibration import Calibration, ceilings
 from specbench.predict.cells import PlanKeys, cell_shape, class_key
 from specbench.predict.judged import ar_twin, judge
 from specbench.predict.model import CellShape
+from specbench.predict.observe import adapter_for, routing
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,13 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str,
     gpu = plan.gpu or "unknown"
     ceil = ceilings(gpu)
     shapes: list[tuple[Mapping[str, Any], CellShape | None, str | None]] = []
+    adapter = adapter_for(engine, version)
     for row in rows:
+        server, argv = row.get("server") or {}, row.get("command") or ()
         try:
-            shapes.append((row, cell_shape(row.get("server") or {}, row.get("client") or {}, plan,
-                                           row.get("max_running_requests_planned"), row.get("command") or ()),
-                           None))
+            shapes.append((row, cell_shape(server, row.get("client") or {}, plan,
+                                           row.get("max_running_requests_planned"), argv,
+                                           routing(adapter, argv, server)), None))
         except (ValueError, UserError) as exc:
             shapes.append((row, None, str(exc)))
     ar_tok: dict[tuple[Any, ...], float] = {}

@@ -1,12 +1,15 @@
 """The step-cost model: one cell's decode / verify / draft step time, TTFT, tok/s, TPOT and speedup over AR.
 
 Per step at the batch that really runs, b = min(concurrency, max_running_requests the planner gives):
-  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1) + k * K + k1 * K1 + kf * F
+  AR        T = a + al*L + am*L_moe + p*b + e * R_target(b, 1) + k * K + k1 * K1 + kf * F + mt * b * L_moe
   spec      T = a + al*L + am*L_moe + p*b + e * (R_target(b, n) + R_draft) + d * n_fwd + db * [block] + q * b
-                + (k + ks) * K + (k1 + k1s) * K1 + kf * F + t * b * (topk - 1) * num_steps
+                + (k + ks) * K + (k1 + k1s) * K1 + kf * F + t * b * (topk - 1) * num_steps + mt * b * n * L_moe
 with F the step's FLOPs at peak FLOP/s (the GEMMs' shortfall where a verify runs many tokens), e >= 1 (no kernel reads
 faster than peak bandwidth: predict/fit.py::STEP_LOWER), t the cost of each extra tree branch token and db the block
-draft's own per-forward cost (step_features says what measured each);
+draft's own per-forward cost (step_features says what measured each), mt the fused expert kernel's cost per token
+and MoE layer beyond the expert bytes (the H100 Qwen3-30B-A3B step with uniform routing, whose verify reads every
+expert from c = 16 up, still grew 32.4 -> 41.8 ms from c = 16 to 32: ~3 us per token and MoE layer, as AR's did from
+c = 4 to 16; tests/data/h100-moe-uniform-sglang-0.5.15.post1/);
 with K = b * ctx * KV bytes per token / bandwidth, the seconds one pass over the batch's KV takes at peak bandwidth,
 and K1 = K at b = 1 (one sequence's pass: the part of the attention a batch cannot spread over the GPU; on the H100
 the AR step grew by 0.44 us per context token at b = 1 and by 0.25 + 0.19 b us at b = 16 / 32, the EAGLE3 step by
@@ -36,6 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.predict.roofline import (
+    INDEPENDENT,
+    ROUTING_SHARE,
     Ceilings,
     allreduce_s,
     drafter_shape,
@@ -82,6 +87,9 @@ class CellShape:
     output_tokens: int
     topk: int = 1                 # EAGLE tree width: each draft step forwards topk tokens per sequence
     kv_scale: float = 1.0         # KV cache dtype bytes / model dtype bytes (fp8 KV on a BF16 model: 0.5)
+    # a MoE target's routing (roofline.py::ROUTING_SHARE): "independent" for a real checkpoint (each verify position
+    # routed on its own), "token-id" where dummy weights route a token by its id alone (the engine says which)
+    routing: str = INDEPENDENT
 
     @property
     def batch(self) -> int:
@@ -117,10 +125,11 @@ class Params:
     kf: float = 0.0   # x the step's FLOP time at peak FLOP/s (the GEMMs' shortfall from peak where many tokens run)
     t: float = 0.0    # s per extra tree draft token (b x (topk - 1) x num_steps: top-k over the branches, tree masks)
     db: float = 0.0   # s per block draft forward (DFlash / DDTree: its own worker, not EAGLE's per-step d)
+    mt: float = 0.0   # s per token per MoE layer (the fused expert kernel's work per routed token beyond its bytes)
 
     def step_vector(self) -> tuple[float, ...]:
         return (self.a, self.al, self.am, self.p, self.e, self.d, self.q, self.k, self.ks, self.k1, self.k1s,
-                self.kf, self.t, self.db)
+                self.kf, self.t, self.db, self.mt)
 
 
 ROOFLINE = Params()  # the pure roofline: no overhead, full efficiency
@@ -148,9 +157,11 @@ def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
     kv1 = kv_read_s(ts, ceil, 1, c.ctx)
     if c.method == "ar":
         r = forward_s(ts, ceil, b, 1, c.ctx, c.kv_scale) + allreduce_s(c.target, ceil, c.tp, b)
-        return (1.0, layers, moe, float(b), r, 0.0, 0.0, kv, 0.0, kv1, 0.0, flops_s(ts, ceil, b, 1, c.ctx), 0.0, 0.0)
+        return (1.0, layers, moe, float(b), r, 0.0, 0.0, kv, 0.0, kv1, 0.0, flops_s(ts, ceil, b, 1, c.ctx), 0.0, 0.0,
+                b * moe)
     n = c.verify_tokens
-    r = forward_s(ts, ceil, b, n, c.ctx, c.kv_scale) + allreduce_s(c.target, ceil, c.tp, b * n)
+    r = forward_s(ts, ceil, b, n, c.ctx, c.kv_scale, ROUTING_SHARE[c.routing]) + allreduce_s(c.target, ceil, c.tp,
+                                                                                          b * n)
     f = flops_s(ts, ceil, b, n, c.ctx)
     tree = 0.0
     if c.method in ("eagle", "mtp"):
@@ -165,7 +176,7 @@ def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
         r += forward_s(ds, ceil, b, n, c.ctx, c.kv_scale) + forward_s(hs, ceil, b, n, c.ctx)
         f += flops_s(ds, ceil, b, n, c.ctx) + flops_s(hs, ceil, b, n, c.ctx)
     drafts, blocks = (0.0, float(c.n_fwd)) if c.method == "block" else (float(c.n_fwd), 0.0)
-    return (1.0, layers, moe, float(b), r, drafts, float(b), kv, kv, kv1, kv1, f, tree, blocks)
+    return (1.0, layers, moe, float(b), r, drafts, float(b), kv, kv, kv1, kv1, f, tree, blocks, b * n * moe)
 
 
 def prefill_roofline_s(c: CellShape, ceil: Ceilings) -> float:

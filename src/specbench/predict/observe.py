@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ from specbench.errors import UserError
 from specbench.load.schedule import is_closed_loop
 from specbench.predict.cells import ClassKey, PlanKeys, cell_shape, class_key
 from specbench.predict.model import CellShape
+from specbench.predict.roofline import INDEPENDENT, TOKEN_ID
 from specbench.stored.read import load_store
 from specbench.stored.records import CellRecord, LoadedStore, RequestRecord
 
@@ -137,7 +138,7 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         if m is not None:
             measured[cell.cell_id] = (cell, m)
     ar = {c.baseline_key: m[4] for c, m in measured.values() if c.is_ar}
-    adapter = _adapter(engine, version)
+    adapter = adapter_for(engine, version)
     out: list[Observation] = []
     for cell, (step, ttft, e2e, acc, tok_s) in measured.values():
         srv = store.server(cell.server_id)
@@ -145,7 +146,8 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         argv = srv.command if srv else ()
         cap = (srv.plan or {}).get("max_running_requests") if srv else None
         try:
-            shape = cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None, argv)
+            shape = cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None, argv,
+                               routing(adapter, argv, settings))
         except (ValueError, UserError):
             continue
         base = ar.get(cell.baseline_key)
@@ -157,7 +159,15 @@ def observations(source: str | LoadedStore) -> list[Observation]:
     return out
 
 
-def _adapter(engine: str, version: str) -> ServerAdapter | None:
+def routing(adapter: ServerAdapter | None, argv: Sequence[str], settings: Mapping[str, object]) -> str:
+    """How a MoE target's tokens route in this launch (predict/roofline.py::ROUTING_SHARE): by token id where the
+    engine says its dummy weights do, else each token on its own."""
+    if adapter is not None and adapter.stand_in_routing(argv, settings):
+        return TOKEN_ID
+    return INDEPENDENT
+
+
+def adapter_for(engine: str, version: str) -> ServerAdapter | None:
     """The store's engine's server adapter (once per store), None for an engine this specbench does not know."""
     from specbench.engines.base import server_adapter
 

@@ -4,7 +4,9 @@ A decode / verify / draft forward over `b` sequences of `n` tokens each, at cont
 - weights: every linear weight once (specs/weights.py::tensors_per_rank, bytes per parameter from the checkpoint's
   quantization, specs/quant.py), the embedding only as the `b*n` rows it looks up; routed MoE experts only as the
   share a batch touches, E * (1 - (1 - k/E)^m) of E experts per layer for m routed tokens (k = experts_per_tok,
-  routing taken as uniform; m = b for a decode, b * (1 + (n - 1) * VERIFY_ROUTING_SHARE) for a verify);
+  routing taken as uniform; m = b for a decode, b * (1 + (n - 1) * share) for a verify: share 1 where each token is
+  routed on its own (a real checkpoint, or the engine's uniform expert simulation), STAND_IN_ROUTING_SHARE where
+  dummy weights route by token id, CellShape.routing);
 - KV: `b * ctx` cached tokens of every full-attention layer (sliding layers: at most the window), K + V heads per
   rank x head dim x the KV dtype (the model dtype: no `--kv-cache-dtype` is read here);
 - recurrent state (Gated DeltaNet / Mamba): read and written once per forward, plus one intermediate state per
@@ -27,11 +29,17 @@ from specbench.specs.weights import Tensor, mtp_draft_tensors, tensors_per_rank
 SSM_STATE_BYTES = 4  # fp32: SGLang's default mamba ssm dtype (engines/sglang/formulas.py::mamba_state) and vLLM's
 CONV_STATE_BYTES = 2  # bf16 conv window (SGLANG_MAMBA_CONV_DTYPE default)
 # How many independently routed tokens the n positions of ONE sequence in a verify count as: 1 + (n - 1) * share.
-# Chosen on the grid 0 / 0.25 / 0.5 / 1 by the leave-one-out error over the H200 stores (benchmarks/RESULTS.md,
-# 'Step-cost model'; median 10.6 / 9.0 / 9.1 / 8.8 %, max 23 / 25 / 27 / 28 %: 0.25 the best balance); the one MoE
-# store (tests/data/h200-moe-sglang-0.5.15.post1/) has dummy weights, whose routing follows the token ids, so this
-# is a fitted number, not a property of real checkpoints.
-VERIFY_ROUTING_SHARE = 0.25
+# A real checkpoint routes each token on its own (share 1), and so does SGLang's uniform expert simulation: the H100
+# MoE store with SGLANG_SIMULATE_UNIFORM_EXPERTS=1 (tests/data/h100-moe-uniform-sglang-0.5.15.post1/) measured the
+# same step at simulated accept 1.5, 2.5 and 3.5. Dummy weights route a token by its id alone
+# (engines/sglang/simulate.py::collapsed_routing), and the simulated acceptance commits one token id for every
+# request, so a verify's positions share experts: STAND_IN_ROUTING_SHARE, fitted on the grid 0 / 0.25 / 0.5 / 1 to
+# the dummy-routing MoE stores (tests/data/h200-moe-*, h100-moe-*; benchmarks/RESULTS.md, 'Step-cost model').
+STAND_IN_ROUTING_SHARE = 0.25
+INDEPENDENT_ROUTING_SHARE = 1.0
+# a MoE target's routing regime (CellShape.routing; the engine's ServerAdapter.stand_in_routing says which) -> share
+INDEPENDENT, TOKEN_ID = "independent", "token-id"
+ROUTING_SHARE = {INDEPENDENT: INDEPENDENT_ROUTING_SHARE, TOKEN_ID: STAND_IN_ROUTING_SHARE}
 
 
 @dataclass(frozen=True)
@@ -51,11 +59,12 @@ class ForwardShape:
     flops_per_token: float      # 2 x active params
     attn_flops_per_ctx_token: float  # 4 x heads x head_dim x attention layers
 
-    def bytes(self, b: int, n: int, ctx: float, kv_scale: float = 1.0) -> float:
+    def bytes(self, b: int, n: int, ctx: float, kv_scale: float = 1.0,
+              routing_share: float = INDEPENDENT_ROUTING_SHARE) -> float:
         tokens = b * n
         w = self.dense_bytes + tokens * self.embed_row_bytes
         if self.num_experts:
-            routed = b * (1 + (n - 1) * VERIFY_ROUTING_SHARE)
+            routed = b * (1 + (n - 1) * routing_share)
             touched = 1.0 - (1.0 - self.experts_per_tok / self.num_experts) ** routed
             w += self.expert_bytes * touched
         state = b * self.state_bytes * (2 + (n - 1))
@@ -181,9 +190,11 @@ class Ceilings:
     link_bytes_per_s: float = 0.0  # GPU-to-GPU bandwidth per direction (predict/calibration.py::ceilings)
 
 
-def forward_s(shape: ForwardShape, ceil: Ceilings, b: int, n: int, ctx: float, kv_scale: float = 1.0) -> float:
+def forward_s(shape: ForwardShape, ceil: Ceilings, b: int, n: int, ctx: float, kv_scale: float = 1.0,
+              routing_share: float = INDEPENDENT_ROUTING_SHARE) -> float:
     """Roofline seconds of one forward over b sequences x n tokens at context ctx."""
-    return max(shape.bytes(b, n, ctx, kv_scale) / ceil.bytes_per_s, shape.flops(b, n, ctx) / ceil.flops_per_s)
+    return max(shape.bytes(b, n, ctx, kv_scale, routing_share) / ceil.bytes_per_s,
+               shape.flops(b, n, ctx) / ceil.flops_per_s)
 
 
 def flops_s(shape: ForwardShape, ceil: Ceilings, b: int, n: int, ctx: float) -> float:

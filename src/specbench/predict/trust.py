@@ -64,6 +64,11 @@ WIDEN: dict[str, float] = {
     "tp": 0.10,            # per doubling of TP beyond the calibrated: the all-reduce term is a datasheet roofline
     "kv_dtype": 0.05,      # a KV-cache dtype no store used (H100 FP8 KV from the H200's BF16 stores, 512 and 2,048
                            # tokens: log RMS 0.03 with the GPU move; 0.05 kept)
+    "routing": 0.08,       # a MoE routing regime (model.py::CellShape.routing) this class never ran: the two
+                           # dummy-weight MoE stores (routing by token id) predicted from the uniform-routing one and
+                           # the rest were off by log RMS 0.084, max 0.16 (h100-moe c = 4), the uniform stores from the
+                           # dummy ones by 0.069, max 0.098 (benchmarks/RESULTS.md, sixth session): 0.08 puts the worst
+                           # at 1.96 sigma with the base error
 }
 # tok/s (an absolute speed, not a ratio of two cells of the same boot) moves more than the speedup where the constants
 # were moved: CUDA graphs off vs on changes every step's launch floor (h200-run, eager, left out: tok/s log error
@@ -90,6 +95,7 @@ class Coverage:
     accept: tuple[float, float] = (0.0, 0.0)
     spec_prompt: tuple[int, int] = (0, 0)   # the speculative cells' own ranges: an AR store at 8,192 tokens says
     spec_batch: tuple[int, int] = (0, 0)    # nothing of the verify's attention there
+    routings: tuple[str, ...] = ()          # the MoE cells' routing regimes (model.py::CellShape.routing); () unknown
 
     @property
     def empty(self) -> bool:
@@ -99,7 +105,8 @@ class Coverage:
         return {"gpus": list(self.gpus), "methods": list(self.methods), "kinds": list(self.kinds),
                 "tps": list(self.tps), "topk_max": self.topk_max, "kv_scales": list(self.kv_scales),
                 "prompt": list(self.prompt), "batch": list(self.batch), "accept": [round(a, 3) for a in self.accept],
-                "spec_prompt": list(self.spec_prompt), "spec_batch": list(self.spec_batch)}
+                "spec_prompt": list(self.spec_prompt), "spec_batch": list(self.spec_batch),
+                "routings": list(self.routings)}
 
     @staticmethod
     def from_dict(d: Mapping[str, Any] | None) -> Coverage:
@@ -112,7 +119,8 @@ class Coverage:
                         tuple(str(k) for k in d.get("kinds") or ()), tuple(int(t) for t in d.get("tps") or ()),
                         int(d.get("topk_max") or 1), tuple(float(x) for x in d.get("kv_scales") or ()),
                         pair(d.get("prompt"), int), pair(d.get("batch"), int), pair(d.get("accept"), float),
-                        pair(d.get("spec_prompt"), int), pair(d.get("spec_batch"), int))
+                        pair(d.get("spec_prompt"), int), pair(d.get("spec_batch"), int),
+                        tuple(str(r) for r in d.get("routings") or ()))
 
     def merged(self, other: Coverage) -> Coverage:
         if self.empty:
@@ -131,7 +139,7 @@ class Coverage:
                         max(self.topk_max, other.topk_max), _union(self.kv_scales, other.kv_scales),
                         span(self.prompt, other.prompt), span(self.batch, other.batch),
                         span(self.accept, other.accept), span(self.spec_prompt, other.spec_prompt),
-                        span(self.spec_batch, other.spec_batch))
+                        span(self.spec_batch, other.spec_batch), _union(self.routings, other.routings))
 
 
 def _union(a: Iterable[Any], b: Iterable[Any]) -> tuple[Any, ...]:
@@ -153,7 +161,8 @@ def coverage_of(cells: Iterable[tuple[str, CellShape, float | None]]) -> Coverag
         batch=(min(s.batch for _, s, _ in rows), max(s.batch for _, s, _ in rows)),
         accept=(min(acc), max(acc)) if acc else (0.0, 0.0),
         spec_prompt=(min(s.prompt_tokens for s in spec), max(s.prompt_tokens for s in spec)) if spec else (0, 0),
-        spec_batch=(min(s.batch for s in spec), max(s.batch for s in spec)) if spec else (0, 0))
+        spec_batch=(min(s.batch for s in spec), max(s.batch for s in spec)) if spec else (0, 0),
+        routings=_union((s.routing for _, s, _ in rows if s.target.moe is not None), ()))
 
 
 @dataclass(frozen=True)
@@ -255,6 +264,9 @@ def _distances(shape: CellShape, accept: float | None, cov: Coverage) -> dict[st
         top = max(cov.tps or (1,))
         out["tp"] = (WIDEN["tp"] * max(1.0, abs(math.log2(shape.tp / top))),
                      f"TP {shape.tp} never calibrated (its all-reduce is the link's roofline)")
+    if shape.target.moe is not None and cov.routings and shape.routing not in cov.routings:
+        out["routing"] = (WIDEN["routing"], f"MoE routing {shape.routing} never calibrated (calibrated: "
+                          f"{', '.join(cov.routings)}; roofline.py::ROUTING_SHARE)")
     if cov.kv_scales and all(abs(shape.kv_scale - k) > 1e-6 for k in cov.kv_scales):
         out["kv_dtype"] = (WIDEN["kv_dtype"], f"KV cache at {shape.kv_scale:g}x the model dtype never calibrated")
     return out

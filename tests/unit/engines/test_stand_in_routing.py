@@ -81,3 +81,27 @@ def test_each_such_cell_says_so_in_its_row_of_the_report() -> None:
     assert said == {("eagle3-sim1.5", c) for c in (1, 4, 16, 32)}
     dense = load_store(str(DATA / "h200-dense8b-sglang-0.5.15.post1" / "h200-dense8b.db"))
     assert not any("a stand-in's artifact" in row.note for _, row in cell_rows([dense]))
+
+
+def test_the_routing_regime_follows_the_weights_and_the_expert_simulation() -> None:
+    """Dummy weights route a MoE token by its id (the verify's positions share experts: the predictor's token-id
+    share); real weights and SGLang's uniform / round-robin expert simulation route each token on its own."""
+    sg = server_adapter("sglang", "0.5.15.post1")
+    real = [w for w in DUMMY if w not in ("--load-format", "dummy")]
+    assert sg.stand_in_routing(DUMMY, {"simulated_accept_len": 2.5})
+    assert sg.stand_in_routing(DUMMY, {})  # no simulated acceptance: still dummy weights
+    assert not sg.stand_in_routing(real, {"simulated_accept_len": 2.5})
+    assert not sg.stand_in_routing(DUMMY, {"env": {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}})
+    assert not sg.stand_in_routing(DUMMY, {"env": {"SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS": "yes"}})
+    assert sg.stand_in_routing(DUMMY, {"env": {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "0"}})  # set, but off
+    assert not server_adapter("vllm", None).stand_in_routing(DUMMY, {})  # nothing known there: its own routing
+
+
+def test_the_stores_carry_their_routing_regime() -> None:
+    regimes = {store: {o.shape.routing for o in observations(str(DATA / store))}
+               for store in ("h100-moe-sglang-0.5.15.post1/h100-moe.db",
+                             "h100-moe-uniform-sglang-0.5.15.post1/h100-moeu.db",
+                             "h200-dense8b-sglang-0.5.15.post1/h200-dense8b.db")}
+    assert regimes == {"h100-moe-sglang-0.5.15.post1/h100-moe.db": {"token-id"},
+                       "h100-moe-uniform-sglang-0.5.15.post1/h100-moeu.db": {"independent"},
+                       "h200-dense8b-sglang-0.5.15.post1/h200-dense8b.db": {"independent"}}  # dense: no routing

@@ -22,7 +22,7 @@ from specbench.predict.trust import EXTRAPOLATED, assess
 CONTEXT = DATA / "h100-context-sglang-0.5.15.post1"
 ALL = sorted(str(p) for pat in ("h200-*/*.db", "gpu-decide-sglang/*.db", "h100-context-*/*.db")
              for p in DATA.glob(pat))
-NAMES = ("a", "al", "am", "p", "R", "d", "q", "k", "ks", "k1", "k1s", "kf", "t", "db")
+NAMES = ("a", "al", "am", "p", "R", "d", "q", "k", "ks", "k1", "k1s", "kf", "t", "db", "mt")
 
 
 def _features(store: str) -> list[tuple[object, dict[str, float]]]:

@@ -23,7 +23,7 @@ from specbench.engines.base import Launch
 from specbench.engines.cli_flags import set_server_axes
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, as_float, setting_table
 from specbench.engines.sglang import knobs
-from specbench.engines.sglang.simulate import collapsed_routing, simulated_acceptance
+from specbench.engines.sglang.simulate import collapsed_routing, routes_by_token_id, simulated_acceptance
 from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 
@@ -212,6 +212,17 @@ class SglangServer(ServerBase):
     def stand_in_measurement(self, argv: Sequence[str], settings: Mapping[str, object]) -> str | None:
         """The launch's environment as `launch` builds it (the [server] env, then the simulated acceptance's
         variables) against simulate.py::collapsed_routing."""
+        env = self._cell_env(argv, settings)
+        return None if env is None else collapsed_routing(argv, env)
+
+    def stand_in_routing(self, argv: Sequence[str], settings: Mapping[str, object]) -> bool:
+        """simulate.py::routes_by_token_id of the launch's environment."""
+        env = self._cell_env(argv, settings)
+        return env is not None and routes_by_token_id(argv, env)
+
+    def _cell_env(self, argv: Sequence[str], settings: Mapping[str, object]) -> dict[str, str] | None:
+        """The [server] env, then the simulated acceptance's variables, as `launch` sets them; None where the
+        simulated acceptance does not apply to this launch."""
         env = {k: str(v) for k, v in setting_table(settings, "env").items()}
         accept = settings.get("simulated_accept_len")
         if accept is not None:
@@ -219,7 +230,7 @@ class SglangServer(ServerBase):
                 env.update(simulated_acceptance(as_float(accept), list(argv), self.version).env)
             except (UserError, ValueError):
                 return None
-        return collapsed_routing(argv, env)
+        return env
 
     def probe(self, base_url: str, timeout_s: float, argv: Sequence[str]) -> None:
         probe(base_url, timeout_s, token_ids=skips_tokenizer(argv))

@@ -65,6 +65,15 @@ def _dummy_weights(argv: Sequence[str]) -> bool:
         return False
 
 
+def routes_by_token_id(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether a MoE target of this launch routes each token by its id alone: dummy weights
+    (model_loader/weight_utils.py::initialize_dummy_weights@0.5.15.post1) and neither of the expert-routing
+    simulations (layers/moe/topk.py::select_experts: SGLANG_SIMULATE_UNIFORM_EXPERTS / _ROUND_ROBIN_EXPERTS)."""
+    if any(env.get(k, "").strip().lower() in _ENV_TRUE for k in _EXPERT_SIMULATION):
+        return False
+    return _dummy_weights(argv)
+
+
 def collapsed_routing(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
     """What a dummy-weight launch under simulated acceptance below 2 measures that no real model does, on a target
     with routed experts (MoE); None when that does not hold. Read in SGLang 0.5.15.post1:
@@ -83,11 +92,9 @@ def collapsed_routing(argv: Sequence[str], env: Mapping[str, str]) -> str | None
         accept = float(env.get("SGLANG_SIMULATE_ACC_LEN", "-1"))
     except ValueError:
         return None
-    if not (1.0 <= accept < 2.0) or not _dummy_weights(argv):
+    if not (1.0 <= accept < 2.0) or env.get("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed") != "fixed":
         return None
-    if env.get("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed") != "fixed":
-        return None
-    if any(env.get(k, "").strip().lower() in _ENV_TRUE for k in _EXPERT_SIMULATION):
+    if not routes_by_token_id(argv, env):
         return None
     return (f"dummy weights under simulated accept {accept:g} (< 2, fixed token mode): on a MoE target every request "
             "drafts one shared chain, so a verify routes the batch like one request and its expert reads are too "
