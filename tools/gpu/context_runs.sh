@@ -6,7 +6,8 @@
 #   tree8 | moe (examples/h100-sglang-qwen3-moe-eagle3.toml: the Qwen3-30B-A3B target, its folders written here) |
 #   moeu (examples/h100-sglang-qwen3-moe-uniform.toml: the same with SGLANG_SIMULATE_UNIFORM_EXPERTS=1) |
 #   hybrid (examples/h100-sglang-qwen36-27b-hybrid.toml: Qwen3.6-27B and its DFlash drafter, the folders
-#   `run_boots.sh .devwhl-b 0` writes with the stand-in processor)
+#   `run_boots.sh .devwhl-b 0` writes with the stand-in processor) |
+#   q32 (examples/h100-sglang-qwen3-32b-eagle3.toml: Qwen3-32B and its SpecForge EAGLE3 drafter, folders written here)
 # The matrices name gpu = "H100"; on an H200 the copies under /tmp/mx name "H200" (nvidia-smi says which).
 set -uo pipefail
 step=$1; deadline=$2
@@ -21,12 +22,16 @@ for m in context dflash dflash8 fp8kv c64 tree8; do
 done
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-eagle3.toml > /tmp/mx/moe.toml
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-uniform.toml > /tmp/mx/moeu.toml
+sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-32b-eagle3.toml > /tmp/mx/q32.toml
 # the hybrid 27B: c <= 4 on 80 GB, its H200 twin goes to c = 32
 if [ $gpu = H200 ]; then cp examples/h200-sglang-qwen36-27b-hybrid.toml /tmp/mx/hybrid.toml
 else sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen36-27b-hybrid.toml > /tmp/mx/hybrid.toml; fi
 mkdir -p /tmp/models/q3_30b /tmp/models/q3_30b_eagle3
 cp src/specbench/data/configs/Qwen__Qwen3-30B-A3B.json /tmp/models/q3_30b/config.json
 cp src/specbench/data/configs/specforge__qwen3-30B-A3B-eagle3.json /tmp/models/q3_30b_eagle3/config.json
+mkdir -p /tmp/models/q3_32b /tmp/models/q3_32b_eagle3
+cp src/specbench/data/configs/Qwen__Qwen3-32B.json /tmp/models/q3_32b/config.json
+cp src/specbench/data/configs/specforge__qwen3-32b-eagle3.json /tmp/models/q3_32b_eagle3/config.json
 echo "[context_runs] $name -> gpu = $gpu; step $step; deadline $deadline s; $(date -u +%FT%TZ)" | tee -a $OUT/steps.txt
 sb() { python3 -m specbench "$@"; }
 case "$step" in
@@ -42,7 +47,7 @@ case "$step" in
       sb predict /tmp/mx/context.toml --calibration $OUT/quick.calibration.json > $OUT/prediction-quick-context.txt 2>&1
       head -30 $OUT/prediction-quick-context.txt
     fi ;;
-  context|dflash|dflash8|fp8kv|c64|tree8|moe|moeu|hybrid)
+  context|dflash|dflash8|fp8kv|c64|tree8|moe|moeu|hybrid|q32)
     # the store and its logs stay under /tmp (a call brings back a limited number of files); only the checkpointed
     # .db (rollback-journal mode) and the run's text go to $OUT. A store under .devrun/ or /tmp/runs is resumed.
     mkdir -p /tmp/runs; db=/tmp/runs/$step.db
