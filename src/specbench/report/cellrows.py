@@ -133,6 +133,11 @@ def _notes(c: CellRecord) -> list[str]:
     return [n for n in notes if n]
 
 
+# the integrity warning of a cell that measured a stand-in's artifact: beside its name wherever a decision names it
+# (decide/question.py::Arm.warnings); the engine's reason is in the row's notes
+STAND_IN_WARNING = "a stand-in's artifact, not a real model's speed (see the cell's notes)"
+
+
 def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: str | None = None,
              stand_in: str | None = None) -> CellRow:
     """One phase-table row of an entry (report/compare.py); `stand_in`: what a stand-in's artifact measured in the
@@ -176,7 +181,7 @@ def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: s
         e2e_speedup_ci=None if c.is_ar else _ci(cmp.get("e2e"), d.get("e2e_speedup_ci95")),
         speedup_lead=str(d.get("speedup_lead") or speedups.lead_of(c.client)),
         decision=None if c.is_ar else d.get("decision"),
-        integrity=health, warnings=health.warnings if health is not None else (),
+        integrity=health, warnings=(STAND_IN_WARNING,) * bool(stand_in) + (health.warnings if health is not None else ()),
         vs_ar={m: x.verdict for m, x in cmp.items()}, aa_twin=speedups.is_aa_twin(c.algorithm),
         gpu_memory_max=gpu["gpu_memory_max"], gpu_util_mean=gpu["gpu_util_mean"],
         gpu_power_mean=gpu["gpu_power_mean"],

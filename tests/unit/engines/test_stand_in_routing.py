@@ -83,6 +83,22 @@ def test_each_such_cell_says_so_in_its_row_of_the_report() -> None:
     assert not any("a stand-in's artifact" in row.note for _, row in cell_rows([dense]))
 
 
+def test_a_decision_names_such_a_cell_with_its_warning() -> None:
+    """The decision at each concurrency ranks the artifact cell like any other, with the warning beside its name
+    (decide/question.py::Arm.warnings: the answer table's integrity column, and the headline where it is named)."""
+    from specbench.report.cellrows import STAND_IN_WARNING
+    from specbench.report.decisions import questions
+    from specbench.report.tables import cell_rows
+    from specbench.stored.read import load_store
+
+    moe = load_store(str(DATA / "h100-moe-sglang-0.5.15.post1" / "h100-moe.db"))
+    qs = questions(cell_rows([moe]))
+    warned = {(r.label, r.concurrency) for q in qs for r in q.rows if STAND_IN_WARNING in r.warnings}
+    assert warned == {("eagle3-sim1.5", c) for c in (1, 4, 16, 32)}
+    named = [q for q in qs if q.decision.standings[0].arm.name.startswith("eagle3-sim1.5")]
+    assert all(STAND_IN_WARNING in q.decision.standings[0].arm.warnings for q in named)
+
+
 def test_the_routing_regime_follows_the_weights_and_the_expert_simulation() -> None:
     """Dummy weights route a MoE token by its id (the verify's positions share experts: the predictor's token-id
     share); real weights and SGLang's uniform / round-robin expert simulation route each token on its own."""

@@ -32,7 +32,9 @@ def test_moe_store_predicted_vs_measured(tmp_path):
         m = re.fullmatch(r"([+-]\d+\.\d) %", err)
         assert m and abs(float(m.group(1)) - 100 * (predicted / measured - 1)) < 0.2
         lo, hi = (float(x) for x in iv.split("-"))
-        assert lo < predicted < hi and inside == ("yes" if lo <= measured <= hi else "no")
+        assert lo < predicted < hi
+        if min(abs(measured - lo), abs(measured - hi)) > 0.006:  # the bounds are printed to 2 decimals
+            assert inside == ("yes" if lo <= measured <= hi else "no")
         state, _, artifact = cells[11].partition(", ")
         assert state in ("calibrated", "extrapolated")
         # accept 1.5 on this dummy-weight MoE measured collapsed routing: marked, explained below the table
