@@ -13,12 +13,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from specbench.errors import UserError
 from specbench.predict.model import CellShape, Params, method_of
-from specbench.predict.roofline import INDEPENDENT
+from specbench.predict.roofline import INDEPENDENT, TOKEN_ID
 from specbench.specs.model_types import ModelSpec
 from specbench.specs.resolve import load_model_spec
+
+if TYPE_CHECKING:
+    from specbench.engines.base import ServerAdapter
 
 GRAPHS_OFF_FLAGS = ("--disable-cuda-graph", "--enforce-eager")
 GRAPHS_OFF_VALUES = {"--cuda-graph-backend-decode": "disabled"}
@@ -143,6 +147,24 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: Pla
                      cap=cap if cap and cap > 0 else _int(settings.get("max_running_requests"), 0) or None,
                      prompt_tokens=prompt, output_tokens=out, topk=max(1, topk) if method == "eagle" else 1,
                      kv_scale=kv_scale(argv, target), routing=routing if target.moe else INDEPENDENT)
+
+
+def routing(adapter: ServerAdapter | None, argv: Sequence[str], settings: Mapping[str, object]) -> str:
+    """How a MoE target's tokens route in this launch (predict/roofline.py::ROUTING_SHARE): by token id where the
+    engine says its dummy weights do, else each token on its own."""
+    if adapter is not None and adapter.stand_in_routing(argv, settings):
+        return TOKEN_ID
+    return INDEPENDENT
+
+
+def adapter_for(engine: str, version: str) -> ServerAdapter | None:
+    """The engine's server adapter (once per store or matrix), None for an engine this specbench does not know."""
+    from specbench.engines.base import server_adapter
+
+    try:
+        return server_adapter(engine, None if version == "unknown" else version)
+    except UserError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.predict.calibration import Calibration, ceilings
-from specbench.predict.cells import PlanKeys, cell_shape, class_key
+from specbench.predict.cells import PlanKeys, adapter_for, cell_shape, class_key, routing
 from specbench.predict.judged import ar_twin, judge
 from specbench.predict.model import CellShape
-from specbench.predict.observe import adapter_for, routing
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specbench.errors import UserError
 from specbench.load.schedule import is_closed_loop
-from specbench.predict.cells import ClassKey, PlanKeys, cell_shape, class_key
+from specbench.predict.cells import ClassKey, PlanKeys, adapter_for, cell_shape, class_key, routing
 from specbench.predict.model import CellShape
-from specbench.predict.roofline import INDEPENDENT, TOKEN_ID
 from specbench.stored.read import load_store
 from specbench.stored.records import CellRecord, LoadedStore, RequestRecord
 
@@ -157,24 +156,6 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         out.append(Observation(str(path), cell.cell_id, cell.label, key, shape,
                                step, ttft, e2e, acc, tok_s, sp, stand_in))
     return out
-
-
-def routing(adapter: ServerAdapter | None, argv: Sequence[str], settings: Mapping[str, object]) -> str:
-    """How a MoE target's tokens route in this launch (predict/roofline.py::ROUTING_SHARE): by token id where the
-    engine says its dummy weights do, else each token on its own."""
-    if adapter is not None and adapter.stand_in_routing(argv, settings):
-        return TOKEN_ID
-    return INDEPENDENT
-
-
-def adapter_for(engine: str, version: str) -> ServerAdapter | None:
-    """The store's engine's server adapter (once per store), None for an engine this specbench does not know."""
-    from specbench.engines.base import server_adapter
-
-    try:
-        return server_adapter(engine, None if version == "unknown" else version)
-    except UserError:
-        return None
 
 
 def _stand_in(adapter: ServerAdapter | None, shape: CellShape, argv: tuple[str, ...],
