@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from specbench.contracts import LaunchTarget, plan_gib_problem
+from specbench.contracts_inputs import LaunchTarget, plan_gib_problem
 from specbench.engines.server_base import SPEC_V2_ENV
 from specbench.load.results import OPTIONAL_CLIENT_KEYS
 from specbench.matrix import client_checks
@@ -218,7 +218,7 @@ class Timeouts(_Strict):
 
 
 class PlanSettings(_Strict):
-    """What the planner needs besides the launch command (see `specbench.contracts.PlanOptions`)."""
+    """What the planner needs besides the launch command (see `specbench.contracts_inputs.PlanOptions`)."""
 
     model_config_: str | None = Field(default=None, alias="model_config")
     draft_config: str | None = None
@@ -236,7 +236,7 @@ class PlanSettings(_Strict):
     @field_validator("gpu_mem_gib", "avail_before_load_gib", "weights_gib", "draft_weights_gib", "non_kv_gib")
     @classmethod
     def _gib(cls, v: float | None, info: ValidationInfo) -> float | None:
-        why = plan_gib_problem(str(info.field_name), v)  # the bounds `specbench plan` checks (contracts.py)
+        why = plan_gib_problem(str(info.field_name), v)  # the bounds `specbench plan` checks (contracts_inputs.py)
         if why is not None:
             raise ValueError(why)
         return v

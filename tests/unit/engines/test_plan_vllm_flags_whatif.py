@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from paths import DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.vllm.args import parse_vllm_argv
 from specbench.engines.vllm.gpu_fit import VLLM_TOTALS, capture_sizes, graph_count
 from specbench.engines.vllm.plan import vllm_mtp_draft_bytes
