@@ -32,7 +32,7 @@ matrix finds its finished cells in the store.
 `model` on the embedded engine (`local`) is the model folder it serves (under SPECBENCH_MODELS). On every other
 engine the launch command names the model, and `model` is, as `vllm bench serve --model` and SGLang's
 `bench_serving --model` have it, the model the server must serve: the requests name it and `/v1/models` must list it
-at boot, else the server's cells fail before anything is measured, naming both (matrix/tuple_run.py::model_mismatch).
+at boot, else the server's cells fail before anything is measured, naming both (matrix/served_model.py::model_mismatch).
 It is `served_model_name` (the "model" field of requests) under its bench-tool name: both given, they must agree.
 
 See examples/demo.toml and examples/qwen36-27b-dflash-ddtree.toml. Errors name the file, the line and
