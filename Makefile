@@ -40,7 +40,8 @@ browser:
 # ruff (F, I, B, UP), mypy (--check-untyped-defs on the files of [tool.mypy]; --strict on the typed seams STRICT) and
 # the import layers (import-linter: no upward import, no cycle): pyproject.toml; no public function another package
 # calls returns dict[str, Any] beyond a shrink-only allowlist (tools/ci/dict_returns.py)
-STRICT := src/specbench/contracts.py src/specbench/diagnosis_contract.py src/specbench/engines/base.py src/specbench/matrix/preflight.py \
+STRICT := src/specbench/contracts.py src/specbench/contracts_inputs.py src/specbench/contracts_per_tp.py \
+	src/specbench/diagnosis_contract.py src/specbench/engines/base.py src/specbench/matrix/preflight.py \
 	src/specbench/stored/read.py src/specbench/load/metric_table.py
 lint: venv
 	$(BIN)/ruff check src tests benchmarks tools

@@ -71,7 +71,7 @@ def score(with_configs: bool = False) -> dict:
     os.environ.pop("HF_HUB_CACHE", None)
     if with_configs:
         _cache_configs(Path(os.environ["HF_HOME"]))
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.errors import UserError
     from specbench.plan.api import plan_command
     from specbench.specs.resolve import resolve_model

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.errors import UserError
 from specbench.plan.api import plan_command
 

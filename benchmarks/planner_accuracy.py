@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.doctor.doctor import diagnose_file
 from specbench.doctor.replan import facts_for_plan
 from specbench.errors import UserError

@@ -46,7 +46,7 @@ STAND_IN = ROOT / "src" / "specbench" / "data" / "configs" / "Qwen__Qwen3.6-27B-
 
 
 def _plan(cmd: str, gpu: str | None, version: str | None, config: str | None) -> dict[str, Any] | None:
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.errors import UserError
     from specbench.plan.api import plan_command
 

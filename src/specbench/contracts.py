@@ -1,6 +1,7 @@
 """The plan's JSON contract as types: what `specbench plan --json` emits (docs/contracts.md), the budget rows the
-doctor reads from a log, and the plain inputs the layers above hand an engine (the whole `doctor --json` read back:
-diagnosis_contract.py).
+doctor reads from a log, and what an engine's plan hands the planner (the whole `doctor --json` read back:
+diagnosis_contract.py; the per-TP table's rows: contracts_per_tp.py; the plain inputs the layers above hand an
+engine: contracts_inputs.py).
 
 An engine's planner assembles its keys and hands back a `PlanResult` (`Engine.plan -> EnginePlan`); the doctor
 returns a `Diagnosis` (doctor/doctor.py) that holds it; the JSON is written from them at the edge (`to_json`) key for
@@ -17,7 +18,9 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any
+
+from specbench.contracts_per_tp import TP_ROW_TYPES, TpRow
 
 GIB = 1 << 30  # bytes in a GiB: the unit of every `*_gib` key, and of every planner's byte sums (one definition)
 
@@ -112,94 +115,6 @@ class Fix:
             out["result"] = self.result.to_json()
         out.update(_plain(self.extra))
         return _in_order(out, self.key_order)
-
-
-# ------------------------------------------------------------------------------------------------ plan: per TP
-
-
-@dataclass(frozen=True)
-class SglangTpRow:
-    """One row of SGLang's nearest-configurations table: per TP, the largest/smallest value of each knob that
-    still starts with the rest of the launch as given (engines/sglang/fixes.py::Solver.row)."""
-
-    tp: int
-    error: str | None  # why this TP cannot be planned at all (e.g. heads not divisible); the knobs are then null
-    max_running_requests: int | None
-    min_mem_fraction_static: float | None
-    max_context_length: int | None
-    max_draft_tokens: int | None
-    status_as_requested: str | None  # "ok" | "fails": the launch as given at this TP
-
-    # (key, the column a person reads) in table order, after TP and "as requested"
-    COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("max_running_requests", "max --max-running-requests"),
-        ("min_mem_fraction_static", "min --mem-fraction-static"),
-        ("max_context_length", "max --context-length"),
-        ("max_draft_tokens", "max draft tokens"),
-    )
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> SglangTpRow:
-        return cls(**{f.name: d[f.name] for f in fields(cls)})
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tp": self.tp, "error": self.error, "max_running_requests": self.max_running_requests,
-                "min_mem_fraction_static": self.min_mem_fraction_static,
-                "max_context_length": self.max_context_length, "max_draft_tokens": self.max_draft_tokens,
-                "status_as_requested": self.status_as_requested}
-
-
-@dataclass(frozen=True)
-class VllmTpRow:
-    """One row of vLLM's nearest-configurations table (engines/vllm/plan.py::per_tp_fixes). A TP that cannot be
-    planned is `{"tp", "error"}` only. A planned row also carries SGLang-shaped aliases of its knobs
-    (`max_running_requests` = `max_num_seqs`, `min_mem_fraction_static` = `min_gpu_memory_utilization`,
-    `max_context_length` = `max_model_len`, `max_draft_tokens` = null): derived here, never stored twice."""
-
-    tp: int
-    error: str | None
-    status_as_requested: str | None = None
-    max_num_seqs: int | None = None
-    max_model_len: int | None = None
-    min_gpu_memory_utilization: float | None = None
-    min_cpu_kvcache_space_gib: int | None = None
-
-    COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("max_num_seqs", "max --max-num-seqs"),
-        ("max_model_len", "max --max-model-len"),
-        ("min_gpu_memory_utilization", "min --gpu-memory-utilization"),
-    )
-    CPU_COLUMNS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("max_num_seqs", "max --max-num-seqs"),
-        ("max_model_len", "max --max-model-len"),
-        ("min_cpu_kvcache_space_gib", "min VLLM_CPU_KVCACHE_SPACE GiB"),
-    )
-
-    def _aliases(self) -> dict[str, Any]:
-        return {"max_running_requests": self.max_num_seqs, "min_mem_fraction_static": self.min_gpu_memory_utilization,
-                "max_context_length": self.max_model_len, "max_draft_tokens": None}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> VllmTpRow:
-        if d.get("error") is not None:
-            return cls(tp=d["tp"], error=d["error"])
-        row = cls(**{f.name: d[f.name] for f in fields(cls)})
-        for k, v in row._aliases().items():
-            if d[k] != v:
-                raise ValueError(f"vLLM per_tp row for TP{row.tp}: {k}={d[k]!r} is not its alias value {v!r}")
-        return row
-
-    def to_json(self) -> dict[str, Any]:
-        if self.error is not None:
-            return {"tp": self.tp, "error": self.error}
-        return {"tp": self.tp, "error": None, "status_as_requested": self.status_as_requested,
-                "max_num_seqs": self.max_num_seqs, "max_model_len": self.max_model_len,
-                "min_gpu_memory_utilization": self.min_gpu_memory_utilization,
-                "min_cpu_kvcache_space_gib": self.min_cpu_kvcache_space_gib, **self._aliases()}
-
-
-TpRow = SglangTpRow | VllmTpRow
-TP_ROW_TYPES: Mapping[str, type[SglangTpRow] | type[VllmTpRow]] = MappingProxyType({"sglang": SglangTpRow, "vllm": VllmTpRow})
 
 
 # ------------------------------------------------------------------------------------------------ plan
@@ -406,68 +321,6 @@ class BudgetRow:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> BudgetRow:
         return cls(d["key"], d["label"], d["gib"], d["source"])
-
-
-# ------------------------------------------------------------------------------------------------ inputs
-# What the layers above hand the engines: plain frozen values, so that an engine package never imports the
-# planner's entry point (plan/api.py) or the matrix (matrix/schema.py) above it.
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """What `plan_command` (plan/api.py) needs besides the launch command; every field optional."""
-
-    model_config: str | None = None  # a config.json path, a model folder, a repo id or a bundled name
-    draft_config: str | None = None
-    gpu: str | None = None  # a name of the GPU catalog (specs/gpu.py); None: specs/gpu.py::DEFAULT_GPU
-    gpu_mem_gib: float | None = None  # a custom GPU of this many GiB, over `gpu`
-    engine: str | None = None  # "sglang" | "vllm"; None: the engine that recognises the command
-    engine_version: str | None = None  # the rule set; None: the engine's newest
-    avail_before_load_gib: float | None = None  # measured: free memory before the weights load (GiB)
-    weights_gib: float | None = None  # measured: the target's weights per GPU (GiB)
-    draft_weights_gib: float | None = None  # measured: the draft's weights per GPU (GiB)
-    non_kv_gib: float | None = None  # vLLM: measured non-KV memory (GiB)
-    fixes: bool = True  # search the nearest working configurations per TP size
-    tp_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    revision: str | None = None  # the target's Hub revision, over the command's --revision
-
-
-# The memory options of PlanOptions and their bounds, one owner for `specbench plan`'s flags and a matrix's [plan]
-# table (issue 38: `gpu_mem_gib = 0` passed a matrix and was refused by plan): field -> must it be above 0. A GPU or
-# the free memory before loading of 0 GiB is no GPU; measured weights and non-KV memory may be 0.
-PLAN_GIB_FIELDS: dict[str, bool] = {"gpu_mem_gib": True, "avail_before_load_gib": True, "weights_gib": False,
-                                    "draft_weights_gib": False, "non_kv_gib": False}
-# the largest accelerator memory is well below this (a typo or an overflow is not)
-MAX_PLAN_GIB = 16384.0
-
-
-def plan_gib_problem(field: str, value: object) -> str | None:
-    """Why `value` cannot be the PlanOptions memory field `field` (a finite number of GiB in its bounds), or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return f"{value!r}: expected a number of GiB"
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return f"{str(value)[:40]!r}: expected a number of GiB"
-    positive = PLAN_GIB_FIELDS[field]
-    if not math.isfinite(x) or x < 0 or (positive and x == 0) or x > MAX_PLAN_GIB:
-        return f"{x}: expected a finite number of GiB {'> 0' if positive else '>= 0'} and <= {MAX_PLAN_GIB:.0f}"
-    return None
-
-
-@dataclass(frozen=True)
-class LaunchTarget:
-    """What a server adapter (engines/base.py::ServerAdapter) launches and where: the matrix's base command, the
-    address, and the model and served name of an engine that launches a local model itself (the embedded CPU
-    engine). Built by the matrix (matrix/schema.py::MatrixSpec.target)."""
-
-    command: tuple[str, ...] = ()
-    host: str = "127.0.0.1"
-    port: int = 30000
-    model: str | None = None
-    served_model_name: str | None = None
 
 
 # ------------------------------------------------------------------------------------------------ engine -> planner

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from specbench.contracts import PlanResult, TpRow
+from specbench.contracts import PlanResult
+from specbench.contracts_per_tp import TpRow
 
 
 def fmt(x: Any, nd: int = 2) -> str:

@@ -49,7 +49,7 @@ LIES: dict[str, tuple[dict[str, object], str]] = {  # label -> (flags, what the 
 NOT_ON_GENERATE = {"answer-model", "answer-model-loose", "empty", "empty-spaces", "empty-loose", "empty-spec",
                    "same-empty"}
 # a model switched mid-run on /generate: its answers name no model, so the runner's /v1/models re-check after the
-# cell (matrix/tuple_run.py::model_changed) says it
+# cell (matrix/served_model.py::model_changed) says it
 ON_GENERATE_SAYS = {"switch": "/v1/models changed during the cell"}
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from paths import DATA as TEST_DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.command import read_command
 from specbench.errors import UserError
 from specbench.plan.api import plan_command

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from paths import DATA as TEST_DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.command import read_command
 from specbench.errors import UserError
 from specbench.plan.api import plan_command

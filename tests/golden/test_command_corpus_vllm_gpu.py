@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from paths import DATA as TEST_DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.command import read_command
 from specbench.engines.vllm.args import parse_vllm_argv
 from specbench.plan.api import plan_command

@@ -151,7 +151,7 @@ def test_diff_never_calls_the_healthy_side_failed():
 def test_plan_and_doctor_read_a_server_folder_path_alike():
     """A log's `/models/gpt-oss-20b` (a folder on the server, not here): the doctor and `plan` both take the bundled
     config by its basename (specs/resolve.py::_bundled_match), and plan says so in model_notes."""
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.logs.launch_model import model_source
     from specbench.plan.api import plan_command
 

@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 
 from paths import DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.doctor.doctor import diagnose_file
 from specbench.plan.api import plan_command
 

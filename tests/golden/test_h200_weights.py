@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from paths import DATA
-from specbench.contracts import GIB, PlanOptions
+from specbench.contracts import GIB
+from specbench.contracts_inputs import PlanOptions
 from specbench.doctor.reading import log_reader
 from specbench.plan.api import plan_command
 from specbench.specs.resolve import load_model_spec

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from paths import DATA as TEST_DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.sglang.formulas import mamba_state
 from specbench.plan.api import plan_command
 from specbench.specs.resolve import load_model_spec

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from paths import DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm.fromlog import argv_from_vllm_log, avx512_bf16_from_log
 from specbench.models_gen import gpt_oss

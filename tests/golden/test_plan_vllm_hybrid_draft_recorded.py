@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name
 from specbench.plan.api import plan_command

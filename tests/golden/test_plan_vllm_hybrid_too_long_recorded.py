@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine_boot import engine_venv_or_skip
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.vllm import local as vl
 from specbench.models_gen.configs import model_config
 from specbench.models_gen.shapes import by_name

@@ -34,7 +34,7 @@ from specbench.doctor.lastboot import parse_raw
 FIXTURES = sorted(DATA.glob("sglang-0.5.1*/*.log"))
 
 try:  # the planner is written in parallel; the tests wait for it rather than fail on import
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.plan.api import plan_command
 except ModuleNotFoundError:  # pragma: no cover - only before the planner lands
     plan_command = None  # type: ignore[assignment]

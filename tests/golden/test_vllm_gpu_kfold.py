@@ -102,7 +102,7 @@ def test_the_fit_sizes_the_plan_names_are_the_corpus(kfold):
 
 
 def _plan(cmd: str, gpu: str, **kw):
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.plan.api import plan_command
 
     cfg = str(ROOT / "src" / "specbench" / "data" / "configs" / "Qwen__Qwen3-8B.json")

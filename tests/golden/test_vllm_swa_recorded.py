@@ -24,7 +24,7 @@ import pytest
 from engine_boot import engine_venv_or_skip, models_dir, plan_words, running, wait_ready
 from paths import DATA
 from proc_helpers import free_port
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.vllm import cpu as vllm_cpu
 from specbench.engines.vllm import local as vl
 from specbench.models_gen import gpt_oss

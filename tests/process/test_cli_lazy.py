@@ -31,7 +31,8 @@ VLLM_PLAN = ["plan", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-mo
 # the planner's layers only (README "Where things are").
 PLAN_MAY_IMPORT = ("typer", "shellingham", "annotated_doc", "rich", "packaging",
                    "specbench.cli", "specbench.commands.plan", "specbench.plan", "specbench.engines", "specbench.specs",
-                   "specbench.logs", "specbench.contracts", "specbench.planfmt", "specbench.redact", "specbench.errors",
+                   "specbench.logs", "specbench.contracts", "specbench.contracts_inputs",
+                   "specbench.contracts_per_tp", "specbench.planfmt", "specbench.redact", "specbench.errors",
                    "specbench.scoped", "specbench.userfile")  # userfile: the one reader of a file the user names
 PLAN_MAY_IMPORT_PACKAGES = ("specbench", "specbench.commands")  # the packages themselves (their __init__ is empty)
 # ... and of the planner's layers not these: the runner's launchers and clients, the Hub client's module

@@ -61,7 +61,7 @@ def plan_cmd(
     if not argv and not from_log:
         raise UserError("give the launch command after `--`, e.g. specbench plan -- python -m sglang.launch_server "
                         "--model-path Qwen/Qwen3.6-27B --tp 1")
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.plan.api import env_gpu_default, plan_result
 
     opts = PlanOptions(model_config=model_config, draft_config=draft_config, gpu=gpu or (None if gpu_mem_gib else env_gpu_default()),
@@ -117,8 +117,8 @@ _RELEASE_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,39}")
 
 def _check_gib(field: str, value: object) -> None:
     """A memory option (or the value --from-log took from a log) within PlanOptions' bounds
-    (contracts.py::plan_gib_problem, the matrix's [plan] table checks the same), else one line."""
-    from specbench.contracts import plan_gib_problem
+    (contracts_inputs.py::plan_gib_problem, the matrix's [plan] table checks the same), else one line."""
+    from specbench.contracts_inputs import plan_gib_problem
 
     why = plan_gib_problem(field, value)
     if why is not None:

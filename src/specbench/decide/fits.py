@@ -13,9 +13,9 @@ The throughput at the reachable concurrency R, first of:
   shown as "<=", with no interval);
 - none, with why.
 
-Two sides build the rows: the matrix before anything runs (`setups_from_dry_run`, the dry run's rows: planned +
-predicted) and a results store (report/fits.py: servers.plan_json and the done cells). Pure functions; the caller
-hands in the predictor (`Predictor`), so this module never reads a file.
+Two sides build the rows: the matrix before anything runs (matrix/fits.py::setups_from_dry_run, the dry run's rows:
+planned + predicted) and a results store (report/fits.py: servers.plan_json and the done cells). Pure functions; the
+caller hands in the predictor (`Predictor`), so this module never reads a file.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Literal, TypedDict
 
 from specbench.decide.verdict import TIE_MARGIN
 from specbench.load import speedup as speedups
-from specbench.plan.reach import LIMIT_TEXT, Limit, Reach, reach_of
+from specbench.plan.reach import LIMIT_TEXT, Limit, Reach
 from specbench.predict.matrix import Predicted
 
 Basis = Literal["measured", "measured_below", "predicted", "none"]
@@ -374,49 +374,3 @@ def row_at(row: Mapping[str, Any], concurrency: int) -> dict[str, Any]:
     predict the launch at its reachable concurrency."""
     return {**dict(row), "cell": f"{row.get('cell')}@c{concurrency}",
             "client": {**dict(row.get("client") or {}), "concurrency": concurrency}}
-
-
-def setups_from_dry_run(rows: Sequence[Mapping[str, Any]], section: str) -> list[Setup]:
-    """One setup per launch (server_id) and closed-loop workload of the dry run's rows: the planned limits
-    (`plan_limits`, docs/contracts.md), the largest concurrency the matrix asks of it there, and for a launch the
-    planner fixed (`plan_limits_asked`) what made the asked one fail. Rate workloads (request_rate set) have no
-    reachable concurrency: left out."""
-    groups: dict[tuple[str, Workload], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        client = row.get("client") or {}
-        if speedups.is_rate_cell(client):
-            continue
-        groups.setdefault((str(row.get("server_id")), workload_of(section, client)), []).append(row)
-    out = []
-    for (sid, w), group in groups.items():
-        asked = max((_int((g.get("client") or {}).get("concurrency")) or 0) for g in group) or None
-        top = max(group, key=lambda g: _int((g.get("client") or {}).get("concurrency")) or 0)
-        reach = reach_of(top.get("plan_limits"), w.length, asked)
-        if top.get("verdict") == "fixed":
-            reach = _fixed(reach, top.get("plan_limits_asked"), top.get("reason"), w.length)
-        server = top.get("server") or {}
-        out.append(Setup(w, _int(server.get("tp")) or 1, str(top.get("label")), sid, str(top.get("cell")), reach,
-                         str(top.get("verdict")) if top.get("verdict") else None))
-    return out
-
-
-def _fixed(reach: Reach, asked_plan: Mapping[str, Any] | None, reason: Any, length: int | None) -> Reach:
-    """A launch the planner's nearest fix replaced (auto_fix): the fix and, from the asked plan's own numbers, the
-    limit that made the asked launch fail (its Mamba slots or its KV tokens); where the fixed cap is what binds, that
-    limit is named as the binding one."""
-    why = str(reason) if reason else "auto_fix: launched with the planner's nearest working settings"
-    if not asked_plan:
-        return replace(reach, fix=why)
-    slots, ratio = _int(asked_plan.get("max_mamba_cache_size")), _int(asked_plan.get("mamba_ratio"))
-    kv = _int(asked_plan.get("kv_tokens"))
-    need = max(1, reach.holds or 1)
-    failed: Limit
-    if slots is not None and ratio and slots // ratio < need:  # a plan out of memory states K <= 0: none left
-        k = max(0, slots)
-        failed, detail = "mamba", f"asked: {k:,} Mamba slots / {ratio} per request = {k // ratio} requests"
-    elif kv is not None and length and kv // length < need:
-        n = max(0, kv)
-        failed, detail = "kv", f"asked: {n:,} KV tokens / {length:,} = {n // length} requests"
-    else:
-        return replace(reach, fix=why)
-    return replace(reach, binds=failed if reach.binds == "engine_cap" else reach.binds, fix=f"{why}; {detail}")

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypedDict
 
-from specbench.contracts import PlanOptions, PlanResult
+from specbench.contracts import PlanResult
+from specbench.contracts_inputs import PlanOptions
 from specbench.doctor.lastboot import log_text, parse_raw, read_log
 from specbench.engines.base import engine
 from specbench.errors import UserError

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
-from specbench.contracts import PlanOptions, PlanResult
+from specbench.contracts import PlanResult
+from specbench.contracts_inputs import PlanOptions
 from specbench.doctor.lastboot import parse_raw, read_log
 from specbench.doctor.replan import PlanFacts, facts_for_plan, infer_version
 from specbench.engines.base import engine

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from specbench.contracts import BudgetRow, EnginePlan, LaunchTarget, PlanOptions, PlanResult
+    from specbench.contracts import BudgetRow, EnginePlan, PlanResult
+    from specbench.contracts_inputs import LaunchTarget, PlanOptions
     from specbench.logs.candidates import Candidate, PoolChange
     from specbench.logs.facts import LogFacts
     from specbench.logs.failures import EngineFailures, Failure

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.contracts import LaunchTarget
+    from specbench.contracts_inputs import LaunchTarget
 
 # SGLang's switch of the overlap speculative worker (sglang/srt/environ.py::Envs.SGLANG_ENABLE_SPEC_V2@0.5.12;
 # removed in 0.5.14). Defined once, here, because every server kind acts on it: every non-SGLang server drops it

@@ -4,7 +4,7 @@ functions, run after the run, off the measured window).
 - The model: every OpenAI-route event names the model that answered (`model`). Both engines echo the served name
   the request asked for (vllm/entrypoints/openai/serving_completion.py `model_name`; sglang/srt/entrypoints/openai/
   serving_completions.py `request.model`), and the client asks for the one /v1/models listed at boot
-  (matrix/tuple_run.py): an answer naming another model (a server that switched models after the boot's check, or
+  (matrix/served_model.py): an answer naming another model (a server that switched models after the boot's check, or
   lists one model and answers with another) is a request error naming both (`model_problem`).
 - Prompt tokens: the prompt_tokens of a request is the client's own count of what it sent (token ids, or its
   tokenizer over the text or the chat template: load/prompts.py); the server's `usage.prompt_tokens` is checked

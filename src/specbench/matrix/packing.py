@@ -28,10 +28,11 @@ from specbench.matrix import gpus as gpu_mod
 from specbench.matrix import lifecycle, orphans
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import Cell, ServerTuple
+from specbench.matrix.placement import Placement
 from specbench.matrix.preflight import Preflight, preflight
 from specbench.matrix.relay import INTERRUPTED, Job, Writer, relays
 from specbench.matrix.schema import MatrixSpec
-from specbench.matrix.tuple_run import Placement, cell_server_json, fail_cells, record_server, run_tuple
+from specbench.matrix.tuple_run import cell_server_json, fail_cells, record_server, run_tuple
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 

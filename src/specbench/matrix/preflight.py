@@ -58,7 +58,7 @@ def plan_launch(adapter: ServerAdapter, spec: MatrixSpec, launch: Launch, fixes:
     the nearest-fix search, for readers that need only the plan, e.g. `specbench predict`)."""
     if adapter.plan_engine is None:
         return None
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.plan.api import plan_result
 
     p = spec.plan

@@ -33,10 +33,11 @@ from specbench.errors import UserError
 from specbench.matrix import orphans
 from specbench.matrix.expansion import Cell, ServerTuple
 from specbench.matrix.packing import by_phase
+from specbench.matrix.placement import Placement
 from specbench.matrix.preflight import Preflight, preflight
 from specbench.matrix.relay import INTERRUPTED, Job, Writer, relays
 from specbench.matrix.schema import MatrixSpec
-from specbench.matrix.tuple_run import Placement, cell_server_json, fail_cells, record_server, run_tuple
+from specbench.matrix.tuple_run import cell_server_json, fail_cells, record_server, run_tuple
 
 EXECUTORS = ("local", "ray")
 CONNECT_S = 10.0  # a Ray address's TCP connect, then its HTTP/2 greeting

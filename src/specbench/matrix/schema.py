@@ -32,7 +32,7 @@ matrix finds its finished cells in the store.
 `model` on the embedded engine (`local`) is the model folder it serves (under SPECBENCH_MODELS). On every other
 engine the launch command names the model, and `model` is, as `vllm bench serve --model` and SGLang's
 `bench_serving --model` have it, the model the server must serve: the requests name it and `/v1/models` must list it
-at boot, else the server's cells fail before anything is measured, naming both (matrix/tuple_run.py::model_mismatch).
+at boot, else the server's cells fail before anything is measured, naming both (matrix/served_model.py::model_mismatch).
 It is `served_model_name` (the "model" field of requests) under its bench-tool name: both given, they must agree.
 
 See examples/demo.toml and examples/qwen36-27b-dflash-ddtree.toml. Errors name the file, the line and
@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from specbench.contracts import LaunchTarget, plan_gib_problem
+from specbench.contracts_inputs import LaunchTarget, plan_gib_problem
 from specbench.engines.server_base import SPEC_V2_ENV
 from specbench.load.results import OPTIONAL_CLIENT_KEYS
 from specbench.matrix import client_checks
@@ -218,7 +218,7 @@ class Timeouts(_Strict):
 
 
 class PlanSettings(_Strict):
-    """What the planner needs besides the launch command (see `specbench.contracts.PlanOptions`)."""
+    """What the planner needs besides the launch command (see `specbench.contracts_inputs.PlanOptions`)."""
 
     model_config_: str | None = Field(default=None, alias="model_config")
     draft_config: str | None = None
@@ -236,7 +236,7 @@ class PlanSettings(_Strict):
     @field_validator("gpu_mem_gib", "avail_before_load_gib", "weights_gib", "draft_weights_gib", "non_kv_gib")
     @classmethod
     def _gib(cls, v: float | None, info: ValidationInfo) -> float | None:
-        why = plan_gib_problem(str(info.field_name), v)  # the bounds `specbench plan` checks (contracts.py)
+        why = plan_gib_problem(str(info.field_name), v)  # the bounds `specbench plan` checks (contracts_inputs.py)
         if why is not None:
             raise ValueError(why)
         return v

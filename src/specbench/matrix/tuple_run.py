@@ -4,7 +4,7 @@ Boot (lifecycle.py): GPU memory of its GPUs at baseline, port free, own process 
 generation from a process of that group (identity.py), effective server args read back. Every cell that needs
 running is `running` before and `done` / `failed` after; the server's identity (the process listening on the
 port belongs to the group started) is checked before and after every cell, so a foreign server is never
-measured. A failure keeps the whole server log and a doctor diagnosis. Stop: SIGTERM, then SIGKILL.
+measured, nor a server of another model (served_model.py). A failure keeps the whole server log and a doctor diagnosis. Stop: SIGTERM, then SIGKILL.
 
 Everything goes to three sinks, so the same code runs in the runner itself (the Store, the Progress, the
 RunReport), in a worker process of a packed run and in a Ray task (proxies that ship each call to the writer):
@@ -21,9 +21,8 @@ import sqlite3
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from specbench.contracts import plan_json
 from specbench.engines import server_auth
@@ -35,38 +34,11 @@ from specbench.matrix.cellload import CellContext
 from specbench.matrix.cellrun import CellOutcome, run_cell
 from specbench.matrix.diagnosis import diagnose, failure_suffix
 from specbench.matrix.expansion import Cell
+from specbench.matrix.placement import Placement
 from specbench.matrix.preflight import Preflight
 from specbench.matrix.schema import MatrixSpec
+from specbench.matrix.served_model import model_changed, model_mismatch
 from specbench.matrix.visits import Visit, first_visit
-
-
-class PlacementRecord(TypedDict):
-    """A ready server's `server_info_json.placement` (docs/structures.md): where it ran and the runner's pid."""
-
-    slot: int
-    port: int | None
-    gpus: list[str] | None
-    cores: list[int] | None
-    host_pid: int
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a tuple runs: its slot (one per concurrently running server), port, GPUs and load-generator cores."""
-
-    slot: int = 0
-    port: int | None = None  # None: the matrix's port
-    gpus: tuple[str, ...] | None = None  # CUDA_VISIBLE_DEVICES for the server; None: the environment's
-    gpu_indices: tuple[int, ...] | None = None  # nvidia-smi indices whose memory baseline is waited for
-    cores: tuple[int, ...] | None = None  # the load generator's CPU affinity (set after the server started)
-
-    @property
-    def name(self) -> str:
-        return f"gpu {','.join(self.gpus)}" if self.gpus else (f"slot {self.slot}" if self.slot else "")
-
-    def record(self) -> PlacementRecord:
-        return PlacementRecord(slot=self.slot, port=self.port, gpus=list(self.gpus) if self.gpus else None,
-                               cores=list(self.cores) if self.cores else None, host_pid=os.getpid())
 
 
 def cell_server_json(pf: Preflight) -> dict[str, Any]:
@@ -370,41 +342,6 @@ def safe_cap(adapter: ServerAdapter, info: dict[str, Any], log_text: str,
         return adapter.running_cap(info, log_text, plan)
     except Exception:  # a record, never a reason to fail the tuple
         return None, None
-
-
-def expected_model(spec: MatrixSpec, argv: list[str]) -> str | None:
-    """The model the matrix asks for: `served_model_name`, else the launch's `--served-model-name`, else its model
-    (`--model-path X`, `--model X`, `serve X`); None when neither says."""
-    from specbench.matrix.adapters import command_model
-
-    if spec.served_model_name:
-        return spec.served_model_name
-    for i, word in enumerate(argv):
-        head, sep, tail = word.partition("=")
-        if head == "--served-model-name":
-            return tail if sep else (argv[i + 1] if i + 1 < len(argv) else None)
-    return command_model(argv)
-
-
-def model_mismatch(spec: MatrixSpec, argv: list[str], served: list[str] | None) -> str | None:
-    """Why the running server is not the model the matrix names (both names), or None (it is, or nothing says)."""
-    want = expected_model(spec, argv)
-    if want is None or not served:
-        return None
-    if want.rstrip("/") in {s.rstrip("/") for s in served}:
-        return None
-    return (f"serves model {', '.join(repr(s) for s in served)} (/v1/models), but the matrix / launch command names "
-            f"{want!r}; nothing was measured")
-
-
-def model_changed(at_boot: tuple[str, ...] | None, now: list[str] | None) -> str | None:
-    """The server's model changed since the boot's /v1/models check (a restart with another model, a reload): the
-    cell's answers may be another model's. Every route, /generate included (its answers name no model: load/honesty.py
-    checks the OpenAI routes' per request). None when either list is unknown or they agree."""
-    if not at_boot or now is None or set(now) == set(at_boot):
-        return None
-    return (f"the server's /v1/models changed during the cell: {', '.join(repr(m) for m in at_boot)} at boot, "
-            f"{', '.join(repr(m) for m in now) or 'nothing'} now (another model answered)")
 
 
 def safe_read_back(adapter: ServerAdapter, base_url: str, log_text: str) -> dict[str, Any]:

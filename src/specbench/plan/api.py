@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from specbench.contracts import EnginePlan, PlanOptions, PlanResult
+from specbench.contracts import EnginePlan, PlanResult
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.command import read_command, revisions_of
 from specbench.plan.concurrency import KEYS as CONCURRENCY_KEYS
 from specbench.plan.concurrency import concurrency, overcommit_warning

@@ -24,7 +24,8 @@ from typing import Any, Literal, TypedDict
 from specbench.decide import METRICS, TIE_MARGIN, Comparison, Metric, compare, looks_of, more_text
 from specbench.load import speedup as speedups
 from specbench.load import spread as sp
-from specbench.report.runs_match import Change, KnobKind, Matching, Pair, Side, SideName, UnmatchedWhy, match
+from specbench.report.runs_match import Change, Matching, Pair, SideName, UnmatchedWhy, match
+from specbench.report.runs_side import KnobKind, Side
 from specbench.stored.records import CellRecord, LoadedStore
 
 Outcome = Literal["improvement", "regression", "tie", "undecided", "failed", "unmeasured"]

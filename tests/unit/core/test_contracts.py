@@ -10,15 +10,9 @@ from dataclasses import fields
 import pytest
 
 from paths import DATA, ROOT
-from specbench.contracts import (
-    BudgetRow,
-    EnginePlan,
-    Fix,
-    PlanOptions,
-    PlanResult,
-    SglangTpRow,
-    VllmTpRow,
-)
+from specbench.contracts import BudgetRow, EnginePlan, Fix, PlanResult
+from specbench.contracts_inputs import PlanOptions
+from specbench.contracts_per_tp import SglangTpRow, VllmTpRow
 from specbench.diagnosis_contract import DiagnosisSummary, StartupWarning
 from specbench.doctor.diff import diff
 from specbench.doctor.doctor import diagnose_file
@@ -242,7 +236,8 @@ def test_doctor_diff_table():
 def test_every_engine_plans_its_memory_split_and_older_plans_read_alike():
     """`memory` (contracts.py::MemorySplit) from each engine's own arithmetic, on real plans; a plan stored before the
     key existed (the same dict without it) reads to the same split from its older keys."""
-    from specbench.contracts import MemorySplit, PlanOptions
+    from specbench.contracts import MemorySplit
+    from specbench.contracts_inputs import PlanOptions
     from specbench.plan.api import plan_command
 
     sglang = plan_command(["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.command import read_command, revisions_of
 from specbench.errors import UserError
 from specbench.plan.api import plan_command

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from paths import DATA, ROOT
-from specbench.contracts import GIB, PlanOptions
+from specbench.contracts import GIB
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.sglang.args import parse_sglang_argv
 from specbench.engines.sglang.plan import plan_sglang
 from specbench.engines.sglang.plan_stages import ROPE_ITEMSIZE, mxfp4_moe_pad

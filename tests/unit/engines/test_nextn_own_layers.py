@@ -5,7 +5,7 @@ whole server as "the drafter is no EAGLE draft model")."""
 from __future__ import annotations
 
 from paths import ROOT
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.matrix.adapters import adapter_for
 from specbench.matrix.expansion import expand
 from specbench.matrix.preflight import preflight

@@ -15,10 +15,10 @@ import sys
 import pytest
 
 from paths import DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.vllm.args import parse_vllm_argv
 from specbench.engines.vllm.gpu_fit import VLLM_TOTALS, capture_sizes, graph_count
-from specbench.engines.vllm.plan import vllm_mtp_draft_bytes
+from specbench.engines.vllm.plan_start import vllm_mtp_draft_bytes
 from specbench.errors import FlagError
 from specbench.plan.api import plan_command
 from specbench.specs.resolve import load_model_spec

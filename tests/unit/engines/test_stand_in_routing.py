@@ -8,7 +8,7 @@ ones whose step was 25-30 % shorter than at 2.5 for c >= 4."""
 from __future__ import annotations
 
 from paths import DATA
-from specbench.contracts import LaunchTarget
+from specbench.contracts_inputs import LaunchTarget
 from specbench.engines.argv import split_command
 from specbench.engines.base import server_adapter
 from specbench.engines.sglang.simulate import collapsed_routing

@@ -81,7 +81,7 @@ def test_no_copies_left():
 
 
 def test_newer_release_is_planned_with_newest_rules_and_a_warning():
-    from specbench.contracts import PlanOptions
+    from specbench.contracts_inputs import PlanOptions
     from specbench.plan.api import plan_command
 
     argv = "sglang serve --model-path Qwen/Qwen3-8B --tp 1".split()

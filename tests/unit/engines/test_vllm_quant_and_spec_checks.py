@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.vllm.quant_checks import QUANTIZATION_METHODS, quantization_failure
 from specbench.errors import UserError
 from specbench.plan.api import plan_command

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.matrix import lifecycle
+from specbench.matrix import boot_log
 
 SECRET = "Correct7Horse9Battery"  # no token shape: only the `--api-key VALUE` rule can mask it
 
@@ -18,7 +18,7 @@ def _pump(data: bytes, tmp_path: Path) -> str:
     r, w = os.pipe()
     log = tmp_path / "boot.log"
     with os.fdopen(r, "rb") as reader:
-        t = threading.Thread(target=lifecycle._pump_redacted, args=(reader, log))
+        t = threading.Thread(target=boot_log._pump_redacted, args=(reader, log))
         t.start()
         with os.fdopen(w, "wb") as writer:
             for i in range(0, len(data), 4096):  # as an engine writes: many small reads on the runner's side
@@ -29,7 +29,7 @@ def _pump(data: bytes, tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("shift", [-12, -8, -3, 0, 2, 9, 20])
 def test_a_key_across_the_cut_of_an_endless_line_is_masked(tmp_path: Path, shift: int):
-    cap = lifecycle._LINE_CAP
+    cap = boot_log._LINE_CAP
     words = f"--api-key {SECRET} "
     head = b"w " * ((cap + shift - len("--api-key ")) // 2)  # the flag, its value or the gap lands on the cap
     data = head + words.encode() + b"tail " * 5000  # no newline anywhere
@@ -39,5 +39,5 @@ def test_a_key_across_the_cut_of_an_endless_line_is_masked(tmp_path: Path, shift
 
 
 def test_a_line_with_no_space_at_all_is_still_written(tmp_path: Path):
-    data = b"x" * (3 * lifecycle._LINE_CAP)
+    data = b"x" * (3 * boot_log._LINE_CAP)
     assert len(_pump(data, tmp_path)) == len(data)

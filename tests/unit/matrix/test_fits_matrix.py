@@ -15,7 +15,7 @@ from functools import partial
 import pytest
 
 from paths import ROOT
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.decide.fits import FitRow
 from specbench.matrix.fits import matrix_fits
 from specbench.matrix.preflight import dry_run, plan_launch

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.errors import UserError
 from specbench.plan.api import plan_command
 from specbench.specs.resolve import bundled_dir, bundled_names, load_model_spec

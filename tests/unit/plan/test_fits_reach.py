@@ -4,7 +4,8 @@ hybrid (whose Mamba state is inside its block pool: no separate Mamba limit), a 
 
 from __future__ import annotations
 
-from specbench.contracts import PlanOptions, PlanResult
+from specbench.contracts import PlanResult
+from specbench.contracts_inputs import PlanOptions
 from specbench.plan.api import plan_command
 from specbench.plan.concurrency import cell_warning
 from specbench.plan.reach import reach_of

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.plan.api import plan_command
 
 CMD = ("python -m sglang.launch_server --model-path Qwen/Qwen3.6-27B --tp 1 --mem-fraction-static 0.75 "

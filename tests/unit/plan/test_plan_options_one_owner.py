@@ -1,6 +1,6 @@
 """One set of plan options, one set of bounds (issue 38): `specbench plan`'s memory flags and a matrix's [plan] table
-are checked by the same rule (contracts.py::plan_gib_problem); `gpu_mem_gib = 0` passed a matrix and was refused by
-plan."""
+are checked by the same rule (contracts_inputs.py::plan_gib_problem); `gpu_mem_gib = 0` passed a matrix and was refused
+by plan."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contracts import PLAN_GIB_FIELDS, plan_gib_problem
+from specbench.contracts_inputs import PLAN_GIB_FIELDS, plan_gib_problem
 from specbench.errors import UserError
 from specbench.matrix.toml_load import load_matrix
 

@@ -1,6 +1,6 @@
 """Single SGLang rules the incident and the real boots do not exercise."""
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.plan.api import plan_command
 
 CMD = "python -m sglang.launch_server --model-path Qwen/Qwen3-8B"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from paths import ROOT
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.command import read_command
 from specbench.plan.api import plan_command
 

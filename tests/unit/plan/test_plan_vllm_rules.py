@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from paths import DATA
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.errors import UserError
 from specbench.plan.api import plan_command
 

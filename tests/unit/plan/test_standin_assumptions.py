@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from paths import ROOT
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.errors import UserError
 from specbench.plan.api import plan_command
 from specbench.specs import resolve

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from paths import ROOT
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.plan.api import plan_command
 from specbench.predict.calibration import ceilings
 from specbench.specs.gpu import find_gpu

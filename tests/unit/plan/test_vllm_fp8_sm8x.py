@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.plan.api import plan_command
 
 FP8 = "vllm serve Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 --enable-expert-parallel --tensor-parallel-size 8"

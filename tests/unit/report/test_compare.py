@@ -367,7 +367,7 @@ def test_every_outcome_is_counted_once() -> None:
 
 def test_a_vllm_command_is_read_without_its_model_port_and_log_flags() -> None:
     from specbench.engines.base import server_adapter
-    from specbench.report.runs_match import Knob, command_knobs
+    from specbench.report.runs_side import Knob, command_knobs
 
     argv = ["vllm", "serve", "Qwen/Qwen3-8B", "--port", "8000", "--max-model-len=4096", "--enforce-eager",
             "--uvicorn-log-level", "warning", "--speculative-config", '{"method":"ngram"}']

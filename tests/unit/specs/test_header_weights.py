@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
-from specbench.contracts import PlanOptions
+from specbench.contracts_inputs import PlanOptions
 from specbench.plan.api import plan_command
 from specbench.specs.header_weights import tensor_bytes
 from specbench.specs.model import model_spec_from_dict

@@ -15,7 +15,7 @@ from specbench.engines.base import Launch
 from specbench.engines.server_base import SPEC_V2_ENV, ServerBase, planned_cap, setting_table
 
 if TYPE_CHECKING:
-    from specbench.contracts import LaunchTarget
+    from specbench.contracts_inputs import LaunchTarget
 
 
 class ServerInfo(TypedDict):

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from specbench.engines.base import EngineModules, FixJson, LogParts, LogTables, PlanParts, ServerAdapter
 
 if TYPE_CHECKING:
-    from specbench.contracts import EnginePlan, PlanOptions
+    from specbench.contracts import EnginePlan
+    from specbench.contracts_inputs import PlanOptions
     from specbench.logs.facts import LogFacts
 
 _ENTRY_POINTS = ("sglang.launch_server", "sglang/launch_server", "sglang.launch_server.py")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from specbench.contracts import ConcurrencyInputs, EnginePlan, PlanOptions, PlanResult
+from specbench.contracts import ConcurrencyInputs, EnginePlan, PlanResult
+from specbench.contracts_inputs import PlanOptions
 from specbench.engines.cli_flags import fail_on_unknown, unknown_flags_failure, unknown_flags_warning
 from specbench.engines.sglang import registry
 from specbench.engines.sglang.args import SglangArgs, parse_sglang_argv

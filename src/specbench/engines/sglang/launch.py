@@ -28,7 +28,7 @@ from specbench.engines.versions import parse_release
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.contracts import LaunchTarget
+    from specbench.contracts_inputs import LaunchTarget
     from specbench.engines.openai.server import InfoReadBack, ServerInfo
 
 HEALTH_PATHS = ("/health_generate", "/health")

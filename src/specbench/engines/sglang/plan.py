@@ -8,8 +8,9 @@ B = free memory before weights (`Load weight begin. avail mem=B`); target weight
 draft weights load BEFORE the pools are sized (<= 0.5.13: after); then R = A − B·(1−f) with A the free memory
 at sizing time; the Mamba pool takes its share; the KV pool gets the rest.
 
-`plan_sglang` runs the stages in that order: `plan_stages.py` (setup -> weights -> budget -> Mamba strategy -> KV
-cell), `plan_alloc.py` (pools -> allocation sizes), `plan_verdict.py` (warnings, log lines); then assembles the plan.
+`plan_sglang` runs the stages in that order: `plan_stages.py` (setup -> weights -> budget), `plan_slots.py` (Mamba
+strategy -> KV cell), `plan_alloc.py` (pools -> allocation sizes), `plan_verdict.py` (warnings, log lines); then
+assembles the plan.
 """
 
 from __future__ import annotations
@@ -20,15 +21,12 @@ from specbench.contracts import MemorySplit
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.formulas import kv_dtype
 from specbench.engines.sglang.plan_alloc import allocation_sizes, plan_pools
+from specbench.engines.sglang.plan_slots import Mamba, Refusal, choose_mamba, kv_cell
 from specbench.engines.sglang.plan_stages import (
     Budget,
-    Mamba,
     Measured,
-    Refusal,
     Setup,
     Weights,
-    choose_mamba,
-    kv_cell,
     no_memory_error,
     plan_budget,
     plan_weights,

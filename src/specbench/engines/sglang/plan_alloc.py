@@ -8,13 +8,8 @@ from dataclasses import dataclass, replace
 from specbench.contracts import GIB
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.formulas import dtype_bytes, kv_heads_per_rank
-from specbench.engines.sglang.plan_stages import (
-    DFLASH_FAMILY,
-    Budget,
-    KvCell,
-    Mamba,
-    Setup,
-)
+from specbench.engines.sglang.plan_slots import KvCell, Mamba
+from specbench.engines.sglang.plan_stages import DFLASH_FAMILY, Budget, Setup
 from specbench.engines.sglang.pools import PoolInputs, Pools, size_pools
 from specbench.specs.model_types import ModelSpec
 

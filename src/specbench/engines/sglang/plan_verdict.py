@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from specbench.engines.sglang.args import SglangArgs
 from specbench.engines.sglang.plan_alloc import PoolPlan, Sizes
-from specbench.engines.sglang.plan_stages import Budget, Mamba, Measured, Setup, Weights
+from specbench.engines.sglang.plan_slots import Mamba
+from specbench.engines.sglang.plan_stages import Budget, Measured, Setup, Weights
 
 
 def verdict_warnings(args: SglangArgs, s: Setup, w: Weights, b: Budget, mamba: Mamba, pp: PoolPlan, sizes: Sizes,

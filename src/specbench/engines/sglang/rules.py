@@ -33,11 +33,11 @@ class SglangRules:
     #                                 @0.5.15.post1; plan_stages.py::dflash_kv_weight_copy_bytes); the 0.5.12 line loads
     #                                 the drafter after the target pool is sized (nothing to count); 0.5.23 not re-read:
     #                                 taken as 0.5.15's
-    # speculative decoding with hybrid models (plan_stages.py::choose_mamba / _overlap_schedule)
+    # speculative decoding with hybrid models (plan_slots.py::choose_mamba / _overlap_schedule)
     spec_refuses_no_buffer_radix: bool  # server_args.py@0.5.12.post1: speculative + no_buffer + radix cache refused
     dflash_without_overlap: bool    # server_args.py@0.5.12.post1: DFLASH always runs without the overlap scheduler
     eagle_overlap_needs_spec_v2: bool   # 0.5.12.post1: EAGLE's overlap only with SGLANG_ENABLE_SPEC_V2
-    # the KV cell (plan_stages.py::kv_cell)
+    # the KV cell (plan_slots.py::kv_cell)
     dflash_draft_cell: Literal["layer_scaled", "own_dtype"]  # dflash_utils.py::scale_kv_cell_size_per_token_for_dflash
     #                                 (<= 0.5.17) | the drafter's own cell at --speculative-draft-kv-cache-dtype (0.5.18+)
     eagle_draft_cell: Literal["none", "ratio", "floor_share"]  # the EAGLE drafter's layers folded into c: not at all

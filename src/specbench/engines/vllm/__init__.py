@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from specbench.engines.base import EngineModules, LogParts, LogTables, PlanParts, ServerAdapter
 
 if TYPE_CHECKING:
-    from specbench.contracts import EnginePlan, PlanOptions
+    from specbench.contracts import EnginePlan
+    from specbench.contracts_inputs import PlanOptions
     from specbench.logs.facts import LogFacts
 
 _IMAGE = re.compile(r"(^|/)vllm(-openai[\w.-]*)?(:|$)")  # vllm/vllm-openai[-cpu|-rocm]:<tag>, rocm/vllm:<tag>

@@ -149,8 +149,8 @@ class VllmFix(TypedDict):
 
 
 class VllmTpJson(TypedDict, total=False):
-    """One row of the per-TP table (plan JSON `per_tp[]`; contracts.py::VllmTpRow reads it back): a TP that cannot be
-    planned has only `tp` and `error`."""
+    """One row of the per-TP table (plan JSON `per_tp[]`; contracts_per_tp.py::VllmTpRow reads it back): a TP that
+    cannot be planned has only `tp` and `error`."""
 
     tp: int
     error: str | None

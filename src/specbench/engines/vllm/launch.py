@@ -36,7 +36,7 @@ from specbench.engines.vllm.simulate import simulated_acceptance
 from specbench.errors import UserError
 
 if TYPE_CHECKING:
-    from specbench.contracts import LaunchTarget
+    from specbench.contracts_inputs import LaunchTarget
 
 
 

@@ -56,7 +56,8 @@ class VllmBudget(TypedDict, total=False):
 
 
 class CommonFields(TypedDict):
-    """The VllmPlan keywords every outcome fills the same way, from the plan's start stage (plan.py::_Start.common)."""
+    """The VllmPlan keywords every outcome fills the same way, from the plan's start stage
+    (plan_start.py::_Start.common)."""
 
     setup: Setup
     u: float

@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from specbench.contracts import PlanResult, VllmTpRow
+from specbench.contracts import PlanResult
+from specbench.contracts_per_tp import VllmTpRow
 from specbench.planfmt import fmt, memory_table, print_alternatives, print_headline, print_ignored, print_outcome
 
 
