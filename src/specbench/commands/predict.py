@@ -19,19 +19,11 @@ def _x(v: Any, digits: int = 2, suffix: str = "") -> str:
 
 
 def plan_rows(spec: Any) -> list[dict[str, Any]]:
-    """The dry run's rows for predicting: the planner without its nearest-fix search, which runs only for a launch
-    that fails in a matrix that auto-fixes (the fixes only decide what `auto_fix` launches instead; the search is
-    ~130 plans per launch: 4.3 s of the 4.7 s `predict` took on examples/qwen36-27b-dflash-ddtree.toml)."""
-    from specbench.contracts import PlanResult
-    from specbench.matrix.preflight import dry_run, plan_launch
+    """The dry run's rows for predicting (matrix/preflight.py::dry_run: the nearest-fix search only where a launch
+    fails in a matrix that auto-fixes)."""
+    from specbench.matrix.preflight import dry_run
 
-    def planner(adapter: Any, spec: Any, launch: Any) -> Any:
-        plan = plan_launch(adapter, spec, launch, fixes=False)
-        if spec.auto_fix and isinstance(plan, PlanResult) and plan.status == "fails":
-            return plan_launch(adapter, spec, launch, fixes=True)
-        return plan
-
-    return dry_run(spec, planner)
+    return dry_run(spec)
 
 
 def register(app: typer.Typer) -> None:
