@@ -163,9 +163,12 @@ PERF: tuple[GpuPerf, ...] = (
     # Blackwell in Grace superchips and Blackwell Ultra, per GPU, dense: glennklockwood.com/garden/processors/B200
     # (the GB200 variant at 1,200 W: BF16 matrix 2,500 TFLOPS, 8 TB/s) and verda.com/blog/gb300-nvl72-architecture's
     # per-GPU table (B300: BF16 2.25 PFLOPS, 7.7 TB/s; GB300: BF16 2.5 PFLOPS, 8 TB/s)
-    GpuPerf("GB200", 8000, 2500, "the GB200 variant of B200 at 1,200 W (8 TB/s HBM3e, BF16 dense 2.5 PFLOPS)"),
-    GpuPerf("B300", 7700, 2250, "NVIDIA B300 per-GPU figures (7.7 TB/s HBM3e, BF16 dense 2.25 PFLOPS)"),
-    GpuPerf("GB300", 8000, 2500, "NVIDIA GB300 per-GPU figures (8 TB/s HBM3e, BF16 dense 2.5 PFLOPS)"),
+    GpuPerf("GB200", 8000, 2500, "the GB200 variant of B200 at 1,200 W (8 TB/s HBM3e, BF16 dense 2.5 PFLOPS), as "
+                                 "glennklockwood.com/garden/processors/B200 lists it"),
+    GpuPerf("B300", 7700, 2250, "B300 per GPU (7.7 TB/s HBM3e, BF16 dense 2.25 PFLOPS), as the per-GPU table of "
+                                "verda.com/blog/gb300-nvl72-architecture lists it"),
+    GpuPerf("GB300", 8000, 2500, "GB300 per GPU (8 TB/s HBM3e, BF16 dense 2.5 PFLOPS), as the per-GPU table of "
+                                 "verda.com/blog/gb300-nvl72-architecture lists it"),
     GpuPerf("A800", 2039, 312, "the A100 SXM 80GB's memory and tensor cores (NVIDIA A800 datasheet: NVLink cut only)"),
     GpuPerf("A100 80GB", 2039, 312, "NVIDIA A100 datasheet (SXM 80GB: 2,039 GB/s, BF16 dense 312 TFLOPS)"),
     GpuPerf("A100 40GB", 1555, 312, "NVIDIA A100 datasheet (SXM 40GB: 1,555 GB/s, BF16 dense 312 TFLOPS)"),
