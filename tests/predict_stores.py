@@ -12,6 +12,7 @@ from specbench.matrix.store import RequestRow, Store
 from specbench.predict.calibration import ceilings
 from specbench.predict.cells import cell_shape
 from specbench.predict.model import Params, step_s, ttft_s
+from specbench.predict.roofline import INDEPENDENT
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def write_store(path: Path, t: Target, k: Params, *, accepts: tuple[float, ...] 
                           "request_rate": "inf", "dataset": "random"}
                 st.ensure_cell(cell_id=cid, server_id=sid, phase=1, tp=1, algorithm=settings["algorithm"],
                                label=label, server=settings, client=client)
-                shape = cell_shape(settings, client, plan_table, cap)
+                shape = cell_shape(settings, client, plan_table, cap, argv, routing=INDEPENDENT)  # real weights
                 step, first = step_s(shape, ceil, k), ttft_s(shape, ceil, k)
                 if acc is None:
                     verify, e2e = None, first + (output - 1) * step

@@ -130,9 +130,11 @@ class Calibration:
             own_fit = max((_finite(o.step_rel_rms) for o in self.classes
                            if key.model and o.key == dataclasses.replace(c.key, model=key.model)), default=0.0)
             # moved constants: the ranges are checked against everything calibrated (the context and batch terms
-            # are pulled towards the fit over all classes); the move itself is priced by its own terms
+            # are pulled towards the fit over all classes); the move itself is priced by its own terms. The MoE
+            # routing regimes are the source class's own: its MoE constants were fitted on those alone
+            cov = dataclasses.replace(self.coverage, routings=self._cov(c.key).routings)
             return Found(c.params, f"moved: {c.key.text()} (no calibration for {key.text()})", _moves(c.key, key),
-                         c.key.gpu, self.coverage, max(_finite(c.step_rel_rms), own_fit))
+                         c.key.gpu, cov, max(_finite(c.step_rel_rms), own_fit))
         if pooled:
             return Found(self.glob, f"uncalibrated: the constants of {pooled[0].key.engine} (no calibration of "
                          f"{key.engine}: {key.text()})", {"engine": f"engine {key.engine} never calibrated: the "

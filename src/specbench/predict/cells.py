@@ -113,8 +113,7 @@ class PlanKeys:
 
 
 def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: PlanKeys | Mapping[str, Any],
-               cap: int | None, argv: Sequence[str] = (),
-               routing: str = INDEPENDENT) -> CellShape:
+               cap: int | None, argv: Sequence[str] = (), *, routing: str) -> CellShape:
     """A cell's shape; raises ValueError / UserError when its models or method cannot be read. `routing`: how a
     MoE target's tokens route (predict/observe.py::routing asks the engine; roofline.py::ROUTING_SHARE)."""
     plan = plan if isinstance(plan, PlanKeys) else PlanKeys.of(plan)

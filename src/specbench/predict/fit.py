@@ -31,7 +31,8 @@ STEP_PRIOR = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0
 STEP_LOWER = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 # typical sizes (the H200 and H100 stores): s, s/layer, s/MoE layer, s/seq, x, s/forward, s/seq, x KV pass (k, ks,
 # k1, k1s: tests/data/h100-context-sglang-0.5.15.post1 gives ~3, ~13, ~6, ~45), x FLOP time at peak (kf),
-# s per extra tree draft token (t: ~2e-5 on the H100 trees), s per block draft forward (db)
+# s per extra tree draft token (t: ~2e-5 on the H100 trees), s per block draft forward (db), s per token per MoE layer
+# (mt: ~1e-6 on the H100 / H200 MoE stores)
 STEP_SCALES = (1e-3, 1e-4, 1e-4, 1e-4, 1.0, 1e-3, 1e-3, 1.0, 5.0, 5.0, 20.0, 1.0, 1e-5, 1e-3, 3e-6)
 TTFT_PRIOR = (0.0, 1.0)
 TTFT_SCALES = (1e-2, 1.0)

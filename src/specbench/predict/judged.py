@@ -41,6 +41,6 @@ def judge(cal: Calibration, key: ClassKey, shape: CellShape, accept: float | Non
 
 
 def ar_twin(shape: CellShape, cap: int | None = None) -> CellShape:
-    """The AR cell a speculative cell is compared with: same target, TP, concurrency and load."""
+    """The AR cell a speculative cell is compared with: same target, TP, concurrency, load and routing."""
     return CellShape(shape.target, None, "ar", 0, 1, shape.tp, shape.concurrency, cap or shape.cap,
-                     shape.prompt_tokens, shape.output_tokens, 1, shape.kv_scale)
+                     shape.prompt_tokens, shape.output_tokens, 1, shape.kv_scale, shape.routing)

@@ -112,7 +112,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str,
         try:
             shapes.append((row, cell_shape(server, row.get("client") or {}, plan,
                                            row.get("max_running_requests_planned"), argv,
-                                           routing(adapter, argv, server)), None))
+                                           routing=routing(adapter, argv, server)), None))
         except (ValueError, UserError) as exc:
             shapes.append((row, None, str(exc)))
     ar_tok: dict[tuple[Any, ...], float] = {}

@@ -8,8 +8,9 @@ with F the step's FLOPs at peak FLOP/s (the GEMMs' shortfall where a verify runs
 faster than peak bandwidth: predict/fit.py::STEP_LOWER), t the cost of each extra tree branch token and db the block
 draft's own per-forward cost (step_features says what measured each), mt the fused expert kernel's cost per token
 and MoE layer beyond the expert bytes (the H100 Qwen3-30B-A3B step with uniform routing, whose verify reads every
-expert from c = 16 up, still grew 32.4 -> 41.8 ms from c = 16 to 32: ~3 us per token and MoE layer, as AR's did from
-c = 4 to 16; tests/data/h100-moe-uniform-sglang-0.5.15.post1/);
+expert from c = 16 up, still grew 32.4 -> 41.8 ms from c = 16 to 32: beyond the roofline, ~2.9 us per added token
+and MoE layer; AR's residual grew 0.85 us (c = 4 -> 16) and 2.0 us (16 -> 32) per token and MoE layer; fitted with
+the rest of the constants, mt is ~1 us; tests/data/h100-moe-uniform-sglang-0.5.15.post1/);
 with K = b * ctx * KV bytes per token / bandwidth, the seconds one pass over the batch's KV takes at peak bandwidth,
 and K1 = K at b = 1 (one sequence's pass: the part of the attention a batch cannot spread over the GPU; on the H100
 the AR step grew by 0.44 us per context token at b = 1 and by 0.25 + 0.19 b us at b = 16 / 32, the EAGLE3 step by
@@ -167,8 +168,9 @@ def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
     if c.method in ("eagle", "mtp"):
         ds = drafter_shape(c.draft, c.tp) if c.draft is not None else mtp_shape(c.target, c.tp)
         width = max(1, c.topk)
-        r += c.num_steps * forward_s(ds, ceil, b, width, c.ctx, c.kv_scale) + forward_s(ds, ceil, b, n, c.ctx,
-                                                                                        c.kv_scale)
+        share = ROUTING_SHARE[c.routing]  # a MoE target's own MTP layers route like its verify
+        r += c.num_steps * forward_s(ds, ceil, b, width, c.ctx, c.kv_scale, share) + forward_s(
+            ds, ceil, b, n, c.ctx, c.kv_scale, share)
         f += c.num_steps * flops_s(ds, ceil, b, width, c.ctx) + flops_s(ds, ceil, b, n, c.ctx)
         tree = float(b * (width - 1) * c.num_steps)
     elif c.method == "block" and c.draft is not None:

@@ -146,7 +146,7 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         cap = (srv.plan or {}).get("max_running_requests") if srv else None
         try:
             shape = cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None, argv,
-                               routing(adapter, argv, settings))
+                               routing=routing(adapter, argv, settings))
         except (ValueError, UserError):
             continue
         base = ar.get(cell.baseline_key)

@@ -14,6 +14,7 @@ figures, the export and the run summary all read these rows, so a number can dif
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from specbench.decide import METRICS, Comparison, Metric, compare, looks_of
@@ -148,6 +149,8 @@ def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: s
     cmp = vs_ar(c, ar)
     speedup, source = _speedup(c, cmp.get("throughput"), ar)
     health = integrity(c) if c.metrics else None
+    if health is not None and stand_in:  # said in the integrity table and wherever a decision names the cell
+        health = replace(health, warnings=(STAND_IN_WARNING, *health.warnings))
     artifact = [f"a stand-in's artifact, not a real model's speed: {stand_in}"] if stand_in else []
     notes = _notes(c) + artifact + list(health.warnings if health is not None else ())
     if source == "recomputed":
@@ -181,7 +184,7 @@ def cell_row(e: Entry, ars: ArCells, multi: bool, section: str = "", log_file: s
         e2e_speedup_ci=None if c.is_ar else _ci(cmp.get("e2e"), d.get("e2e_speedup_ci95")),
         speedup_lead=str(d.get("speedup_lead") or speedups.lead_of(c.client)),
         decision=None if c.is_ar else d.get("decision"),
-        integrity=health, warnings=(STAND_IN_WARNING,) * bool(stand_in) + (health.warnings if health is not None else ()),
+        integrity=health, warnings=health.warnings if health is not None else (),
         vs_ar={m: x.verdict for m, x in cmp.items()}, aa_twin=speedups.is_aa_twin(c.algorithm),
         gpu_memory_max=gpu["gpu_memory_max"], gpu_util_mean=gpu["gpu_util_mean"],
         gpu_power_mean=gpu["gpu_power_mean"],

@@ -66,9 +66,19 @@ def _dummy_weights(argv: Sequence[str]) -> bool:
 
 
 def routes_by_token_id(argv: Sequence[str], env: Mapping[str, str]) -> bool:
-    """Whether a MoE target of this launch routes each token by its id alone: dummy weights
-    (model_loader/weight_utils.py::initialize_dummy_weights@0.5.15.post1) and neither of the expert-routing
-    simulations (layers/moe/topk.py::select_experts: SGLANG_SIMULATE_UNIFORM_EXPERTS / _ROUND_ROBIN_EXPERTS)."""
+    """Whether the verify of a MoE target of this launch routes its requests' positions onto shared experts, the
+    regime the dummy-weight MoE stores measured: dummy weights, which route a token by its id alone
+    (model_loader/weight_utils.py::initialize_dummy_weights@0.5.15.post1); the simulated acceptance in its fixed token
+    mode, which commits one token id for every request (speculative/spec_utils.py::generate_simulated_accept_index);
+    and neither expert-routing simulation (layers/moe/topk.py::select_experts: SGLANG_SIMULATE_UNIFORM_EXPERTS /
+    _ROUND_ROBIN_EXPERTS). Dummy weights without the simulated acceptance generate their own, differing tokens: not
+    measured, taken as each token routed on its own."""
+    try:
+        accept = float(env.get("SGLANG_SIMULATE_ACC_LEN", "-1"))
+    except ValueError:
+        return False
+    if accept < 1.0 or env.get("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed") != "fixed":
+        return False
     if any(env.get(k, "").strip().lower() in _ENV_TRUE for k in _EXPERT_SIMULATION):
         return False
     return _dummy_weights(argv)
@@ -92,9 +102,7 @@ def collapsed_routing(argv: Sequence[str], env: Mapping[str, str]) -> str | None
         accept = float(env.get("SGLANG_SIMULATE_ACC_LEN", "-1"))
     except ValueError:
         return None
-    if not (1.0 <= accept < 2.0) or env.get("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed") != "fixed":
-        return None
-    if not routes_by_token_id(argv, env):
+    if not (1.0 <= accept < 2.0) or not routes_by_token_id(argv, env):
         return None
     return (f"dummy weights under simulated accept {accept:g} (< 2, fixed token mode): on a MoE target every request "
             "drafts one shared chain, so a verify routes the batch like one request and its expert reads are too "
