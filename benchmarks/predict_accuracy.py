@@ -204,7 +204,8 @@ def main() -> None:
     # cell's regime is its shape's (model.py::CellShape.routing), so they pool (benchmarks/RESULTS.md, sixth session)
     stores = sys.argv[1:] or [s for pat in ("tests/data/h200-*/*.db", "tests/data/gpu-decide-sglang/*.db",
                                             "tests/data/h100-context-*/*.db", "tests/data/h100-moe-sglang-*/*.db",
-                                            "tests/data/h100-moe-uniform-*/*.db", "tests/data/h100-hybrid-*/*.db")
+                                            "tests/data/h100-moe-uniform-*/*.db", "tests/data/h100-hybrid-*/*.db",
+                                            "tests/data/h100-q32b-*/*.db")
                               for s in sorted(glob.glob(str(ROOT / pat)))]
     accuracy([str(Path(s).relative_to(ROOT)) if Path(s).is_absolute() else s for s in stores])
     speed()

@@ -11,7 +11,8 @@ and MoE layer beyond the expert bytes (the H100 Qwen3-30B-A3B step with uniform 
 expert from c = 16 up, still grew 32.4 -> 41.8 ms from c = 16 to 32: beyond the roofline, ~2.9 us per added token
 and MoE layer; AR's residual grew 0.85 us (c = 4 -> 16) and 2.0 us (16 -> 32) per token and MoE layer; fitted with
 the rest of the constants, mt is ~1 us; tests/data/h100-moe-uniform-sglang-0.5.15.post1/);
-with K = b * ctx * KV bytes per token / bandwidth, the seconds one pass over the batch's KV takes at peak bandwidth,
+with K = b * ctx * KV bytes per token / bandwidth, the seconds one pass over the batch's KV takes at peak bandwidth
+(in the speculative terms ks and k1s times query_group: the verify's attention works per query head),
 and K1 = K at b = 1 (one sequence's pass: the part of the attention a batch cannot spread over the GPU; on the H100
 the AR step grew by 0.44 us per context token at b = 1 and by 0.25 + 0.19 b us at b = 16 / 32, the EAGLE3 step by
 2.4 us at b = 1: tests/data/h100-context-sglang-0.5.15.post1/):
@@ -178,7 +179,24 @@ def step_features(c: CellShape, ceil: Ceilings) -> tuple[float, ...]:
         r += forward_s(ds, ceil, b, n, c.ctx, c.kv_scale) + forward_s(hs, ceil, b, n, c.ctx)
         f += flops_s(ds, ceil, b, n, c.ctx) + flops_s(hs, ceil, b, n, c.ctx)
     drafts, blocks = (0.0, float(c.n_fwd)) if c.method == "block" else (float(c.n_fwd), 0.0)
-    return (1.0, layers, moe, float(b), r, drafts, float(b), kv, kv, kv1, kv1, f, tree, blocks, b * n * moe)
+    g = query_group(c.target)
+    return (1.0, layers, moe, float(b), r, drafts, float(b), kv, kv * g, kv1, kv1 * g, f, tree, blocks, b * n * moe)
+
+
+# The query heads per KV head that the speculative context terms (ks, k1s) are counted at: Qwen3-8B's and
+# Llama-3.1-8B's 32 / 8, the targets that measured them (tests/data/h100-context-sglang-0.5.15.post1,
+# h200-eagle3-sglang-0.5.15.post1), so ks and k1s keep their fitted meaning there.
+QUERY_GROUP_REF = 4.0
+
+
+def query_group(m: ModelSpec) -> float:
+    """The target's query heads per KV head over QUERY_GROUP_REF: a verify's attention over the context does its work
+    per query head (n tokens x ctx x heads x head_dim), where the KV read time counts KV heads only. Measured: the
+    Qwen3-32B EAGLE3 step (64 query heads, 8 KV) at c = 16 grew 47.7 -> 69.4 ms from 512- to 1,024-token prompts
+    (+22 ms; AR +3.9 ms) on the H100; counted in KV reads, the 8B-fitted ks predicted +24-29 % too fast there and 4 of
+    12 speedups outside their intervals, counted per query head 12 / 12 inside, max 10 %
+    (tests/data/h100-q32b-sglang-0.5.15.post1/, benchmarks/RESULTS.md sixth session)."""
+    return (m.num_attention_heads / max(1, m.num_kv_heads)) / QUERY_GROUP_REF
 
 
 def prefill_roofline_s(c: CellShape, ceil: Ceilings) -> float:
