@@ -10,6 +10,7 @@ What warns (`Integrity.warnings`, each a short phrase):
 - fewer than MIN_WAVES waves at c > 1: the cell measures the burst of its first prefills as much as decoding;
 - effective concurrency below the asked one (the server's running cap): the cell ran another width than it says;
 - a running cap other than its AR baseline's (`cap_differs_from_baseline`): the speedup compares other widths;
+- one wave's first tokens several times another's in a closed loop that did not queue (`wave_ttft_jump`);
 - over-saturation (requests queued at the server; in a rate cell also TTFT growth). A closed loop at c <= cap that
   a store written before the closed-loop rule (load/integrity.py::saturation) flagged on TTFT growth alone is read
   again by that rule here: not over-saturated;
@@ -34,6 +35,14 @@ from specbench.matrix.cellrun import no_reset_route
 from specbench.stored.records import CellRecord
 
 MIN_WAVES = 3.0  # the issue's floor: under 3 waves a closed-loop cell measures its synchronized prefills
+# One wave's mean first-token time this many times another's, and at least JUMP_S more, in a closed loop that did not
+# queue: a batch shape the server met for the first time (a kernel compiling or autotuning), or a stall outside it.
+# Measured: the H100 hybrid store's AR and MTP cells at c = 2, 2,048 tokens (0.32-0.39 s in their first wave, 1.32 /
+# 1.35 s in their second, both prompts prefilled together; their speedups read 0.90-0.95x where c = 1 and c = 4 read
+# 0.69-0.77x: tests/data/h100-hybrid-sglang-0.5.15.post1); a cold first wave of a boot ran ~2.8x and 0.38 s
+# slower (predict/observe.py::_steady), under both bounds.
+JUMP_RATIO = 3.0
+JUMP_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,27 @@ def integrity(cell: CellRecord) -> Integrity:
     return _with_warnings(out, cell, random_prompts)
 
 
+def wave_ttft_jump(cell: CellRecord, effective: int | None) -> tuple[float, float] | None:
+    """(lowest, highest) mean TTFT over the complete waves of the cell's first repeat (its requests in send order,
+    `effective` at a time), where the highest is JUMP_RATIO times the lowest and JUMP_S more; None otherwise, and
+    for a cell without two complete waves or without its request rows."""
+    if not effective or effective < 1:
+        return None
+    reqs = [r for r in cell.requests if r.ttft_s is not None and r.ok]
+    if not reqs:
+        return None
+    first = min(r.repeat or 0 for r in reqs)
+    mine = [r for r in reqs if (r.repeat or 0) == first]
+    timed = all(r.sent_at is not None for r in mine)
+    mine.sort(key=(lambda r: r.sent_at or 0.0) if timed else (lambda r: r.idx))
+    waves = [mine[i:i + effective] for i in range(0, len(mine) - effective + 1, effective)]
+    if len(waves) < 2:
+        return None
+    means = [sum(r.ttft_s or 0.0 for r in w) / len(w) for w in waves]
+    lo, hi = min(means), max(means)
+    return (lo, hi) if hi >= JUMP_RATIO * lo and hi - lo >= JUMP_S else None
+
+
 def _with_warnings(i: Integrity, cell: CellRecord, random_prompts: str | None) -> Integrity:
     m = cell.metrics
     w: list[str] = []
@@ -143,6 +173,10 @@ def _with_warnings(i: Integrity, cell: CellRecord, random_prompts: str | None) -
         w.append(f"running cap {i.cap} against the AR baseline's {m.get('baseline_running_cap')}: other widths")
     if i.oversaturated:
         w.append(f"over-saturated ({i.saturation_reason})" if i.saturation_reason else "over-saturated")
+    jump = wave_ttft_jump(cell, i.effective) if i.closed_loop and not i.oversaturated else None
+    if jump is not None:
+        w.append(f"one wave's first tokens took {jump[1]:.2f} s against {jump[0]:.2f} s in another (a batch shape "
+                 "met for the first time, or a stall): not the steady state")
     if i.cache_reset is False and not no_reset_route(i.cache_reset_how):  # a reset that failed; none offered: stated
         w.append(f"prefix cache not emptied before the cell ({i.cache_reset_how})" if i.cache_reset_how
                  else "prefix cache not emptied before the cell")
