@@ -23,7 +23,7 @@ from specbench.load.schedule import is_closed_loop
 from specbench.predict.cells import ClassKey, PlanKeys, adapter_for, cell_shape, class_key, routing
 from specbench.predict.model import CellShape
 from specbench.stored.read import load_store
-from specbench.stored.records import CellRecord, LoadedStore, RequestRecord
+from specbench.stored.records import CellRecord, LoadedStore, RequestRecord, first_repeat_in_send_order
 
 if TYPE_CHECKING:
     from specbench.engines.base import ServerAdapter
@@ -73,12 +73,7 @@ def _steady(cell: CellRecord, reqs: list[RequestRecord]) -> list[RequestRecord] 
     c = cell.concurrency or 1
     if not is_closed_loop(cell.client.get("request_rate")):
         return None
-    first = min((r.repeat or 0) for r in reqs)
-    mine = [r for r in reqs if (r.repeat or 0) == first]
-    # by send time; a store older than the send times: by index, the order a closed loop sends in
-    # (load/schedule.py::closed_loop takes the requests in order, `concurrency` at a time)
-    timed = all(r.sent_at is not None for r in mine)
-    mine.sort(key=(lambda r: r.sent_at or 0.0) if timed else (lambda r: r.idx))
+    mine = first_repeat_in_send_order(reqs)
     if len(mine) < 2 * c:
         return None
     cold = {id(r) for r in mine[:c]}

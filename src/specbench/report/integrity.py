@@ -32,7 +32,7 @@ from typing import Any
 from specbench.load.prompt_checks import random_prompts_warning
 from specbench.load.speedup import is_rate_cell
 from specbench.matrix.cellrun import no_reset_route
-from specbench.stored.records import CellRecord
+from specbench.stored.records import CellRecord, first_repeat_in_send_order
 
 MIN_WAVES = 3.0  # the floor: under 3 waves a closed-loop cell measures its synchronized prefills
 # One wave's mean first-token time this many times another's, and at least JUMP_S more, in a closed loop that did not
@@ -150,10 +150,7 @@ def wave_ttft_jump(cell: CellRecord, effective: int | None) -> tuple[float, floa
     reqs = [r for r in cell.requests if r.ttft_s is not None and r.ok]
     if not reqs:
         return None
-    first = min(r.repeat or 0 for r in reqs)
-    mine = [r for r in reqs if (r.repeat or 0) == first]
-    timed = all(r.sent_at is not None for r in mine)
-    mine.sort(key=(lambda r: r.sent_at or 0.0) if timed else (lambda r: r.idx))
+    mine = first_repeat_in_send_order(reqs)
     waves = [mine[i:i + effective] for i in range(0, len(mine) - effective + 1, effective)]
     if len(waves) < 2:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -177,6 +177,19 @@ class LoadedStore:
         fallback GPU); the store itself never changes."""
         return {}
 
+
+
+def first_repeat_in_send_order(reqs: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The requests of the earliest repeat among `reqs`, in the order they were sent: by send time, or for a store
+    older than the send times by index, the order a closed loop sends in (load/schedule.py::closed_loop takes the
+    requests in order, `concurrency` at a time). The waves of a closed-loop cell are its consecutive runs."""
+    if not reqs:
+        return []
+    first = min(r.repeat or 0 for r in reqs)
+    mine = [r for r in reqs if (r.repeat or 0) == first]
+    timed = all(r.sent_at is not None for r in mine)
+    mine.sort(key=(lambda r: r.sent_at or 0.0) if timed else (lambda r: r.idx))
+    return mine
 
 
 def natural_key(text: str) -> tuple[Any, ...]:
