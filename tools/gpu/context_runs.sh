@@ -7,7 +7,8 @@
 #   moeu (examples/h100-sglang-qwen3-moe-uniform.toml: the same with SGLANG_SIMULATE_UNIFORM_EXPERTS=1) |
 #   hybrid (examples/h100-sglang-qwen36-27b-hybrid.toml: Qwen3.6-27B and its DFlash drafter, the folders
 #   `run_boots.sh .devwhl-b 0` writes with the stand-in processor) |
-#   q32 (examples/h100-sglang-qwen3-32b-eagle3.toml: Qwen3-32B and its SpecForge EAGLE3 drafter, folders written here)
+#   q32 (examples/h100-sglang-qwen3-32b-eagle3.toml: Qwen3-32B and its SpecForge EAGLE3 drafter, folders written here) |
+#   moel (examples/h100-sglang-qwen3-moe-uniform-long.toml: the uniform-routing MoE at 2,048 / 8,192-token prompts)
 # The matrices name gpu = "H100"; on an H200 the copies under /tmp/mx name "H200" (nvidia-smi says which).
 set -uo pipefail
 step=$1; deadline=$2
@@ -22,6 +23,7 @@ for m in context dflash dflash8 fp8kv c64 tree8; do
 done
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-eagle3.toml > /tmp/mx/moe.toml
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-uniform.toml > /tmp/mx/moeu.toml
+sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-moe-uniform-long.toml > /tmp/mx/moel.toml
 sed "s/^gpu = \"H100\"/gpu = \"$gpu\"/" examples/h100-sglang-qwen3-32b-eagle3.toml > /tmp/mx/q32.toml
 # the hybrid 27B: c <= 4 on 80 GB, its H200 twin goes to c = 32
 if [ $gpu = H200 ]; then cp examples/h200-sglang-qwen36-27b-hybrid.toml /tmp/mx/hybrid.toml
@@ -47,7 +49,7 @@ case "$step" in
       sb predict /tmp/mx/context.toml --calibration $OUT/quick.calibration.json > $OUT/prediction-quick-context.txt 2>&1
       head -30 $OUT/prediction-quick-context.txt
     fi ;;
-  context|dflash|dflash8|fp8kv|c64|tree8|moe|moeu|hybrid|q32)
+  context|dflash|dflash8|fp8kv|c64|tree8|moe|moeu|moel|hybrid|q32)
     # the store and its logs stay under /tmp (a call brings back a limited number of files); only the checkpointed
     # .db (rollback-journal mode) and the run's text go to $OUT. A store under .devrun/ or /tmp/runs is resumed.
     mkdir -p /tmp/runs; db=/tmp/runs/$step.db

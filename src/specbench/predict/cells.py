@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from specbench.errors import UserError
+from specbench.plan.reach import reach_of
 from specbench.predict.model import CellShape, Params, method_of
 from specbench.predict.roofline import INDEPENDENT, TOKEN_ID
 from specbench.specs.model_types import ModelSpec
@@ -146,6 +147,17 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: Pla
                      cap=cap if cap and cap > 0 else _int(settings.get("max_running_requests"), 0) or None,
                      prompt_tokens=prompt, output_tokens=out, topk=max(1, topk) if method == "eagle" else 1,
                      kv_scale=kv_scale(argv, target), routing=routing if target.moe else INDEPENDENT)
+
+
+def held(shape: CellShape, plan: Mapping[str, Any] | None) -> CellShape:
+    """The shape at the batch its launch holds at once: the planner's cap, lowered to the requests its KV tokens
+    (and Mamba slots) hold at this cell's prompt + output tokens (plan/reach.py::reach_of, the arithmetic of the
+    "fastest setup that fits" table and of the dry run's "about N run at once"). A closed-loop cell asking more waits
+    for the rest: its throughput is that batch's. `plan`: the plan contract or a dry-run row's `plan_limits`."""
+    holds = reach_of(plan, shape.prompt_tokens + shape.output_tokens, None).holds if plan else None
+    if not holds or holds <= 0 or (shape.cap is not None and holds >= shape.cap):
+        return shape
+    return replace(shape, cap=holds)
 
 
 def routing(adapter: ServerAdapter | None, argv: Sequence[str], settings: Mapping[str, object]) -> str:

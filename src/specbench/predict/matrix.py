@@ -13,7 +13,7 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.predict.calibration import Calibration, ceilings
-from specbench.predict.cells import PlanKeys, adapter_for, cell_shape, class_key, routing
+from specbench.predict.cells import PlanKeys, adapter_for, cell_shape, class_key, held, routing
 from specbench.predict.judged import ar_twin, judge
 from specbench.predict.model import CellShape
 
@@ -110,9 +110,9 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str,
     for row in rows:
         server, argv = row.get("server") or {}, row.get("command") or ()
         try:
-            shapes.append((row, cell_shape(server, row.get("client") or {}, plan,
-                                           row.get("max_running_requests_planned"), argv,
-                                           routing=routing(adapter, argv, server)), None))
+            asked = cell_shape(server, row.get("client") or {}, plan, row.get("max_running_requests_planned"), argv,
+                               routing=routing(adapter, argv, server))
+            shapes.append((row, held(asked, row.get("plan_limits")), None))
         except (ValueError, UserError) as exc:
             shapes.append((row, None, str(exc)))
     ar_tok: dict[tuple[Any, ...], float] = {}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from specbench.errors import UserError
 from specbench.load.schedule import is_closed_loop
-from specbench.predict.cells import ClassKey, PlanKeys, adapter_for, cell_shape, class_key, routing
+from specbench.predict.cells import ClassKey, PlanKeys, adapter_for, cell_shape, class_key, held, routing
 from specbench.predict.model import CellShape
 from specbench.stored.read import load_store
 from specbench.stored.records import CellRecord, LoadedStore, RequestRecord, first_repeat_in_send_order
@@ -140,8 +140,8 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         argv = srv.command if srv else ()
         cap = (srv.plan or {}).get("max_running_requests") if srv else None
         try:
-            shape = cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None, argv,
-                               routing=routing(adapter, argv, settings))
+            shape = held(cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None, argv,
+                                    routing=routing(adapter, argv, settings)), srv.plan if srv else None)
         except (ValueError, UserError):
             continue
         base = ar.get(cell.baseline_key)

@@ -32,6 +32,7 @@ EXAMPLES = {
     "h100-sglang-qwen3-8b-tree8.toml": set(),
     "h100-sglang-qwen3-moe-eagle3.toml": set(),  # simulated acceptance only
     "h100-sglang-qwen3-moe-uniform.toml": set(),  # simulated acceptance only
+    "h100-sglang-qwen3-moe-uniform-long.toml": set(),  # simulated acceptance only
     "h100-sglang-qwen3-32b-eagle3.toml": set(),  # simulated acceptance only
     "h100-sglang-qwen36-27b-hybrid.toml": {"dflash16", "dflash8"},
     "h200-sglang-qwen36-27b-hybrid.toml": {"dflash16", "dflash8"},

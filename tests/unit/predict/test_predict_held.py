@@ -1,0 +1,56 @@
+"""A cell whose launch holds fewer requests than it asks (its KV tokens at the cell's prompt + output) is predicted at
+the batch that runs (predict/cells.py::held, plan/reach.py::reach_of): the same batch, tok/s and limit as the
+"fastest setup that fits" table beside it. The H100 Qwen3-30B-A3B matrix at 8,192-token prompts plans ~106k KV
+tokens: at c = 32 about 12 run at once; at 2,048 tokens all 32 do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from paths import ROOT
+from specbench.matrix.preflight import dry_run
+from specbench.matrix.toml_load import load_matrix
+from specbench.predict.calibration import shipped
+from specbench.predict.cells import held
+from specbench.predict.model import CellShape
+from specbench.predict.plan_matrix import predict_spec
+from specbench.specs.resolve import load_model_spec
+
+CONFIGS = ROOT / "src" / "specbench" / "data" / "configs"
+EXAMPLE = "examples/h100-sglang-qwen3-moe-uniform-long.toml"
+
+
+def _matrix(tmp_path: Path) -> Path:
+    drafter = tmp_path / "q3_30b_eagle3"  # the matrix's drafter folder must exist (matrix/toml_load.py)
+    drafter.mkdir(exist_ok=True)
+    (drafter / "config.json").write_text((CONFIGS / "specforge__qwen3-30B-A3B-eagle3.json").read_text())
+    path = tmp_path / "long.toml"
+    path.write_text((ROOT / EXAMPLE).read_text().replace("/tmp/models/q3_30b_eagle3", str(drafter)))
+    return path
+
+
+def test_a_kv_bound_cell_is_predicted_at_the_batch_its_kv_holds(tmp_path: Path) -> None:
+    spec, _ = load_matrix(_matrix(tmp_path))
+    rows = dry_run(spec)
+    preds = {(p.label, p.concurrency, p.load): p for p in predict_spec(spec, rows, shipped())}
+    kv = next(r["plan_limits"]["kv_tokens"] for r in rows if r["label"] == "ar")
+    long_ar = preds[("ar", 32, "8192+128")]
+    assert long_ar.batch == kv // (8192 + 128) < 32
+    assert preds[("ar", 32, "2048+128")].batch == 32          # 32 x 2,176 tokens fit
+    assert preds[("ar", 8, "8192+128")].batch == 8
+    spec_long = preds[("eagle3-sim2.5", 32, "8192+128")]
+    assert spec_long.batch < 32 and spec_long.speedup is not None
+    # the throughput is the held batch's: the c = 32 cell predicts no more than 32 / batch times the c = 8 one's
+    assert long_ar.tok_s is not None and preds[("ar", 8, "8192+128")].tok_s is not None
+    assert long_ar.tok_s < preds[("ar", 8, "8192+128")].tok_s * long_ar.batch / 8 * 1.2
+
+
+def test_held_lowers_only_a_cap_the_kv_does_not_reach() -> None:
+    target = load_model_spec(str(CONFIGS / "Qwen__Qwen3-8B.json"))
+    shape = CellShape(target=target, draft=None, method="ar", num_steps=0, verify_tokens=1, tp=1, concurrency=32,
+                      cap=32, prompt_tokens=8192, output_tokens=128)
+    plan = {"status": "ok", "engine_cap": 32, "max_running_requests": 32, "kv_tokens": 50_000}
+    assert held(shape, plan).batch == 50_000 // 8320
+    assert held(shape, {**plan, "kv_tokens": 400_000}).batch == 32
+    assert held(shape, None) == shape                                  # no plan: the cap stands
+    assert held(shape, {"status": "fails", "error": "OOM"}) == shape    # a launch that fails is not a batch of 0
