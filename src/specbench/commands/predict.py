@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import typer
 
+from specbench.contracts_dryrun import DryRunRow
 from specbench.errors import UserError
 
 # The predictor, the planner and rich are imported inside the command: `specbench --help` does not pay for them.
@@ -18,7 +19,7 @@ def _x(v: Any, digits: int = 2, suffix: str = "") -> str:
     return "-" if v is None else f"{v:.{digits}f}{suffix}"
 
 
-def plan_rows(spec: Any) -> list[dict[str, Any]]:
+def plan_rows(spec: Any) -> list[DryRunRow]:
     """The dry run's rows for predicting (matrix/preflight.py::dry_run: the nearest-fix search only where a launch
     fails in a matrix that auto-fixes)."""
     from specbench.matrix.preflight import dry_run

@@ -24,7 +24,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, TypeVar, cast
 
 from specbench.decide.verdict import TIE_MARGIN
 from specbench.load import speedup as speedups
@@ -369,8 +369,12 @@ def binds_text(reach: Reach) -> str:
 # ----------------------------------------------------------------------------- the matrix, before anything runs
 
 
-def row_at(row: Mapping[str, Any], concurrency: int) -> dict[str, Any]:
-    """A dry-run row (matrix/preflight.py::dry_run) moved to another concurrency: what the predictor reads to
-    predict the launch at its reachable concurrency."""
-    return {**dict(row), "cell": f"{row.get('cell')}@c{concurrency}",
-            "client": {**dict(row.get("client") or {}), "concurrency": concurrency}}
+RowT = TypeVar("RowT", bound=Mapping[str, Any])
+
+
+def row_at(row: RowT, concurrency: int) -> RowT:
+    """A launch's row (a dry run's, contracts_dryrun.py::DryRunRow, or a stored launch's) moved to another
+    concurrency, of the same type: what the predictor reads to predict the launch at its reachable concurrency."""
+    moved = {**dict(row), "cell": f"{row.get('cell')}@c{concurrency}",
+             "client": {**dict(row.get("client") or {}), "concurrency": concurrency}}
+    return cast(RowT, moved)  # the same keys, two of them new values

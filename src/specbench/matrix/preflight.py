@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypeVar
 
 from specbench.contracts import PlannerError, PlanOutcome, PlanResult
+from specbench.contracts_dryrun import DryRunRow, PlanLimits
 from specbench.engines.base import Engine, Launch, ServerAdapter, engine
 from specbench.errors import UserError
 from specbench.load.prompt_checks import random_prompts_warning
@@ -147,12 +148,12 @@ def _plan_reason(plan: PlanResult) -> str:
 
 def dry_run(spec: MatrixSpec,
             planner: Callable[[ServerAdapter, MatrixSpec, Launch], PlanOutcome] = plan_unless_fixing
-            ) -> list[dict[str, Any]]:
+            ) -> list[DryRunRow]:
     """One object per cell: cell, server (incl. tp), client, verdict, plan_status, command; nothing launched."""
     adapter = adapter_for(spec)
     tuples, cells = expand(spec)
     pfs = {st.server_id: preflight(spec, st, adapter, planner) for st in tuples}
-    out = []
+    out: list[DryRunRow] = []
     for c in cells:
         pf = pfs[c.server_id]
         server = {k: v for k, v in pf.settings.items() if k != "notes"}
@@ -174,20 +175,6 @@ def dry_run(spec: MatrixSpec,
     return out
 
 
-
-
-class PlanLimits(TypedDict):
-    """A dry-run row's `plan_limits` (LIMIT_KEYS, in that order; docs/contracts.md): null where the plan lacks one."""
-
-    status: str | None
-    error: str | None
-    engine_cap: int | None
-    max_running_requests: int | None
-    requested_max_running_requests: int | None
-    kv_tokens: int | None
-    max_mamba_cache_size: int | None
-    mamba_ratio: float | None
-    planner_error: str | None
 
 
 def plan_limits(plan: PlanOutcome) -> PlanLimits | None:
@@ -250,9 +237,13 @@ def _duration(secs: float) -> str:
     return f"~{secs / 86400:.1f} days ({secs:,.0f} s)"
 
 
-def iter_phases(rows: Sequence[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+Row = TypeVar("Row", bound=Mapping[str, Any])
+
+
+def iter_phases(rows: Sequence[Row]) -> Iterator[tuple[int, list[Row]]]:
+    """The rows in runs of one phase each, in order (the dry run's rows, or the same with `predicted` added)."""
     phase: int | None = None
-    group: list[dict[str, Any]] = []
+    group: list[Row] = []
     for r in rows:
         if r["phase"] != phase and group:
             yield phase or 0, group

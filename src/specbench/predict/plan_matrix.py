@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from specbench.contracts_dryrun import DryRunRow, PredictedRow
 from specbench.errors import UserError
 from specbench.predict import calibration as cal_io
 from specbench.predict.cells import PlanKeys
@@ -72,7 +73,7 @@ def server_order(rows: Sequence[Mapping[str, Any]], preds: Sequence[Predicted]) 
     return tuple(sorted(order, key=lambda s: (0 if is_ar.get(s) else 1, -best.get(s, -1.0))))
 
 
-def with_predictions(spec: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def with_predictions(spec: Any, rows: Sequence[DryRunRow]) -> list[PredictedRow]:
     """The dry run's rows, each with `predicted` (Predicted.as_dict: speedup, its interval, tok/s, TPOT ...) from the
     shipped calibrations and the matrix's simulated accept lengths; a cell the model cannot predict carries its
     reason in `predicted.error`, and a matrix it cannot read at all gets the reason in every row."""
@@ -80,7 +81,7 @@ def with_predictions(spec: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[
         preds = [p.as_dict() for p in predict_spec(spec, rows, cal_io.shipped())]
     except UserError as exc:
         preds = [{"error": str(exc)} for _ in rows]
-    return [{**dict(r), "predicted": p} for r, p in zip(rows, preds)]
+    return [PredictedRow(**r, predicted=p) for r, p in zip(rows, preds)]
 
 
 def predicted_text(row: Mapping[str, Any]) -> str:
