@@ -213,7 +213,7 @@ def main() -> None:
     stores = sys.argv[1:] or [s for pat in ("tests/data/h200-*/*.db", "tests/data/gpu-decide-sglang/*.db",
                                             "tests/data/h100-context-*/*.db", "tests/data/h100-moe-sglang-*/*.db",
                                             "tests/data/h100-moe-uniform-*/*.db", "tests/data/h100-hybrid-*/*.db",
-                                            "tests/data/h100-q32b-*/*.db")
+                                            "tests/data/h100-q32b-*/*.db", "tests/data/h100-moe-long-*/*.db")
                               for s in sorted(glob.glob(str(ROOT / pat)))]
     accuracy([str(Path(s).relative_to(ROOT)) if Path(s).is_absolute() else s for s in stores])
     speed()
