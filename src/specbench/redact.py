@@ -16,6 +16,7 @@ report, export, dry-run and plan/doctor output use the same functions. Pure func
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -52,6 +53,7 @@ _COMMENT_KEY_RE = re.compile(r"(?m)^([ \t]*#[^\n]*?\b)([A-Za-z][A-Za-z0-9_-]*)(\
 _ASSIGN_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)(\s*=\s*|[\"']\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\[[^\]]*\]|[^\s\"',()={}\[\]]+)")
 
 
+@functools.lru_cache(maxsize=4096)  # a JSON document repeats its few key names thousands of times (_assign)
 def is_secret_name(name: str) -> bool:
     """An env / setting name with a secret word: `HF_TOKEN`, `api_key`, `OPENAI_API_KEY` (words split on `_`/`-`)."""
     words = [w for w in re.split(r"[_\-]+", name.strip().upper()) if w]

@@ -15,6 +15,7 @@ draft depth (EAGLE topk 1: `--speculative-num-steps`; NGRAM: draft tokens - 1).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from specbench.engines.simulate import SimulatedAcceptance, check_range
@@ -27,10 +28,7 @@ _SOURCE = {(0, 5, 15): "sglang/srt/speculative/eagle_utils.py::eagle_sample@0.5.
 
 def simulated_acceptance(accept_len: float, argv: list[str], version: str | None) -> SimulatedAcceptance:
     """The switch for the server `argv` launches (its algorithm and draft depth as SGLang reads them)."""
-    from specbench.engines.sglang.args import parse_sglang_argv
-
-    args = parse_sglang_argv(list(argv), version)
-    algorithm = args.spec_algorithm or "AR"
+    algorithm, steps, draft = _spec_shape(tuple(argv), version)
     release = parse_release(version) if version else None
     src = _SOURCE[(0, 5, 12)] if release is not None and release < (0, 5, 13) else _SOURCE[(0, 5, 15)]
     if algorithm == "AR":
@@ -40,7 +38,6 @@ def simulated_acceptance(accept_len: float, argv: list[str], version: str | None
             accept_len, source=src,
             refusal=(f"SGLang {version or '0.5.15'} applies SGLANG_SIMULATE_ACC_LEN only in the EAGLE-family and "
                      f"NGRAM verify ({src}); {algorithm} verifies without it"))
-    steps, draft = args.speculative_num_steps, args.speculative_num_draft_tokens
     most = (draft if algorithm == "NGRAM" else (steps + 1 if steps else draft))
     refusal = check_range(accept_len, most, f"SGLang {algorithm}")
     env = {"SGLANG_SIMULATE_ACC_LEN": repr(float(accept_len)), "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
@@ -54,8 +51,25 @@ _EXPERT_SIMULATION = ("SGLANG_SIMULATE_UNIFORM_EXPERTS", "SGLANG_SIMULATE_ROUND_
 _ENV_TRUE = ("true", "1", "yes", "y")
 
 
+# One parse per launch, not per cell: a matrix's cells share their server's argv (a 500-cell `predict` parsed ~940
+# times; benchmarks/RESULTS.md seventh session). Keyed by the argv as a tuple and the release; the answers are
+# plain values.
+@functools.lru_cache(maxsize=256)
+def _spec_shape(argv: tuple[str, ...], version: str | None) -> tuple[str, int | None, int | None]:
+    """(the algorithm SGLang reads, AR when none; --speculative-num-steps; --speculative-num-draft-tokens)."""
+    from specbench.engines.sglang.args import parse_sglang_argv
+
+    args = parse_sglang_argv(list(argv), version)
+    return args.spec_algorithm or "AR", args.speculative_num_steps, args.speculative_num_draft_tokens
+
+
 def _dummy_weights(argv: Sequence[str]) -> bool:
     """`--load-format dummy`, as the release's own parser reads the launch (engines/sglang/args.py)."""
+    return _loads_dummy(tuple(argv))
+
+
+@functools.lru_cache(maxsize=256)
+def _loads_dummy(argv: tuple[str, ...]) -> bool:
     from specbench.engines.sglang.args import parse_sglang_argv
     from specbench.errors import UserError
 
