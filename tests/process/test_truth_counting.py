@@ -61,7 +61,7 @@ def test_counts_that_cannot_be_trusted() -> None:
     assert check(16, tok, 16, 16) == (16, None)  # within the tokenizer's tolerance: the server's count is kept
     assert check(None, tok, 16, 16) == (17, None)  # no usage: the client's count
     for server, asked, want in ((-16, 16, "negative"), (160, 16, "more than the max_tokens=16"),
-                                (4, 16, "but the client counted 16"), (17, 32, "but the client counted 16")):
+                                (4, 16, "fewer than the 16 content"), (17, 32, "but the client counted 16")):
         _, why = check(server, ids, asked, 16)
         assert why is not None and want in why and str(server) in why, (server, why)
     # without ids, the content events bound the count from below
@@ -70,8 +70,12 @@ def test_counts_that_cannot_be_trusted() -> None:
     # with them, an event that carried no new id is no token: SGLang after retracting a request (the H100 MoE store
     # at 8,192 tokens, c = 32: 129 events, 128 ids, completion_tokens 128) is honest
     assert check(128, Counted(128, "token_ids"), 128, 129) == (128, None)
-    _, why = check(120, Counted(128, "token_ids"), 128, 129)
+    _, why = check(126, Counted(128, "token_ids"), 128, 129)
     assert why is not None and "but the client counted 128" in why
+    # but on /generate the ids are the server's own list: events well beyond it still contradict the count
+    for server, events in ((4, 16), (1, 500), (128, 134)):
+        _, why = check(server, Counted(server, "token_ids"), 512, events)
+        assert why is not None and f"fewer than the {events} content" in why, (server, events, why)
     _, why = check(0, none, 16, 3)
     assert why is not None and "completion_tokens=0" in why
     _, why = check(20, Counted(16, "tokenizer"), 32, 4)

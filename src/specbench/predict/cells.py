@@ -149,12 +149,31 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: Pla
                      kv_scale=kv_scale(argv, target), routing=routing if target.moe else INDEPENDENT)
 
 
-def held(shape: CellShape, plan: Mapping[str, Any] | None) -> CellShape:
+def request_length(client: Mapping[str, Any]) -> int | None:
+    """prompt_tokens + output_tokens when the cell fixes both (a random dataset's lengths), else None: the length
+    plan/reach.py prices the KV limit at (decide/fits.py::Workload.length, plan/concurrency.py::cell_warning), never
+    a dataset's caps or a default."""
+    p, o = client.get("prompt_tokens"), client.get("output_tokens")
+    if isinstance(p, int) and isinstance(o, int) and not isinstance(p, bool) and not isinstance(o, bool) \
+            and p > 0 and o > 0:
+        return p + o
+    return None
+
+
+def held(shape: CellShape, plan: Mapping[str, Any] | None, length: int | None) -> CellShape:
     """The shape at the batch its launch holds at once: the planner's cap, lowered to the requests its KV tokens
-    (and Mamba slots) hold at this cell's prompt + output tokens (plan/reach.py::reach_of, the arithmetic of the
-    "fastest setup that fits" table and of the dry run's "about N run at once"). A closed-loop cell asking more waits
-    for the rest: its throughput is that batch's. `plan`: the plan contract or a dry-run row's `plan_limits`."""
-    holds = reach_of(plan, shape.prompt_tokens + shape.output_tokens, None).holds if plan else None
+    (and Mamba slots) hold at `length` tokens a request (plan/reach.py::reach_of, the arithmetic of the "fastest setup
+    that fits" table and of the dry run's "about N run at once"). A closed-loop cell asking more waits for the rest:
+    its throughput is that batch's. `plan`: the plan contract or a dry-run row's `plan_limits`; `length`:
+    request_length(client), None for a cell whose lengths are not fixed (no KV limit then). Raises ValueError when
+    one request is longer than the launch's KV tokens: nothing of it runs to predict."""
+    if not plan or length is None:
+        return shape
+    reach = reach_of(plan, length, None)
+    if reach.planned and reach.kv == 0:
+        raise ValueError(f"one request of {length:,} tokens is longer than the {reach.kv_tokens:,} KV tokens its "
+                         "launch holds (plan/reach.py)")
+    holds = reach.holds
     if not holds or holds <= 0 or (shape.cap is not None and holds >= shape.cap):
         return shape
     return replace(shape, cap=holds)

@@ -13,7 +13,7 @@ from typing import Any
 
 from specbench.errors import UserError
 from specbench.predict.calibration import Calibration, ceilings
-from specbench.predict.cells import PlanKeys, adapter_for, cell_shape, class_key, held, routing
+from specbench.predict.cells import PlanKeys, adapter_for, cell_shape, class_key, held, request_length, routing
 from specbench.predict.judged import ar_twin, judge
 from specbench.predict.model import CellShape
 
@@ -112,7 +112,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str,
         try:
             asked = cell_shape(server, row.get("client") or {}, plan, row.get("max_running_requests_planned"), argv,
                                routing=routing(adapter, argv, server))
-            shapes.append((row, held(asked, row.get("plan_limits")), None))
+            shapes.append((row, held(asked, row.get("plan_limits"), request_length(row.get("client") or {})), None))
         except (ValueError, UserError) as exc:
             shapes.append((row, None, str(exc)))
     ar_tok: dict[tuple[Any, ...], float] = {}
@@ -144,8 +144,8 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str,
             sp = lo = hi = 1.0  # the baseline itself: 1 by definition
         else:
             base = ar_tok.get(_base_key(row))
-            if base is None:  # no AR cell in the matrix at this point: predict one
-                twin = judge(cal, key, ar_twin(shape, _ar_cap(rows, row)), None)
+            if base is None:  # no AR cell in the matrix at this point: predict one, at what an AR server holds
+                twin = judge(cal, key, _ar_twin(shape, rows, row), None)
                 base = twin.pred.tok_s if twin is not None else 0.0
             sp = p.tok_s / base if base > 0 else None
             if sp is not None:
@@ -157,11 +157,15 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str,
     return [results[row["cell"]] for row in rows]
 
 
-def _ar_cap(rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> int | None:
-    """The planner's cap of an AR server in the same matrix at the same TP, if any."""
+def _ar_twin(shape: CellShape, rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> CellShape:
+    """The AR cell a speculative cell is compared with where the matrix has none at its load: at the cap and KV of
+    the matrix's AR server at the same TP (its planner's max_running_requests, held to what its KV holds at this
+    cell's lengths); with no AR server at all, at the speculative launch's own held batch (an AR launch holds at
+    least as much KV: a floor)."""
     tp = (row.get("server") or {}).get("tp")
     for r in rows:
         if (r.get("server") or {}).get("algorithm", "ar") == "ar" and (r.get("server") or {}).get("tp") == tp:
             v = r.get("max_running_requests_planned")
-            return int(v) if isinstance(v, int) else None
-    return None
+            twin = ar_twin(shape, int(v) if isinstance(v, int) else None)
+            return held(twin, r.get("plan_limits"), request_length(row.get("client") or {}))
+    return ar_twin(shape)

@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING
 
 from specbench.errors import UserError
 from specbench.load.schedule import is_closed_loop
-from specbench.predict.cells import ClassKey, PlanKeys, adapter_for, cell_shape, class_key, held, routing
+from specbench.predict.cells import (
+    ClassKey,
+    PlanKeys,
+    adapter_for,
+    cell_shape,
+    class_key,
+    held,
+    request_length,
+    routing,
+)
 from specbench.predict.model import CellShape
 from specbench.stored.read import load_store
 from specbench.stored.records import CellRecord, LoadedStore, RequestRecord, first_repeat_in_send_order
@@ -141,7 +150,8 @@ def observations(source: str | LoadedStore) -> list[Observation]:
         cap = (srv.plan or {}).get("max_running_requests") if srv else None
         try:
             shape = held(cell_shape(settings, cell.client, plan, cap if isinstance(cap, int) else None, argv,
-                                    routing=routing(adapter, argv, settings)), srv.plan if srv else None)
+                                    routing=routing(adapter, argv, settings)), srv.plan if srv else None,
+                         request_length(cell.client))
         except (ValueError, UserError):
             continue
         base = ar.get(cell.baseline_key)

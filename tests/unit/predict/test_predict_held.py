@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from paths import ROOT
 from specbench.matrix.preflight import dry_run
 from specbench.matrix.toml_load import load_matrix
 from specbench.predict.calibration import shipped
-from specbench.predict.cells import held
+from specbench.predict.cells import held, request_length
 from specbench.predict.model import CellShape
 from specbench.predict.plan_matrix import predict_spec
 from specbench.specs.resolve import load_model_spec
@@ -50,7 +52,31 @@ def test_held_lowers_only_a_cap_the_kv_does_not_reach() -> None:
     shape = CellShape(target=target, draft=None, method="ar", num_steps=0, verify_tokens=1, tp=1, concurrency=32,
                       cap=32, prompt_tokens=8192, output_tokens=128)
     plan = {"status": "ok", "engine_cap": 32, "max_running_requests": 32, "kv_tokens": 50_000}
-    assert held(shape, plan).batch == 50_000 // 8320
-    assert held(shape, {**plan, "kv_tokens": 400_000}).batch == 32
-    assert held(shape, None) == shape                                  # no plan: the cap stands
-    assert held(shape, {"status": "fails", "error": "OOM"}) == shape    # a launch that fails is not a batch of 0
+    assert held(shape, plan, 8320).batch == 50_000 // 8320
+    assert held(shape, {**plan, "kv_tokens": 400_000}, 8320).batch == 32
+    assert held(shape, None, 8320) == shape                                  # no plan: the cap stands
+    assert held(shape, {"status": "fails", "error": "OOM"}, 8320) == shape    # a launch that fails is not a batch
+    assert held(shape, plan, None) == shape  # a dataset's lengths are not fixed: no KV limit (as plan/reach.py)
+    with pytest.raises(ValueError, match="longer than the 5,000 KV tokens"):
+        held(shape, {**plan, "kv_tokens": 5_000}, 8320)                       # nothing of it runs
+
+
+def test_request_length_is_the_fixed_lengths_only() -> None:
+    assert request_length({"prompt_tokens": 2048, "output_tokens": 128}) == 2176
+    assert request_length({"prompt_len": 2048, "output_len": 128}) is None   # a dataset's caps
+    assert request_length({"prompt_tokens": 2048}) is None
+
+
+def test_an_ar_twin_outside_the_matrix_is_held_by_the_ar_servers_kv(tmp_path: Path) -> None:
+    """A speculative cell whose AR cell is not in the matrix is compared with an AR twin at the AR server's cap,
+    held to its KV: removing the c = 32, 8,192-token AR cell must not move the speculative prediction far (before,
+    the twin ran at the AR server's cap of 32 and the speedup fell 20 %)."""
+    spec, _ = load_matrix(_matrix(tmp_path))
+    rows = dry_run(spec)
+    full = {(p.label, p.concurrency, p.load): p for p in predict_spec(spec, rows, shipped())}
+    key = ("eagle3-sim2.5", 32, "8192+128")
+    cut = [r for r in rows if not (r["label"] == "ar" and r["client"]["concurrency"] == 32
+                                   and r["client"]["prompt_tokens"] == 8192)]
+    alone = {(p.label, p.concurrency, p.load): p for p in predict_spec(spec, cut, shipped())}
+    assert full[key].speedup is not None and alone[key].speedup is not None
+    assert alone[key].speedup == pytest.approx(full[key].speedup, rel=0.05)
