@@ -127,7 +127,7 @@ def observations(source: str | LoadedStore) -> list[Observation]:
     """Every done cell of one store (a path, or a store already loaded: `specbench report` passes its own, so a
     20,000-cell store is read once) that the model can read (others are skipped, silently: failed cells, cells
     without request rows)."""
-    store = source if isinstance(source, LoadedStore) else load_store(source)
+    store = source if isinstance(source, LoadedStore) else load_store(source, logs=False)
     path = str(source) if isinstance(source, str) else str(store.path)
     plan = plan_table(store)
     engine = store.engine or "unknown"

@@ -71,13 +71,15 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
 
-def _select(con: sqlite3.Connection, table: str, wanted: tuple[str, ...], warnings: list[str]) -> list[Row]:
-    have = _columns(con, table)
+def _select(con: sqlite3.Connection, table: str, wanted: tuple[str, ...], warnings: list[str],
+            skip: tuple[str, ...] = ()) -> list[Row]:
+    """The `wanted` columns of every row (None where the table lacks one); `skip`: columns not read (None)."""
+    have = _columns(con, table) - set(skip) if skip else _columns(con, table)
     if not have:
         warnings.append(f"table {table!r} missing")
         return []
     later = {name for name, _ in store_schema.ADDED_COLUMNS.get(table, ())}  # older stores lack them: not a warning
-    missing = [c for c in wanted if c not in have and c not in later]
+    missing = [c for c in wanted if c not in have and c not in later and c not in skip]
     if missing:
         warnings.append(f"table {table!r} lacks columns: {', '.join(missing)}")
     cols = [c for c in wanted if c in have]
@@ -227,13 +229,14 @@ def _has_text(v: object) -> bool:
     return False
 
 
-def _read_rows(path: Path) -> _Rows:
+def _read_rows(path: Path, logs: bool = True) -> _Rows:
     con = _open(path)
     warnings: list[str] = []
     try:
         try:
             meta_rows = _select(con, "meta", ("key", "value"), warnings)
-            server_rows = _select(con, "servers", SERVER_COLUMNS, warnings)
+            server_rows = _select(con, "servers", SERVER_COLUMNS, warnings,
+                                  skip=() if logs else ("log_text",))
             cell_rows = _select(con, "cells", CELL_COLUMNS, warnings)
             requests = _read_requests(con, warnings)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
@@ -337,10 +340,12 @@ def _cell_record(r: Row, warnings: list[str],
     )
 
 
-def load_store(path: str | Path, label: str | None = None) -> LoadedStore:
-    """Read one store. Raises UserError when the file is missing or not SQLite."""
+def load_store(path: str | Path, label: str | None = None, *, logs: bool = True) -> LoadedStore:
+    """Read one store. Raises UserError when the file is missing or not SQLite. `logs` False leaves the servers'
+    log_text unread (None): the step-cost model's observations never read a log, and masking secrets in a store's
+    logs was ~80 % of reading it (4.7 s over the recorded stores; benchmarks/RESULTS.md seventh session)."""
     path = Path(path)
-    rows = _read_rows(path)
+    rows = _read_rows(path, logs)
     warnings = rows.warnings
     meta = {str(r["key"]): "" if r["value"] is None else str(r["value"]) for r in rows.meta if r["key"] is not None}
     servers = [_server_record(r, warnings) for r in rows.servers if r["server_id"] is not None]
