@@ -12,7 +12,9 @@ The store's [plan] table comes from its `meta.matrix_text` (the matrix the run r
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -126,9 +128,34 @@ def _measured(cell: CellRecord) -> tuple[float, float, float, float | None, floa
 def observations(source: str | LoadedStore) -> list[Observation]:
     """Every done cell of one store (a path, or a store already loaded: `specbench report` passes its own, so a
     20,000-cell store is read once) that the model can read (others are skipped, silently: failed cells, cells
-    without request rows)."""
-    store = source if isinstance(source, LoadedStore) else load_store(source, logs=False)
-    path = str(source) if isinstance(source, str) else str(store.path)
+    without request rows). A path is read once per process while the file stays as it was (`_of_file`: the
+    leave-one-store-out fits and `calibrate` read every store once per fold otherwise)."""
+    if isinstance(source, LoadedStore):
+        return _observed(source, str(source.path))
+    try:
+        st = os.stat(source)
+    except OSError:
+        return _observed(load_store(source, logs=False), str(source))  # load_store says what is wrong
+    return list(_of_file(str(source), (st.st_mtime_ns, st.st_size), _wal_stamp(str(source))))
+
+
+def _wal_stamp(path: str) -> tuple[int, int] | None:
+    """The write-ahead log's time and size: a store a run is writing may change only there (SQLite WAL mode)."""
+    try:
+        st = os.stat(path + "-wal")
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=64)
+def _of_file(path: str, stamp: tuple[int, int], wal: tuple[int, int] | None) -> tuple[Observation, ...]:
+    """One store file's observations, keyed by its and its write-ahead log's modification time and size: a store a
+    run is still writing changes them, and is read again (the observations are frozen values)."""
+    return tuple(_observed(load_store(path, logs=False), path))
+
+
+def _observed(store: LoadedStore, path: str) -> list[Observation]:
     plan = plan_table(store)
     engine = store.engine or "unknown"
     version = store.engine_version or plan.engine_version or "unknown"
