@@ -42,6 +42,7 @@ class Predicted:
     outside: tuple[str, ...] = ()    # what lies outside the calibration (trust.py::assess)
     sigma: float | None = None       # log-scale SD of the speedup
     load: str = ""                   # the client's "prompt+output" tokens (a matrix that varies them tells cells apart)
+    ttft_seen_ms: float | None = None  # the TTFT the closed-loop client measures, the wait for a slot included
 
     @property
     def calibration_state(self) -> str:
@@ -57,7 +58,7 @@ class Predicted:
                 "speedup_lo": r(self.speedup_lo, 3), "speedup_hi": r(self.speedup_hi, 3), "source": self.source,
                 "error": self.error, "tok_s_lo": r(self.tok_s_lo, 1), "tok_s_hi": r(self.tok_s_hi, 1),
                 "calibration_state": self.calibration_state, "outside_calibration": list(self.outside),
-                "sigma_log": r(self.sigma, 4), "load": self.load}
+                "sigma_log": r(self.sigma, 4), "load": self.load, "ttft_seen_ms": r(self.ttft_seen_ms, 1)}
 
 
 def _accept(row: Mapping[str, Any], accept_len: float | None, measured: Mapping[str, float]) -> float | None:
@@ -153,7 +154,7 @@ def predict_rows(rows: Sequence[Mapping[str, Any]], plan: PlanKeys, engine: str,
         t_lo, t_hi = j.trust.interval(p.tok_s, tok_s=True)
         results[row["cell"]] = Predicted(row["cell"], row["label"], tp, conc, p.batch, acc, p.tok_s, p.tpot_ms,
                                          p.ttft_ms, sp, lo, hi, j.source, None, t_lo, t_hi, j.trust.state,
-                                         j.trust.outside, j.trust.sigma, _load(c))
+                                         j.trust.outside, j.trust.sigma, _load(c), p.ttft_seen_ms)
     return [results[row["cell"]] for row in rows]
 
 

@@ -80,3 +80,31 @@ def test_an_ar_twin_outside_the_matrix_is_held_by_the_ar_servers_kv(tmp_path: Pa
     alone = {(p.label, p.concurrency, p.load): p for p in predict_spec(spec, cut, shipped())}
     assert full[key].speedup is not None and alone[key].speedup is not None
     assert alone[key].speedup == pytest.approx(full[key].speedup, rel=0.05)
+
+
+def test_the_ttft_a_queued_client_sees_is_the_measured_one(tmp_path: Path) -> None:
+    """Where a closed-loop cell asks more than its launch holds, the client's TTFT includes the wait for a slot
+    (predict/model.py::queued_ttft_s, Little's law): the H100 MoE store measured a mean TTFT of 9.09 s (AR) and
+    13.98 s (EAGLE3) at c = 32, 8,192 tokens, 12 / 11 running, where the service's own first token is ~1.6 s.
+    Where all run at once, the two TTFTs are one."""
+    import sqlite3
+
+    from paths import DATA
+
+    spec, _ = load_matrix(_matrix(tmp_path))
+    preds = {(p.label, p.concurrency, p.load): p for p in predict_spec(spec, dry_run(spec), shipped())}
+    con = sqlite3.connect(f"file:{DATA / 'h100-moe-long-sglang-0.5.15.post1' / 'h100-moel.db'}?mode=ro", uri=True)
+    try:
+        measured = dict(con.execute(
+            "SELECT c.label, avg(r.ttft_s) FROM requests r JOIN cells c ON r.cell_id = c.cell_id WHERE r.error IS NULL"
+            " AND c.client_json LIKE '%\"prompt_tokens\": 8192%' AND c.client_json LIKE '%\"concurrency\": 32%'"
+            " GROUP BY c.label").fetchall())
+    finally:
+        con.close()
+    for label in ("ar", "eagle3-sim2.5"):
+        p = preds[(label, 32, "8192+128")]
+        assert p.ttft_seen_ms is not None and p.ttft_ms is not None
+        assert p.ttft_seen_ms / 1e3 == pytest.approx(measured[label], rel=0.25), label
+        assert p.ttft_ms / 1e3 < 0.25 * measured[label]  # the service's own first token: far from what was seen
+    unqueued = preds[("ar", 8, "8192+128")]
+    assert unqueued.ttft_seen_ms == unqueued.ttft_ms
