@@ -107,6 +107,16 @@ HEADER = ("| store | config | c | prompt | measured speedup | predicted [interva
           "|---|---|---|---|---|---|---|---|---|")
 
 
+def _section(title: str, rows: list[StoredPrediction], name: str) -> None:
+    """One section of the report: its title, the table of its cells and the summary line."""
+    print(f"\n### {title}\n")
+    print(HEADER)
+    for r in rows:
+        print(_row(r))
+    print()
+    _summary(name, rows)
+
+
 def accuracy(stores: list[str]) -> None:
     rows = leave_one_store_out(stores)
     print("### Leave one store out\n")
@@ -127,47 +137,28 @@ def accuracy(stores: list[str]) -> None:
     h200 = [s for s in stores if gpu.get(s) == "H200"]
     h100 = [s for s in stores if gpu.get(s) == "H100"]
     if h200 and h100:
-        print("\n### A GPU absent from the calibration: the H100 stores from the H200 stores only\n")
         rows = _held_out(h200, h100)
-        print(HEADER)
-        for r in rows:
-            print(_row(r))
-        print()
-        _summary("H100 from H200", rows)
+        _section("A GPU absent from the calibration: the H100 stores from the H200 stores only", rows,
+                 "H100 from H200")
         only = [r for r in rows if _only_gpu_prompt_batch(r)]
         _summary("  cells whose only distances are the GPU, prompt and batch", only)
         _summary("  cells whose only distance is the GPU", [r for r in only if len(r.outside) == 1])
         _summary("  cells also outside in method, tree width, KV dtype, model kind or accept length",
                  [r for r in rows if not _only_gpu_prompt_batch(r)])
-        print("\n### The other way: the H200 stores from the H100 stores only\n")
-        rows = _held_out(h100, h200)
-        print(HEADER)
-        for r in rows:
-            print(_row(r))
-        print()
-        _summary("H200 from H100", rows)
+        _section("The other way: the H200 stores from the H100 stores only", _held_out(h100, h200), "H200 from H100")
     longest = {s: max(o.shape.prompt_tokens for o in all_observations([s])) for s in gpu}
     long = [s for s in gpu if longest[s] > 1024]
     if long:
-        print("\n### A prompt length absent from the calibration: prompts above 1,024 tokens from the rest\n")
-        rows = _held_out([s for s in gpu if s not in long], long)
-        print(HEADER)
-        for r in rows:
-            print(_row(r))
-        print()
-        _summary("long prompts from <= 1,024", rows)
-        print("\n### A prompt length absent, cell by cell: every store's cells above 1,024 tokens predicted from every "
-              "store's cells at or below it (each method, tree, KV dtype and GPU calibrated)\n")
+        _section("A prompt length absent from the calibration: prompts above 1,024 tokens from the rest",
+                 _held_out([s for s in gpu if s not in long], long), "long prompts from <= 1,024")
         obs = all_observations(stores)
         short = [o for o in obs if o.shape.prompt_tokens <= 1024]
         cal = calibrate_observations(short, sorted({o.store for o in short}))
         rows = [p for st in dict.fromkeys(o.store for o in obs)
                 for p in predict_speculative(cal, [o for o in obs if o.store == st and o.shape.prompt_tokens > 1024])]
-        print(HEADER)
-        for r in rows:
-            print(_row(r))
-        print()
-        _summary("cells above 1,024 tokens from the cells at or below", rows)
+        _section("A prompt length absent, cell by cell: every store's cells above 1,024 tokens predicted from every "
+                 "store's cells at or below it (each method, tree, KV dtype and GPU calibrated)", rows,
+                 "cells above 1,024 tokens from the cells at or below")
 
 
 def speed() -> None:
