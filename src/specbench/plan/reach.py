@@ -110,3 +110,14 @@ def reach_of(plan: Mapping[str, Any] | None, length: int | None, asked: int | No
     binds = next((k for k in ORDER if values[k] is not None and values[k] == reach), None)
     return Reach(True, cap, mamba, slots if mamba is not None else None, ratio if mamba is not None else None, kv,
                  kv_tokens, length, asked, holds, reach, binds)
+
+
+def request_length(client: Mapping[str, Any]) -> int | None:
+    """prompt_tokens + output_tokens of a cell's client when it fixes both (a random dataset's lengths), else None:
+    the `length` reach_of prices the KV limit at (as decide/fits.py::Workload.length and
+    plan/concurrency.py::cell_warning read it), never a dataset's caps or a default."""
+    p, o = client.get("prompt_tokens"), client.get("output_tokens")
+    if isinstance(p, int) and isinstance(o, int) and not isinstance(p, bool) and not isinstance(o, bool) \
+            and p > 0 and o > 0:
+        return p + o
+    return None

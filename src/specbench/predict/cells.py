@@ -149,17 +149,6 @@ def cell_shape(settings: Mapping[str, Any], client: Mapping[str, Any], plan: Pla
                      kv_scale=kv_scale(argv, target), routing=routing if target.moe else INDEPENDENT)
 
 
-def request_length(client: Mapping[str, Any]) -> int | None:
-    """prompt_tokens + output_tokens when the cell fixes both (a random dataset's lengths), else None: the length
-    plan/reach.py prices the KV limit at (decide/fits.py::Workload.length, plan/concurrency.py::cell_warning), never
-    a dataset's caps or a default."""
-    p, o = client.get("prompt_tokens"), client.get("output_tokens")
-    if isinstance(p, int) and isinstance(o, int) and not isinstance(p, bool) and not isinstance(o, bool) \
-            and p > 0 and o > 0:
-        return p + o
-    return None
-
-
 def held(shape: CellShape, plan: Mapping[str, Any] | None, length: int | None) -> CellShape:
     """The shape at the batch its launch holds at once: the planner's cap, lowered to the requests its KV tokens
     (and Mamba slots) hold at `length` tokens a request (plan/reach.py::reach_of, the arithmetic of the "fastest setup

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.errors import UserError
+from specbench.plan.reach import request_length
 from specbench.predict.calibration import Calibration, ceilings
-from specbench.predict.cells import PlanKeys, adapter_for, cell_shape, class_key, held, request_length, routing
+from specbench.predict.cells import PlanKeys, adapter_for, cell_shape, class_key, held, routing
 from specbench.predict.judged import ar_twin, judge
 from specbench.predict.model import CellShape
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from specbench.errors import UserError
 from specbench.load.schedule import is_closed_loop
+from specbench.plan.reach import request_length
 from specbench.predict.cells import (
     ClassKey,
     PlanKeys,
@@ -29,7 +30,6 @@ from specbench.predict.cells import (
     cell_shape,
     class_key,
     held,
-    request_length,
     routing,
 )
 from specbench.predict.model import CellShape

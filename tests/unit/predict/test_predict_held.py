@@ -12,8 +12,9 @@ import pytest
 from paths import ROOT
 from specbench.matrix.preflight import dry_run
 from specbench.matrix.toml_load import load_matrix
+from specbench.plan.reach import request_length
 from specbench.predict.calibration import shipped
-from specbench.predict.cells import held, request_length
+from specbench.predict.cells import held
 from specbench.predict.model import CellShape
 from specbench.predict.plan_matrix import predict_spec
 from specbench.specs.resolve import load_model_spec
